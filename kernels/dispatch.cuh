@@ -1,0 +1,175 @@
+// Runtime knobs -> template parameters, one bridge per knob, and the launch
+// itself (grid sizing from the cached occupancy). Included only by the
+// per-op/dtype translation units in kernels/instances/.
+#ifndef KERNTUNE_KERNELS_DISPATCH_CUH_
+#define KERNTUNE_KERNELS_DISPATCH_CUH_
+
+#include <algorithm>
+#include <climits>
+#include <type_traits>
+
+#include "kernels/kernel_request.h"
+#include "kernels/row_kernels.cuh"
+
+namespace kt::kernels::internal {
+
+// Resident blocks per SM of `kernel` at this block size and dynamic shared
+// memory, cached per (device, kernel, block, smem): the occupancy calculator
+// is queried once, not per launch. Also raises the kernel's dynamic
+// shared-memory limit (once per device) when `smem_bytes` needs more than
+// the default 48 KiB. Defined in kernels/occupancy_cache.cu.
+cudaError_t CachedActiveBlocks(int device, const void* kernel, int block_size,
+                               size_t smem_bytes,
+                               int64_t max_smem_per_block_optin,
+                               int* active_blocks);
+
+// Calls f(std::integral_constant<int, v>) for the v in `values` equal to
+// `value`; false when none is. The only runtime -> template bridge shape.
+template <int... values, class F>
+bool DispatchInt(int value, F&& f) {
+  return ((value == values ? (f(std::integral_constant<int, values>{}), true)
+                           : false) ||
+          ...);
+}
+
+template <class Kernel, class... Args>
+cudaError_t LaunchOrQuery(Kernel kernel, const KernelRequest& req, dim3 block,
+                          size_t smem_bytes, int64_t blocks_needed,
+                          KernelAction action, cudaStream_t stream,
+                          int* active_blocks, Args... args) {
+  const int threads = static_cast<int>(block.x * block.y);
+  int active = 0;
+  const bool need_occupancy = action == KernelAction::kQueryOccupancy ||
+                              req.config.grid_waves > 0 || smem_bytes > 0;
+  if (need_occupancy) {
+    const cudaError_t err =
+        CachedActiveBlocks(req.device, reinterpret_cast<const void*>(kernel),
+                           threads, smem_bytes, req.max_smem_per_block_optin,
+                           &active);
+    if (err != cudaSuccess) return err;
+  }
+  if (action == KernelAction::kQueryOccupancy) {
+    *active_blocks = active;
+    return cudaSuccess;
+  }
+  if (smem_bytes > 0 && active == 0) return cudaErrorInvalidConfiguration;
+  int64_t grid = std::min<int64_t>(blocks_needed, INT_MAX);
+  if (req.config.grid_waves > 0) {
+    const int64_t resident =
+        static_cast<int64_t>(std::max(active, 1)) * req.sm_count;
+    grid = std::min<int64_t>(grid, resident * req.config.grid_waves);
+  }
+  grid = std::max<int64_t>(grid, 1);
+  kernel<<<static_cast<unsigned>(grid), block, smem_bytes, stream>>>(args...);
+  return cudaPeekAtLastError();
+}
+
+// The storage-level functors of an op: plain loads; LayerNorm's store
+// applies the optional affine transform.
+template <Op op, typename T>
+auto MakeStore(const KernelRequest& req) {
+  if constexpr (op == Op::kLayerNorm) {
+    return AffineStore<T>{static_cast<T*>(req.y), req.cols,
+                          static_cast<const T*>(req.gamma),
+                          static_cast<const T*>(req.beta)};
+  } else {
+    return DirectStore<T>{static_cast<T*>(req.y), req.cols};
+  }
+}
+
+inline RowParams MakeParams(const KernelRequest& req) {
+  return RowParams{req.rows, req.cols, req.epsilon, req.mean, req.inv_std};
+}
+
+template <Op op, DType dtype>
+cudaError_t RunWarpRowOp(const KernelRequest& req, KernelAction action,
+                         cudaStream_t stream, int* active_blocks) {
+  using T = typename StorageOf<dtype>::type;
+  const auto load = DirectLoad<T>{static_cast<const T*>(req.x), req.cols};
+  const auto store = MakeStore<op, T>(req);
+  const LaunchConfig& c = req.config;
+  cudaError_t result = cudaErrorInvalidConfiguration;
+
+  // Instantiates one (pack, cols_per_thread, group width, rows per access)
+  // kernel and launches it with blockDim = (tgw, block_size / tgw).
+  auto launch = [&](auto pack_c, auto cpt_c, auto tgw_c, auto rpa_c) {
+    constexpr int kPack = decltype(pack_c)::value;
+    constexpr int kCpt = decltype(cpt_c)::value;
+    constexpr int kTgw = decltype(tgw_c)::value;
+    constexpr int kRpa = decltype(rpa_c)::value;
+    auto* kernel = &WarpRowKernel<op, decltype(load), decltype(store), kPack,
+                                  kCpt, kTgw, kRpa>;
+    const dim3 block(kTgw, c.block_size / kTgw);
+    const int64_t rows_per_block = static_cast<int64_t>(block.y) * kRpa;
+    const int64_t blocks = (req.rows + rows_per_block - 1) / rows_per_block;
+    result = LaunchOrQuery(kernel, req, block, 0, blocks, action, stream,
+                           active_blocks, load, store, MakeParams(req));
+  };
+  DispatchInt<1, 2, 4, 8>(c.pack_size, [&](auto pack) {
+    constexpr int kPack = decltype(pack)::value;
+    if constexpr (kPack * sizeof(T) <= 16) {
+      if (c.thread_group_width < kWarpSize) {
+        // One pack per lane; narrow groups may take two rows per step.
+        DispatchInt<1, 2, 4, 8, 16>(c.thread_group_width, [&](auto tgw) {
+          DispatchInt<1, 2>(c.rows_per_access, [&](auto rpa) {
+            launch(pack, pack, tgw, rpa);
+          });
+        });
+      } else if (req.cols_per_thread == kPack) {
+        launch(pack, pack, std::integral_constant<int, kWarpSize>{},
+               std::integral_constant<int, 1>{});
+      } else {
+        // Must list exactly kWarpColsPerThread (launch_config.h).
+        DispatchInt<2, 4, 8, 12, 16, 24, 32, 48, 64>(
+            req.cols_per_thread, [&](auto cpt) {
+              constexpr int kCpt = decltype(cpt)::value;
+              if constexpr (kCpt % kPack == 0 && kCpt >= 2 * kPack) {
+                launch(pack, cpt, std::integral_constant<int, kWarpSize>{},
+                       std::integral_constant<int, 1>{});
+              }
+            });
+      }
+    }
+  });
+  return result;
+}
+
+template <Op op, DType dtype>
+cudaError_t RunBlockRowOp(const KernelRequest& req, KernelAction action,
+                          cudaStream_t stream, int* active_blocks) {
+  using T = typename StorageOf<dtype>::type;
+  const auto load = DirectLoad<T>{static_cast<const T*>(req.x), req.cols};
+  const auto store = MakeStore<op, T>(req);
+  using Load = decltype(load);
+  using Store = decltype(store);
+  const LaunchConfig& c = req.config;
+  cudaError_t result = cudaErrorInvalidConfiguration;
+
+  DispatchInt<1, 2, 4, 8>(c.pack_size, [&](auto pack) {
+    constexpr int kPack = decltype(pack)::value;
+    if constexpr (kPack * sizeof(T) <= 16) {
+      // Must list exactly kBlockImplBlockSizes (launch_config.h).
+      DispatchInt<128, 256, 512, 1024>(c.block_size, [&](auto block_c) {
+        constexpr int kBlock = decltype(block_c)::value;
+        if (c.impl == Impl::kBlockSmem) {
+          const size_t smem = static_cast<size_t>(req.cols) *
+                              sizeof(typename Load::cache_type);
+          result = LaunchOrQuery(
+              &BlockSmemRowKernel<op, Load, Store, kPack, kBlock>, req,
+              dim3(kBlock), smem, req.rows, action, stream,
+              active_blocks, load, store, MakeParams(req));
+        } else {
+          result = LaunchOrQuery(
+              &BlockUncachedRowKernel<op, Load, Store, kPack, kBlock>,
+              req, dim3(kBlock), 0, req.rows, action, stream,
+              active_blocks, load, store, MakeParams(req));
+        }
+      });
+    }
+  });
+  return result;
+}
+
+}  // namespace kt::kernels::internal
+
+#endif  // KERNTUNE_KERNELS_DISPATCH_CUH_

@@ -1,0 +1,350 @@
+// Which launch configs are legal, the config space, and the default
+// (launch_config.h).
+#include "kernels/launch_config.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "kernels/kernel_request.h"
+
+namespace kt::kernels {
+namespace {
+
+template <typename Container>
+bool Contains(const Container& values, int value) {
+  return std::find(std::begin(values), std::end(values), value) != std::end(values);
+}
+
+int NextPowerOfTwo(int64_t value) {
+  int result = 1;
+  while (result < value) result *= 2;
+  return result;
+}
+
+// Per-block shared memory the runtime and the kernels' static CUB storage
+// take besides the row cache, for limits on a described device (a real one
+// reports exact figures through the occupancy calculator).
+constexpr int64_t kStaticSmemAllowance = 1024;
+constexpr int64_t kReservedSmemPerBlock = 1024;  // sm_80+ system reservation
+
+int EstimateActiveBlocks(const LaunchConfig& config, int64_t smem_bytes,
+                         const DeviceInfo& device) {
+  int blocks = std::min(device.max_blocks_per_sm,
+                        device.max_threads_per_sm / config.block_size);
+  if (smem_bytes > 0) {
+    const int64_t per_block = smem_bytes + kStaticSmemAllowance + kReservedSmemPerBlock;
+    if (smem_bytes + kStaticSmemAllowance > device.max_smem_per_block_optin) return 0;
+    blocks = std::min<int64_t>(blocks, device.max_smem_per_sm / per_block);
+  }
+  return blocks;
+}
+
+absl::Status CheckShape(DType dtype, Shape shape) {
+  if (shape.rows < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("rows=", shape.rows, " must be >= 1"));
+  }
+  if (shape.cols < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("cols=", shape.cols, " must be >= 1"));
+  }
+  const int64_t max_elements =
+      std::numeric_limits<int64_t>::max() / static_cast<int64_t>(DTypeSize(dtype));
+  if (shape.rows > max_elements / shape.cols) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rows=", shape.rows, " x cols=", shape.cols, " overflows a 64-bit byte count"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckWarpKnobs(DType dtype, Shape shape, const LaunchConfig& c) {
+  if (!Contains(kThreadGroupWidths, c.thread_group_width)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "thread_group_width=", c.thread_group_width, " must be 1, 2, 4, 8, 16 or 32"));
+  }
+  if (c.block_size < 32 || c.block_size > 1024 || c.block_size % 32 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "block_size=", c.block_size, " must be a multiple of 32 in [32, 1024] for warp"));
+  }
+  if (c.rows_per_access != 1 && c.rows_per_access != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rows_per_access=", c.rows_per_access, " must be 1 or 2"));
+  }
+  if (c.rows_per_access == 2 && c.thread_group_width == 32) {
+    return absl::InvalidArgumentError(
+        "rows_per_access=2 needs thread_group_width < 32 (no such kernel instance)");
+  }
+  if (WarpColsPerThread(c, shape.cols) == 0) {
+    const int64_t limit = c.thread_group_width < 32
+                              ? static_cast<int64_t>(c.pack_size) * c.thread_group_width
+                              : kMaxWarpCols;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cols=", shape.cols, " exceeds the warp implementation's limit of ", limit,
+        " for thread_group_width=", c.thread_group_width, ", pack_size=", c.pack_size));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckBlockKnobs(const LaunchConfig& c) {
+  if (!Contains(kBlockImplBlockSizes, c.block_size)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "block_size=", c.block_size, " must be 128, 256, 512 or 1024 for ", ImplName(c.impl)));
+  }
+  if (c.thread_group_width != 32) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "thread_group_width=", c.thread_group_width, " must be 32 for ", ImplName(c.impl)));
+  }
+  if (c.rows_per_access != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rows_per_access=", c.rows_per_access, " must be 1 for ", ImplName(c.impl)));
+  }
+  return absl::OkStatus();
+}
+
+// Block sizes worth having every thread busy on a row of `num_packs` packs.
+std::vector<int> UsefulBlockSizes(int64_t num_packs) {
+  std::vector<int> sizes;
+  for (int block : kBlockImplBlockSizes) {
+    if (block == kBlockImplBlockSizes[0] || block <= num_packs) sizes.push_back(block);
+  }
+  return sizes;
+}
+
+}  // namespace
+
+absl::string_view ImplName(Impl impl) {
+  switch (impl) {
+    case Impl::kWarp:
+      return "warp";
+    case Impl::kBlockSmem:
+      return "block_smem";
+    case Impl::kBlockUncached:
+      return "block_uncached";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<Impl> ParseImpl(absl::string_view name) {
+  for (Impl impl : {Impl::kWarp, Impl::kBlockSmem, Impl::kBlockUncached}) {
+    if (name == ImplName(impl)) return impl;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "impl=\"", name, "\" is not one of warp, block_smem, block_uncached"));
+}
+
+std::string ConfigKey(const LaunchConfig& c) {
+  return absl::StrCat(ImplName(c.impl), "/b", c.block_size, "/p", c.pack_size, "/g",
+                      c.thread_group_width, "/r", c.rows_per_access, "/w", c.grid_waves);
+}
+
+absl::StatusOr<LaunchConfig> ParseLaunchConfig(absl::string_view key) {
+  const std::vector<absl::string_view> parts = absl::StrSplit(key, '/');
+  const auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config \"", key, "\" is not of the form impl/b<block>/p<pack>/g<group>/r<rows>/w<waves>: ",
+        why));
+  };
+  if (parts.size() != 6) return bad("expected 6 fields");
+  LaunchConfig c;
+  absl::StatusOr<Impl> impl = ParseImpl(parts[0]);
+  if (!impl.ok()) return bad(impl.status().message());
+  c.impl = *impl;
+  const char prefixes[] = {'b', 'p', 'g', 'r', 'w'};
+  int* fields[] = {&c.block_size, &c.pack_size, &c.thread_group_width, &c.rows_per_access,
+                   &c.grid_waves};
+  for (int i = 0; i < 5; ++i) {
+    const absl::string_view part = parts[i + 1];
+    if (part.empty() || part[0] != prefixes[i] || !absl::SimpleAtoi(part.substr(1), fields[i])) {
+      return bad(absl::StrCat("field \"", part, "\" should be ", std::string(1, prefixes[i]),
+                              "<integer>"));
+    }
+  }
+  return c;
+}
+
+int WarpColsPerThread(const LaunchConfig& c, int64_t cols) {
+  if (c.impl != Impl::kWarp || c.pack_size < 1 || c.thread_group_width < 1) return 0;
+  const int64_t pack = c.pack_size;
+  if (c.thread_group_width < 32) {
+    return cols <= pack * c.thread_group_width ? c.pack_size : 0;
+  }
+  const int64_t packs_per_lane = (cols + 32 * pack - 1) / (32 * pack);
+  const int64_t needed = packs_per_lane * pack;
+  if (needed <= pack) return c.pack_size;
+  for (int cpt : kWarpColsPerThread) {
+    if (cpt % pack == 0 && cpt >= 2 * pack && cpt >= needed) return cpt;
+  }
+  return 0;
+}
+
+int64_t SharedMemoryBytes(Impl impl, DType dtype, int64_t cols) {
+  return impl == Impl::kBlockSmem ? cols * static_cast<int64_t>(DTypeSize(dtype)) : 0;
+}
+
+int NarrowPackSize(int pack_size, DType dtype, int64_t cols, int64_t alignment_bytes) {
+  const int64_t element = static_cast<int64_t>(DTypeSize(dtype));
+  int pack = pack_size;
+  while (pack > 1 && (cols % pack != 0 || alignment_bytes % (pack * element) != 0)) {
+    pack /= 2;
+  }
+  return pack;
+}
+
+absl::StatusOr<int> ActiveBlocksPerSm(Op op, DType dtype, Shape shape,
+                                      const LaunchConfig& config, const DeviceInfo& device) {
+  const int64_t smem = SharedMemoryBytes(config.impl, dtype, shape.cols);
+  if (!device.has_gpu()) return EstimateActiveBlocks(config, smem, device);
+  if (absl::Status s = internal::CheckCurrentDevice(device); !s.ok()) return s;
+  internal::KernelRequest request;
+  request.device = device.ordinal;
+  request.sm_count = device.sm_count;
+  request.max_smem_per_block_optin = device.max_smem_per_block_optin;
+  request.rows = shape.rows;
+  request.cols = shape.cols;
+  request.config = config;
+  request.cols_per_thread = WarpColsPerThread(config, shape.cols);
+  int active = 0;
+  const cudaError_t err = internal::SelectEntry(op, dtype, config.impl)(
+      request, internal::KernelAction::kQueryOccupancy, nullptr, &active);
+  if (err == cudaErrorInvalidConfiguration) {
+    return absl::InternalError(absl::StrCat("no compiled kernel instance for ",
+                                            ConfigKey(config), " at cols=", shape.cols));
+  }
+  if (err != cudaSuccess) {
+    return absl::InternalError(absl::StrCat("occupancy query for ", ConfigKey(config),
+                                            " failed: ", cudaGetErrorString(err)));
+  }
+  return active;
+}
+
+absl::Status ValidateConfig(Op op, DType dtype, Shape shape, const LaunchConfig& config,
+                            const DeviceInfo& device) {
+  if (absl::Status s = CheckShape(dtype, shape); !s.ok()) return s;
+  if (!Contains(kPackSizes, config.pack_size)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pack_size=", config.pack_size, " must be 1, 2, 4 or 8"));
+  }
+  const size_t pack_bytes = config.pack_size * DTypeSize(dtype);
+  if (pack_bytes > 16) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pack_size=", config.pack_size, " is ", pack_bytes, " bytes per access for ",
+        DTypeName(dtype), "; the limit is 16"));
+  }
+  if (shape.cols % config.pack_size != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pack_size=", config.pack_size, " does not divide cols=", shape.cols));
+  }
+  if (config.grid_waves < 0 || config.grid_waves > 1024) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("grid_waves=", config.grid_waves, " must be in [0, 1024]"));
+  }
+  const absl::Status knobs = config.impl == Impl::kWarp ? CheckWarpKnobs(dtype, shape, config)
+                                                        : CheckBlockKnobs(config);
+  if (!knobs.ok()) return knobs;
+
+  const int64_t smem = SharedMemoryBytes(config.impl, dtype, shape.cols);
+  if (smem + kStaticSmemAllowance > device.max_smem_per_block_optin) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "block_smem needs ", smem, " bytes of shared memory for cols=", shape.cols, " (",
+        DTypeName(dtype), "); ", device.name, " allows ", device.max_smem_per_block_optin,
+        " per block"));
+  }
+  absl::StatusOr<int> active = ActiveBlocksPerSm(op, dtype, shape, config, device);
+  if (!active.ok()) return active.status();
+  if (*active == 0) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        ConfigKey(config), " cannot be resident on ", device.name, " at cols=", shape.cols,
+        " (occupancy 0: shared memory ", smem, " bytes, block_size ", config.block_size, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<LaunchConfig>> EnumerateConfigs(Op op, DType dtype, Shape shape,
+                                                           const DeviceInfo& device) {
+  if (absl::Status s = CheckShape(dtype, shape); !s.ok()) return s;
+  std::vector<LaunchConfig> candidates;
+  for (int pack : kPackSizes) {
+    if (pack * DTypeSize(dtype) > 16 || shape.cols % pack != 0) continue;
+    if (shape.cols <= kMaxWarpCols) {
+      // The narrowest group that covers the row with one pack per lane; wider
+      // groups would only idle lanes.
+      const int group = std::min<int>(32, NextPowerOfTwo((shape.cols + pack - 1) / pack));
+      for (int rows_per_access : {1, 2}) {
+        if (rows_per_access == 2 && group == 32) continue;
+        for (int block : kWarpBlockSizes) {
+          for (int waves : kGridWavesChoices) {
+            candidates.push_back({Impl::kWarp, block, pack, group, rows_per_access, waves});
+          }
+        }
+      }
+    }
+    for (Impl impl : {Impl::kBlockSmem, Impl::kBlockUncached}) {
+      for (int block : UsefulBlockSizes(shape.cols / pack)) {
+        for (int waves : kGridWavesChoices) {
+          candidates.push_back({impl, block, pack, 32, 1, waves});
+        }
+      }
+    }
+  }
+  std::vector<LaunchConfig> legal;
+  for (const LaunchConfig& config : candidates) {
+    const absl::Status status = ValidateConfig(op, dtype, shape, config, device);
+    if (status.ok()) {
+      legal.push_back(config);
+    } else if (status.code() != absl::StatusCode::kInvalidArgument &&
+               status.code() != absl::StatusCode::kResourceExhausted) {
+      return status;  // not "illegal here" but "cannot tell": e.g. wrong device
+    }
+  }
+  return legal;
+}
+
+absl::StatusOr<LaunchConfig> HeuristicConfig(Op op, DType dtype, Shape shape,
+                                             const DeviceInfo& device) {
+  if (absl::Status s = CheckShape(dtype, shape); !s.ok()) return s;
+  // Widest vector access the row length allows (pointers are checked at launch).
+  const int pack = NarrowPackSize(16 / static_cast<int>(DTypeSize(dtype)), dtype, shape.cols,
+                                  /*alignment_bytes=*/16);
+  const int64_t num_packs = shape.cols / pack;
+
+  // Short rows: registers, as OneFlow does up to 1024 columns; narrow groups
+  // take two rows per step to keep enough bytes in flight.
+  if (shape.cols <= 1024) {
+    LaunchConfig c;
+    c.impl = Impl::kWarp;
+    c.block_size = 128;
+    c.pack_size = pack;
+    c.thread_group_width = std::min<int>(32, NextPowerOfTwo(num_packs));
+    c.rows_per_access = c.thread_group_width < 32 ? 2 : 1;
+    c.grid_waves = 0;
+    if (ValidateConfig(op, dtype, shape, c, device).ok()) return c;
+  }
+
+  // Longer rows: one block per row. Prefer the shared-memory cache; pick the
+  // block size that keeps the most threads resident without idle threads
+  // (ties go to the larger block: fewer rows in flight, each finishes sooner).
+  for (Impl impl : {Impl::kBlockSmem, Impl::kBlockUncached}) {
+    LaunchConfig best;
+    int64_t best_threads = 0;
+    for (int block : UsefulBlockSizes(num_packs)) {
+      const LaunchConfig c{impl, block, pack, 32, 1, 0};
+      if (!ValidateConfig(op, dtype, shape, c, device).ok()) continue;
+      absl::StatusOr<int> active = ActiveBlocksPerSm(op, dtype, shape, c, device);
+      if (!active.ok()) return active.status();
+      const int64_t threads = static_cast<int64_t>(*active) * block;
+      if (threads >= best_threads) {
+        best = c;
+        best_threads = threads;
+      }
+    }
+    if (best_threads > 0) return best;
+  }
+  return absl::InternalError(absl::StrCat("no launchable config for ", OpName(op), " ",
+                                          DTypeName(dtype), " rows=", shape.rows,
+                                          " cols=", shape.cols, " on ", device.name));
+}
+
+}  // namespace kt::kernels

@@ -1,0 +1,123 @@
+// LaunchConfig: the tunable knobs of one kernel launch, as plain data; the
+// rules that say which configs are legal for a problem, the enumerable
+// config space (the tuner's search space) and the heuristic default.
+#ifndef KERNTUNE_KERNELS_LAUNCH_CONFIG_H_
+#define KERNTUNE_KERNELS_LAUNCH_CONFIG_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "kernels/device_info.h"
+#include "kernels/types.h"
+
+namespace kt::kernels {
+
+enum class Impl {
+  // A thread group of `thread_group_width` lanes (1..32, inside one warp)
+  // owns a row and keeps it in registers. Rows up to kMaxWarpCols.
+  kWarp,
+  // One block per row; the row is cached in shared memory in its storage
+  // dtype, so global memory is read once. Rows up to the shared-memory limit.
+  kBlockSmem,
+  // One block per row, re-reading the row from global memory (twice for
+  // softmax thanks to an online max/sum, twice for LayerNorm). No size limit.
+  kBlockUncached,
+};
+
+absl::string_view ImplName(Impl impl);  // "warp", "block_smem", "block_uncached"
+absl::StatusOr<Impl> ParseImpl(absl::string_view name);
+
+struct LaunchConfig {
+  Impl impl = Impl::kWarp;
+  // Threads per block. Warp: a multiple of 32 up to 1024 (the block holds
+  // block_size / thread_group_width thread groups). Block impls: one of
+  // kBlockImplBlockSizes (a template parameter of the CUB block reduction).
+  int block_size = 128;
+  // Elements per vector access: 1, 2, 4 or 8, at most 16 bytes, dividing
+  // cols. Launch narrows it when a pointer is not aligned to the full pack.
+  int pack_size = 1;
+  // Lanes per row for kWarp: 1, 2, 4, 8, 16 or 32. Must be 32 for block impls
+  // (where it has no meaning) so that equal configs compare equal.
+  int thread_group_width = 32;
+  // Rows each thread group handles per step for kWarp: 1 or 2 (2 only when
+  // thread_group_width < 32). Must be 1 for block impls.
+  int rows_per_access = 1;
+  // Grid size policy: 0 = one block per unit of work (a block per row, or per
+  // block_size/thread_group_width*rows_per_access rows); k > 0 = at most k
+  // waves of resident blocks (k * active blocks per SM * SM count), blocks
+  // looping over the remaining rows.
+  int grid_waves = 0;
+
+  friend bool operator==(const LaunchConfig& a, const LaunchConfig& b) {
+    return a.impl == b.impl && a.block_size == b.block_size &&
+           a.pack_size == b.pack_size &&
+           a.thread_group_width == b.thread_group_width &&
+           a.rows_per_access == b.rows_per_access &&
+           a.grid_waves == b.grid_waves;
+  }
+  friend bool operator!=(const LaunchConfig& a, const LaunchConfig& b) {
+    return !(a == b);
+  }
+};
+
+// "warp/b128/p8/g32/r1/w0" style key: stable, used in logs, the CLI and the
+// database. ParseLaunchConfig is its inverse.
+std::string ConfigKey(const LaunchConfig& config);
+absl::StatusOr<LaunchConfig> ParseLaunchConfig(absl::string_view key);
+
+inline constexpr int kBlockImplBlockSizes[] = {128, 256, 512, 1024};
+inline constexpr int kWarpBlockSizes[] = {128, 256, 512};
+inline constexpr int kGridWavesChoices[] = {0, 1, 4};
+inline constexpr int kPackSizes[] = {1, 2, 4, 8};
+inline constexpr int kThreadGroupWidths[] = {1, 2, 4, 8, 16, 32};
+// Register-cached elements per thread the full-warp path is compiled for,
+// beyond one pack per thread. Each value is one kernel instance per pack size,
+// so this list is kept short: powers of two plus 12, 24 and 48 cover every
+// cols up to 2048 with at most a third of the lanes' slots masked.
+inline constexpr int kWarpColsPerThread[] = {2, 4, 8, 12, 16, 24, 32, 48, 64};
+inline constexpr int kMaxWarpColsPerThread = 64;
+inline constexpr int64_t kMaxWarpCols = 32 * kMaxWarpColsPerThread;  // 2048
+
+// Elements each lane of a kWarp config caches for a row of `cols`: the kernel
+// instance it selects. 0 when no instance fits (cols too long for the config).
+int WarpColsPerThread(const LaunchConfig& config, int64_t cols);
+
+// Dynamic shared memory a config needs for rows of `cols` (bytes).
+int64_t SharedMemoryBytes(Impl impl, DType dtype, int64_t cols);
+
+// Resident blocks per SM for this config's kernel instance: the CUDA
+// occupancy calculator on a real device, an estimate from thread and
+// shared-memory limits on a described one. 0 means it cannot launch.
+absl::StatusOr<int> ActiveBlocksPerSm(Op op, DType dtype, Shape shape,
+                                      const LaunchConfig& config,
+                                      const DeviceInfo& device);
+
+// OK when `config` can run `op` on `shape` on `device`; otherwise
+// InvalidArgument naming the knob, its value and the rule it breaks (or
+// ResourceExhausted when shared memory or occupancy rule it out).
+absl::Status ValidateConfig(Op op, DType dtype, Shape shape,
+                            const LaunchConfig& config,
+                            const DeviceInfo& device);
+
+// Every config ValidateConfig accepts for the problem, in a stable order.
+// This is the tuner's search space; the heuristic config is always in it.
+absl::StatusOr<std::vector<LaunchConfig>> EnumerateConfigs(
+    Op op, DType dtype, Shape shape, const DeviceInfo& device);
+
+// The default config: OneFlow's dispatch rules extended with 16-byte packs
+// and the longer register-cached rows. Always valid for the problem.
+absl::StatusOr<LaunchConfig> HeuristicConfig(Op op, DType dtype, Shape shape,
+                                             const DeviceInfo& device);
+
+// Largest pack size <= `pack_size` that divides `cols` and keeps every access
+// aligned given the pointers' `alignment_bytes` (the gcd of their addresses'
+// low bits). Launch uses this to fall back instead of a misaligned access.
+int NarrowPackSize(int pack_size, DType dtype, int64_t cols,
+                   int64_t alignment_bytes);
+
+}  // namespace kt::kernels
+
+#endif  // KERNTUNE_KERNELS_LAUNCH_CONFIG_H_

@@ -1,0 +1,252 @@
+// Device building blocks shared by the row kernels: storage types and packs,
+// load/store functors (I/O separated from compute, so fusions are new
+// functors, not new kernels), float math, and warp/block reductions.
+#ifndef KERNTUNE_KERNELS_ROW_COMMON_CUH_
+#define KERNTUNE_KERNELS_ROW_COMMON_CUH_
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cub/block/block_reduce.cuh>
+
+#include "kernels/types.h"
+
+namespace kt::kernels::internal {
+
+constexpr int kWarpSize = 32;
+
+template <DType dtype>
+struct StorageOf;
+template <>
+struct StorageOf<DType::kFloat32> {
+  using type = float;
+};
+template <>
+struct StorageOf<DType::kFloat16> {
+  using type = __half;
+};
+template <>
+struct StorageOf<DType::kBFloat16> {
+  using type = __nv_bfloat16;
+};
+
+__device__ __forceinline__ float ToFloat(float v) { return v; }
+__device__ __forceinline__ float ToFloat(__half v) { return __half2float(v); }
+__device__ __forceinline__ float ToFloat(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+template <typename T>
+__device__ __forceinline__ T FromFloat(float v);
+template <>
+__device__ __forceinline__ float FromFloat<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ __half FromFloat<__half>(float v) {
+  return __float2half_rn(v);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+// N elements moved as one vector access (N * sizeof(T) <= 16 bytes).
+template <typename T, int N>
+struct alignas(sizeof(T) * N) Pack {
+  T elem[N];
+};
+
+// Reads packs of a (rows, cols) row-major tensor and widens them to float.
+// `cache_type` is what the shared-memory kernel may cache instead of float:
+// the storage type, exactly, since float(T) -> T round trips are exact.
+template <typename T>
+struct DirectLoad {
+  using cache_type = T;
+  const T* __restrict__ src;
+  int64_t row_stride;
+  template <int N>
+  __device__ __forceinline__ void load(float* dst, int64_t row,
+                                       int64_t col) const {
+    const Pack<T, N> pack =
+        *reinterpret_cast<const Pack<T, N>*>(src + row * row_stride + col);
+#pragma unroll
+    for (int i = 0; i < N; ++i) dst[i] = ToFloat(pack.elem[i]);
+  }
+};
+
+// Narrows float results to the storage type and writes them as one pack.
+template <typename T>
+struct DirectStore {
+  T* __restrict__ dst;
+  int64_t row_stride;
+  template <int N>
+  __device__ __forceinline__ void store(const float* src, int64_t row,
+                                        int64_t col) const {
+    Pack<T, N> pack;
+#pragma unroll
+    for (int i = 0; i < N; ++i) pack.elem[i] = FromFloat<T>(src[i]);
+    *reinterpret_cast<Pack<T, N>*>(dst + row * row_stride + col) = pack;
+  }
+};
+
+// LayerNorm's output functor: y = normalized * gamma + beta, each optional
+// (a null pointer is a uniform branch, cheaper than 4x the instances).
+template <typename T>
+struct AffineStore {
+  T* __restrict__ dst;
+  int64_t row_stride;
+  const T* __restrict__ gamma;
+  const T* __restrict__ beta;
+  template <int N>
+  __device__ __forceinline__ void store(const float* normalized, int64_t row,
+                                        int64_t col) const {
+    float out[N];
+#pragma unroll
+    for (int i = 0; i < N; ++i) out[i] = normalized[i];
+    if (gamma != nullptr) {
+      const Pack<T, N> g = *reinterpret_cast<const Pack<T, N>*>(gamma + col);
+#pragma unroll
+      for (int i = 0; i < N; ++i) out[i] *= ToFloat(g.elem[i]);
+    }
+    if (beta != nullptr) {
+      const Pack<T, N> b = *reinterpret_cast<const Pack<T, N>*>(beta + col);
+#pragma unroll
+      for (int i = 0; i < N; ++i) out[i] += ToFloat(b.elem[i]);
+    }
+    DirectStore<T>{dst, row_stride}.template store<N>(out, row, col);
+  }
+};
+
+// Shuffle all-reduce inside groups of `width` consecutive lanes. Every lane
+// of the warp must call it (the row loops keep warps converged for this).
+template <int width, typename T, typename Combine>
+__device__ __forceinline__ T GroupAllReduce(T value, Combine combine) {
+#pragma unroll
+  for (int mask = width / 2; mask > 0; mask /= 2) {
+    value = combine(value, __shfl_xor_sync(0xffffffffu, value, mask, width));
+  }
+  return value;
+}
+
+struct MaxOp {
+  __device__ __forceinline__ float operator()(float a, float b) const {
+    return fmaxf(a, b);
+  }
+};
+struct SumOp {
+  __device__ __forceinline__ float operator()(float a, float b) const {
+    return a + b;
+  }
+};
+
+// Partial LayerNorm statistics (count, mean, sum of squared deviations),
+// merged with Chan et al.'s parallel form of Welford's update, which stays
+// accurate where sum-of-squares formulas cancel catastrophically.
+struct WelfordStats {
+  float mean;
+  float m2;
+  float count;
+};
+
+__device__ __forceinline__ WelfordStats WelfordMerge(const WelfordStats& a,
+                                                     const WelfordStats& b) {
+  const float count = a.count + b.count;
+  if (count == 0.f) return a;
+  const float b_share = __fdividef(b.count, count);
+  const float delta = b.mean - a.mean;
+  return {a.mean + delta * b_share, a.m2 + b.m2 + delta * delta * a.count * b_share,
+          count};
+}
+
+struct WelfordMergeOp {
+  __device__ __forceinline__ WelfordStats operator()(
+      const WelfordStats& a, const WelfordStats& b) const {
+    return WelfordMerge(a, b);
+  }
+};
+
+// Statistics of the first `valid` of N values already in registers (two
+// passes over registers cost no memory traffic), for merging with
+// WelfordMerge. Sums are taken relative to v[0] so a large common offset
+// (mean >> spread) does not eat the float mantissa.
+template <int N>
+__device__ __forceinline__ WelfordStats StatsOf(const float* v, int valid) {
+  if (valid <= 0) return {0.f, 0.f, 0.f};
+  const float shift = v[0];
+  float sum = 0.f;
+#pragma unroll
+  for (int i = 0; i < N; ++i) sum += (i < valid) ? v[i] - shift : 0.f;
+  const float mean = shift + sum / static_cast<float>(valid);
+  float m2 = 0.f;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const float d = v[i] - mean;
+    m2 += (i < valid) ? d * d : 0.f;
+  }
+  return {mean, m2, static_cast<float>(valid)};
+}
+
+__device__ __forceinline__ WelfordStats ShuffleXor(const WelfordStats& s,
+                                                   int mask, int width) {
+  return {__shfl_xor_sync(0xffffffffu, s.mean, mask, width),
+          __shfl_xor_sync(0xffffffffu, s.m2, mask, width),
+          __shfl_xor_sync(0xffffffffu, s.count, mask, width)};
+}
+
+template <int width>
+__device__ __forceinline__ WelfordStats GroupAllReduceWelford(WelfordStats s) {
+#pragma unroll
+  for (int mask = width / 2; mask > 0; mask /= 2) {
+    s = WelfordMerge(s, ShuffleXor(s, mask, width));
+  }
+  return s;
+}
+
+// Online softmax state: running max and the sum of exp(x - max). Merging
+// rescales the smaller side; -inf maxima contribute nothing (an all -inf row
+// ends as max -inf, sum 0, and its outputs NaN, like the reference).
+struct MaxSum {
+  float max;
+  float sum;
+};
+
+__device__ __forceinline__ MaxSum MaxSumMerge(const MaxSum& a, const MaxSum& b) {
+  const float m = fmaxf(a.max, b.max);
+  const float sa = (a.max == -INFINITY) ? 0.f : a.sum * expf(a.max - m);
+  const float sb = (b.max == -INFINITY) ? 0.f : b.sum * expf(b.max - m);
+  return {m, sa + sb};
+}
+
+struct MaxSumMergeOp {
+  __device__ __forceinline__ MaxSum operator()(const MaxSum& a,
+                                               const MaxSum& b) const {
+    return MaxSumMerge(a, b);
+  }
+};
+
+// Block-wide all-reduce through CUB: reduce to thread 0, broadcast through
+// shared memory. Ends with a barrier, so the caller may reuse `storage`.
+template <int block_size, typename T>
+struct BlockAllReducer {
+  using Reduce = cub::BlockReduce<T, block_size, cub::BLOCK_REDUCE_WARP_REDUCTIONS>;
+  struct Storage {
+    typename Reduce::TempStorage temp;
+    T result;
+  };
+  template <typename Combine>
+  __device__ __forceinline__ static T Run(Storage& storage, T value,
+                                          Combine combine) {
+    const T reduced = Reduce(storage.temp).Reduce(value, combine);
+    if (threadIdx.x == 0) storage.result = reduced;
+    __syncthreads();
+    const T result = storage.result;
+    __syncthreads();
+    return result;
+  }
+};
+
+}  // namespace kt::kernels::internal
+
+#endif  // KERNTUNE_KERNELS_ROW_COMMON_CUH_

@@ -1,0 +1,270 @@
+// The three row-kernel implementations (warp / block + shared memory /
+// block uncached), each serving softmax, log-softmax and LayerNorm. The op is
+// a template parameter; I/O goes through Load/Store functors (row_common.cuh).
+#ifndef KERNTUNE_KERNELS_ROW_KERNELS_CUH_
+#define KERNTUNE_KERNELS_ROW_KERNELS_CUH_
+
+#include <cstdint>
+
+#include "kernels/row_common.cuh"
+
+namespace kt::kernels::internal {
+
+// Per-launch scalars shared by every implementation.
+struct RowParams {
+  int64_t rows;
+  int64_t cols;
+  float epsilon;    // LayerNorm only
+  float* mean;      // LayerNorm only, may be null: rows floats
+  float* inv_std;   // LayerNorm only, may be null: rows floats
+};
+
+template <Op op>
+constexpr float kMaskedFill = (op == Op::kLayerNorm) ? 0.f : -INFINITY;
+
+// Turns a row's softmax statistics into outputs, in place in `v`.
+template <Op op, int N>
+__device__ __forceinline__ void FinishSoftmax(float* v, float row_max,
+                                              float row_sum) {
+  if constexpr (op == Op::kSoftmax) {
+    const float inv_sum = 1.f / row_sum;
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] = expf(v[i] - row_max) * inv_sum;
+  } else {
+    const float shift = row_max + logf(row_sum);
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] = v[i] - shift;
+  }
+}
+
+template <int N>
+__device__ __forceinline__ void Normalize(float* v, float mean, float inv_std) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) v[i] = (v[i] - mean) * inv_std;
+}
+
+__device__ __forceinline__ float InvStd(const WelfordStats& s, float epsilon) {
+  const float variance = fmaxf(s.m2 / s.count, 0.f);
+  return rsqrtf(variance + epsilon);
+}
+
+// kWarp: a thread group of `tgw` lanes owns `rpa` rows at a time and keeps
+// them in registers: lane l holds packs l, l + tgw, ... of each row
+// (`cpt` elements, cpt / pack packs), so a group reads whole contiguous
+// segments. Preconditions: cols <= cpt * tgw, cols % pack == 0, x/y/gamma/beta
+// aligned to pack * sizeof(T), blockDim = (tgw, block_size / tgw) with
+// block_size % 32 == 0. The row loop runs per warp, not per group, so every
+// lane of a warp reaches the shuffles even when rows run out mid-warp.
+template <Op op, class Load, class Store, int pack, int cpt, int tgw, int rpa>
+__global__ void WarpRowKernel(Load load, Store store, RowParams p) {
+  static_assert(cpt % pack == 0, "cols_per_thread must be a multiple of pack");
+  static_assert(tgw <= kWarpSize && kWarpSize % tgw == 0, "bad group width");
+  constexpr int kPacks = cpt / pack;
+  constexpr int kGroupsPerWarp = kWarpSize / tgw;
+  const int lane = threadIdx.x;
+  const int group_in_warp = threadIdx.y % kGroupsPerWarp;
+  const int64_t group = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
+  const int64_t warp_first_row = (group - group_in_warp) * rpa;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.y * rpa;
+
+  for (int64_t base = warp_first_row; base < p.rows; base += step) {
+    const int64_t first_row = base + group_in_warp * rpa;
+    float buf[rpa][cpt];
+    int valid_packs[rpa];
+#pragma unroll
+    for (int r = 0; r < rpa; ++r) {
+      const int64_t row = first_row + r;
+      valid_packs[r] = 0;
+#pragma unroll
+      for (int k = 0; k < kPacks; ++k) {
+        const int64_t col = (static_cast<int64_t>(k) * tgw + lane) * pack;
+        if (row < p.rows && col < p.cols) {
+          load.template load<pack>(&buf[r][k * pack], row, col);
+          valid_packs[r] = k + 1;
+        } else {
+#pragma unroll
+          for (int i = 0; i < pack; ++i) buf[r][k * pack + i] = kMaskedFill<op>;
+        }
+      }
+    }
+
+#pragma unroll
+    for (int r = 0; r < rpa; ++r) {
+      const int64_t row = first_row + r;
+      if constexpr (op == Op::kLayerNorm) {
+        const WelfordStats stats = GroupAllReduceWelford<tgw>(
+            StatsOf<cpt>(buf[r], valid_packs[r] * pack));
+        const float inv_std = InvStd(stats, p.epsilon);
+        Normalize<cpt>(buf[r], stats.mean, inv_std);
+        if (lane == 0 && row < p.rows) {
+          if (p.mean != nullptr) p.mean[row] = stats.mean;
+          if (p.inv_std != nullptr) p.inv_std[row] = inv_std;
+        }
+      } else {
+        float row_max = -INFINITY;
+#pragma unroll
+        for (int i = 0; i < cpt; ++i) row_max = fmaxf(row_max, buf[r][i]);
+        row_max = GroupAllReduce<tgw>(row_max, MaxOp());
+        float row_sum = 0.f;
+#pragma unroll
+        for (int i = 0; i < cpt; ++i) row_sum += expf(buf[r][i] - row_max);
+        row_sum = GroupAllReduce<tgw>(row_sum, SumOp());
+        FinishSoftmax<op, cpt>(buf[r], row_max, row_sum);
+      }
+#pragma unroll
+      for (int k = 0; k < kPacks; ++k) {
+        const int64_t col = (static_cast<int64_t>(k) * tgw + lane) * pack;
+        if (row < p.rows && col < p.cols) {
+          store.template store<pack>(&buf[r][k * pack], row, col);
+        }
+      }
+    }
+  }
+}
+
+// kBlockSmem: one block per row (grid-stride over rows). Pass 1 reads the
+// row once from global memory into shared memory, in the load functor's
+// cache type (the storage dtype for plain loads: half the bytes of float for
+// 16-bit data, so more blocks fit per SM). Each thread stores and re-reads
+// only its own packs as whole vectors, so consecutive lanes touch
+// consecutive 4..16-byte words: bank-conflict free without a transposed
+// layout, and no barrier is needed between one row's last pass and the
+// next row's first. Preconditions: cols % pack == 0, pointers aligned to the
+// pack, dynamic shared memory = cols * sizeof(cache_type).
+template <Op op, class Load, class Store, int pack, int block_size>
+__global__ void __launch_bounds__(block_size)
+    BlockSmemRowKernel(Load load, Store store, RowParams p) {
+  using CacheT = typename Load::cache_type;
+  using CachePack = Pack<CacheT, pack>;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  CachePack* cache = reinterpret_cast<CachePack*>(smem_raw);
+  const int64_t num_packs = p.cols / pack;
+
+  for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
+    if constexpr (op == Op::kLayerNorm) {
+      using Reducer = BlockAllReducer<block_size, WelfordStats>;
+      __shared__ typename Reducer::Storage storage;
+      WelfordStats stats{0.f, 0.f, 0.f};
+      for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
+        float v[pack];
+        load.template load<pack>(v, row, k * pack);
+        CachePack c;
+#pragma unroll
+        for (int i = 0; i < pack; ++i) c.elem[i] = FromFloat<CacheT>(v[i]);
+        cache[k] = c;
+        stats = WelfordMerge(stats, StatsOf<pack>(v, pack));
+      }
+      stats = Reducer::Run(storage, stats, WelfordMergeOp());
+      const float inv_std = InvStd(stats, p.epsilon);
+      if (threadIdx.x == 0) {
+        if (p.mean != nullptr) p.mean[row] = stats.mean;
+        if (p.inv_std != nullptr) p.inv_std[row] = inv_std;
+      }
+      for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
+        const CachePack c = cache[k];
+        float v[pack];
+#pragma unroll
+        for (int i = 0; i < pack; ++i) v[i] = ToFloat(c.elem[i]);
+        Normalize<pack>(v, stats.mean, inv_std);
+        store.template store<pack>(v, row, k * pack);
+      }
+    } else {
+      using Reducer = BlockAllReducer<block_size, float>;
+      __shared__ typename Reducer::Storage storage;
+      float thread_max = -INFINITY;
+      for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
+        float v[pack];
+        load.template load<pack>(v, row, k * pack);
+        CachePack c;
+#pragma unroll
+        for (int i = 0; i < pack; ++i) {
+          c.elem[i] = FromFloat<CacheT>(v[i]);
+          thread_max = fmaxf(thread_max, v[i]);
+        }
+        cache[k] = c;
+      }
+      const float row_max = Reducer::Run(storage, thread_max, MaxOp());
+      float thread_sum = 0.f;
+      for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
+        const CachePack c = cache[k];
+#pragma unroll
+        for (int i = 0; i < pack; ++i) thread_sum += expf(ToFloat(c.elem[i]) - row_max);
+      }
+      const float row_sum = Reducer::Run(storage, thread_sum, SumOp());
+      for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
+        const CachePack c = cache[k];
+        float v[pack];
+#pragma unroll
+        for (int i = 0; i < pack; ++i) v[i] = ToFloat(c.elem[i]);
+        FinishSoftmax<op, pack>(v, row_max, row_sum);
+        store.template store<pack>(v, row, k * pack);
+      }
+    }
+  }
+}
+
+// kBlockUncached: one block per row, nothing cached, so any cols works.
+// Softmax keeps an online (max, sum-of-exp) per thread so the statistics
+// take one read of the row instead of OneFlow's two; LayerNorm merges
+// Welford statistics per pack. The second read (to write outputs) often hits
+// L2, since a resident block's row is recent. Preconditions as kBlockSmem,
+// without the shared memory.
+template <Op op, class Load, class Store, int pack, int block_size>
+__global__ void __launch_bounds__(block_size)
+    BlockUncachedRowKernel(Load load, Store store, RowParams p) {
+  const int64_t num_packs = p.cols / pack;
+  for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
+    if constexpr (op == Op::kLayerNorm) {
+      using Reducer = BlockAllReducer<block_size, WelfordStats>;
+      __shared__ typename Reducer::Storage storage;
+      WelfordStats stats{0.f, 0.f, 0.f};
+      for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
+        float v[pack];
+        load.template load<pack>(v, row, k * pack);
+        stats = WelfordMerge(stats, StatsOf<pack>(v, pack));
+      }
+      stats = Reducer::Run(storage, stats, WelfordMergeOp());
+      const float inv_std = InvStd(stats, p.epsilon);
+      if (threadIdx.x == 0) {
+        if (p.mean != nullptr) p.mean[row] = stats.mean;
+        if (p.inv_std != nullptr) p.inv_std[row] = inv_std;
+      }
+      for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
+        float v[pack];
+        load.template load<pack>(v, row, k * pack);
+        Normalize<pack>(v, stats.mean, inv_std);
+        store.template store<pack>(v, row, k * pack);
+      }
+    } else {
+      using Reducer = BlockAllReducer<block_size, MaxSum>;
+      __shared__ typename Reducer::Storage storage;
+      MaxSum state{-INFINITY, 0.f};
+      for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
+        float v[pack];
+        load.template load<pack>(v, row, k * pack);
+        float pack_max = -INFINITY;
+#pragma unroll
+        for (int i = 0; i < pack; ++i) pack_max = fmaxf(pack_max, v[i]);
+        const float new_max = fmaxf(state.max, pack_max);
+        if (new_max == -INFINITY) continue;  // all -inf so far: adds nothing
+        float pack_sum = 0.f;
+#pragma unroll
+        for (int i = 0; i < pack; ++i) pack_sum += expf(v[i] - new_max);
+        const float rescale =
+            (state.max == -INFINITY) ? 0.f : expf(state.max - new_max);
+        state = {new_max, state.sum * rescale + pack_sum};
+      }
+      state = Reducer::Run(storage, state, MaxSumMergeOp());
+      for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
+        float v[pack];
+        load.template load<pack>(v, row, k * pack);
+        FinishSoftmax<op, pack>(v, state.max, state.sum);
+        store.template store<pack>(v, row, k * pack);
+      }
+    }
+  }
+}
+
+}  // namespace kt::kernels::internal
+
+#endif  // KERNTUNE_KERNELS_ROW_KERNELS_CUH_

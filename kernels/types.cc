@@ -1,0 +1,72 @@
+// Names and sizes of the shared vocabulary (types.h).
+#include "kernels/types.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
+namespace kt::kernels {
+
+absl::string_view OpName(Op op) {
+  switch (op) {
+    case Op::kSoftmax:
+      return "softmax";
+    case Op::kLogSoftmax:
+      return "log_softmax";
+    case Op::kLayerNorm:
+      return "layer_norm";
+  }
+  return "unknown";
+}
+
+absl::string_view DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return "float32";
+    case DType::kFloat16:
+      return "float16";
+    case DType::kBFloat16:
+      return "bfloat16";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<Op> ParseOp(absl::string_view name) {
+  const std::string lower = absl::AsciiStrToLower(name);
+  for (Op op : kAllOps) {
+    if (lower == OpName(op)) return op;
+  }
+  if (lower == "logsoftmax") return Op::kLogSoftmax;
+  if (lower == "layernorm") return Op::kLayerNorm;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "op=\"", name, "\" is not one of softmax, log_softmax, layer_norm"));
+}
+
+absl::StatusOr<DType> ParseDType(absl::string_view name) {
+  const std::string lower = absl::AsciiStrToLower(name);
+  if (lower == "float32" || lower == "fp32" || lower == "f32" || lower == "float") {
+    return DType::kFloat32;
+  }
+  if (lower == "float16" || lower == "fp16" || lower == "f16" || lower == "half") {
+    return DType::kFloat16;
+  }
+  if (lower == "bfloat16" || lower == "bf16") return DType::kBFloat16;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "dtype=\"", name, "\" is not one of float32, float16, bfloat16"));
+}
+
+size_t DTypeSize(DType dtype) { return dtype == DType::kFloat32 ? 4 : 2; }
+
+int64_t MinimumBytesMoved(Op op, DType dtype, Shape shape, bool has_gamma,
+                          bool has_beta, bool has_stats) {
+  const int64_t element = static_cast<int64_t>(DTypeSize(dtype));
+  int64_t bytes = 2 * shape.elements() * element;
+  if (op == Op::kLayerNorm) {
+    if (has_gamma) bytes += shape.cols * element;
+    if (has_beta) bytes += shape.cols * element;
+    if (has_stats) bytes += 2 * shape.rows * static_cast<int64_t>(sizeof(float));
+  }
+  return bytes;
+}
+
+}  // namespace kt::kernels
