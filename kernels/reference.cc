@@ -44,7 +44,7 @@ void ReferenceRow(Op op, int64_t cols, const double* x, const double* gamma,
 }
 
 absl::Status RunReference(Op op, DType dtype, Shape shape, const HostRowOpArgs& args,
-                          int64_t row_begin, int64_t row_end, int threads) {
+                          int64_t row_begin, int64_t row_end, DType y_dtype, int threads) {
   if (args.x == nullptr || args.y == nullptr) {
     return absl::InvalidArgumentError("x and y must not be null");
   }
@@ -77,7 +77,7 @@ absl::Status RunReference(Op op, DType dtype, Shape shape, const HostRowOpArgs& 
       ReferenceRow(op, cols, x.data(), gamma.empty() ? nullptr : gamma.data(),
                    beta.empty() ? nullptr : beta.data(), args.epsilon, y.data(), &mean,
                    &inv_std);
-      for (int64_t c = 0; c < cols; ++c) StoreFromDouble(dtype, args.y, base + c, y[c]);
+      for (int64_t c = 0; c < cols; ++c) StoreFromDouble(y_dtype, args.y, base + c, y[c]);
       if (layer_norm && args.mean != nullptr) args.mean[row] = static_cast<float>(mean);
       if (layer_norm && args.inv_std != nullptr) args.inv_std[row] = static_cast<float>(inv_std);
     }

@@ -29,12 +29,13 @@ struct HostRowOpArgs {
   double epsilon = 1e-5;
 };
 
-// Runs the reference over rows [row_begin, row_end) of host buffers in the
-// storage dtype, writing outputs rounded to the storage dtype; uses up to
-// `threads` threads (0 = hardware concurrency). This is the CPU backend.
+// Runs the reference over rows [row_begin, row_end) of host buffers whose
+// inputs are in the storage dtype `dtype`; y is written in `y_dtype`: the
+// storage dtype for the CPU backend, float32 to keep reference precision for
+// checks. Uses up to `threads` threads (0 = hardware concurrency).
 absl::Status RunReference(Op op, DType dtype, Shape shape,
                           const HostRowOpArgs& args, int64_t row_begin,
-                          int64_t row_end, int threads = 0);
+                          int64_t row_end, DType y_dtype, int threads = 0);
 
 }  // namespace kt::kernels
 

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Makes a relocatable bundle of a kerntune build: the installed binaries in
+# <dest>/bin plus every shared library they load that is not part of the base
+# system (glibc, libstdc++, libgcc; the CUDA driver comes with the host), in
+# <dest>/lib, found through the binaries' RPATH $ORIGIN/../lib. A GPU host
+# with only the NVIDIA driver runs it as is.
+#
+#   deploy/make_bundle.sh [build-dir] [dest]      (defaults: build dist)
+set -euo pipefail
+
+build=${1:-build}
+dest=${2:-dist}
+
+[ -d "$build" ] || { echo "make_bundle: no build directory '$build'" >&2; exit 2; }
+rm -rf "$dest"
+cmake --install "$build" --prefix "$dest" > /dev/null
+mkdir -p "$dest/lib"
+
+# Libraries every Linux host has, or that must come from the host (driver).
+is_system_lib() {
+  case "$(basename "$1")" in
+    linux-vdso.so*|ld-linux*.so*|libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|\
+    libresolv.so*|libutil.so*|libstdc++.so*|libgcc_s.so*|libcuda.so*|libnvidia-*.so*)
+      return 0 ;;
+  esac
+  return 1
+}
+
+count=0
+for binary in "$dest"/bin/*; do
+  file -b "$binary" | grep -q ELF || continue
+  # `ldd` prints "name => path (addr)"; a missing library is an error here,
+  # not on the GPU host.
+  if ldd "$binary" | grep -q 'not found'; then
+    echo "make_bundle: $binary has unresolved libraries:" >&2
+    ldd "$binary" | grep 'not found' >&2
+    exit 1
+  fi
+  while read -r lib; do
+    is_system_lib "$lib" && continue
+    if [ ! -e "$dest/lib/$(basename "$lib")" ]; then
+      cp -L "$lib" "$dest/lib/"
+      count=$((count + 1))
+    fi
+  done < <(ldd "$binary" | awk '/=> \// { print $3 }')
+done
+
+echo "bundle: $dest ($(ls "$dest/bin" | wc -l) programs, $count bundled libraries, $(du -sh "$dest" | cut -f1))"

@@ -1,0 +1,359 @@
+// Host side of output verification (verify.h): problem generation with its
+// fp64 reference, device copies, poisoning and the report.
+#include "kernels/verify.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <thread>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "kernels/host_dtype.h"
+#include "kernels/reference.h"
+
+namespace kt::kernels {
+namespace {
+
+absl::Status CudaStatus(cudaError_t err, absl::string_view what) {
+  if (err == cudaSuccess) return absl::OkStatus();
+  cudaGetLastError();
+  return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorString(err)));
+}
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Runs fn(first, last) over [0, n) in chunks of `chunk` on `threads` threads.
+template <typename Fn>
+void ParallelChunks(int64_t n, int64_t chunk, int threads, Fn fn) {
+  const int64_t chunks = (n + chunk - 1) / chunk;
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  threads = static_cast<int>(std::min<int64_t>(threads, std::max<int64_t>(chunks, 1)));
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      for (int64_t c = t; c < chunks; c += threads) fn(c * chunk, std::min(n, (c + 1) * chunk));
+    });
+  }
+  for (std::thread& w : workers) w.join();
+}
+
+// Normal values for elements [first, last) of a buffer, from a generator
+// seeded by the chunk, so the data do not depend on the thread count.
+void FillNormal(DType dtype, void* data, int64_t first, int64_t last, uint64_t seed,
+                double mean, double stddev) {
+  std::mt19937_64 rng(SplitMix64(seed ^ SplitMix64(static_cast<uint64_t>(first))));
+  std::normal_distribution<double> normal(mean, stddev);
+  for (int64_t i = first; i < last; ++i) StoreFromDouble(dtype, data, i, normal(rng));
+}
+
+// Special-value rows, cycling with the row index:
+//   0: -inf everywhere but one finite value   1: all equal
+//   2: huge magnitudes                         3: normal values and one NaN
+//   4: all -inf                                5: large offset, small spread
+void FillSpecialRow(Op op, DType dtype, void* data, int64_t row, int64_t cols, uint64_t seed) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const int64_t base = row * cols;
+  std::mt19937_64 rng(SplitMix64(seed ^ static_cast<uint64_t>(row)));
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::uniform_real_distribution<double> uniform(0.5, 1.0);
+  const int64_t chosen = static_cast<int64_t>(rng() % static_cast<uint64_t>(cols));
+  // Largest magnitude whose squares and exps stay meaningful in float
+  // compute: LayerNorm squares deviations, softmax subtracts the max first.
+  const double huge = dtype == DType::kFloat16 ? 6e4 : (op == Op::kLayerNorm ? 1e15 : 1e30);
+  for (int64_t c = 0; c < cols; ++c) {
+    double v = 0;
+    switch (row % 6) {
+      case 0:
+        v = c == chosen ? normal(rng) : -inf;
+        break;
+      case 1:
+        v = 3.25;
+        break;
+      case 2:
+        v = (rng() % 2 ? huge : -huge) * uniform(rng);
+        break;
+      case 3:
+        v = c == chosen ? std::numeric_limits<double>::quiet_NaN() : normal(rng);
+        break;
+      case 4:
+        v = -inf;
+        break;
+      case 5:
+        v = 100.0 + normal(rng);
+        break;
+    }
+    StoreFromDouble(dtype, data, base + c, v);
+  }
+}
+
+absl::StatusOr<DeviceBuffer> UploadBytes(const void* host, size_t bytes) {
+  absl::StatusOr<DeviceBuffer> buffer = DeviceBuffer::Allocate(bytes);
+  if (!buffer.ok() || bytes == 0) return buffer;
+  if (absl::Status s = CudaStatus(cudaMemcpy(buffer->data(), host, bytes, cudaMemcpyHostToDevice),
+                                  "upload");
+      !s.ok()) {
+    return s;
+  }
+  return buffer;
+}
+
+template <typename T>
+absl::StatusOr<DeviceBuffer> UploadVector(const std::vector<T>& v) {
+  return UploadBytes(v.data(), v.size() * sizeof(T));
+}
+
+// One element of a device buffer, as double, for failure messages.
+double ReadElement(DType dtype, const void* device_data, int64_t index) {
+  const size_t size = DTypeSize(dtype);
+  uint8_t bytes[4] = {0, 0, 0, 0};
+  if (cudaMemcpy(bytes, static_cast<const uint8_t*>(device_data) + index * size, size,
+                 cudaMemcpyDeviceToHost) != cudaSuccess) {
+    cudaGetLastError();
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  return LoadAsDouble(dtype, bytes, 0);
+}
+
+}  // namespace
+
+absl::StatusOr<DeviceBuffer> DeviceBuffer::Allocate(size_t bytes) {
+  DeviceBuffer buffer;
+  if (bytes == 0) return buffer;
+  if (absl::Status s = CudaStatus(cudaMalloc(&buffer.data_, bytes),
+                                  absl::StrCat("cudaMalloc(", bytes, ")"));
+      !s.ok()) {
+    return s;
+  }
+  buffer.bytes_ = bytes;
+  return buffer;
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr) cudaFree(data_);
+    data_ = std::exchange(other.data_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (data_ != nullptr) cudaFree(data_);
+}
+
+Tolerance OutputTolerance(Op op, DType dtype) {
+  // rtol: a few units of the storage rounding (float32 compute adds ~1e-6).
+  // atol: softmax outputs can be tiny, so only a floor under the smallest
+  // representable steps; log-softmax and LayerNorm outputs are O(1)
+  // differences, so their absolute error scales with the storage step at 1.
+  switch (dtype) {
+    case DType::kFloat32:
+      return {1e-4, op == Op::kSoftmax ? 1e-12 : 1e-4};
+    case DType::kFloat16:
+      return {2e-3, op == Op::kSoftmax ? 1e-7 : 2e-3};
+    case DType::kBFloat16:
+      return {1.6e-2, op == Op::kSoftmax ? 1e-12 : 1.6e-2};
+  }
+  return {};
+}
+
+Tolerance StatsTolerance() { return {1e-4, 1e-4}; }
+
+absl::StatusOr<HostProblem> MakeProblem(Op op, DType dtype, Shape full_shape, uint64_t seed,
+                                        InputPattern pattern, bool with_affine, int threads,
+                                        int64_t distinct_rows) {
+  if (full_shape.rows < 1 || full_shape.cols < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("shape (", full_shape.rows, ", ",
+                                                   full_shape.cols, ") must be at least (1, 1)"));
+  }
+  HostProblem p;
+  p.op = op;
+  p.dtype = dtype;
+  p.shape = full_shape;
+  p.stored_rows = distinct_rows > 0 ? std::min(full_shape.rows, distinct_rows) : full_shape.rows;
+  // Everything below works on the stored rows only.
+  const Shape shape{p.stored_rows, full_shape.cols};
+  const size_t element = DTypeSize(dtype);
+  const int64_t n = shape.elements();
+  p.x.resize(static_cast<size_t>(n) * element);
+  constexpr int64_t kChunk = 1 << 20;
+  if (pattern == InputPattern::kNormal) {
+    const double mean = op == Op::kLayerNorm ? 3.0 : 0.5;
+    ParallelChunks(n, kChunk, threads, [&](int64_t first, int64_t last) {
+      FillNormal(dtype, p.x.data(), first, last, seed, mean, 2.0);
+    });
+  } else {
+    ParallelChunks(shape.rows, std::max<int64_t>(1, kChunk / shape.cols), threads,
+                   [&](int64_t first, int64_t last) {
+                     for (int64_t row = first; row < last; ++row) {
+                       FillSpecialRow(op, dtype, p.x.data(), row, shape.cols, seed);
+                     }
+                   });
+  }
+  HostRowOpArgs args;
+  if (op == Op::kLayerNorm) {
+    if (with_affine) {
+      p.gamma.resize(shape.cols * element);
+      p.beta.resize(shape.cols * element);
+      FillNormal(dtype, p.gamma.data(), 0, shape.cols, seed ^ 0x6a6d, 1.0, 0.5);
+      FillNormal(dtype, p.beta.data(), 0, shape.cols, seed ^ 0x6265, 0.0, 0.5);
+      args.gamma = p.gamma.data();
+      args.beta = p.beta.data();
+    }
+    p.mean_ref.resize(shape.rows);
+    p.inv_std_ref.resize(shape.rows);
+    args.mean = p.mean_ref.data();
+    args.inv_std = p.inv_std_ref.data();
+  }
+  p.y_ref.resize(n);
+  args.x = p.x.data();
+  args.y = p.y_ref.data();
+  args.epsilon = p.epsilon;
+  if (absl::Status s = RunReference(op, dtype, shape, args, 0, shape.rows, DType::kFloat32,
+                                    threads);
+      !s.ok()) {
+    return s;
+  }
+  return p;
+}
+
+RowOpArgs DeviceProblem::Args(bool with_stats) const {
+  RowOpArgs args;
+  args.x = x.data();
+  args.y = y.data();
+  args.gamma = gamma.data();
+  args.beta = beta.data();
+  if (with_stats) {
+    args.mean = static_cast<float*>(mean.data());
+    args.inv_std = static_cast<float*>(inv_std.data());
+  }
+  args.epsilon = epsilon;
+  return args;
+}
+
+namespace {
+
+// Allocates `rows` rows of `row_bytes` and fills them by repeating the
+// `stored_rows` rows of `host`: one upload, then doubling device copies.
+absl::StatusOr<DeviceBuffer> UploadRepeated(const void* host, int64_t stored_rows,
+                                            int64_t rows, size_t row_bytes) {
+  absl::StatusOr<DeviceBuffer> buffer = DeviceBuffer::Allocate(rows * row_bytes);
+  if (!buffer.ok() || rows * row_bytes == 0) return buffer;
+  auto* base = static_cast<uint8_t*>(buffer->data());
+  absl::Status s = CudaStatus(
+      cudaMemcpy(base, host, stored_rows * row_bytes, cudaMemcpyHostToDevice), "upload");
+  for (int64_t filled = stored_rows; s.ok() && filled < rows;) {
+    const int64_t count = std::min(filled, rows - filled);
+    s = CudaStatus(cudaMemcpy(base + filled * row_bytes, base, count * row_bytes,
+                              cudaMemcpyDeviceToDevice),
+                   "replicate rows");
+    filled += count;
+  }
+  if (!s.ok()) return s;
+  return buffer;
+}
+
+}  // namespace
+
+absl::StatusOr<DeviceProblem> Upload(const HostProblem& problem) {
+  DeviceProblem d;
+  d.op = problem.op;
+  d.dtype = problem.dtype;
+  d.shape = problem.shape;
+  d.epsilon = problem.epsilon;
+  const int64_t rows = problem.shape.rows;
+  const int64_t stored = problem.stored_rows;
+  const size_t row_bytes = problem.shape.cols * DTypeSize(problem.dtype);
+  const bool stats = !problem.mean_ref.empty();
+  const auto assign = [](DeviceBuffer& target, absl::StatusOr<DeviceBuffer> source) {
+    if (!source.ok()) return source.status();
+    target = *std::move(source);
+    return absl::OkStatus();
+  };
+  absl::Status s = assign(d.x, UploadRepeated(problem.x.data(), stored, rows, row_bytes));
+  if (s.ok()) s = assign(d.y, DeviceBuffer::Allocate(rows * row_bytes));
+  if (s.ok()) s = assign(d.gamma, UploadVector(problem.gamma));
+  if (s.ok()) s = assign(d.beta, UploadVector(problem.beta));
+  if (s.ok()) {
+    s = assign(d.y_ref, UploadRepeated(problem.y_ref.data(), stored, rows,
+                                       problem.shape.cols * sizeof(float)));
+  }
+  if (s.ok() && stats) {
+    s = assign(d.mean_ref, UploadRepeated(problem.mean_ref.data(), stored, rows, sizeof(float)));
+  }
+  if (s.ok() && stats) {
+    s = assign(d.inv_std_ref,
+               UploadRepeated(problem.inv_std_ref.data(), stored, rows, sizeof(float)));
+  }
+  if (s.ok() && stats) s = assign(d.mean, DeviceBuffer::Allocate(rows * sizeof(float)));
+  if (s.ok() && stats) s = assign(d.inv_std, DeviceBuffer::Allocate(rows * sizeof(float)));
+  if (!s.ok()) return s;
+  return d;
+}
+
+absl::Status PoisonOutputs(DeviceProblem& problem, cudaStream_t stream) {
+  for (DeviceBuffer* b : {&problem.y, &problem.mean, &problem.inv_std}) {
+    if (b->bytes() == 0) continue;
+    // All-ones bits are a NaN in float32, float16 and bfloat16 alike.
+    if (absl::Status s = CudaStatus(cudaMemsetAsync(b->data(), 0xff, b->bytes(), stream),
+                                    "poison outputs");
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CheckReport> CheckOutputs(const DeviceProblem& problem, bool check_stats,
+                                         cudaStream_t stream) {
+  struct Output {
+    const char* name;
+    DType dtype;
+    const DeviceBuffer* got;
+    const DeviceBuffer* want;
+    int64_t count;
+    Tolerance tolerance;
+    int64_t row_length;  // for (row, col) in messages
+  };
+  std::vector<Output> outputs = {{"y", problem.dtype, &problem.y, &problem.y_ref,
+                                  problem.shape.elements(),
+                                  OutputTolerance(problem.op, problem.dtype), problem.shape.cols}};
+  if (problem.op == Op::kLayerNorm && check_stats) {
+    outputs.push_back({"mean", DType::kFloat32, &problem.mean, &problem.mean_ref,
+                       problem.shape.rows, StatsTolerance(), 1});
+    outputs.push_back({"inv_std", DType::kFloat32, &problem.inv_std, &problem.inv_std_ref,
+                       problem.shape.rows, StatsTolerance(), 1});
+  }
+  CheckReport report;
+  for (const Output& o : outputs) {
+    absl::StatusOr<DeviceCompareResult> r =
+        CompareOnDevice(o.dtype, o.got->data(), static_cast<const float*>(o.want->data()),
+                        o.count, o.tolerance, stream);
+    if (!r.ok()) return r.status();
+    if (r->bad == 0) continue;
+    report.passed = false;
+    report.bad_elements += r->bad;
+    if (report.detail.empty()) {
+      const double got = ReadElement(o.dtype, o.got->data(), r->first_bad);
+      const double want = ReadElement(DType::kFloat32, o.want->data(), r->first_bad);
+      report.detail = absl::StrCat(r->bad, " bad ", o.name, " elements; first at (row ",
+                                   r->first_bad / o.row_length, ", col ",
+                                   r->first_bad % o.row_length, "): got ", got, ", want ", want,
+                                   " (rtol ", o.tolerance.rtol, ", atol ", o.tolerance.atol, ")");
+    }
+  }
+  return report;
+}
+
+}  // namespace kt::kernels

@@ -1,0 +1,128 @@
+// Correctness checking of kernel outputs against the fp64 CPU reference:
+// random problems with their references, device copies, output poisoning and
+// an on-device comparison (so checking a 2^28-element output costs a kernel,
+// not a copy to the host). Used by the GPU tests, the benchmark and the tuner.
+#ifndef KERNTUNE_KERNELS_VERIFY_H_
+#define KERNTUNE_KERNELS_VERIFY_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/launch.h"
+#include "kernels/types.h"
+
+namespace kt::kernels {
+
+// Owns one cudaMalloc allocation on the current device.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  static absl::StatusOr<DeviceBuffer> Allocate(size_t bytes);
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer();
+
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// |out - ref| <= atol + rtol * |ref|; NaN must meet NaN, +-Inf the same Inf.
+struct Tolerance {
+  double rtol = 0;
+  double atol = 0;
+};
+
+// Per op and dtype: the storage rounding of the output (2^-24, 2^-11, 2^-8
+// relative) with headroom for float32 compute, and an absolute floor for
+// outputs that are differences of O(1) values (log-softmax, LayerNorm).
+Tolerance OutputTolerance(Op op, DType dtype);
+// For LayerNorm's float32 mean and inv_std outputs.
+Tolerance StatsTolerance();
+
+// Input generator for a problem's rows.
+enum class InputPattern {
+  kNormal,         // N(0.5, 2) in every row (LayerNorm: N(3, 2))
+  kSpecialValues,  // rows cycle through the special cases listed in verify.cc
+};
+
+// A problem on the host: inputs in the storage dtype, references in float
+// (fp64 results rounded once to float). Only the first `stored_rows` rows are
+// held here; Upload repeats them to fill `shape.rows` (benchmarks use a few
+// hundred distinct random rows so huge shapes need no huge reference).
+struct HostProblem {
+  Op op = Op::kSoftmax;
+  DType dtype = DType::kFloat32;
+  Shape shape;
+  int64_t stored_rows = 0;
+  double epsilon = 1e-5;
+  std::vector<uint8_t> x;
+  std::vector<uint8_t> gamma;  // LayerNorm with affine only, else empty
+  std::vector<uint8_t> beta;
+  std::vector<float> y_ref;
+  std::vector<float> mean_ref;     // LayerNorm only
+  std::vector<float> inv_std_ref;  // LayerNorm only
+};
+
+// Draws inputs from `seed` (the same seed gives the same data whatever the
+// thread count) and computes the fp64 reference on `threads` threads, for
+// min(shape.rows, distinct_rows) distinct rows (0 = every row distinct).
+absl::StatusOr<HostProblem> MakeProblem(Op op, DType dtype, Shape shape, uint64_t seed,
+                                        InputPattern pattern, bool with_affine,
+                                        int threads = 0, int64_t distinct_rows = 0);
+
+// A problem on the device, with room for outputs and the references.
+struct DeviceProblem {
+  Op op = Op::kSoftmax;
+  DType dtype = DType::kFloat32;
+  Shape shape;
+  double epsilon = 1e-5;
+  DeviceBuffer x, y, gamma, beta, mean, inv_std;
+  DeviceBuffer y_ref, mean_ref, inv_std_ref;
+
+  // Launch arguments: every buffer present; LayerNorm's mean/inv_std only if
+  // `with_stats` (the kernels must also work without them).
+  RowOpArgs Args(bool with_stats = true) const;
+};
+
+absl::StatusOr<DeviceProblem> Upload(const HostProblem& problem);
+
+// Fills every output (y, mean, inv_std) with NaN bit patterns so an element a
+// kernel forgets to write fails the check.
+absl::Status PoisonOutputs(DeviceProblem& problem, cudaStream_t stream);
+
+// Raw on-device comparison of n outputs (in `dtype`) with float references.
+// Returns the number of elements outside `tolerance` and the first such index
+// (-1 if none). Defined in kernels/compare.cu.
+struct DeviceCompareResult {
+  int64_t bad = 0;
+  int64_t first_bad = -1;
+};
+absl::StatusOr<DeviceCompareResult> CompareOnDevice(DType dtype, const void* out,
+                                                    const float* ref, int64_t n,
+                                                    Tolerance tolerance, cudaStream_t stream);
+
+struct CheckReport {
+  bool passed = true;
+  int64_t bad_elements = 0;
+  std::string detail;  // first failure: which output, (row, col), got, want
+};
+
+// Compares y (and mean/inv_std when `check_stats`) with the references on
+// the device. The stream is synchronized.
+absl::StatusOr<CheckReport> CheckOutputs(const DeviceProblem& problem, bool check_stats,
+                                         cudaStream_t stream);
+
+}  // namespace kt::kernels
+
+#endif  // KERNTUNE_KERNELS_VERIFY_H_

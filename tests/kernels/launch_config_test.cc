@@ -1,0 +1,174 @@
+// Config rules on a described H100 (no GPU needed): what is legal, what is
+// refused and why, the enumerated space and the heuristic default.
+#include "kernels/launch_config.h"
+
+#include <set>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace kt::kernels {
+namespace {
+
+const DeviceInfo& H100() {
+  static const DeviceInfo device = DescribedH100();
+  return device;
+}
+
+LaunchConfig Warp(int block, int pack, int group, int rows = 1, int waves = 0) {
+  return {Impl::kWarp, block, pack, group, rows, waves};
+}
+
+LaunchConfig Block(Impl impl, int block, int pack, int waves = 0) {
+  return {impl, block, pack, 32, 1, waves};
+}
+
+void ExpectRefused(Op op, DType dtype, Shape shape, const LaunchConfig& config,
+                   absl::StatusCode code, const std::string& mentions) {
+  const absl::Status s = ValidateConfig(op, dtype, shape, config, H100());
+  EXPECT_EQ(s.code(), code) << ConfigKey(config) << ": " << s;
+  EXPECT_NE(s.message().find(mentions), absl::string_view::npos)
+      << "message \"" << s.message() << "\" should mention \"" << mentions << "\"";
+}
+
+TEST(LaunchConfigTest, ConfigKeyRoundTrips) {
+  const LaunchConfig c = Warp(256, 8, 16, 2, 4);
+  EXPECT_EQ(ConfigKey(c), "warp/b256/p8/g16/r2/w4");
+  absl::StatusOr<LaunchConfig> parsed = ParseLaunchConfig(ConfigKey(c));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(*parsed, c);
+  EXPECT_FALSE(ParseLaunchConfig("warp/b256/p8").ok());
+  EXPECT_FALSE(ParseLaunchConfig("tile/b256/p8/g16/r2/w4").ok());
+  EXPECT_FALSE(ParseLaunchConfig("warp/x256/p8/g16/r2/w4").ok());
+  EXPECT_FALSE(ParseLaunchConfig("warp/b2x6/p8/g16/r2/w4").ok());
+}
+
+TEST(LaunchConfigTest, WarpColsPerThreadPicksTheSmallestInstance) {
+  EXPECT_EQ(WarpColsPerThread(Warp(128, 1, 1), 1), 1);
+  EXPECT_EQ(WarpColsPerThread(Warp(128, 4, 8), 32), 4);
+  EXPECT_EQ(WarpColsPerThread(Warp(128, 4, 8), 33), 0);  // 8 lanes x 4 < 33
+  EXPECT_EQ(WarpColsPerThread(Warp(128, 1, 32), 33), 2);
+  EXPECT_EQ(WarpColsPerThread(Warp(128, 4, 32), 640), 24);  // needs 20
+  EXPECT_EQ(WarpColsPerThread(Warp(128, 8, 32), 1024), 32);
+  EXPECT_EQ(WarpColsPerThread(Warp(128, 8, 32), 2048), 64);
+  EXPECT_EQ(WarpColsPerThread(Warp(128, 8, 32), 2056), 0);
+  EXPECT_EQ(WarpColsPerThread(Block(Impl::kBlockSmem, 128, 8), 64), 0);
+}
+
+TEST(LaunchConfigTest, NarrowPackSizeFallsBackForOddColsAndMisalignment) {
+  EXPECT_EQ(NarrowPackSize(8, DType::kFloat16, 1024, 16), 8);
+  EXPECT_EQ(NarrowPackSize(8, DType::kFloat16, 1020, 16), 4);
+  EXPECT_EQ(NarrowPackSize(8, DType::kFloat16, 1023, 16), 1);
+  EXPECT_EQ(NarrowPackSize(8, DType::kFloat16, 1024, 2), 1);
+  EXPECT_EQ(NarrowPackSize(4, DType::kFloat32, 1024, 8), 2);
+}
+
+TEST(LaunchConfigTest, RefusesIllegalKnobsWithTheKnobNamed) {
+  const Shape shape{64, 1024};
+  ExpectRefused(Op::kSoftmax, DType::kFloat32, shape, Warp(128, 8, 32),
+                absl::StatusCode::kInvalidArgument, "16");  // 32-byte access
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, Warp(128, 3, 32),
+                absl::StatusCode::kInvalidArgument, "pack_size=3");
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, {64, 1022}, Warp(128, 4, 32),
+                absl::StatusCode::kInvalidArgument, "does not divide cols=1022");
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, Warp(100, 8, 32),
+                absl::StatusCode::kInvalidArgument, "block_size=100");
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, Warp(128, 8, 12),
+                absl::StatusCode::kInvalidArgument, "thread_group_width=12");
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, Warp(128, 8, 32, 2),
+                absl::StatusCode::kInvalidArgument, "rows_per_access=2");
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, {64, 4096}, Warp(128, 8, 32),
+                absl::StatusCode::kInvalidArgument, "cols=4096");
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, Block(Impl::kBlockSmem, 384, 8),
+                absl::StatusCode::kInvalidArgument, "block_size=384");
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, {Impl::kBlockSmem, 128, 8, 16, 1, 0},
+                absl::StatusCode::kInvalidArgument, "thread_group_width=16");
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, Warp(128, 8, 32, 1, -1),
+                absl::StatusCode::kInvalidArgument, "grid_waves=-1");
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, {0, 1024}, Warp(128, 8, 32),
+                absl::StatusCode::kInvalidArgument, "rows=0");
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, {4, 0}, Warp(128, 8, 32),
+                absl::StatusCode::kInvalidArgument, "cols=0");
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, {int64_t{1} << 40, int64_t{1} << 30},
+                Warp(128, 8, 32), absl::StatusCode::kInvalidArgument, "overflows");
+}
+
+TEST(LaunchConfigTest, SharedMemoryLimitIsEnforced) {
+  // 227 KiB per block on an H100, less the static allowance: float32 rows
+  // of 58112 columns need 232448 bytes and do not fit; 57856 do.
+  ExpectRefused(Op::kSoftmax, DType::kFloat32, {8, 58112}, Block(Impl::kBlockSmem, 1024, 4),
+                absl::StatusCode::kResourceExhausted, "shared memory");
+  EXPECT_TRUE(ValidateConfig(Op::kSoftmax, DType::kFloat32, {8, 57856},
+                             Block(Impl::kBlockSmem, 1024, 4), H100())
+                  .ok());
+  // The storage dtype is cached, so 16-bit rows may be twice as long.
+  EXPECT_TRUE(ValidateConfig(Op::kSoftmax, DType::kFloat16, {8, 115712},
+                             Block(Impl::kBlockSmem, 1024, 8), H100())
+                  .ok());
+  // Uncached has no limit.
+  EXPECT_TRUE(ValidateConfig(Op::kSoftmax, DType::kFloat32, {1, 1 << 22},
+                             Block(Impl::kBlockUncached, 1024, 4), H100())
+                  .ok());
+}
+
+TEST(LaunchConfigTest, EnumerationIsLegalUniqueAndCoversEachImplWhereItFits) {
+  for (Op op : kAllOps) {
+    for (DType dtype : kAllDTypes) {
+      for (int64_t cols : {1, 2, 31, 32, 33, 127, 1023, 1024, 1025, 2048, 2049, 4096, 32768,
+                           65536, 131072}) {
+        const Shape shape{3, cols};
+        absl::StatusOr<std::vector<LaunchConfig>> configs =
+            EnumerateConfigs(op, dtype, shape, H100());
+        ASSERT_TRUE(configs.ok()) << configs.status();
+        ASSERT_FALSE(configs->empty()) << "cols=" << cols;
+        std::set<std::string> keys;
+        std::set<Impl> impls;
+        for (const LaunchConfig& c : *configs) {
+          EXPECT_TRUE(ValidateConfig(op, dtype, shape, c, H100()).ok()) << ConfigKey(c);
+          EXPECT_TRUE(keys.insert(ConfigKey(c)).second) << "duplicate " << ConfigKey(c);
+          impls.insert(c.impl);
+        }
+        EXPECT_EQ(impls.count(Impl::kWarp) > 0, cols <= kMaxWarpCols) << "cols=" << cols;
+        EXPECT_EQ(impls.count(Impl::kBlockSmem) > 0,
+                  cols * static_cast<int64_t>(DTypeSize(dtype)) <= 200 * 1024)
+            << "cols=" << cols;
+        EXPECT_TRUE(impls.count(Impl::kBlockUncached)) << "cols=" << cols;
+        absl::StatusOr<LaunchConfig> heuristic = HeuristicConfig(op, dtype, shape, H100());
+        ASSERT_TRUE(heuristic.ok()) << heuristic.status();
+        EXPECT_TRUE(keys.count(ConfigKey(*heuristic)))
+            << "heuristic " << ConfigKey(*heuristic) << " not enumerated at cols=" << cols;
+      }
+    }
+  }
+}
+
+TEST(LaunchConfigTest, HeuristicFollowsTheSeedRules) {
+  // Short rows: a sub-warp group per row with 16-byte packs, two rows a step.
+  absl::StatusOr<LaunchConfig> c =
+      HeuristicConfig(Op::kSoftmax, DType::kFloat16, {49152, 32}, H100());
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(ConfigKey(*c), "warp/b128/p8/g4/r2/w0");
+  c = HeuristicConfig(Op::kSoftmax, DType::kFloat32, {49152, 1024}, H100());
+  EXPECT_EQ(ConfigKey(*c), "warp/b128/p4/g32/r1/w0");
+  // Odd columns fall back to scalar access.
+  c = HeuristicConfig(Op::kLayerNorm, DType::kBFloat16, {49152, 1023}, H100());
+  EXPECT_EQ(ConfigKey(*c), "warp/b128/p1/g32/r1/w0");
+  // Long rows: shared memory while it fits, with no idle threads.
+  c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {49152, 4096}, H100());
+  EXPECT_EQ(c->impl, Impl::kBlockSmem);
+  EXPECT_LE(c->block_size, 4096 / 8);
+  c = HeuristicConfig(Op::kSoftmax, DType::kFloat32, {49152, 131072}, H100());
+  EXPECT_EQ(c->impl, Impl::kBlockUncached);
+}
+
+TEST(LaunchConfigTest, DescribedDeviceCannotLaunchButCanPlan) {
+  absl::StatusOr<int> active = ActiveBlocksPerSm(Op::kSoftmax, DType::kFloat32, {8, 32768},
+                                                 Block(Impl::kBlockSmem, 1024, 4), H100());
+  ASSERT_TRUE(active.ok());
+  EXPECT_EQ(*active, 1);  // 128 KiB of 228 KiB per SM
+  active = ActiveBlocksPerSm(Op::kSoftmax, DType::kFloat16, {8, 1024}, Warp(128, 8, 32), H100());
+  EXPECT_EQ(*active, 16);  // thread-limited: 2048 / 128
+}
+
+}  // namespace
+}  // namespace kt::kernels

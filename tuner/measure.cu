@@ -1,0 +1,188 @@
+// Kernel timing with CUDA events and graphs (measure.h).
+#include "tuner/measure.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace kt::tuner {
+namespace {
+
+absl::Status CudaStatus(cudaError_t err, const char* what) {
+  if (err == cudaSuccess) return absl::OkStatus();
+  cudaGetLastError();
+  return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorString(err)));
+}
+
+// Keeps the GPU busy for about `nanoseconds` so the host can queue work
+// behind it.
+__global__ void SpinKernel(long long nanoseconds) {
+  long long start;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  long long now = start;
+  while (now - start < nanoseconds) {
+    __nanosleep(1000);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  }
+}
+
+// Owns a set of events.
+class Events {
+ public:
+  absl::Status Create(int count) {
+    events_.resize(count, nullptr);
+    for (cudaEvent_t& e : events_) {
+      if (absl::Status s = CudaStatus(cudaEventCreate(&e), "cudaEventCreate"); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+  ~Events() {
+    for (cudaEvent_t e : events_) {
+      if (e != nullptr) cudaEventDestroy(e);
+    }
+  }
+  cudaEvent_t operator[](int i) const { return events_[i]; }
+
+ private:
+  std::vector<cudaEvent_t> events_;
+};
+
+TimingStats Summarize(std::vector<double> samples_us) {
+  std::sort(samples_us.begin(), samples_us.end());
+  const auto at = [&](double q) {
+    const double index = q * static_cast<double>(samples_us.size() - 1);
+    const size_t lo = static_cast<size_t>(std::floor(index));
+    const size_t hi = std::min(lo + 1, samples_us.size() - 1);
+    return samples_us[lo] + (samples_us[hi] - samples_us[lo]) * (index - static_cast<double>(lo));
+  };
+  TimingStats stats;
+  stats.median_us = at(0.5);
+  stats.p10_us = at(0.1);
+  stats.p90_us = at(0.9);
+  stats.min_us = samples_us.front();
+  stats.repetitions = static_cast<int>(samples_us.size());
+  return stats;
+}
+
+// Elapsed microseconds between consecutive events [first, first + count].
+absl::StatusOr<std::vector<double>> Intervals(const Events& events, int first, int count,
+                                              double scale) {
+  std::vector<double> us;
+  us.reserve(count);
+  for (int i = 0; i < count; ++i) {
+    float ms = 0;
+    if (absl::Status s = CudaStatus(
+            cudaEventElapsedTime(&ms, events[first + i], events[first + i + 1]),
+            "cudaEventElapsedTime");
+        !s.ok()) {
+      return s;
+    }
+    us.push_back(static_cast<double>(ms) * 1000.0 * scale);
+  }
+  return us;
+}
+
+}  // namespace
+
+absl::StatusOr<TimingStats> TimeLaunches(const LaunchFn& launch, int warmup, int reps,
+                                         cudaStream_t stream) {
+  if (reps < 1) return absl::InvalidArgumentError(absl::StrCat("reps=", reps, " must be >= 1"));
+  for (int i = 0; i < warmup; ++i) {
+    if (absl::Status s = launch(i); !s.ok()) return s;
+  }
+  Events events;
+  if (absl::Status s = events.Create(reps + 1); !s.ok()) return s;
+  // ~10 us of host work per launch, plus a margin.
+  SpinKernel<<<1, 1, 0, stream>>>(1000000LL + 10000LL * reps);
+  if (absl::Status s = CudaStatus(cudaPeekAtLastError(), "spin kernel"); !s.ok()) return s;
+  if (absl::Status s = CudaStatus(cudaEventRecord(events[0], stream), "cudaEventRecord");
+      !s.ok()) {
+    return s;
+  }
+  for (int i = 0; i < reps; ++i) {
+    if (absl::Status s = launch(warmup + i); !s.ok()) return s;
+    if (absl::Status s = CudaStatus(cudaEventRecord(events[i + 1], stream), "cudaEventRecord");
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (absl::Status s = CudaStatus(cudaStreamSynchronize(stream), "timed launches"); !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<std::vector<double>> us = Intervals(events, 0, reps, 1.0);
+  if (!us.ok()) return us.status();
+  return Summarize(*std::move(us));
+}
+
+absl::StatusOr<TimingStats> TimeGraphReplay(const LaunchFn& launch, int launches_per_graph,
+                                            int reps, cudaStream_t stream) {
+  if (launches_per_graph < 1 || reps < 1) {
+    return absl::InvalidArgumentError("launches_per_graph and reps must be >= 1");
+  }
+  // Warm once outside capture so lazy initialisation stays out of the graph.
+  if (absl::Status s = launch(0); !s.ok()) return s;
+  if (absl::Status s = CudaStatus(cudaStreamSynchronize(stream), "warm-up"); !s.ok()) return s;
+  cudaGraph_t graph = nullptr;
+  if (absl::Status s = CudaStatus(
+          cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "begin capture");
+      !s.ok()) {
+    return s;
+  }
+  absl::Status captured = absl::OkStatus();
+  for (int i = 0; i < launches_per_graph && captured.ok(); ++i) captured = launch(i);
+  const cudaError_t end = cudaStreamEndCapture(stream, &graph);
+  if (!captured.ok()) {
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    return captured;
+  }
+  if (absl::Status s = CudaStatus(end, "end capture"); !s.ok()) return s;
+  cudaGraphExec_t exec = nullptr;
+  absl::Status s = CudaStatus(cudaGraphInstantiate(&exec, graph, 0), "instantiate graph");
+  cudaGraphDestroy(graph);
+  if (!s.ok()) return s;
+  Events events;
+  s = events.Create(reps + 1);
+  if (s.ok()) s = CudaStatus(cudaGraphLaunch(exec, stream), "graph warm-up");
+  if (s.ok()) {
+    SpinKernel<<<1, 1, 0, stream>>>(1000000LL + 5000LL * reps);
+    s = CudaStatus(cudaEventRecord(events[0], stream), "cudaEventRecord");
+  }
+  for (int i = 0; s.ok() && i < reps; ++i) {
+    s = CudaStatus(cudaGraphLaunch(exec, stream), "graph launch");
+    if (s.ok()) s = CudaStatus(cudaEventRecord(events[i + 1], stream), "cudaEventRecord");
+  }
+  if (s.ok()) s = CudaStatus(cudaStreamSynchronize(stream), "graph replays");
+  cudaGraphExecDestroy(exec);
+  if (!s.ok()) return s;
+  absl::StatusOr<std::vector<double>> us =
+      Intervals(events, 0, reps, 1.0 / static_cast<double>(launches_per_graph));
+  if (!us.ok()) return us.status();
+  return Summarize(*std::move(us));
+}
+
+absl::StatusOr<double> MeasureCopyGbps(size_t bytes, int reps, cudaStream_t stream) {
+  void* src = nullptr;
+  void* dst = nullptr;
+  absl::Status s = CudaStatus(cudaMalloc(&src, bytes), "cudaMalloc copy source");
+  if (s.ok()) s = CudaStatus(cudaMalloc(&dst, bytes), "cudaMalloc copy target");
+  if (s.ok()) s = CudaStatus(cudaMemsetAsync(src, 0x3c, bytes, stream), "memset");
+  absl::StatusOr<TimingStats> stats = absl::InternalError("not run");
+  if (s.ok()) {
+    stats = TimeLaunches(
+        [&](int) {
+          return CudaStatus(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream),
+                            "copy");
+        },
+        /*warmup=*/3, reps, stream);
+  }
+  if (src != nullptr) cudaFree(src);
+  if (dst != nullptr) cudaFree(dst);
+  if (!s.ok()) return s;
+  if (!stats.ok()) return stats.status();
+  return 2.0 * static_cast<double>(bytes) / (stats->median_us * 1e3);
+}
+
+}  // namespace kt::tuner
