@@ -22,7 +22,7 @@ cat "$out/environment.txt"
 
 if [ "$what" = tests ] || [ "$what" = all ]; then
   echo "== GPU tests"
-  timeout 540 "$here/kt_kernels_gpu_test" --gtest_brief=1 > "$out/gpu_test.log" 2>&1 || status=1
+  timeout 300 "$here/kt_kernels_gpu_test" --gtest_brief=1 > "$out/gpu_test.log" 2>&1 || status=1
   grep -E '^\[(coverage|sweep)\]|FAILED|PASSED|Failure|error' "$out/gpu_test.log" | head -60
 fi
 

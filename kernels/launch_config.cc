@@ -310,9 +310,12 @@ absl::StatusOr<LaunchConfig> HeuristicConfig(Op op, DType dtype, Shape shape,
                                   /*alignment_bytes=*/16);
   const int64_t num_packs = shape.cols / pack;
 
-  // Short rows: registers, as OneFlow does up to 1024 columns; narrow groups
-  // take two rows per step to keep enough bytes in flight.
-  if (shape.cols <= 1024) {
+  // Short rows: registers. OneFlow stops at 1024 columns; measured on an
+  // H200 (bench/results/2026-11-21-h200), float16 rows of 2048 run at 3813
+  // GB/s from registers (64 per lane) against 2333 GB/s through shared
+  // memory, so the register path goes to kMaxWarpCols. Narrow groups take two
+  // rows per step to keep enough bytes in flight.
+  if (shape.cols <= kMaxWarpCols) {
     LaunchConfig c;
     c.impl = Impl::kWarp;
     c.block_size = 128;
@@ -323,24 +326,19 @@ absl::StatusOr<LaunchConfig> HeuristicConfig(Op op, DType dtype, Shape shape,
     if (ValidateConfig(op, dtype, shape, c, device).ok()) return c;
   }
 
-  // Longer rows: one block per row. Prefer the shared-memory cache; pick the
-  // block size that keeps the most threads resident without idle threads
-  // (ties go to the larger block: fewer rows in flight, each finishes sooner).
+  // Longer rows: one block per row, the shared-memory cache while it fits.
+  // Small blocks win: on the H200 sweep the best block kept about 8 packs per
+  // thread (float16 4096: b128 3461 GB/s vs b512 2804; 16384: b128 3520 vs
+  // b1024 2330), since many small resident blocks overlap one row's
+  // reductions with other rows' loads.
+  constexpr int64_t kPacksPerThread = 8;
+  int block = kBlockImplBlockSizes[0];
+  for (int candidate : kBlockImplBlockSizes) {
+    if (candidate <= num_packs / kPacksPerThread) block = candidate;
+  }
   for (Impl impl : {Impl::kBlockSmem, Impl::kBlockUncached}) {
-    LaunchConfig best;
-    int64_t best_threads = 0;
-    for (int block : UsefulBlockSizes(num_packs)) {
-      const LaunchConfig c{impl, block, pack, 32, 1, 0};
-      if (!ValidateConfig(op, dtype, shape, c, device).ok()) continue;
-      absl::StatusOr<int> active = ActiveBlocksPerSm(op, dtype, shape, c, device);
-      if (!active.ok()) return active.status();
-      const int64_t threads = static_cast<int64_t>(*active) * block;
-      if (threads >= best_threads) {
-        best = c;
-        best_threads = threads;
-      }
-    }
-    if (best_threads > 0) return best;
+    const LaunchConfig c{impl, block, pack, 32, 1, 0};
+    if (ValidateConfig(op, dtype, shape, c, device).ok()) return c;
   }
   return absl::InternalError(absl::StrCat("no launchable config for ", OpName(op), " ",
                                           DTypeName(dtype), " rows=", shape.rows,

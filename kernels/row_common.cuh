@@ -52,6 +52,29 @@ __device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
 }
 
+// exp/log in the compute type. With 16-bit storage the hardware
+// approximations (a few float ulps) vanish in the output rounding and halve
+// the instruction count of the softmax kernels; float32 storage keeps the
+// accurate versions.
+template <bool fast>
+__device__ __forceinline__ float Exp(float x) {
+  if constexpr (fast) {
+    return __expf(x);
+  } else {
+    return expf(x);
+  }
+}
+template <bool fast>
+__device__ __forceinline__ float Log(float x) {
+  if constexpr (fast) {
+    return __logf(x);
+  } else {
+    return logf(x);
+  }
+}
+template <class Load>
+constexpr bool kFastMathFor = sizeof(typename Load::storage_type) < 4;
+
 // N elements moved as one vector access (N * sizeof(T) <= 16 bytes).
 template <typename T, int N>
 struct alignas(sizeof(T) * N) Pack {
@@ -63,6 +86,7 @@ struct alignas(sizeof(T) * N) Pack {
 // the storage type, exactly, since float(T) -> T round trips are exact.
 template <typename T>
 struct DirectLoad {
+  using storage_type = T;
   using cache_type = T;
   const T* __restrict__ src;
   int64_t row_stride;
@@ -167,26 +191,36 @@ struct WelfordMergeOp {
   }
 };
 
-// Statistics of the first `valid` of N values already in registers (two
-// passes over registers cost no memory traffic), for merging with
-// WelfordMerge. Sums are taken relative to v[0] so a large common offset
-// (mean >> spread) does not eat the float mantissa.
-template <int N>
-__device__ __forceinline__ WelfordStats StatsOf(const float* v, int valid) {
-  if (valid <= 0) return {0.f, 0.f, 0.f};
-  const float shift = v[0];
+// Per-thread LayerNorm accumulation: sums of x - shift and (x - shift)^2,
+// with the shift the thread's first value, so a large common offset does not
+// eat the float mantissa (Chan, Golub & LeVeque's shifted-data method). Three
+// instructions an element instead of a Welford update's division; threads,
+// warps and blocks then merge their WelfordStats with WelfordMerge.
+struct ShiftedSums {
+  float shift = 0.f;
   float sum = 0.f;
+  float sum_squares = 0.f;
+  int count = 0;
+
+  template <int N>
+  __device__ __forceinline__ void Add(const float* v) {
+    if (count == 0) shift = v[0];
 #pragma unroll
-  for (int i = 0; i < N; ++i) sum += (i < valid) ? v[i] - shift : 0.f;
-  const float mean = shift + sum / static_cast<float>(valid);
-  float m2 = 0.f;
-#pragma unroll
-  for (int i = 0; i < N; ++i) {
-    const float d = v[i] - mean;
-    m2 += (i < valid) ? d * d : 0.f;
+    for (int i = 0; i < N; ++i) {
+      const float d = v[i] - shift;
+      sum += d;
+      sum_squares = fmaf(d, d, sum_squares);
+    }
+    count += N;
   }
-  return {mean, m2, static_cast<float>(valid)};
-}
+
+  __device__ __forceinline__ WelfordStats Stats() const {
+    if (count == 0) return {0.f, 0.f, 0.f};
+    const float n = static_cast<float>(count);
+    const float mean_shifted = __fdividef(sum, n);
+    return {shift + mean_shifted, fmaxf(sum_squares - sum * mean_shifted, 0.f), n};
+  }
+};
 
 __device__ __forceinline__ WelfordStats ShuffleXor(const WelfordStats& s,
                                                    int mask, int width) {
@@ -205,18 +239,23 @@ __device__ __forceinline__ WelfordStats GroupAllReduceWelford(WelfordStats s) {
 }
 
 // Online softmax state: running max and the sum of exp(x - max). Merging
-// rescales the smaller side; -inf maxima contribute nothing (an all -inf row
-// ends as max -inf, sum 0, and its outputs NaN, like the reference).
+// rescales the smaller side. A state that has seen nothing but -inf has sum 0
+// and contributes nothing (an all -inf row ends as max -inf, sum 0, and its
+// outputs NaN, like the reference); a NaN seen anywhere stays in the sum.
 struct MaxSum {
   float max;
   float sum;
 };
 
+// sum * exp(max - new_max), with empty states (sum 0) kept at 0 even when
+// both maxima are -inf, where exp(-inf - -inf) would make a NaN.
+__device__ __forceinline__ float RescaledSum(const MaxSum& s, float new_max) {
+  return s.sum == 0.f ? 0.f : s.sum * expf(s.max - new_max);
+}
+
 __device__ __forceinline__ MaxSum MaxSumMerge(const MaxSum& a, const MaxSum& b) {
   const float m = fmaxf(a.max, b.max);
-  const float sa = (a.max == -INFINITY) ? 0.f : a.sum * expf(a.max - m);
-  const float sb = (b.max == -INFINITY) ? 0.f : b.sum * expf(b.max - m);
-  return {m, sa + sb};
+  return {m, RescaledSum(a, m) + RescaledSum(b, m)};
 }
 
 struct MaxSumMergeOp {

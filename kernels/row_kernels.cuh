@@ -23,15 +23,15 @@ template <Op op>
 constexpr float kMaskedFill = (op == Op::kLayerNorm) ? 0.f : -INFINITY;
 
 // Turns a row's softmax statistics into outputs, in place in `v`.
-template <Op op, int N>
+template <Op op, bool fast, int N>
 __device__ __forceinline__ void FinishSoftmax(float* v, float row_max,
                                               float row_sum) {
   if constexpr (op == Op::kSoftmax) {
     const float inv_sum = 1.f / row_sum;
 #pragma unroll
-    for (int i = 0; i < N; ++i) v[i] = expf(v[i] - row_max) * inv_sum;
+    for (int i = 0; i < N; ++i) v[i] = Exp<fast>(v[i] - row_max) * inv_sum;
   } else {
-    const float shift = row_max + logf(row_sum);
+    const float shift = row_max + Log<fast>(row_sum);
 #pragma unroll
     for (int i = 0; i < N; ++i) v[i] = v[i] - shift;
   }
@@ -61,6 +61,7 @@ __global__ void WarpRowKernel(Load load, Store store, RowParams p) {
   static_assert(tgw <= kWarpSize && kWarpSize % tgw == 0, "bad group width");
   constexpr int kPacks = cpt / pack;
   constexpr int kGroupsPerWarp = kWarpSize / tgw;
+  constexpr bool kFast = kFastMathFor<Load>;
   const int lane = threadIdx.x;
   const int group_in_warp = threadIdx.y % kGroupsPerWarp;
   const int64_t group = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
@@ -92,8 +93,13 @@ __global__ void WarpRowKernel(Load load, Store store, RowParams p) {
     for (int r = 0; r < rpa; ++r) {
       const int64_t row = first_row + r;
       if constexpr (op == Op::kLayerNorm) {
-        const WelfordStats stats = GroupAllReduceWelford<tgw>(
-            StatsOf<cpt>(buf[r], valid_packs[r] * pack));
+        // Valid packs are a prefix of the lane's packs.
+        ShiftedSums sums;
+#pragma unroll
+        for (int k = 0; k < kPacks; ++k) {
+          if (k < valid_packs[r]) sums.Add<pack>(&buf[r][k * pack]);
+        }
+        const WelfordStats stats = GroupAllReduceWelford<tgw>(sums.Stats());
         const float inv_std = InvStd(stats, p.epsilon);
         Normalize<cpt>(buf[r], stats.mean, inv_std);
         if (lane == 0 && row < p.rows) {
@@ -107,9 +113,9 @@ __global__ void WarpRowKernel(Load load, Store store, RowParams p) {
         row_max = GroupAllReduce<tgw>(row_max, MaxOp());
         float row_sum = 0.f;
 #pragma unroll
-        for (int i = 0; i < cpt; ++i) row_sum += expf(buf[r][i] - row_max);
+        for (int i = 0; i < cpt; ++i) row_sum += Exp<kFast>(buf[r][i] - row_max);
         row_sum = GroupAllReduce<tgw>(row_sum, SumOp());
-        FinishSoftmax<op, cpt>(buf[r], row_max, row_sum);
+        FinishSoftmax<op, kFast, cpt>(buf[r], row_max, row_sum);
       }
 #pragma unroll
       for (int k = 0; k < kPacks; ++k) {
@@ -139,12 +145,13 @@ __global__ void __launch_bounds__(block_size)
   extern __shared__ __align__(16) unsigned char smem_raw[];
   CachePack* cache = reinterpret_cast<CachePack*>(smem_raw);
   const int64_t num_packs = p.cols / pack;
+  constexpr bool kFast = kFastMathFor<Load>;
 
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
     if constexpr (op == Op::kLayerNorm) {
       using Reducer = BlockAllReducer<block_size, WelfordStats>;
       __shared__ typename Reducer::Storage storage;
-      WelfordStats stats{0.f, 0.f, 0.f};
+      ShiftedSums sums;
       for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
         float v[pack];
         load.template load<pack>(v, row, k * pack);
@@ -152,9 +159,9 @@ __global__ void __launch_bounds__(block_size)
 #pragma unroll
         for (int i = 0; i < pack; ++i) c.elem[i] = FromFloat<CacheT>(v[i]);
         cache[k] = c;
-        stats = WelfordMerge(stats, StatsOf<pack>(v, pack));
+        sums.Add<pack>(v);
       }
-      stats = Reducer::Run(storage, stats, WelfordMergeOp());
+      const WelfordStats stats = Reducer::Run(storage, sums.Stats(), WelfordMergeOp());
       const float inv_std = InvStd(stats, p.epsilon);
       if (threadIdx.x == 0) {
         if (p.mean != nullptr) p.mean[row] = stats.mean;
@@ -188,7 +195,9 @@ __global__ void __launch_bounds__(block_size)
       for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
         const CachePack c = cache[k];
 #pragma unroll
-        for (int i = 0; i < pack; ++i) thread_sum += expf(ToFloat(c.elem[i]) - row_max);
+        for (int i = 0; i < pack; ++i) {
+          thread_sum += Exp<kFast>(ToFloat(c.elem[i]) - row_max);
+        }
       }
       const float row_sum = Reducer::Run(storage, thread_sum, SumOp());
       for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
@@ -196,7 +205,7 @@ __global__ void __launch_bounds__(block_size)
         float v[pack];
 #pragma unroll
         for (int i = 0; i < pack; ++i) v[i] = ToFloat(c.elem[i]);
-        FinishSoftmax<op, pack>(v, row_max, row_sum);
+        FinishSoftmax<op, kFast, pack>(v, row_max, row_sum);
         store.template store<pack>(v, row, k * pack);
       }
     }
@@ -213,17 +222,18 @@ template <Op op, class Load, class Store, int pack, int block_size>
 __global__ void __launch_bounds__(block_size)
     BlockUncachedRowKernel(Load load, Store store, RowParams p) {
   const int64_t num_packs = p.cols / pack;
+  constexpr bool kFast = kFastMathFor<Load>;
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
     if constexpr (op == Op::kLayerNorm) {
       using Reducer = BlockAllReducer<block_size, WelfordStats>;
       __shared__ typename Reducer::Storage storage;
-      WelfordStats stats{0.f, 0.f, 0.f};
+      ShiftedSums sums;
       for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
         float v[pack];
         load.template load<pack>(v, row, k * pack);
-        stats = WelfordMerge(stats, StatsOf<pack>(v, pack));
+        sums.Add<pack>(v);
       }
-      stats = Reducer::Run(storage, stats, WelfordMergeOp());
+      const WelfordStats stats = Reducer::Run(storage, sums.Stats(), WelfordMergeOp());
       const float inv_std = InvStd(stats, p.epsilon);
       if (threadIdx.x == 0) {
         if (p.mean != nullptr) p.mean[row] = stats.mean;
@@ -246,19 +256,25 @@ __global__ void __launch_bounds__(block_size)
 #pragma unroll
         for (int i = 0; i < pack; ++i) pack_max = fmaxf(pack_max, v[i]);
         const float new_max = fmaxf(state.max, pack_max);
-        if (new_max == -INFINITY) continue;  // all -inf so far: adds nothing
+        if (new_max == -INFINITY) {
+          // Only -inf and NaN so far (fmaxf skips NaN): -inf adds nothing,
+          // but a NaN must still poison the row.
+#pragma unroll
+          for (int i = 0; i < pack; ++i) {
+            if (isnan(v[i])) state.sum = NAN;
+          }
+          continue;
+        }
         float pack_sum = 0.f;
 #pragma unroll
-        for (int i = 0; i < pack; ++i) pack_sum += expf(v[i] - new_max);
-        const float rescale =
-            (state.max == -INFINITY) ? 0.f : expf(state.max - new_max);
-        state = {new_max, state.sum * rescale + pack_sum};
+        for (int i = 0; i < pack; ++i) pack_sum += Exp<kFast>(v[i] - new_max);
+        state = {new_max, RescaledSum(state, new_max) + pack_sum};
       }
       state = Reducer::Run(storage, state, MaxSumMergeOp());
       for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
         float v[pack];
         load.template load<pack>(v, row, k * pack);
-        FinishSoftmax<op, pack>(v, state.max, state.sum);
+        FinishSoftmax<op, kFast, pack>(v, state.max, state.sum);
         store.template store<pack>(v, row, k * pack);
       }
     }

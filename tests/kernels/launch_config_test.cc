@@ -153,12 +153,16 @@ TEST(LaunchConfigTest, HeuristicFollowsTheSeedRules) {
   // Odd columns fall back to scalar access.
   c = HeuristicConfig(Op::kLayerNorm, DType::kBFloat16, {49152, 1023}, H100());
   EXPECT_EQ(ConfigKey(*c), "warp/b128/p1/g32/r1/w0");
-  // Long rows: shared memory while it fits, with no idle threads.
+  // Up to 2048 columns the row stays in registers (64 per lane).
+  c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {49152, 2048}, H100());
+  EXPECT_EQ(ConfigKey(*c), "warp/b128/p8/g32/r1/w0");
+  // Long rows: shared memory while it fits, about 8 packs per thread.
   c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {49152, 4096}, H100());
-  EXPECT_EQ(c->impl, Impl::kBlockSmem);
-  EXPECT_LE(c->block_size, 4096 / 8);
+  EXPECT_EQ(ConfigKey(*c), "block_smem/b128/p8/g32/r1/w0");
+  c = HeuristicConfig(Op::kLayerNorm, DType::kFloat16, {49152, 32768}, H100());
+  EXPECT_EQ(ConfigKey(*c), "block_smem/b512/p8/g32/r1/w0");
   c = HeuristicConfig(Op::kSoftmax, DType::kFloat32, {49152, 131072}, H100());
-  EXPECT_EQ(c->impl, Impl::kBlockUncached);
+  EXPECT_EQ(ConfigKey(*c), "block_uncached/b1024/p4/g32/r1/w0");
 }
 
 TEST(LaunchConfigTest, DescribedDeviceCannotLaunchButCanPlan) {
