@@ -31,9 +31,11 @@ __device__ __forceinline__ void FinishSoftmax(float* v, float row_max,
 #pragma unroll
     for (int i = 0; i < N; ++i) v[i] = Exp<fast>(v[i] - row_max) * inv_sum;
   } else {
-    const float shift = row_max + Log<fast>(row_sum);
+    // (x - max) - log(sum), in that order: folding max + log(sum) into one
+    // shift loses log(sum) entirely when |max| is huge (1e30 + 0.69 == 1e30).
+    const float log_sum = Log<fast>(row_sum);
 #pragma unroll
-    for (int i = 0; i < N; ++i) v[i] = v[i] - shift;
+    for (int i = 0; i < N; ++i) v[i] = (v[i] - row_max) - log_sum;
   }
 }
 
