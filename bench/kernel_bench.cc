@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,8 +24,8 @@
 #include "kernels/device_info.h"
 #include "kernels/launch.h"
 #include "kernels/launch_config.h"
-#include "kernels/verify.h"
-#include "tuner/measure.h"
+#include "tuner/gpu_backend.h"
+#include "tuner/grid.h"
 
 ABSL_FLAG(std::string, out, "", "write results as JSON to this file");
 ABSL_FLAG(std::string, groups, "main,few_rows,attention", "grid groups to run");
@@ -40,11 +41,9 @@ ABSL_FLAG(std::string, commit, "", "commit id to record in the results");
 namespace kt::bench {
 namespace {
 
-using kernels::DeviceBuffer;
 using kernels::DType;
 using kernels::LaunchConfig;
 using kernels::Op;
-using kernels::Shape;
 
 struct Options {
   std::string out;
@@ -58,133 +57,7 @@ struct Options {
   std::string commit;
 };
 
-struct Point {
-  std::string group;
-  Op op;
-  DType dtype;
-  Shape shape;
-};
-
-// The standard grid (PERF.md). The non-last-axis log-softmax cases arrive
-// with the any-axis kernels.
-std::vector<Point> StandardGrid(const Options& o) {
-  std::vector<Point> points;
-  auto wants = [&](const std::string& g) {
-    return std::find(o.groups.begin(), o.groups.end(), g) != o.groups.end();
-  };
-  for (Op op : o.ops) {
-    for (DType dtype : o.dtypes) {
-      if (wants("main")) {
-        for (int64_t cols : {32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768}) {
-          points.push_back({"main", op, dtype, {49152, cols}});
-        }
-      }
-      if (wants("few_rows")) {
-        for (int64_t rows : {1, 8, 64}) {
-          for (int64_t cols : {4096, 32768, 131072}) {
-            points.push_back({"few_rows", op, dtype, {rows, cols}});
-          }
-        }
-      }
-      if (wants("attention")) {
-        for (int64_t s : {16, 32, 64, 128, 512}) {
-          points.push_back({"attention", op, dtype, {32 * 64 * s, s}});
-        }
-      }
-    }
-  }
-  return points;
-}
-
-// A problem plus extra input/output sets to rotate through, so that the
-// bytes touched between two launches on the same set exceed L2 several times.
-struct Workload {
-  kernels::DeviceProblem problem;
-  std::vector<DeviceBuffer> extra_x, extra_y;
-  int sets = 1;
-
-  kernels::RowOpArgs Args(int rep) const {
-    kernels::RowOpArgs args = problem.Args(/*with_stats=*/false);
-    const int set = rep % sets;
-    if (set > 0) {
-      args.x = extra_x[set - 1].data();
-      args.y = extra_y[set - 1].data();
-    }
-    return args;
-  }
-};
-
-absl::StatusOr<Workload> MakeWorkload(const Point& p, const kernels::DeviceInfo& device) {
-  // A few hundred distinct random rows, repeated: the reference stays cheap
-  // while every row of the timed tensor is real data.
-  absl::StatusOr<kernels::HostProblem> host =
-      kernels::MakeProblem(p.op, p.dtype, p.shape, /*seed=*/0x6b74 + p.shape.cols,
-                           kernels::InputPattern::kNormal, /*with_affine=*/true, 0,
-                           /*distinct_rows=*/256);
-  if (!host.ok()) return host.status();
-  Workload w;
-  absl::StatusOr<kernels::DeviceProblem> problem = kernels::Upload(*host);
-  if (!problem.ok()) return problem.status();
-  w.problem = *std::move(problem);
-  const size_t set_bytes = 2 * w.problem.x.bytes();
-  size_t free_bytes = 0, total_bytes = 0;
-  cudaMemGetInfo(&free_bytes, &total_bytes);
-  const size_t wanted = (4 * static_cast<size_t>(device.l2_bytes) + set_bytes - 1) / set_bytes;
-  const size_t affordable = free_bytes / 2 / set_bytes;
-  w.sets = static_cast<int>(std::clamp<size_t>(std::min(wanted, affordable), 1, 64));
-  for (int i = 1; i < w.sets; ++i) {
-    absl::StatusOr<DeviceBuffer> x = DeviceBuffer::Allocate(w.problem.x.bytes());
-    absl::StatusOr<DeviceBuffer> y = DeviceBuffer::Allocate(w.problem.y.bytes());
-    if (!x.ok()) return x.status();
-    if (!y.ok()) return y.status();
-    if (cudaMemcpy(x->data(), w.problem.x.data(), w.problem.x.bytes(),
-                   cudaMemcpyDeviceToDevice) != cudaSuccess) {
-      return absl::InternalError("copying a rotation set failed");
-    }
-    w.extra_x.push_back(*std::move(x));
-    w.extra_y.push_back(*std::move(y));
-  }
-  return w;
-}
-
-struct Measurement {
-  bool passed = false;
-  std::string detail;
-  tuner::TimingStats timing;
-  std::optional<tuner::TimingStats> graph;
-};
-
-absl::StatusOr<Measurement> Measure(Workload& w, const LaunchConfig& config,
-                                    const kernels::DeviceInfo& device, int reps,
-                                    bool allow_graph, cudaStream_t stream) {
-  const kernels::DeviceProblem& p = w.problem;
-  auto launch = [&](int rep) -> absl::Status {
-    return kernels::Launch(p.op, p.dtype, p.shape, w.Args(rep), config, device, stream)
-        .status();
-  };
-  Measurement m;
-  if (absl::Status s = kernels::PoisonOutputs(w.problem, stream); !s.ok()) return s;
-  if (absl::Status s = launch(0); !s.ok()) return s;
-  absl::StatusOr<kernels::CheckReport> report =
-      kernels::CheckOutputs(w.problem, /*check_stats=*/false, stream);
-  if (!report.ok()) return report.status();
-  m.passed = report->passed;
-  m.detail = report->detail;
-  if (!m.passed) return m;  // a wrong kernel's time is not worth having
-  absl::StatusOr<tuner::TimingStats> timing = tuner::TimeLaunches(launch, 3, reps, stream);
-  if (!timing.ok()) return timing.status();
-  m.timing = *timing;
-  // Launches of a few microseconds: also time them the way a graph runs them.
-  if (allow_graph && m.timing.median_us < 20.0) {
-    absl::StatusOr<tuner::TimingStats> graph =
-        tuner::TimeGraphReplay(launch, std::max(w.sets, 20), reps, stream);
-    if (!graph.ok()) return graph.status();
-    m.graph = *graph;
-  }
-  return m;
-}
-
-double Gbps(const Point& p, double us) {
+double Gbps(const tuner::GridPoint& p, double us) {
   const int64_t bytes = kernels::MinimumBytesMoved(p.op, p.dtype, p.shape, true, true, false);
   return static_cast<double>(bytes) / (us * 1e3);
 }
@@ -206,7 +79,7 @@ std::string JsonNumber(double v) {
   return std::isfinite(v) ? absl::StrFormat("%.4f", v) : "null";
 }
 
-std::string PointJson(const Point& p) {
+std::string PointJson(const tuner::GridPoint& p) {
   return absl::StrCat("\"group\":", JsonString(p.group), ",\"op\":",
                       JsonString(kernels::OpName(p.op)), ",\"dtype\":",
                       JsonString(kernels::DTypeName(p.dtype)), ",\"rows\":", p.shape.rows,
@@ -221,51 +94,62 @@ std::string UtcNow() {
 }
 
 absl::Status Run(const Options& o) {
-  if (kernels::CudaDeviceCount() == 0) {
-    return absl::FailedPreconditionError("no CUDA device: the kernel benchmark needs a GPU");
-  }
-  if (cudaSetDevice(o.device) != cudaSuccess) {
-    return absl::NotFoundError(absl::StrCat("cannot use CUDA device ", o.device));
-  }
-  absl::StatusOr<kernels::DeviceInfo> device = kernels::GetDeviceInfo(o.device);
-  if (!device.ok()) return device.status();
-  cudaStream_t stream;
-  if (cudaStreamCreate(&stream) != cudaSuccess) return absl::InternalError("cudaStreamCreate");
-
-  absl::StatusOr<double> copy_gbps = tuner::MeasureCopyGbps(size_t{1} << 30, 20, stream);
+  absl::StatusOr<std::unique_ptr<tuner::GpuBackend>> backend = tuner::GpuBackend::Create(o.device);
+  if (!backend.ok()) return backend.status();
+  const kernels::DeviceInfo& device = (*backend)->device();
+  absl::StatusOr<double> copy_gbps = (*backend)->MeasureCopyGbps();
   if (!copy_gbps.ok()) return copy_gbps.status();
   std::printf("%s, %d SMs; copy roofline %.0f GB/s (1 GiB D2D, read + write)\n",
-              device->name.c_str(), device->sm_count, *copy_gbps);
+              device.name.c_str(), device.sm_count, *copy_gbps);
+  absl::StatusOr<std::vector<tuner::GridPoint>> grid =
+      tuner::StandardGrid(o.groups, o.ops, o.dtypes);
+  if (!grid.ok()) return grid.status();
 
-  std::vector<std::string> results, sweeps, table;
+  tuner::MeasureOptions timing;
+  timing.repetitions = o.reps;
+  tuner::MeasureOptions graph_timing = timing;
+  graph_timing.graph_replay = true;
+  tuner::MeasureOptions sweep_timing = timing;
+  sweep_timing.repetitions = o.sweep_reps;
+
+  std::vector<std::string> results, sweeps;
   int failures = 0;
-  for (const Point& p : StandardGrid(o)) {
-    absl::StatusOr<LaunchConfig> config =
-        kernels::HeuristicConfig(p.op, p.dtype, p.shape, *device);
+  for (const tuner::GridPoint& p : *grid) {
+    absl::StatusOr<LaunchConfig> config = kernels::HeuristicConfig(p.op, p.dtype, p.shape, device);
     if (!config.ok()) return config.status();
-    absl::StatusOr<Workload> w = MakeWorkload(p, *device);
-    if (!w.ok()) return w.status();
-    absl::StatusOr<Measurement> m = Measure(*w, *config, *device, o.reps, true, stream);
+    absl::StatusOr<std::unique_ptr<tuner::PointMeasurer>> measurer = (*backend)->Prepare(p);
+    if (!measurer.ok()) return measurer.status();
+    absl::StatusOr<tuner::CandidateMeasurement> m = (*measurer)->Measure(*config, timing);
     if (!m.ok()) return m.status();
-    if (!m->passed) ++failures;
-    const double gbps = m->passed ? Gbps(p, m->timing.median_us) : NAN;
-    const double graph_gbps = m->graph ? Gbps(p, m->graph->median_us) : NAN;
+    // Launches of a few microseconds: also time them the way a graph runs them.
+    std::optional<tuner::CandidateMeasurement> graph;
+    if (m->timing && m->timing->median_us < 20.0) {
+      absl::StatusOr<tuner::CandidateMeasurement> g = (*measurer)->Measure(*config, graph_timing);
+      if (!g.ok()) return g.status();
+      graph = *g;
+    }
+    const bool passed = m->correct && m->timing.has_value();
+    if (!passed) ++failures;
+    const double gbps = passed ? Gbps(p, m->timing->median_us) : NAN;
+    const bool has_graph = graph && graph->timing;
+    const double graph_gbps = has_graph ? Gbps(p, graph->timing->median_us) : NAN;
     results.push_back(absl::StrCat(
         "{", PointJson(p), ",\"config\":", JsonString(kernels::ConfigKey(*config)),
-        ",\"passed\":", m->passed ? "true" : "false", ",\"detail\":", JsonString(m->detail),
-        ",\"median_us\":", JsonNumber(m->timing.median_us), ",\"p10_us\":",
-        JsonNumber(m->timing.p10_us), ",\"p90_us\":", JsonNumber(m->timing.p90_us),
-        ",\"graph_median_us\":", m->graph ? JsonNumber(m->graph->median_us) : "null",
+        ",\"passed\":", passed ? "true" : "false", ",\"detail\":", JsonString(m->message),
+        ",\"median_us\":", JsonNumber(passed ? m->timing->median_us : NAN),
+        ",\"p10_us\":", JsonNumber(passed ? m->timing->p10_us : NAN),
+        ",\"p90_us\":", JsonNumber(passed ? m->timing->p90_us : NAN),
+        ",\"graph_median_us\":", has_graph ? JsonNumber(graph->timing->median_us) : "null",
         ",\"gbps\":", JsonNumber(gbps), ",\"graph_gbps\":", JsonNumber(graph_gbps),
-        ",\"pct_copy\":", JsonNumber(100 * gbps / *copy_gbps), ",\"rotation_sets\":", w->sets,
-        "}"));
-    table.push_back(absl::StrFormat("%-9s %-11s %-8s %7d %6d  %-24s %6.0f %5.1f%% %6s%s",
-                                    p.group, kernels::OpName(p.op), kernels::DTypeName(p.dtype),
-                                    p.shape.rows, p.shape.cols, kernels::ConfigKey(*config), gbps,
-                                    100 * gbps / *copy_gbps,
-                                    m->graph ? absl::StrFormat("%.0f", graph_gbps) : "-",
-                                    m->passed ? "" : "  WRONG"));
-    std::printf("%s\n", table.back().c_str());
+        ",\"pct_copy\":", JsonNumber(100 * gbps / *copy_gbps), "}"));
+    std::printf("%s\n", absl::StrFormat("%-9s %-11s %-8s %7d %6d  %-24s %6.0f %5.1f%% %6s%s",
+                                        p.group, kernels::OpName(p.op),
+                                        kernels::DTypeName(p.dtype), p.shape.rows, p.shape.cols,
+                                        kernels::ConfigKey(*config), gbps,
+                                        100 * gbps / *copy_gbps,
+                                        has_graph ? absl::StrFormat("%.0f", graph_gbps) : "-",
+                                        passed ? "" : "  WRONG")
+                            .c_str());
     std::fflush(stdout);
 
     const bool sweep = p.group == "main" &&
@@ -273,23 +157,23 @@ absl::Status Run(const Options& o) {
                            o.sweep_dtypes.end();
     if (!sweep) continue;
     absl::StatusOr<std::vector<LaunchConfig>> configs =
-        kernels::EnumerateConfigs(p.op, p.dtype, p.shape, *device);
+        kernels::EnumerateConfigs(p.op, p.dtype, p.shape, device);
     if (!configs.ok()) return configs.status();
     std::vector<std::string> entries;
     std::string best_key;
     double best_us = INFINITY;
     int wrong = 0;
     for (const LaunchConfig& c : *configs) {
-      absl::StatusOr<Measurement> cm = Measure(*w, c, *device, o.sweep_reps, false, stream);
+      absl::StatusOr<tuner::CandidateMeasurement> cm = (*measurer)->Measure(c, sweep_timing);
       if (!cm.ok()) return cm.status();
-      if (!cm->passed) {
+      if (!cm->correct || !cm->timing) {
         ++wrong;
         continue;
       }
       entries.push_back(absl::StrCat("[", JsonString(kernels::ConfigKey(c)), ",",
-                                     JsonNumber(cm->timing.median_us), "]"));
-      if (cm->timing.median_us < best_us) {
-        best_us = cm->timing.median_us;
+                                     JsonNumber(cm->timing->median_us), "]"));
+      if (cm->timing->median_us < best_us) {
+        best_us = cm->timing->median_us;
         best_key = kernels::ConfigKey(c);
       }
     }
@@ -306,14 +190,13 @@ absl::Status Run(const Options& o) {
 
   if (!o.out.empty()) {
     std::ofstream out(o.out);
-    out << "{\"tool\":\"kt_kernel_bench\",\"gpu\":" << JsonString(device->name)
-        << ",\"sm_count\":" << device->sm_count << ",\"date\":" << JsonString(UtcNow())
+    out << "{\"tool\":\"kt_kernel_bench\",\"gpu\":" << JsonString(device.name)
+        << ",\"sm_count\":" << device.sm_count << ",\"date\":" << JsonString(UtcNow())
         << ",\"commit\":" << JsonString(o.commit) << ",\"copy_gbps\":" << JsonNumber(*copy_gbps)
         << ",\"results\":[\n" << absl::StrJoin(results, ",\n") << "\n],\"sweep\":[\n"
         << absl::StrJoin(sweeps, ",\n") << "\n]}\n";
     if (!out) return absl::InternalError(absl::StrCat("cannot write ", o.out));
   }
-  cudaStreamDestroy(stream);
   if (failures > 0) {
     return absl::InternalError(absl::StrCat(failures, " variants failed the reference check"));
   }

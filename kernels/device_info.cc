@@ -82,4 +82,41 @@ DeviceInfo DescribedH100() {
   return info;
 }
 
+absl::StatusOr<DeviceInfo> DescribeSku(const std::string& name, int cc_major, int cc_minor,
+                                       int sm_count, int64_t total_memory_bytes) {
+  // Per-architecture limits from the CUDA C++ Programming Guide's table of
+  // compute capabilities (shared memory in KiB: opt-in per block, per SM).
+  struct ArchLimits {
+    int major, minor;
+    int smem_block_kib, smem_sm_kib, threads_per_sm, blocks_per_sm;
+  };
+  constexpr ArchLimits kArchs[] = {
+      {7, 0, 96, 96, 2048, 32},   {7, 5, 64, 64, 1024, 16},   {8, 0, 163, 164, 2048, 32},
+      {8, 6, 99, 100, 1536, 16},  {8, 7, 163, 164, 2048, 16}, {8, 9, 99, 100, 1536, 24},
+      {9, 0, 227, 228, 2048, 32}, {10, 0, 227, 228, 2048, 32}, {12, 0, 99, 100, 1536, 32},
+  };
+  for (const ArchLimits& a : kArchs) {
+    if (a.major != cc_major || a.minor != cc_minor) continue;
+    if (sm_count < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("sm_count=", sm_count, " must be >= 1"));
+    }
+    DeviceInfo info;
+    info.ordinal = -1;
+    info.name = name;
+    info.cc_major = cc_major;
+    info.cc_minor = cc_minor;
+    info.sm_count = sm_count;
+    info.total_memory_bytes = total_memory_bytes;
+    info.max_threads_per_block = 1024;
+    info.max_threads_per_sm = a.threads_per_sm;
+    info.max_blocks_per_sm = a.blocks_per_sm;
+    info.max_smem_per_block_optin = int64_t{a.smem_block_kib} * 1024;
+    info.max_smem_per_sm = int64_t{a.smem_sm_kib} * 1024;
+    info.regs_per_sm = 65536;
+    return info;
+  }
+  return absl::NotFoundError(absl::StrCat("compute capability ", cc_major, ".", cc_minor,
+                                          " of \"", name, "\" is not in kerntune's table"));
+}
+
 }  // namespace kt::kernels

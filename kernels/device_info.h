@@ -43,6 +43,14 @@ int CudaDeviceCount();
 // SM), with ordinal -1: lets CPU tests and planning run without a GPU.
 DeviceInfo DescribedH100();
 
+// A described device (ordinal -1) for a GPU SKU that may not be present:
+// the per-architecture limits (shared memory, threads and blocks per SM) of
+// compute capability major.minor, with the SKU's name, SM count and memory.
+// Lets offline tools validate configs tuned on another machine. NotFound for
+// an architecture this table does not know.
+absl::StatusOr<DeviceInfo> DescribeSku(const std::string& name, int cc_major, int cc_minor,
+                                       int sm_count, int64_t total_memory_bytes);
+
 }  // namespace kt::kernels
 
 #endif  // KERNTUNE_KERNELS_DEVICE_INFO_H_

@@ -1,0 +1,188 @@
+// GpuBackend (gpu_backend.h): checked, timed launches on a CUDA device.
+#include "tuner/gpu_backend.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "kernels/launch.h"
+#include "kernels/verify.h"
+#include "kernels/version.h"
+
+namespace kt::tuner {
+namespace {
+
+// Distinct random rows per problem, repeated to fill the shape: the fp64
+// reference stays cheap while every timed row is real data.
+constexpr int64_t kDistinctRows = 256;
+// Rotate over enough input/output sets that the bytes touched between two
+// launches on one set exceed L2 this many times.
+constexpr int kL2Multiple = 4;
+constexpr int kMaxRotationSets = 64;
+constexpr int kLaunchesPerGraph = 20;
+
+// A problem on the device plus extra input/output sets to rotate through.
+class GpuPointMeasurer final : public PointMeasurer {
+ public:
+  GpuPointMeasurer(const GridPoint& point, const kernels::DeviceInfo& device,
+                   cudaStream_t stream, kernels::DeviceProblem problem)
+      : point_(point), device_(device), stream_(stream), problem_(std::move(problem)) {}
+
+  absl::Status AddRotationSets() {
+    const size_t set_bytes = problem_.x.bytes() + problem_.y.bytes();
+    size_t free_bytes = 0, total_bytes = 0;
+    if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+      cudaGetLastError();
+      return absl::InternalError("cudaMemGetInfo failed");
+    }
+    const size_t wanted =
+        (kL2Multiple * static_cast<size_t>(device_.l2_bytes) + set_bytes - 1) / set_bytes;
+    const size_t affordable = free_bytes / 2 / set_bytes;
+    const int sets =
+        static_cast<int>(std::clamp<size_t>(std::min(wanted, affordable), 1, kMaxRotationSets));
+    for (int i = 1; i < sets; ++i) {
+      absl::StatusOr<kernels::DeviceBuffer> x = kernels::DeviceBuffer::Allocate(problem_.x.bytes());
+      if (!x.ok()) return x.status();
+      absl::StatusOr<kernels::DeviceBuffer> y = kernels::DeviceBuffer::Allocate(problem_.y.bytes());
+      if (!y.ok()) return y.status();
+      if (cudaMemcpy(x->data(), problem_.x.data(), problem_.x.bytes(),
+                     cudaMemcpyDeviceToDevice) != cudaSuccess) {
+        cudaGetLastError();
+        return absl::InternalError("copying a rotation set failed");
+      }
+      extra_x_.push_back(*std::move(x));
+      extra_y_.push_back(*std::move(y));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<CandidateMeasurement> Measure(const kernels::LaunchConfig& config,
+                                               const MeasureOptions& options) override {
+    CandidateMeasurement m;
+    absl::StatusOr<int> occupancy = kernels::ActiveBlocksPerSm(
+        point_.op, point_.dtype, point_.shape, config, device_);
+    if (!occupancy.ok()) return occupancy.status();
+    m.occupancy = *occupancy;
+    if (m.occupancy == 0) {
+      m.status = db::CandidateStatus::kSkippedOccupancy;
+      m.message = "0 resident blocks per SM";
+      return m;
+    }
+    if (absl::Status s = kernels::PoisonOutputs(problem_, stream_); !s.ok()) return s;
+    if (absl::Status s = Launch(config, 0); !s.ok()) {
+      m.status = db::CandidateStatus::kLaunchError;
+      m.message = std::string(s.message());
+      return m;
+    }
+    absl::StatusOr<kernels::CheckReport> report =
+        kernels::CheckOutputs(problem_, /*check_stats=*/false, stream_);
+    if (!report.ok()) return report.status();  // a kernel fault: stop the run
+    m.correct = report->passed;
+    if (!m.correct) {
+      m.status = db::CandidateStatus::kFailedCheck;
+      m.message = report->detail;
+      return m;
+    }
+    const LaunchFn launch = [&](int rep) { return Launch(config, rep); };
+    const auto time = [&](int reps) -> absl::StatusOr<TimingStats> {
+      if (options.graph_replay) {
+        return TimeGraphReplay(launch, std::max(Sets(), kLaunchesPerGraph), reps, stream_);
+      }
+      return TimeLaunches(launch, options.warmup, reps, stream_);
+    };
+    m.graph_replay = options.graph_replay;
+    if (options.prune_above_us) {
+      absl::StatusOr<TimingStats> probe = time(options.probe_repetitions);
+      if (!probe.ok()) return probe.status();
+      if (probe->min_us > *options.prune_above_us) {
+        m.status = db::CandidateStatus::kPruned;
+        m.message = absl::StrCat("probe of ", probe->repetitions, ": fastest ", probe->min_us,
+                                 " us > ", *options.prune_above_us, " us");
+        m.timing = *probe;
+        return m;
+      }
+    }
+    absl::StatusOr<TimingStats> timing = time(options.repetitions);
+    if (!timing.ok()) return timing.status();
+    m.timing = *timing;
+    return m;
+  }
+
+ private:
+  int Sets() const { return 1 + static_cast<int>(extra_x_.size()); }
+
+  // Launch on rotation set rep % Sets(). LayerNorm writes no statistics
+  // here (PyTorch's forward returns none either), so bytes match the peers.
+  absl::Status Launch(const kernels::LaunchConfig& config, int rep) {
+    kernels::RowOpArgs args = problem_.Args(/*with_stats=*/false);
+    const int set = rep % Sets();
+    if (set > 0) {
+      args.x = extra_x_[set - 1].data();
+      args.y = extra_y_[set - 1].data();
+    }
+    return kernels::Launch(point_.op, point_.dtype, point_.shape, args, config, device_, stream_)
+        .status();
+  }
+
+  GridPoint point_;
+  const kernels::DeviceInfo& device_;
+  cudaStream_t stream_;
+  kernels::DeviceProblem problem_;
+  std::vector<kernels::DeviceBuffer> extra_x_, extra_y_;
+};
+
+}  // namespace
+
+db::GpuSku SkuOf(const kernels::DeviceInfo& device) {
+  return {device.name, device.cc_major, device.cc_minor, device.sm_count,
+          device.total_memory_bytes};
+}
+
+absl::StatusOr<std::unique_ptr<GpuBackend>> GpuBackend::Create(int ordinal) {
+  if (kernels::CudaDeviceCount() == 0) {
+    return absl::FailedPreconditionError("no CUDA device found: tuning needs a GPU");
+  }
+  if (cudaSetDevice(ordinal) != cudaSuccess) {
+    cudaGetLastError();
+    return absl::NotFoundError(absl::StrCat("cannot use CUDA device ", ordinal));
+  }
+  absl::StatusOr<kernels::DeviceInfo> device = kernels::GetDeviceInfo(ordinal);
+  if (!device.ok()) return device.status();
+  db::Environment environment;
+  cudaDriverGetVersion(&environment.driver_version);
+  cudaRuntimeGetVersion(&environment.runtime_version);
+  environment.kernel_version = kernels::kKernelLibraryVersion;
+  cudaStream_t stream = nullptr;
+  if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
+    cudaGetLastError();
+    return absl::InternalError("cudaStreamCreate failed");
+  }
+  return std::unique_ptr<GpuBackend>(
+      new GpuBackend(*std::move(device), std::move(environment), stream));
+}
+
+GpuBackend::~GpuBackend() {
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+absl::StatusOr<double> GpuBackend::MeasureCopyGbps() {
+  return tuner::MeasureCopyGbps(size_t{1} << 30, 20, stream_);
+}
+
+absl::StatusOr<std::unique_ptr<PointMeasurer>> GpuBackend::Prepare(const GridPoint& point) {
+  absl::StatusOr<kernels::HostProblem> host = kernels::MakeProblem(
+      point.op, point.dtype, point.shape,
+      /*seed=*/0x6b74756e ^ static_cast<uint64_t>(point.shape.cols * 131 + point.shape.rows),
+      kernels::InputPattern::kNormal, /*with_affine=*/true, /*threads=*/0, kDistinctRows);
+  if (!host.ok()) return host.status();
+  absl::StatusOr<kernels::DeviceProblem> problem = kernels::Upload(*host);
+  if (!problem.ok()) return problem.status();
+  auto measurer =
+      std::make_unique<GpuPointMeasurer>(point, device_, stream_, *std::move(problem));
+  if (absl::Status s = measurer->AddRotationSets(); !s.ok()) return s;
+  return measurer;
+}
+
+}  // namespace kt::tuner
