@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
+#include <cmath>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,6 +23,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "db/tuning_store.h"
 #include "kernels/device_info.h"
 #include "kernels/launch.h"
 #include "kernels/launch_config.h"
@@ -37,6 +40,8 @@ ABSL_FLAG(int, reps, 50, "timed repetitions per variant (median reported)");
 ABSL_FLAG(int, sweep_reps, 15, "timed repetitions per config in the sweep");
 ABSL_FLAG(int, device, 0, "CUDA device ordinal");
 ABSL_FLAG(std::string, commit, "", "commit id to record in the results");
+ABSL_FLAG(std::string, db, "",
+          "tuning store: also time each point's tuned config for this GPU beside the heuristic");
 
 namespace kt::bench {
 namespace {
@@ -55,7 +60,28 @@ struct Options {
   int sweep_reps = 15;
   int device = 0;
   std::string commit;
+  std::string db_path;
 };
+
+// Tuned configs of this GPU from the store, by "op dtype rows cols".
+absl::StatusOr<std::map<std::string, LaunchConfig>> LoadTunedConfigs(
+    const std::string& path, const kernels::DeviceInfo& device) {
+  std::map<std::string, LaunchConfig> tuned;
+  if (path.empty()) return tuned;
+  db::OpenOptions open;
+  open.read_only = true;
+  absl::StatusOr<std::unique_ptr<db::TuningStore>> store = db::TuningStore::Open(path, open);
+  if (!store.ok()) return store.status();
+  absl::StatusOr<std::vector<db::BestConfig>> rows = (*store)->BestConfigsForSku(tuner::SkuOf(device));
+  if (!rows.ok()) return rows.status();
+  for (const db::BestConfig& row : *rows) {
+    absl::StatusOr<LaunchConfig> config = kernels::ParseLaunchConfig(row.config.key);
+    if (!config.ok()) return config.status();
+    tuned[absl::StrCat(row.point.op, " ", row.point.dtype, " ", row.point.rows, " ",
+                       row.point.cols)] = *config;
+  }
+  return tuned;
+}
 
 double Gbps(const tuner::GridPoint& p, double us) {
   const int64_t bytes = kernels::MinimumBytesMoved(p.op, p.dtype, p.shape, true, true, false);
@@ -104,6 +130,9 @@ absl::Status Run(const Options& o) {
   absl::StatusOr<std::vector<tuner::GridPoint>> grid =
       tuner::StandardGrid(o.groups, o.ops, o.dtypes);
   if (!grid.ok()) return grid.status();
+  absl::StatusOr<std::map<std::string, LaunchConfig>> tuned = LoadTunedConfigs(o.db_path, device);
+  if (!tuned.ok()) return tuned.status();
+  if (!o.db_path.empty()) std::printf("%zu tuned configs for this GPU\n", tuned->size());
 
   tuner::MeasureOptions timing;
   timing.repetitions = o.reps;
@@ -133,6 +162,25 @@ absl::Status Run(const Options& o) {
     const double gbps = passed ? Gbps(p, m->timing->median_us) : NAN;
     const bool has_graph = graph && graph->timing;
     const double graph_gbps = has_graph ? Gbps(p, graph->timing->median_us) : NAN;
+    // The tuned config, timed the same way in the same run.
+    std::string tuned_json = "null";
+    double tuned_gbps = NAN;
+    const auto found = tuned->find(absl::StrCat(kernels::OpName(p.op), " ",
+                                                kernels::DTypeName(p.dtype), " ", p.shape.rows,
+                                                " ", p.shape.cols));
+    if (found != tuned->end()) {
+      absl::StatusOr<tuner::CandidateMeasurement> t =
+          (*measurer)->Measure(found->second, has_graph ? graph_timing : timing);
+      if (!t.ok()) return t.status();
+      const bool ok = t->correct && t->timing.has_value();
+      if (!ok) ++failures;
+      tuned_gbps = ok ? Gbps(p, t->timing->median_us) : NAN;
+      tuned_json = absl::StrCat("{\"config\":", JsonString(kernels::ConfigKey(found->second)),
+                                ",\"passed\":", ok ? "true" : "false", ",\"median_us\":",
+                                JsonNumber(ok ? t->timing->median_us : NAN),
+                                ",\"graph_replay\":", has_graph ? "true" : "false",
+                                ",\"gbps\":", JsonNumber(tuned_gbps), "}");
+    }
     results.push_back(absl::StrCat(
         "{", PointJson(p), ",\"config\":", JsonString(kernels::ConfigKey(*config)),
         ",\"passed\":", passed ? "true" : "false", ",\"detail\":", JsonString(m->message),
@@ -141,13 +189,17 @@ absl::Status Run(const Options& o) {
         ",\"p90_us\":", JsonNumber(passed ? m->timing->p90_us : NAN),
         ",\"graph_median_us\":", has_graph ? JsonNumber(graph->timing->median_us) : "null",
         ",\"gbps\":", JsonNumber(gbps), ",\"graph_gbps\":", JsonNumber(graph_gbps),
-        ",\"pct_copy\":", JsonNumber(100 * gbps / *copy_gbps), "}"));
-    std::printf("%s\n", absl::StrFormat("%-9s %-11s %-8s %7d %6d  %-24s %6.0f %5.1f%% %6s%s",
+        ",\"pct_copy\":", JsonNumber(100 * gbps / *copy_gbps), ",\"tuned\":", tuned_json,
+        "}"));
+    std::printf("%s\n", absl::StrFormat("%-9s %-11s %-8s %7d %6d  %-24s %6.0f %5.1f%% %6s%s%s",
                                         p.group, kernels::OpName(p.op),
                                         kernels::DTypeName(p.dtype), p.shape.rows, p.shape.cols,
                                         kernels::ConfigKey(*config), gbps,
                                         100 * gbps / *copy_gbps,
                                         has_graph ? absl::StrFormat("%.0f", graph_gbps) : "-",
+                                        std::isnan(tuned_gbps)
+                                            ? std::string()
+                                            : absl::StrFormat("  tuned %.0f", tuned_gbps),
                                         passed ? "" : "  WRONG")
                             .c_str());
     std::fflush(stdout);
@@ -241,6 +293,7 @@ int main(int argc, char** argv) {
   o.sweep_reps = absl::GetFlag(FLAGS_sweep_reps);
   o.device = absl::GetFlag(FLAGS_device);
   o.commit = absl::GetFlag(FLAGS_commit);
+  o.db_path = absl::GetFlag(FLAGS_db);
   const absl::Status status = kt::bench::Run(o);
   if (!status.ok()) {
     std::fprintf(stderr, "kt_kernel_bench: %s\n", status.ToString().c_str());

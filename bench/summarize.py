@@ -37,6 +37,8 @@ def main():
     parser.add_argument("torch_bench")
     parser.add_argument("--target-pct", type=float, default=85.0,
                         help="%% of copy expected of 16-bit points with cols >= 1024")
+    parser.add_argument("--tuned-target-pct", type=float, default=90.0,
+                        help="%% of copy expected of tuned configs (any dtype) with cols >= 1024")
     args = parser.parse_args()
     ours = load(args.kernel_bench)
     torch = load(args.torch_bench)
@@ -52,14 +54,15 @@ def main():
               "(graph replay for launch-bound points, marked g).\n\n")
 
     slower_than_eager, below_target, slower_than_compile = [], [], []
+    tuned_slower, tuned_below_target, tuned_slower_than_compile = [], [], []
     for group in ("main", "few_rows", "attention"):
         rows = [r for r in ours["results"] if r["group"] == group]
         if not rows:
             continue
         out.write(f"### {group}\n\n")
         out.write("| op | dtype | rows | cols | config | GB/s | % copy | graph GB/s "
-                  "| eager GB/s | compile GB/s | vs eager | vs compile |\n")
-        out.write("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+                  "| tuned GB/s | eager GB/s | compile GB/s | vs eager | vs compile |\n")
+        out.write("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
         for r in rows:
             key = (r["group"], r["op"], r["dtype"], r["rows"], r["cols"])
             eager = peers.get(key + ("eager",))
@@ -69,8 +72,23 @@ def main():
             vs_eager = f"{a / b:.2f}{'g' if basis == 'graph' else ''}" if b else "-"
             vs_compile = f"{c / d:.2f}{'g' if cbasis == 'graph' else ''}" if d else "-"
             graph = f"{r['graph_gbps']:.0f}" if r.get("graph_gbps") else "-"
+            t = r.get("tuned")
+            tuned = f"{t['gbps']:.0f} `{t['config']}`" if t and t.get("gbps") else "-"
+            if t and t.get("gbps"):
+                heuristic = r["graph_gbps"] if t.get("graph_replay") else r["gbps"]
+                if t["gbps"] < heuristic:
+                    tuned_slower.append((key, t["gbps"], heuristic))
+                if (group == "main" and r["cols"] >= 1024
+                        and 100 * t["gbps"] / copy < args.tuned_target_pct):
+                    tuned_below_target.append((key, 100 * t["gbps"] / copy))
+                if compiled:
+                    peer = compiled["graph_gbps"] if t.get("graph_replay") and compiled.get(
+                        "graph_gbps") else compiled["gbps"]
+                    if t["gbps"] < peer:
+                        tuned_slower_than_compile.append((key, t["gbps"], peer))
             out.write(f"| {r['op']} | {r['dtype']} | {r['rows']} | {r['cols']} | "
                       f"`{r['config']}` | {r['gbps']:.0f} | {r['pct_copy']:.1f} | {graph} | "
+                      f"{tuned} | "
                       f"{eager['gbps'] if eager else float('nan'):.0f} | "
                       f"{compiled['gbps'] if compiled else float('nan'):.0f} | "
                       f"{vs_eager} | {vs_compile} |\n")
@@ -95,6 +113,17 @@ def main():
         out.write(f"  - {' '.join(map(str, key))}: {pct:.1f}%\n")
     out.write(f"- points slower than torch.compile: {len(slower_than_compile)} of "
               f"{len(ours['results'])}\n")
+    if any(r.get("tuned") for r in ours["results"]):
+        out.write(f"- tuned configs slower than the heuristic (same run): {len(tuned_slower)}\n")
+        for key, a, b in tuned_slower:
+            out.write(f"  - {' '.join(map(str, key))}: {a:.0f} vs {b:.0f} GB/s\n")
+        out.write(f"- tuned, main, cols >= 1024 under {args.tuned_target_pct:.0f}% of copy: "
+                  f"{len(tuned_below_target)}\n")
+        for key, pct in tuned_below_target:
+            out.write(f"  - {' '.join(map(str, key))}: {pct:.1f}%\n")
+        out.write(f"- tuned configs slower than torch.compile: {len(tuned_slower_than_compile)}\n")
+        for key, a, b in tuned_slower_than_compile:
+            out.write(f"  - {' '.join(map(str, key))}: {a:.0f} vs {b:.0f} GB/s\n")
 
 
 if __name__ == "__main__":
