@@ -1,65 +1,264 @@
-// kerntune: the command-line tool. Flags are parsed here and handed to the
-// verb as an options struct.
-#include <cstdio>
+// kerntune: the command-line tool. The flags are defined and read here and
+// handed to each verb as its Options struct; the verbs live in their own
+// files (demo.h, gpus_cli.h, configs_cli.h) and never read flags.
+#include <cstdint>
+#include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
+#include "absl/flags/reflection.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "client/cli_args.h"
+#include "client/cli_common.h"
+#include "client/configs_cli.h"
 #include "client/demo.h"
+#include "client/gpus_cli.h"
+#include "client/output_format.h"
+#include "kernels/types.h"
 
-ABSL_FLAG(std::string, op, "softmax", "softmax, log_softmax or layer_norm");
-ABSL_FLAG(std::string, dtype, "float16", "float32, float16 or bfloat16");
-ABSL_FLAG(int64_t, rows, 4096, "rows of the (rows, cols) input");
-ABSL_FLAG(int64_t, cols, 1024, "cols of the (rows, cols) input (the reduced axis)");
+ABSL_FLAG(std::string, db, "",
+          "tuning database; default $KERNTUNE_DB, else "
+          "$XDG_DATA_HOME/kerntune/tuning.db, else "
+          "~/.local/share/kerntune/tuning.db (created on first use)");
+ABSL_FLAG(std::string, format, "table",
+          "table (for people), json (one document) or csv (header row)");
+ABSL_FLAG(std::optional<std::string>, gpu, std::nullopt,
+          "GPU id (`kerntune gpus`) or a case-insensitive substring of its name");
+ABSL_FLAG(std::optional<std::string>, op, std::nullopt,
+          "softmax, log_softmax or layer_norm (demo: default softmax)");
+ABSL_FLAG(std::optional<std::string>, dtype, std::nullopt,
+          "float32, float16 or bfloat16 (demo: default float16)");
+ABSL_FLAG(std::optional<int64_t>, rows, std::nullopt,
+          "rows of the (rows, cols) input (demo: default 4096)");
+ABSL_FLAG(std::optional<int64_t>, cols, std::nullopt,
+          "cols of the (rows, cols) input, the reduced axis (demo: default 1024)");
 ABSL_FLAG(bool, cpu, false, "use the CPU reference backend even if a GPU is present");
+ABSL_FLAG(bool, candidates, false,
+          "also list every candidate measured for the point");
 
 namespace {
 
-constexpr char kUsage[] =
-    "kerntune <verb> [flags]\n"
-    "verbs:\n"
-    "  demo   run one op on random data on this machine (GPU with the heuristic\n"
-    "         config, else the CPU reference backend) and check it:\n"
-    "         kerntune demo --op=layer_norm --dtype=bfloat16 --rows=4096 --cols=4096\n";
+using kt::client::kExitOk;
+using kt::client::kExitUsage;
 
-int Demo() {
+// A verb: its words, what it does, the flags it takes, and how many
+// positional arguments follow its words.
+struct Verb {
+  std::vector<std::string> words;
+  std::string args;  // positional arguments, for the usage line
+  std::string summary;
+  std::vector<std::string> flags;
+  size_t positional = 0;
+  int (*run)(const std::vector<std::string>& positional);
+};
+
+// --format, already checked by Dispatch.
+kt::client::OutputFormat FormatFlag() {
+  return kt::client::ParseOutputFormat(absl::GetFlag(FLAGS_format))
+      .value_or(kt::client::OutputFormat::kTable);
+}
+
+kt::client::PointFlags PointFlags() {
+  return {absl::GetFlag(FLAGS_gpu), absl::GetFlag(FLAGS_op),
+          absl::GetFlag(FLAGS_dtype), absl::GetFlag(FLAGS_rows),
+          absl::GetFlag(FLAGS_cols)};
+}
+
+int Demo(const std::vector<std::string>&) {
   kt::client::DemoOptions o;
-  absl::StatusOr<kt::kernels::Op> op = kt::kernels::ParseOp(absl::GetFlag(FLAGS_op));
-  absl::StatusOr<kt::kernels::DType> dtype = kt::kernels::ParseDType(absl::GetFlag(FLAGS_dtype));
+  absl::StatusOr<kt::kernels::Op> op =
+      kt::kernels::ParseOp(absl::GetFlag(FLAGS_op).value_or("softmax"));
+  absl::StatusOr<kt::kernels::DType> dtype =
+      kt::kernels::ParseDType(absl::GetFlag(FLAGS_dtype).value_or("float16"));
   if (!op.ok() || !dtype.ok()) {
-    std::fprintf(stderr, "kerntune: %s\n",
-                 (!op.ok() ? op.status() : dtype.status()).ToString().c_str());
-    return 2;
+    std::cerr << "kerntune: "
+              << (!op.ok() ? op.status() : dtype.status()).ToString() << "\n";
+    return kExitUsage;
   }
   o.op = *op;
   o.dtype = *dtype;
-  o.shape = {absl::GetFlag(FLAGS_rows), absl::GetFlag(FLAGS_cols)};
+  o.shape = {absl::GetFlag(FLAGS_rows).value_or(4096),
+             absl::GetFlag(FLAGS_cols).value_or(1024)};
   if (o.shape.rows < 1 || o.shape.cols < 1) {
-    std::fprintf(stderr, "kerntune: --rows and --cols must be >= 1\n");
-    return 2;
+    std::cerr << "kerntune: --rows and --cols must be >= 1\n";
+    return kExitUsage;
   }
   o.force_cpu = absl::GetFlag(FLAGS_cpu);
   const absl::Status status = kt::client::RunDemo(o);
   if (!status.ok()) {
-    std::fprintf(stderr, "kerntune demo: %s\n", status.ToString().c_str());
-    return 1;
+    std::cerr << "kerntune demo: " << status.ToString() << "\n";
+    return kt::client::kExitFailure;
   }
-  return 0;
+  return kExitOk;
+}
+
+int Gpus(const std::vector<std::string>&) {
+  return kt::client::RunGpus({absl::GetFlag(FLAGS_db), FormatFlag()}, std::cout,
+                             std::cerr);
+}
+
+int ConfigsList(const std::vector<std::string>&) {
+  return kt::client::RunConfigsList({absl::GetFlag(FLAGS_db), FormatFlag(), PointFlags()},
+                                    std::cout, std::cerr);
+}
+
+int ConfigsShow(const std::vector<std::string>&) {
+  return kt::client::RunConfigsShow({absl::GetFlag(FLAGS_db), FormatFlag(), PointFlags(),
+                                     absl::GetFlag(FLAGS_candidates)},
+                                    std::cout, std::cerr);
+}
+
+int ConfigsExport(const std::vector<std::string>&) {
+  kt::client::ConfigsExportOptions options;
+  options.db_path = absl::GetFlag(FLAGS_db);
+  options.filter = PointFlags();
+  return kt::client::RunConfigsExport(options, std::cout, std::cerr);
+}
+
+int ConfigsImport(const std::vector<std::string>& positional) {
+  return kt::client::RunConfigsImport(
+      {absl::GetFlag(FLAGS_db), FormatFlag(), positional.front()}, std::cout, std::cerr);
+}
+
+const std::vector<Verb>& Verbs() {
+  static const std::vector<Verb> verbs = {
+      {{"demo"}, "",
+       "run one op on random data on this machine (GPU with the heuristic "
+       "config, else the CPU reference backend) and check it",
+       {"op", "dtype", "rows", "cols", "cpu"}, 0, Demo},
+      {{"gpus"}, "", "GPU SKUs in the tuning store, with counts of runs, "
+       "best configs and candidates",
+       {"db", "format"}, 0, Gpus},
+      {{"configs", "list"}, "",
+       "the chosen config of every tuned point: time, GB/s, % of copy, the "
+       "heuristic and the speedup over it, kernel version (stale marked)",
+       {"db", "format", "gpu", "op", "dtype", "rows", "cols"}, 0, ConfigsList},
+      {{"configs", "show"}, "",
+       "one point's chosen config; with --candidates every config measured "
+       "for it, fastest first (why this config)",
+       {"db", "format", "gpu", "op", "dtype", "rows", "cols", "candidates"}, 0,
+       ConfigsShow},
+      {{"configs", "export"}, "",
+       "write one GPU SKU's tuned configs to standard output as a versioned "
+       "JSON file (client/README.md)",
+       {"db", "gpu", "op", "dtype", "rows", "cols"}, 0, ConfigsExport},
+      {{"configs", "import"}, "FILE",
+       "import a file written by `configs export` (FILE - = standard input); "
+       "every entry is checked, bad ones are skipped and reported. Exit 0: "
+       "all imported, 1: some skipped, 2: unreadable file",
+       {"db", "format"}, 1, ConfigsImport},
+  };
+  return verbs;
+}
+
+std::string VerbName(const Verb& verb) { return absl::StrJoin(verb.words, " "); }
+
+// `text` wrapped at 78 columns, every line indented by `indent` spaces.
+std::string Wrap(absl::string_view text, size_t indent) {
+  std::string wrapped;
+  std::string line(indent, ' ');
+  for (absl::string_view word : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
+    if (line.size() > indent && line.size() + 1 + word.size() > 78) {
+      absl::StrAppend(&wrapped, line, "\n");
+      line.assign(indent, ' ');
+    }
+    absl::StrAppend(&line, line.size() > indent ? " " : "", word);
+  }
+  return absl::StrCat(wrapped, line, "\n");
+}
+
+// The verbs whose words start with `prefix`, with their flags when only one.
+std::string Usage(const std::vector<std::string>& prefix) {
+  std::string usage = "usage: kerntune <verb> [flags]\n\nverbs:\n";
+  std::vector<const Verb*> shown;
+  for (const Verb& verb : Verbs()) {
+    if (verb.words.size() >= prefix.size() &&
+        std::equal(prefix.begin(), prefix.end(), verb.words.begin())) {
+      shown.push_back(&verb);
+    }
+  }
+  if (shown.empty()) {
+    for (const Verb& verb : Verbs()) shown.push_back(&verb);
+  }
+  for (const Verb* verb : shown) {
+    absl::StrAppend(&usage, "  kerntune ", VerbName(*verb),
+                    verb->args.empty() ? "" : " ", verb->args);
+    for (const std::string& flag : verb->flags) {
+      absl::StrAppend(&usage, " [--", flag, "]");
+    }
+    absl::StrAppend(&usage, "\n", Wrap(verb->summary, 6));
+  }
+  if (shown.size() == 1) {
+    absl::StrAppend(&usage, "\nflags:\n");
+    for (const std::string& name : shown.front()->flags) {
+      const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+      if (flag == nullptr) continue;
+      absl::StrAppend(&usage, "  --", name, "\n", Wrap(flag->Help(), 6));
+    }
+  }
+  absl::StrAppend(&usage,
+                  "\nexit codes: 0 ok, 1 failure, 2 usage error. "
+                  "`kerntune <verb> --help` shows a verb's flags.\n");
+  return usage;
+}
+
+int UsageError(const std::string& message, const std::vector<std::string>& prefix) {
+  std::cerr << "kerntune: " << message << "\n\n" << Usage(prefix);
+  return kExitUsage;
+}
+
+int Dispatch(int argc, char** argv) {
+  absl::StatusOr<kt::client::SplitCommandLine> split =
+      kt::client::SplitArgs(absl::MakeConstSpan(argv, argc));
+  if (!split.ok()) return UsageError(std::string(split.status().message()), {});
+  const std::vector<std::string>& words = split->words;
+
+  // The verb whose words are the longest prefix of `words`.
+  const Verb* verb = nullptr;
+  for (const Verb& candidate : Verbs()) {
+    if (candidate.words.size() <= words.size() &&
+        std::equal(candidate.words.begin(), candidate.words.end(), words.begin()) &&
+        (verb == nullptr || candidate.words.size() > verb->words.size())) {
+      verb = &candidate;
+    }
+  }
+  if (split->help) {
+    std::cout << Usage(verb != nullptr ? verb->words : words);
+    return kExitOk;
+  }
+  if (words.empty()) return UsageError("no verb given", {});
+  if (verb == nullptr) {
+    return UsageError(absl::StrCat("unknown verb \"", absl::StrJoin(words, " "), "\""),
+                      {words.front()});
+  }
+  const std::vector<std::string> positional(words.begin() + verb->words.size(),
+                                            words.end());
+  if (positional.size() != verb->positional) {
+    return UsageError(
+        verb->positional == 0
+            ? absl::StrCat("unexpected argument \"", positional.front(),
+                           "\" for `kerntune ", VerbName(*verb), "`")
+            : absl::StrCat("`kerntune ", VerbName(*verb), "` takes ", verb->args),
+        verb->words);
+  }
+  if (absl::Status applied =
+          kt::client::ApplyFlags(split->flags, verb->flags, VerbName(*verb));
+      !applied.ok()) {
+    return UsageError(std::string(applied.message()), verb->words);
+  }
+  if (absl::StatusOr<kt::client::OutputFormat> format =
+          kt::client::ParseOutputFormat(absl::GetFlag(FLAGS_format));
+      !format.ok()) {
+    return UsageError(std::string(format.status().message()), verb->words);
+  }
+  return verb->run(positional);
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(kUsage);
-  const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
-  if (args.size() < 2) {
-    std::fprintf(stderr, "%s", kUsage);
-    return 2;
-  }
-  const std::string verb = args[1];
-  if (verb == "demo") return Demo();
-  std::fprintf(stderr, "kerntune: unknown verb \"%s\"\n%s", verb.c_str(), kUsage);
-  return 2;
-}
+int main(int argc, char** argv) { return Dispatch(argc, argv); }

@@ -1,0 +1,80 @@
+// `kerntune configs list|show|export|import`: the tuned configs of the
+// store, why each was chosen, and moving them between stores as files.
+#ifndef KERNTUNE_CLIENT_CONFIGS_CLI_H_
+#define KERNTUNE_CLIENT_CONFIGS_CLI_H_
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include "absl/time/time.h"
+#include "client/output_format.h"
+
+namespace kt::client {
+
+// Filters as the user typed them; each verb checks them (a bad value is a
+// usage error naming the flag). Unset matches everything.
+struct PointFlags {
+  std::optional<std::string> gpu = std::nullopt;  // id, or a substring of its name
+  std::optional<std::string> op = std::nullopt;
+  std::optional<std::string> dtype = std::nullopt;
+  std::optional<int64_t> rows = std::nullopt;
+  std::optional<int64_t> cols = std::nullopt;
+};
+
+struct ConfigsListOptions {
+  std::string db_path;  // empty: db::DefaultDatabasePath()
+  OutputFormat format = OutputFormat::kTable;
+  PointFlags filter;
+};
+
+// One row per tuned point: the chosen config, its time, GB/s, % of copy,
+// the heuristic's config and time, the speedup, graph replay and the kernel
+// version (stale ones marked). Exit code kExitOk / kExitFailure / kExitUsage.
+int RunConfigsList(const ConfigsListOptions& options, std::ostream& out,
+                   std::ostream& err);
+
+struct ConfigsShowOptions {
+  std::string db_path;
+  OutputFormat format = OutputFormat::kTable;
+  // op, dtype, rows and cols are required; gpu when several GPUs have the
+  // point.
+  PointFlags point;
+  // Also every candidate measured for the point, fastest first, unmeasured
+  // last. CSV then holds the candidates only.
+  bool candidates = false;
+};
+
+int RunConfigsShow(const ConfigsShowOptions& options, std::ostream& out,
+                   std::ostream& err);
+
+struct ConfigsExportOptions {
+  std::string db_path;
+  // gpu must select exactly one SKU (unset: the store's only one); the
+  // others narrow the points exported.
+  PointFlags filter;
+  absl::Time now = absl::Now();  // the file's exported_at
+};
+
+// Writes the tuned-config file (client/README.md) to `out`.
+int RunConfigsExport(const ConfigsExportOptions& options, std::ostream& out,
+                     std::ostream& err);
+
+struct ConfigsImportOptions {
+  std::string db_path;
+  OutputFormat format = OutputFormat::kTable;  // of the report
+  std::string file;  // "-" reads standard input
+};
+
+// Imports every valid entry in one transaction and reports each skipped one
+// with its index and reason. Exit code kExitOk when every entry was
+// imported, kExitFailure when some were skipped (or the store failed), and
+// kExitUsage when the file cannot be read or is not a tuned-config file of a
+// version this code reads (nothing imported).
+int RunConfigsImport(const ConfigsImportOptions& options, std::ostream& out,
+                     std::ostream& err);
+
+}  // namespace kt::client
+
+#endif  // KERNTUNE_CLIENT_CONFIGS_CLI_H_

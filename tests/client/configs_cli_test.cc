@@ -1,0 +1,577 @@
+// `kerntune gpus` and `kerntune configs list/show/export/import`, called as
+// functions on the fixture store.
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "client/cli_common.h"
+#include "client/config_file.h"
+#include "client/configs_cli.h"
+#include "client/gpus_cli.h"
+#include "db/tuning_store.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "tests/client/fixture.h"
+
+namespace kt::client {
+namespace {
+
+namespace pb = ::google::protobuf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::BuildFixtureStore;
+using testing::ReadFile;
+using testing::ScopedTempDir;
+using testing::WriteFile;
+
+// What a verb wrote and returned.
+struct Result {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+template <typename Options, typename Verb>
+Result Call(Verb verb, const Options& options) {
+  std::ostringstream out, err;
+  Result result;
+  result.code = verb(options, out, err);
+  result.out = out.str();
+  result.err = err.str();
+  return result;
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  return absl::StrSplit(text, '\n', absl::SkipEmpty());
+}
+
+// CSV without quoted fields (the fixture has none) as rows of fields.
+std::vector<std::vector<std::string>> Csv(const std::string& text) {
+  std::vector<std::vector<std::string>> rows;
+  for (const std::string& line : Lines(text)) {
+    rows.push_back(absl::StrSplit(line, ','));
+  }
+  return rows;
+}
+
+size_t Column(const std::vector<std::vector<std::string>>& csv,
+              const std::string& name) {
+  const auto it = std::find(csv[0].begin(), csv[0].end(), name);
+  EXPECT_NE(it, csv[0].end()) << name;
+  return it - csv[0].begin();
+}
+
+pb::ListValue ParseJsonArray(const std::string& json) {
+  // The array is wrapped so that protobuf's parser (objects only at the top
+  // level for Struct) can read it.
+  pb::Struct wrapper;
+  const auto status =
+      pb::util::JsonStringToMessage("{\"rows\": " + json + "}", &wrapper);
+  EXPECT_TRUE(status.ok()) << status.ToString() << "\n" << json;
+  return wrapper.fields().at("rows").list_value();
+}
+
+const pb::Value& Field(const pb::Value& object, const std::string& key) {
+  return object.struct_value().fields().at(key);
+}
+
+class ConfigsCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    db_ = dir_.File("tuning.db");
+    ASSERT_TRUE(BuildFixtureStore(db_).ok());
+  }
+
+  Result List(PointFlags filter, OutputFormat format = OutputFormat::kTable) {
+    return Call(RunConfigsList, ConfigsListOptions{db_, format, std::move(filter)});
+  }
+  Result Show(PointFlags point, bool candidates,
+              OutputFormat format = OutputFormat::kTable) {
+    return Call(RunConfigsShow,
+                ConfigsShowOptions{db_, format, std::move(point), candidates});
+  }
+  Result Export(PointFlags filter, const std::string& db = "") {
+    ConfigsExportOptions options;
+    options.db_path = db.empty() ? db_ : db;
+    options.filter = std::move(filter);
+    options.now = absl::FromUnixSeconds(testing::kFixtureTime + 3600);
+    return Call(RunConfigsExport, options);
+  }
+  Result Import(const std::string& file, const std::string& db,
+                OutputFormat format = OutputFormat::kTable) {
+    return Call(RunConfigsImport, ConfigsImportOptions{db, format, file});
+  }
+
+  static PointFlags HotPoint(std::optional<std::string> gpu) {
+    return {std::move(gpu), "softmax", "float16", 49152, 4096};
+  }
+
+  ScopedTempDir dir_;
+  std::string db_;
+};
+
+// --- gpus ----------------------------------------------------------------
+
+TEST_F(ConfigsCliTest, GpusListsSkusWithCounts) {
+  const Result table = Call(RunGpus, GpusOptions{db_, OutputFormat::kTable});
+  EXPECT_EQ(table.code, kExitOk) << table.err;
+  const std::vector<std::string> lines = Lines(table.out);
+  ASSERT_EQ(lines.size(), 3u) << table.out;
+  EXPECT_THAT(lines[0], HasSubstr("BEST CONFIGS"));
+  EXPECT_THAT(lines[1], HasSubstr("NVIDIA H100 80GB HBM3"));
+  EXPECT_THAT(lines[1], HasSubstr("79.6 GiB"));
+  EXPECT_THAT(lines[2], HasSubstr("NVIDIA A100-SXM4-80GB"));
+
+  const Result json = Call(RunGpus, GpusOptions{db_, OutputFormat::kJson});
+  const pb::ListValue gpus = ParseJsonArray(json.out);
+  ASSERT_EQ(gpus.values_size(), 2);
+  EXPECT_EQ(Field(gpus.values(0), "name").string_value(), "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(Field(gpus.values(0), "compute_capability").string_value(), "9.0");
+  EXPECT_EQ(Field(gpus.values(0), "total_memory_bytes").number_value(), 85520809984.0);
+  EXPECT_EQ(Field(gpus.values(0), "runs").number_value(), 1);
+  EXPECT_EQ(Field(gpus.values(0), "best_configs").number_value(), 4);
+  EXPECT_EQ(Field(gpus.values(0), "candidates").number_value(), 7 + 3 + 3 + 3);
+  EXPECT_EQ(Field(gpus.values(1), "best_configs").number_value(), 2);
+  EXPECT_EQ(Field(gpus.values(1), "candidates").number_value(), 6);
+
+  const Result csv = Call(RunGpus, GpusOptions{db_, OutputFormat::kCsv});
+  EXPECT_EQ(Lines(csv.out)[0],
+            "gpu_id,name,compute_capability,sm_count,total_memory_bytes,runs,"
+            "best_configs,candidates");
+  EXPECT_EQ(Lines(csv.out)[2], "2,NVIDIA A100-SXM4-80GB,8.0,108,85899345920,1,2,6");
+}
+
+TEST_F(ConfigsCliTest, AnEmptyStoreIsCreatedAndListsNothingClearly) {
+  const std::string fresh = dir_.File("sub/dir/fresh.db");
+  Result gpus = Call(RunGpus, GpusOptions{fresh, OutputFormat::kTable});
+  EXPECT_EQ(gpus.code, kExitOk) << gpus.err;
+  EXPECT_THAT(gpus.out, HasSubstr("no GPUs in " + fresh));
+  EXPECT_EQ(Call(RunGpus, GpusOptions{fresh, OutputFormat::kJson}).out, "[]\n");
+  Result list = Call(RunConfigsList, ConfigsListOptions{fresh, OutputFormat::kTable, {}});
+  EXPECT_EQ(list.code, kExitOk);
+  EXPECT_EQ(list.out, "no tuned configs in " + fresh + "\n");
+  EXPECT_EQ(Call(RunConfigsList, ConfigsListOptions{fresh, OutputFormat::kJson, {}}).out,
+            "[]\n");
+  const Result csv =
+      Call(RunConfigsList, ConfigsListOptions{fresh, OutputFormat::kCsv, {}});
+  EXPECT_EQ(Lines(csv.out).size(), 1u);  // the header only
+}
+
+TEST_F(ConfigsCliTest, DefaultDatabaseComesFromTheEnvironment) {
+  const std::string path = dir_.File("from_env.db");
+  ASSERT_EQ(setenv("KERNTUNE_DB", path.c_str(), 1), 0);
+  const Result gpus = Call(RunGpus, GpusOptions{"", OutputFormat::kTable});
+  unsetenv("KERNTUNE_DB");
+  EXPECT_EQ(gpus.code, kExitOk) << gpus.err;
+  EXPECT_THAT(gpus.out, HasSubstr(path));
+}
+
+TEST_F(ConfigsCliTest, UnopenableStoreIsARuntimeFailure) {
+  WriteFile(dir_.File("garbage.db"), std::string(4096, 'x'));
+  const Result gpus =
+      Call(RunGpus, GpusOptions{dir_.File("garbage.db"), OutputFormat::kTable});
+  EXPECT_EQ(gpus.code, kExitFailure);
+  EXPECT_THAT(gpus.err, HasSubstr("kerntune gpus: "));
+}
+
+// --- configs list -----------------------------------------------------------
+
+TEST_F(ConfigsCliTest, ListShowsEveryPointForPeople) {
+  const Result result = List({});
+  ASSERT_EQ(result.code, kExitOk) << result.err;
+  const std::vector<std::string> lines = Lines(result.out);
+  ASSERT_EQ(lines.size(), 7u) << result.out;
+  for (const char* title : {"GPU", "OP", "DTYPE", "ROWS", "COLS", "CONFIG", "TIME US",
+                            "GB/S", "% COPY", "HEURISTIC", "HEUR US", "SPEEDUP",
+                            "GRAPH", "KERNELS"}) {
+    EXPECT_THAT(lines[0], HasSubstr(title));
+  }
+  // Ordered by gpu, op, dtype, rows, cols; the stale row is marked.
+  EXPECT_THAT(lines[1], HasSubstr("layer_norm"));
+  EXPECT_THAT(lines[1], HasSubstr(std::string(testing::kStaleKernelVersion) + " (stale)"));
+  EXPECT_THAT(lines[2], HasSubstr("log_softmax"));
+  EXPECT_THAT(lines[2], Not(HasSubstr("stale")));
+  EXPECT_THAT(lines[3], HasSubstr("38.25"));  // H100 softmax float16: fastest correct
+  EXPECT_THAT(lines[3], HasSubstr("1.25x"));
+  // Columns line up: every line has the header's width or less.
+  for (const std::string& line : lines) EXPECT_LE(line.size(), lines[1].size() + 16);
+}
+
+TEST_F(ConfigsCliTest, ListFiltersByEachFlag) {
+  const auto count = [&](PointFlags filter) {
+    const Result result = List(std::move(filter), OutputFormat::kCsv);
+    EXPECT_EQ(result.code, kExitOk) << result.err;
+    return Lines(result.out).size() - 1;
+  };
+  EXPECT_EQ(count({}), 6u);
+  EXPECT_EQ(count({"1"}), 4u);                  // gpu id
+  EXPECT_EQ(count({"a100"}), 2u);               // name substring, any case
+  EXPECT_EQ(count({"NVIDIA"}), 6u);
+  EXPECT_EQ(count({"v100"}), 0u);
+  EXPECT_EQ(count({{}, "layer_norm"}), 2u);
+  EXPECT_EQ(count({{}, "LayerNorm"}), 2u);      // ParseOp spellings
+  EXPECT_EQ(count({{}, {}, "fp16"}), 3u);       // short dtype names
+  EXPECT_EQ(count({{}, {}, {}, 1024}), 1u);
+  EXPECT_EQ(count({{}, {}, {}, {}, 4096}), 3u);
+  EXPECT_EQ(count({"h100", "softmax", "float16", 49152, 4096}), 1u);
+}
+
+TEST_F(ConfigsCliTest, ListRefusesBadFilterValuesNamingTheFlag) {
+  Result result = List({{}, "sofmax"});
+  EXPECT_EQ(result.code, kExitUsage);
+  EXPECT_THAT(result.err, HasSubstr("--op=\"sofmax\" is not one of"));
+  result = List({{}, {}, "int8"});
+  EXPECT_EQ(result.code, kExitUsage);
+  EXPECT_THAT(result.err, HasSubstr("--dtype=\"int8\""));
+  result = List({{}, {}, {}, 0});
+  EXPECT_EQ(result.code, kExitUsage);
+  EXPECT_THAT(result.err, HasSubstr("--rows=0 must be >= 1"));
+  result = List({{}, {}, {}, {}, -4});
+  EXPECT_EQ(result.code, kExitUsage);
+  EXPECT_THAT(result.err, HasSubstr("--cols=-4 must be >= 1"));
+}
+
+TEST_F(ConfigsCliTest, ListJsonIsOneDocumentWithTypedFields) {
+  const Result result = List({"h100"}, OutputFormat::kJson);
+  ASSERT_EQ(result.code, kExitOk) << result.err;
+  const pb::ListValue rows = ParseJsonArray(result.out);
+  ASSERT_EQ(rows.values_size(), 4);
+  const pb::Value& stale = rows.values(0);
+  EXPECT_EQ(Field(stale, "op").string_value(), "layer_norm");
+  EXPECT_EQ(Field(stale, "gpu_name").string_value(), "NVIDIA H100 80GB HBM3");
+  EXPECT_TRUE(Field(stale, "stale").bool_value());
+  EXPECT_EQ(Field(stale, "kernel_version").string_value(), testing::kStaleKernelVersion);
+  const pb::Value& hot = rows.values(2);
+  EXPECT_EQ(Field(hot, "dtype").string_value(), "float16");
+  EXPECT_EQ(Field(hot, "cols").number_value(), 4096);
+  EXPECT_EQ(Field(hot, "median_us").number_value(), 38.25);
+  EXPECT_EQ(Field(hot, "speedup").number_value(), 1.25);
+  EXPECT_FALSE(Field(hot, "stale").bool_value());
+  EXPECT_FALSE(Field(hot, "graph_replay").bool_value());
+  EXPECT_TRUE(Field(rows.values(1), "graph_replay").bool_value());  // log_softmax
+  EXPECT_FALSE(Field(hot, "config").string_value().empty());
+  EXPECT_FALSE(Field(hot, "heuristic_config").string_value().empty());
+}
+
+TEST_F(ConfigsCliTest, ListCsvHasAHeaderRow) {
+  const Result result = List({}, OutputFormat::kCsv);
+  ASSERT_EQ(result.code, kExitOk);
+  EXPECT_EQ(Lines(result.out)[0],
+            "gpu_id,gpu_name,op,dtype,rows,cols,config,median_us,spread_low_us,"
+            "spread_high_us,gbps,pct_of_copy,heuristic_config,heuristic_us,speedup,"
+            "graph_replay,kernel_version,stale,driver_version,runtime_version,"
+            "run_id,updated_at");
+  const auto csv = Csv(result.out);
+  ASSERT_EQ(csv.size(), 7u);
+  EXPECT_EQ(csv[1][Column(csv, "stale")], "true");
+  EXPECT_EQ(csv[2][Column(csv, "stale")], "false");
+}
+
+// --- configs show -------------------------------------------------------------
+
+TEST_F(ConfigsCliTest, ShowNeedsAWholePoint) {
+  const Result result = Show({{}, "softmax", {}, 49152, {}}, false);
+  EXPECT_EQ(result.code, kExitUsage);
+  EXPECT_THAT(result.err, HasSubstr("missing --dtype, --cols"));
+}
+
+TEST_F(ConfigsCliTest, ShowAsksForGpuWhenThePointIsOnSeveral) {
+  const Result result = Show(HotPoint(std::nullopt), false);
+  EXPECT_EQ(result.code, kExitUsage);
+  EXPECT_THAT(result.err, HasSubstr("tuned on 2 GPUs"));
+  EXPECT_THAT(result.err, HasSubstr("--gpu=1 NVIDIA H100 80GB HBM3"));
+  EXPECT_THAT(result.err, HasSubstr("--gpu=2 NVIDIA A100-SXM4-80GB"));
+}
+
+TEST_F(ConfigsCliTest, ShowReportsAnUntunedPoint) {
+  const Result result = Show({"h100", "softmax", "float16", 49152, 8192}, false);
+  EXPECT_EQ(result.code, kExitFailure);
+  EXPECT_THAT(result.err, HasSubstr("no tuned config for softmax float16 49152x8192"));
+}
+
+TEST_F(ConfigsCliTest, ShowDescribesTheChosenConfig) {
+  const Result result = Show(HotPoint("h100"), false);
+  ASSERT_EQ(result.code, kExitOk) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("gpu        1: NVIDIA H100 80GB HBM3 (cc 9.0"));
+  EXPECT_THAT(result.out, HasSubstr("point      softmax float16 49152x4096"));
+  EXPECT_THAT(result.out, HasSubstr("38.25 us"));
+  EXPECT_THAT(result.out, HasSubstr("1.25x over the heuristic"));
+  EXPECT_THAT(result.out, HasSubstr("driver 12.4, runtime 12.3"));
+  EXPECT_THAT(result.out, Not(HasSubstr("candidates")));
+  // A point on one GPU needs no --gpu.
+  EXPECT_EQ(Show({{}, "layer_norm", "bfloat16", 49152, 4096}, false).code, kExitOk);
+  EXPECT_THAT(Show({{}, "layer_norm", "bfloat16", 49152, 4096}, false).out,
+              HasSubstr("(stale)"));
+}
+
+TEST_F(ConfigsCliTest, ShowCandidatesFastestFirstUnmeasuredLast) {
+  const Result table = Show(HotPoint("1"), true);
+  ASSERT_EQ(table.code, kExitOk) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("candidates: 7, fastest first, unmeasured last"));
+
+  const Result result = Show(HotPoint("1"), true, OutputFormat::kCsv);
+  ASSERT_EQ(result.code, kExitOk) << result.err;
+  const auto csv = Csv(result.out);
+  ASSERT_EQ(csv.size(), 8u) << result.out;
+  const size_t median = Column(csv, "median_us");
+  const size_t status = Column(csv, "status");
+  const size_t chosen = Column(csv, "chosen");
+  const size_t correct = Column(csv, "correct");
+  const std::vector<std::string> expected_medians = {"35", "38.25", "39", "41.5",
+                                                     "90", "", ""};
+  for (size_t i = 0; i < expected_medians.size(); ++i) {
+    EXPECT_EQ(csv[i + 1][median], expected_medians[i]) << "row " << i;
+  }
+  EXPECT_EQ(csv[1][correct], "false");  // the fastest was wrong: not chosen
+  EXPECT_EQ(csv[1][chosen], "false");
+  EXPECT_EQ(csv[2][chosen], "true");
+  EXPECT_EQ(csv[5][status], "pruned");
+  // Unmeasured last, whatever their status.
+  std::vector<std::string> last = {csv[6][status], csv[7][status]};
+  std::sort(last.begin(), last.end());
+  EXPECT_EQ(last, (std::vector<std::string>{"failed_check", "skipped_occupancy"}));
+  EXPECT_THAT(result.out, HasSubstr("0 resident blocks per SM"));
+  EXPECT_THAT(result.out, HasSubstr("max error 0.5 at row 7"));
+}
+
+TEST_F(ConfigsCliTest, ShowJsonHoldsBestAndCandidates) {
+  const Result result = Show(HotPoint("a100"), true, OutputFormat::kJson);
+  ASSERT_EQ(result.code, kExitOk) << result.err;
+  pb::Struct document;
+  ASSERT_TRUE(pb::util::JsonStringToMessage(result.out, &document).ok()) << result.out;
+  const pb::Struct& best = document.fields().at("best").struct_value();
+  EXPECT_EQ(best.fields().at("gpu_id").number_value(), 2);
+  EXPECT_EQ(best.fields().at("median_us").number_value(), 20);
+  const pb::ListValue& candidates = document.fields().at("candidates").list_value();
+  ASSERT_EQ(candidates.values_size(), 3);
+  EXPECT_EQ(Field(candidates.values(0), "median_us").number_value(), 20);
+  EXPECT_TRUE(Field(candidates.values(0), "chosen").bool_value());
+  EXPECT_EQ(Field(candidates.values(0), "occupancy").number_value(), 8);
+  EXPECT_EQ(Field(candidates.values(0), "spread_low_us").number_value(), 20 * 0.98);
+  // Without --candidates, no candidates key.
+  const Result plain = Show(HotPoint("a100"), false, OutputFormat::kJson);
+  EXPECT_THAT(plain.out, Not(HasSubstr("candidates")));
+}
+
+// --- configs export / import --------------------------------------------------
+
+TEST_F(ConfigsCliTest, ExportNeedsExactlyOneGpu) {
+  Result result = Export({});
+  EXPECT_EQ(result.code, kExitUsage);
+  EXPECT_THAT(result.err, HasSubstr("holds 2 GPUs; choose one with --gpu"));
+  EXPECT_THAT(result.err, HasSubstr("--gpu=1 NVIDIA H100 80GB HBM3"));
+  EXPECT_THAT(result.err, HasSubstr("--gpu=2 NVIDIA A100-SXM4-80GB"));
+  EXPECT_TRUE(result.out.empty());
+  result = Export({"nvidia"});
+  EXPECT_EQ(result.code, kExitUsage);
+  EXPECT_THAT(result.err, HasSubstr("--gpu=nvidia matches 2 GPUs"));
+  result = Export({"v100"});
+  EXPECT_EQ(result.code, kExitFailure);
+  EXPECT_THAT(result.err, HasSubstr("--gpu=v100 matches no GPU"));
+  result = Export({"h100", "bogus"});
+  EXPECT_EQ(result.code, kExitUsage);
+}
+
+TEST_F(ConfigsCliTest, ExportWritesTheVersionedFile) {
+  const Result result = Export({"H100"});
+  ASSERT_EQ(result.code, kExitOk) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("\"format\": \"kerntune.tuned_configs\""));
+  EXPECT_THAT(result.out, HasSubstr("\"format_version\": 1"));
+  EXPECT_THAT(result.out, HasSubstr("\"exported_at\": \"2024-05-01T13:00:00Z\""));
+  EXPECT_THAT(result.err, HasSubstr("exported 4 tuned configs"));
+  const absl::StatusOr<ParsedConfigFile> parsed = ParseConfigFile(result.out);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->sku, testing::H100Sku());
+  EXPECT_EQ(parsed->valid.size(), 4u);
+  // Filters narrow the points.
+  const Result some = Export({"h100", "softmax"});
+  EXPECT_EQ(ParseConfigFile(some.out)->valid.size(), 2u);
+}
+
+// Store rows compared without their store-local ids.
+void ExpectSameRows(const std::vector<db::BestConfig>& a,
+                    const std::vector<db::BestConfig>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    db::PointKey pa = a[i].point, pb = b[i].point;
+    pa.gpu_id = pb.gpu_id = 0;
+    EXPECT_EQ(pa, pb);
+    EXPECT_EQ(a[i].config, b[i].config);
+    EXPECT_EQ(a[i].median_us, b[i].median_us);
+    EXPECT_EQ(a[i].spread_low_us, b[i].spread_low_us);
+    EXPECT_EQ(a[i].spread_high_us, b[i].spread_high_us);
+    EXPECT_EQ(a[i].gbps, b[i].gbps);
+    EXPECT_EQ(a[i].pct_of_copy, b[i].pct_of_copy);
+    EXPECT_EQ(a[i].graph_replay, b[i].graph_replay);
+    EXPECT_EQ(a[i].heuristic_key, b[i].heuristic_key);
+    EXPECT_EQ(a[i].heuristic_us, b[i].heuristic_us);
+    EXPECT_EQ(a[i].env, b[i].env);
+    EXPECT_EQ(a[i].updated_at, b[i].updated_at);
+  }
+}
+
+std::vector<db::BestConfig> StoreRows(const std::string& path,
+                                      const db::GpuSku& sku) {
+  auto store = db::TuningStore::Open(path, {});
+  EXPECT_TRUE(store.ok()) << store.status();
+  auto rows = (*store)->BestConfigsForSku(sku);
+  EXPECT_TRUE(rows.ok());
+  return *rows;
+}
+
+// `configs list --format=csv` without the columns local to a store.
+std::string PortableList(const std::string& db, const std::string& gpu) {
+  std::ostringstream out, err;
+  EXPECT_EQ(RunConfigsList({db, OutputFormat::kCsv, {gpu}}, out, err), kExitOk);
+  auto csv = Csv(out.str());
+  const size_t gpu_id = Column(csv, "gpu_id");
+  const size_t run_id = Column(csv, "run_id");
+  std::string text;
+  for (auto& row : csv) {
+    row[gpu_id] = row[run_id] = "";
+    text += absl::StrJoin(row, ",") + "\n";
+  }
+  return text;
+}
+
+TEST_F(ConfigsCliTest, ExportImportRoundTrip) {
+  for (const char* gpu : {"h100", "a100"}) {
+    const std::string file = dir_.File(std::string(gpu) + ".json");
+    const Result exported = Export({gpu});
+    ASSERT_EQ(exported.code, kExitOk) << exported.err;
+    WriteFile(file, exported.out);
+
+    const std::string fresh = dir_.File(std::string("fresh_") + gpu + ".db");
+    const Result imported = Import(file, fresh);
+    EXPECT_EQ(imported.code, kExitOk) << imported.err;
+    EXPECT_TRUE(imported.err.empty()) << imported.err;
+    EXPECT_THAT(imported.out, HasSubstr("imported"));
+    EXPECT_EQ(PortableList(fresh, gpu), PortableList(db_, gpu));
+  }
+  ExpectSameRows(StoreRows(dir_.File("fresh_h100.db"), testing::H100Sku()),
+                 StoreRows(db_, testing::H100Sku()));
+  ExpectSameRows(StoreRows(dir_.File("fresh_a100.db"), testing::A100Sku()),
+                 StoreRows(db_, testing::A100Sku()));
+  // Importing into the store it came from changes nothing and is no error.
+  const Result again = Import(dir_.File("h100.json"), db_);
+  EXPECT_EQ(again.code, kExitOk) << again.err;
+  EXPECT_EQ(StoreRows(db_, testing::H100Sku()).size(), 4u);
+}
+
+// A file with legal and illegal entries, written as raw JSON edits of an
+// export.
+std::string MixedFile(const std::string& exported) {
+  pb::Struct document;
+  EXPECT_TRUE(pb::util::JsonStringToMessage(exported, &document).ok());
+  pb::ListValue& configs =
+      *(*document.mutable_fields())["configs"].mutable_list_value();
+  const pb::Value legal = configs.values(0);  // layer_norm bfloat16 49152x4096
+  const auto add = [&](const std::string& key, const pb::Value& value,
+                       const std::string& sub = "") {
+    pb::Value entry = legal;
+    auto& fields = *entry.mutable_struct_value()->mutable_fields();
+    fields["rows"].set_number_value(1000 + configs.values_size());
+    if (sub.empty()) {
+      fields[key] = value;
+    } else {
+      (*fields[key].mutable_struct_value()->mutable_fields())[sub] = value;
+    }
+    *configs.add_values() = entry;
+  };
+  pb::Value text, number;
+  text.set_string_value("softermax");
+  add("op", text);                                   // 4: unknown op
+  text.set_string_value("warp/b128/p8/g32/r1");
+  add("config", text, "key");                        // 5: bad key
+  number.set_number_value(96);
+  add("config", number, "block_size");               // 6: fields disagree with key
+  number.set_number_value(-1.5);
+  add("median_us", number);                          // 7: negative time
+  std::string json;
+  EXPECT_TRUE(pb::util::MessageToJsonString(document, &json).ok());
+  return json;
+}
+
+TEST_F(ConfigsCliTest, ImportKeepsValidEntriesAndReportsSkippedOnes) {
+  const Result exported = Export({"h100"});
+  ASSERT_EQ(exported.code, kExitOk);
+  const std::string file = dir_.File("mixed.json");
+  WriteFile(file, MixedFile(exported.out));
+  const std::string fresh = dir_.File("mixed.db");
+
+  const Result result = Import(file, fresh);
+  EXPECT_EQ(result.code, kExitFailure);
+  EXPECT_THAT(result.out, HasSubstr("imported 4 of 8 tuned configs of NVIDIA H100"));
+  EXPECT_THAT(result.out, HasSubstr("skipped 4"));
+  EXPECT_THAT(result.err, HasSubstr("entry 4 skipped: softermax bfloat16 1004x4096: "
+                                    "op=\"softermax\" is not one of"));
+  EXPECT_THAT(result.err, HasSubstr("entry 5 skipped: "));
+  EXPECT_THAT(result.err, HasSubstr("is not of the form"));
+  EXPECT_THAT(result.err, HasSubstr("entry 6 skipped: "));
+  EXPECT_THAT(result.err, HasSubstr("config.block_size=96 disagrees with config.key"));
+  EXPECT_THAT(result.err, HasSubstr("entry 7 skipped: "));
+  EXPECT_THAT(result.err, HasSubstr("median_us=-1.5 must be finite and > 0"));
+  EXPECT_EQ(StoreRows(fresh, testing::H100Sku()).size(), 4u);
+
+  const Result json = Import(file, dir_.File("mixed2.db"), OutputFormat::kJson);
+  EXPECT_EQ(json.code, kExitFailure);
+  pb::Struct report;
+  ASSERT_TRUE(pb::util::JsonStringToMessage(json.out, &report).ok()) << json.out;
+  EXPECT_EQ(report.fields().at("entries").number_value(), 8);
+  EXPECT_EQ(report.fields().at("imported").number_value(), 4);
+  const pb::ListValue& skipped = report.fields().at("skipped").list_value();
+  ASSERT_EQ(skipped.values_size(), 4);
+  EXPECT_EQ(Field(skipped.values(0), "index").number_value(), 4);
+  EXPECT_THAT(Field(skipped.values(3), "reason").string_value(), HasSubstr("median_us"));
+}
+
+TEST_F(ConfigsCliTest, ImportOfAnUnusableFileImportsNothing) {
+  const std::string fresh = dir_.File("untouched.db");
+  const auto expect_refused = [&](const std::string& name, const std::string& contents,
+                                  const std::string& message) {
+    const std::string file = dir_.File(name);
+    WriteFile(file, contents);
+    const Result result = Import(file, fresh);
+    EXPECT_EQ(result.code, kExitUsage) << name;
+    EXPECT_THAT(result.err, HasSubstr(message)) << name;
+    EXPECT_THAT(result.err, HasSubstr("nothing imported")) << name;
+  };
+  expect_refused("not_json.json", "GPU configs, trust me", "not a JSON object");
+  expect_refused("other.json", R"({"format": "acme.settings", "format_version": 1})",
+                 "format=\"acme.settings\" is not \"kerntune.tuned_configs\"");
+  expect_refused("newer.json",
+                 R"({"format": "kerntune.tuned_configs", "format_version": 7,
+                     "configs": {"v7": "layout"}})",
+                 "format_version=7 is newer than this kerntune reads (1)");
+  expect_refused("no_sku.json",
+                 R"({"format": "kerntune.tuned_configs", "format_version": 1,
+                     "gpu": {"name": "X", "cc_major": 9}, "configs": []})",
+                 "gpu.sm_count=0 must be >= 1");
+
+  const Result missing = Import(dir_.File("does_not_exist.json"), fresh);
+  EXPECT_EQ(missing.code, kExitUsage);
+  EXPECT_THAT(missing.err, HasSubstr("cannot open"));
+  EXPECT_EQ(Import("", fresh).code, kExitUsage);
+  // Nothing was written: the store was never even created.
+  EXPECT_FALSE(std::ifstream(fresh).good());
+}
+
+TEST_F(ConfigsCliTest, ImportOfAnEmptyConfigListIsFine) {
+  const std::string file = dir_.File("empty.json");
+  WriteFile(file, Export({"h100", {}, {}, 7}).out);  // no point has 7 rows
+  const Result result = Import(file, dir_.File("empty.db"));
+  EXPECT_EQ(result.code, kExitOk) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("imported 0 of 0"));
+}
+
+}  // namespace
+}  // namespace kt::client

@@ -1,0 +1,115 @@
+// The real `kerntune` binary as a subprocess: usage, exit codes, and one
+// verb end to end (the verbs themselves are tested as functions).
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/client/fixture.h"
+
+namespace kt::client {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct ProcessResult {
+  int code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs `kerntune <args>` through the shell, merging stderr into stdout.
+ProcessResult Kerntune(const std::string& args, const std::string& env = "") {
+  // Braces: a redirection inside `args` applies to kerntune's stdout only.
+  const std::string command =
+      "{ " + env + " '" KT_KERNTUNE_BINARY "' " + args + "; } 2>&1";
+  ProcessResult run;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return run;
+  char buffer[4096];
+  size_t read = 0;
+  while ((read = fread(buffer, 1, sizeof(buffer), pipe)) > 0) {
+    run.output.append(buffer, read);
+  }
+  const int status = pclose(pipe);
+  run.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return run;
+}
+
+TEST(KerntuneBinaryTest, HelpListsTheVerbsAndExitsZero) {
+  for (const char* args : {"--help", "help", "-h"}) {
+    const ProcessResult run = Kerntune(args);
+    EXPECT_EQ(run.code, 0) << args;
+    EXPECT_THAT(run.output, HasSubstr("usage: kerntune <verb> [flags]"));
+    for (const char* verb : {"demo", "gpus", "configs list", "configs show",
+                             "configs export", "configs import FILE"}) {
+      EXPECT_THAT(run.output, HasSubstr(std::string("kerntune ") + verb)) << verb;
+    }
+  }
+  const ProcessResult verb_help = Kerntune("configs show --help");
+  EXPECT_EQ(verb_help.code, 0);
+  EXPECT_THAT(verb_help.output, HasSubstr("--candidates\n"));
+  EXPECT_THAT(verb_help.output, ::testing::Not(HasSubstr("kerntune demo")));
+}
+
+TEST(KerntuneBinaryTest, UsageErrorsExitTwo) {
+  const struct {
+    const char* args;
+    const char* message;
+  } cases[] = {
+      {"", "no verb given"},
+      {"frobnicate", "unknown verb \"frobnicate\""},
+      {"configs", "unknown verb \"configs\""},
+      {"configs list --nonsense=1", "unknown flag --nonsense"},
+      {"gpus --op=softmax", "--op is not a flag of `kerntune gpus`"},
+      {"configs list --rows=lots", "--rows=lots: "},
+      {"configs list --format=xml", "--format=xml must be table, json or csv"},
+      {"configs import", "`kerntune configs import` takes FILE"},
+      {"gpus extra", "unexpected argument \"extra\""},
+  };
+  for (const auto& c : cases) {
+    const ProcessResult run = Kerntune(c.args);
+    EXPECT_EQ(run.code, 2) << c.args << "\n" << run.output;
+    EXPECT_THAT(run.output, HasSubstr(c.message)) << c.args;
+    EXPECT_THAT(run.output, HasSubstr("usage: kerntune")) << c.args;
+  }
+}
+
+TEST(KerntuneBinaryTest, ListsTheFixtureAndHonoursKerntuneDb) {
+  testing::ScopedTempDir dir;
+  const std::string db = dir.File("tuning.db");
+  ASSERT_TRUE(testing::BuildFixtureStore(db).ok());
+
+  ProcessResult run = Kerntune("configs list --db " + db + " --gpu=a100 --format=csv");
+  EXPECT_EQ(run.code, 0) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("gpu_id,gpu_name,op,"));
+  EXPECT_THAT(run.output, HasSubstr("2,NVIDIA A100-SXM4-80GB,layer_norm,float32,"));
+
+  run = Kerntune("gpus --format=json", "KERNTUNE_DB='" + db + "'");
+  EXPECT_EQ(run.code, 0) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("\"name\": \"NVIDIA H100 80GB HBM3\""));
+
+  run = Kerntune("configs show --db=" + db +
+                 " --op=softmax --dtype=float16 --rows=49152 --cols=4096");
+  EXPECT_EQ(run.code, 2) << run.output;  // on two GPUs: --gpu needed
+
+  // A runtime failure: an export for a GPU the store does not have.
+  run = Kerntune("configs export --db=" + db + " --gpu=v100");
+  EXPECT_EQ(run.code, 1) << run.output;
+
+  // export | import through files, and the import's exit code.
+  const std::string file = dir.File("h100.json");
+  run = Kerntune("configs export --db=" + db + " --gpu=h100 > " + file);
+  EXPECT_EQ(run.code, 0) << run.output;
+  run = Kerntune("configs import " + file + " --db=" + dir.File("fresh.db"));
+  EXPECT_EQ(run.code, 0) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("imported 4 of 4"));
+  testing::WriteFile(dir.File("bad.json"), "{not json");
+  run = Kerntune("configs import " + dir.File("bad.json") + " --db=" + dir.File("fresh.db"));
+  EXPECT_EQ(run.code, 2) << run.output;
+}
+
+}  // namespace
+}  // namespace kt::client
