@@ -1,6 +1,6 @@
 // kerntune: the command-line tool. The flags are defined and read here and
 // handed to each verb as its Options struct; the verbs live in their own
-// files (demo.h, gpus_cli.h, configs_cli.h) and never read flags.
+// files (demo.h, gpus_cli.h, configs_cli.h, tune_cli.h) and never read flags.
 #include <cstdint>
 #include <iostream>
 #include <optional>
@@ -19,6 +19,8 @@
 #include "client/demo.h"
 #include "client/gpus_cli.h"
 #include "client/output_format.h"
+#include "client/tune_cli.h"
+#include "absl/strings/numbers.h"
 #include "kernels/types.h"
 
 ABSL_FLAG(std::string, db, "",
@@ -33,10 +35,22 @@ ABSL_FLAG(std::optional<std::string>, op, std::nullopt,
           "softmax, log_softmax or layer_norm (demo: default softmax)");
 ABSL_FLAG(std::optional<std::string>, dtype, std::nullopt,
           "float32, float16 or bfloat16 (demo: default float16)");
-ABSL_FLAG(std::optional<int64_t>, rows, std::nullopt,
-          "rows of the (rows, cols) input (demo: default 4096)");
-ABSL_FLAG(std::optional<int64_t>, cols, std::nullopt,
-          "cols of the (rows, cols) input, the reduced axis (demo: default 1024)");
+// Strings so that `tune` can take lists; every other verb takes one integer
+// (checked in Dispatch).
+ABSL_FLAG(std::optional<std::string>, rows, std::nullopt,
+          "rows of the (rows, cols) input (demo: default 4096; tune: a comma list, "
+          "with --cols, instead of the standard grid)");
+ABSL_FLAG(std::optional<std::string>, cols, std::nullopt,
+          "cols of the (rows, cols) input, the reduced axis (demo: default 1024; tune: "
+          "a comma list)");
+ABSL_FLAG(std::string, ops, "softmax,log_softmax,layer_norm", "tune: ops to tune");
+ABSL_FLAG(std::string, dtypes, "float32,float16,bfloat16", "tune: dtypes to tune");
+ABSL_FLAG(std::string, groups, "main,few_rows,attention",
+          "tune: groups of the standard grid (main, few_rows, attention)");
+ABSL_FLAG(bool, force, false,
+          "tune: re-measure points the store already has for this GPU and kernel version");
+ABSL_FLAG(int, device, 0, "tune: CUDA device ordinal");
+ABSL_FLAG(int, reps, 30, "tune: timed repetitions per candidate (median kept)");
 ABSL_FLAG(bool, cpu, false, "use the CPU reference backend even if a GPU is present");
 ABSL_FLAG(bool, candidates, false,
           "also list every candidate measured for the point");
@@ -63,10 +77,50 @@ kt::client::OutputFormat FormatFlag() {
       .value_or(kt::client::OutputFormat::kTable);
 }
 
+// The command line, recorded with tuning runs.
+std::string g_command_line;
+
+// Comma-separated integers (one, for verbs other than tune).
+absl::StatusOr<std::vector<int64_t>> ParseIntList(absl::string_view name,
+                                                  absl::string_view text) {
+  std::vector<int64_t> values;
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    int64_t value = 0;
+    if (!absl::SimpleAtoi(item, &value)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, "=", text, ": \"", item, "\" is not an integer"));
+    }
+    values.push_back(value);
+  }
+  return values;
+}
+
+// --rows / --cols as one integer (checked by CheckShapeFlags first).
+std::optional<int64_t> SingleIntFlag(const std::optional<std::string>& flag) {
+  if (!flag) return std::nullopt;
+  int64_t value = 0;
+  return absl::SimpleAtoi(*flag, &value) ? std::optional<int64_t>(value) : std::nullopt;
+}
+
+absl::Status CheckShapeFlags(bool lists_allowed) {
+  for (const auto& [name, flag] :
+       {std::pair<const char*, std::optional<std::string>>{"rows", absl::GetFlag(FLAGS_rows)},
+        {"cols", absl::GetFlag(FLAGS_cols)}}) {
+    if (!flag) continue;
+    absl::StatusOr<std::vector<int64_t>> values = ParseIntList(name, *flag);
+    if (!values.ok()) return values.status();
+    if (!lists_allowed && values->size() != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, "=", *flag, " must be one integer for this verb"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 kt::client::PointFlags PointFlags() {
   return {absl::GetFlag(FLAGS_gpu), absl::GetFlag(FLAGS_op),
-          absl::GetFlag(FLAGS_dtype), absl::GetFlag(FLAGS_rows),
-          absl::GetFlag(FLAGS_cols)};
+          absl::GetFlag(FLAGS_dtype), SingleIntFlag(absl::GetFlag(FLAGS_rows)),
+          SingleIntFlag(absl::GetFlag(FLAGS_cols))};
 }
 
 int Demo(const std::vector<std::string>&) {
@@ -82,8 +136,8 @@ int Demo(const std::vector<std::string>&) {
   }
   o.op = *op;
   o.dtype = *dtype;
-  o.shape = {absl::GetFlag(FLAGS_rows).value_or(4096),
-             absl::GetFlag(FLAGS_cols).value_or(1024)};
+  o.shape = {SingleIntFlag(absl::GetFlag(FLAGS_rows)).value_or(4096),
+             SingleIntFlag(absl::GetFlag(FLAGS_cols)).value_or(1024)};
   if (o.shape.rows < 1 || o.shape.cols < 1) {
     std::cerr << "kerntune: --rows and --cols must be >= 1\n";
     return kExitUsage;
@@ -125,12 +179,59 @@ int ConfigsImport(const std::vector<std::string>& positional) {
       {absl::GetFlag(FLAGS_db), FormatFlag(), positional.front()}, std::cout, std::cerr);
 }
 
+template <typename T, typename ParseFn>
+absl::StatusOr<std::vector<T>> ParseNameList(absl::string_view text, ParseFn parse) {
+  std::vector<T> values;
+  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    absl::StatusOr<T> value = parse(item);
+    if (!value.ok()) return value.status();
+    values.push_back(*value);
+  }
+  return values;
+}
+
+int Tune(const std::vector<std::string>&) {
+  kt::client::TuneCliOptions o;
+  o.db_path = absl::GetFlag(FLAGS_db);
+  absl::StatusOr<std::vector<kt::kernels::Op>> ops =
+      ParseNameList<kt::kernels::Op>(absl::GetFlag(FLAGS_ops), kt::kernels::ParseOp);
+  absl::StatusOr<std::vector<kt::kernels::DType>> dtypes =
+      ParseNameList<kt::kernels::DType>(absl::GetFlag(FLAGS_dtypes), kt::kernels::ParseDType);
+  for (const absl::Status& s : {ops.status(), dtypes.status()}) {
+    if (!s.ok()) {
+      std::cerr << "kerntune tune: " << s.message() << "\n";
+      return kExitUsage;
+    }
+  }
+  o.ops = *ops;
+  o.dtypes = *dtypes;
+  o.groups = absl::StrSplit(absl::GetFlag(FLAGS_groups), ',', absl::SkipEmpty());
+  // CheckShapeFlags has already parsed these.
+  if (absl::GetFlag(FLAGS_rows)) o.rows = *ParseIntList("rows", *absl::GetFlag(FLAGS_rows));
+  if (absl::GetFlag(FLAGS_cols)) o.cols = *ParseIntList("cols", *absl::GetFlag(FLAGS_cols));
+  o.force = absl::GetFlag(FLAGS_force);
+  o.device = absl::GetFlag(FLAGS_device);
+  o.repetitions = absl::GetFlag(FLAGS_reps);
+  if (o.repetitions < 1) {
+    std::cerr << "kerntune tune: --reps=" << o.repetitions << " must be >= 1\n";
+    return kExitUsage;
+  }
+  o.command_line = g_command_line;
+  return kt::client::RunTuneCommand(o, std::cout, std::cerr);
+}
+
 const std::vector<Verb>& Verbs() {
   static const std::vector<Verb> verbs = {
       {{"demo"}, "",
        "run one op on random data on this machine (GPU with the heuristic "
        "config, else the CPU reference backend) and check it",
        {"op", "dtype", "rows", "cols", "cpu"}, 0, Demo},
+      {{"tune"}, "",
+       "tune on this machine's GPU: every config of every point of the standard "
+       "grid (or --rows x --cols), checked against the fp64 reference and timed; "
+       "results go to the tuning store. Interrupted runs resume where they "
+       "stopped. Exit 130 when interrupted by Ctrl-C",
+       {"db", "ops", "dtypes", "groups", "rows", "cols", "force", "device", "reps"}, 0, Tune},
       {{"gpus"}, "", "GPU SKUs in the tuning store, with counts of runs, "
        "best configs and candidates",
        {"db", "format"}, 0, Gpus},
@@ -256,9 +357,15 @@ int Dispatch(int argc, char** argv) {
       !format.ok()) {
     return UsageError(std::string(format.status().message()), verb->words);
   }
+  if (absl::Status s = CheckShapeFlags(/*lists_allowed=*/verb->run == &Tune); !s.ok()) {
+    return UsageError(std::string(s.message()), verb->words);
+  }
   return verb->run(positional);
 }
 
 }  // namespace
 
-int main(int argc, char** argv) { return Dispatch(argc, argv); }
+int main(int argc, char** argv) {
+  g_command_line = absl::StrJoin(argv, argv + argc, " ");
+  return Dispatch(argc, argv);
+}

@@ -65,6 +65,9 @@ TEST(KerntuneBinaryTest, UsageErrorsExitTwo) {
       {"configs list --nonsense=1", "unknown flag --nonsense"},
       {"gpus --op=softmax", "--op is not a flag of `kerntune gpus`"},
       {"configs list --rows=lots", "--rows=lots: "},
+      {"configs list --rows=1,2", "--rows=1,2 must be one integer for this verb"},
+      {"tune --cols=8,x", "--cols=8,x: \"x\" is not an integer"},
+      {"tune --format=json", "--format is not a flag of `kerntune tune`"},
       {"configs list --format=xml", "--format=xml must be table, json or csv"},
       {"configs import", "`kerntune configs import` takes FILE"},
       {"gpus extra", "unexpected argument \"extra\""},
@@ -74,6 +77,26 @@ TEST(KerntuneBinaryTest, UsageErrorsExitTwo) {
     EXPECT_EQ(run.code, 2) << c.args << "\n" << run.output;
     EXPECT_THAT(run.output, HasSubstr(c.message)) << c.args;
     EXPECT_THAT(run.output, HasSubstr("usage: kerntune")) << c.args;
+  }
+}
+
+// Checked before any GPU is looked for, so these hold on any machine.
+TEST(KerntuneBinaryTest, TuneRefusesBadGridsBeforeTouchingAGpu) {
+  const struct {
+    const char* args;
+    const char* message;
+  } cases[] = {
+      {"tune --rows=1,8", "give both --rows and --cols"},
+      {"tune --ops=gelu", "op=\"gelu\" is not one of"},
+      {"tune --dtypes=int8", "dtype=\"int8\" is not one of"},
+      {"tune --groups=tiny", "group=\"tiny\" is not one of main, few_rows, attention"},
+      {"tune --rows=0 --cols=8", "rows=0 must be >= 1"},
+      {"tune --reps=0", "--reps=0 must be >= 1"},
+  };
+  for (const auto& c : cases) {
+    const ProcessResult run = Kerntune(c.args);
+    EXPECT_EQ(run.code, 2) << c.args << "\n" << run.output;
+    EXPECT_THAT(run.output, HasSubstr(c.message)) << c.args;
   }
 }
 

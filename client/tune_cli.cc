@@ -1,0 +1,113 @@
+// `kerntune tune` (tune_cli.h).
+#include "client/tune_cli.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+
+#include "db/tuning_store.h"
+#include "tuner/gpu_backend.h"
+#include "tuner/grid.h"
+#include "tuner/sweep.h"
+
+namespace kt::client {
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void RequestStop(int) { g_stop.store(true); }
+
+// Ctrl-C / SIGTERM finish the candidate in flight, then stop cleanly.
+class StopOnSignals {
+ public:
+  StopOnSignals() {
+    g_stop = false;
+    previous_int_ = std::signal(SIGINT, RequestStop);
+    previous_term_ = std::signal(SIGTERM, RequestStop);
+  }
+  ~StopOnSignals() {
+    std::signal(SIGINT, previous_int_);
+    std::signal(SIGTERM, previous_term_);
+  }
+
+ private:
+  void (*previous_int_)(int);
+  void (*previous_term_)(int);
+};
+
+std::string EnvOr(const char* name, const char* fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : fallback;
+}
+
+}  // namespace
+
+int RunTuneCommand(const TuneCliOptions& o, std::ostream& out, std::ostream& err) {
+  if (o.rows.empty() != o.cols.empty()) {
+    err << "kerntune tune: give both --rows and --cols (a custom grid), or neither (the "
+           "standard grid)\n";
+    return 2;
+  }
+  absl::StatusOr<std::vector<tuner::GridPoint>> grid =
+      o.rows.empty() ? tuner::StandardGrid(o.groups, o.ops, o.dtypes)
+                     : tuner::CustomGrid(o.ops, o.dtypes, o.rows, o.cols);
+  if (!grid.ok()) {
+    err << "kerntune tune: " << grid.status().message() << "\n";
+    return 2;
+  }
+  std::string path = o.db_path;
+  if (path.empty()) {
+    absl::StatusOr<std::string> default_path = db::DefaultDatabasePath();
+    if (!default_path.ok()) {
+      err << "kerntune tune: " << default_path.status().message() << "\n";
+      return 1;
+    }
+    path = *default_path;
+  }
+  absl::StatusOr<std::unique_ptr<tuner::GpuBackend>> backend = tuner::GpuBackend::Create(o.device);
+  if (!backend.ok()) {
+    err << "kerntune tune: " << backend.status().message() << "\n";
+    return 1;
+  }
+  db::OpenOptions open;
+  open.create_if_missing = true;
+  absl::StatusOr<std::unique_ptr<db::TuningStore>> store = db::TuningStore::Open(path, open);
+  if (!store.ok()) {
+    err << "kerntune tune: " << store.status().message() << "\n";
+    return 1;
+  }
+
+  StopOnSignals stop_on_signals;
+  tuner::SweepOptions options;
+  options.force = o.force;
+  options.timing.repetitions = o.repetitions;
+  options.command_line = o.command_line;
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  options.host = host;
+  options.user = EnvOr("USER", "");
+  options.stop = &g_stop;
+  options.progress = &err;
+  options.progress_is_terminal = isatty(STDERR_FILENO) != 0;
+  err << "kerntune tune: database " << path << "\n";
+  absl::StatusOr<tuner::SweepSummary> summary =
+      tuner::RunSweep(**store, **backend, *grid, options);
+  if (!summary.ok()) {
+    err << "kerntune tune: " << summary.status().message()
+        << "\n(points completed before this are kept; run again to resume)\n";
+    return 1;
+  }
+  out << tuner::FormatSummary(*summary);
+  if (summary->interrupted) {
+    err << "kerntune tune: interrupted; completed points are kept, run the same command to "
+           "resume\n";
+    return 130;
+  }
+  return 0;
+}
+
+}  // namespace kt::client

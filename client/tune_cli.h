@@ -1,0 +1,39 @@
+// `kerntune tune`: runs the tuning sweep on this machine's GPU and writes the
+// results to the tuning store.
+#ifndef KERNTUNE_CLIENT_TUNE_CLI_H_
+#define KERNTUNE_CLIENT_TUNE_CLI_H_
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "kernels/types.h"
+
+namespace kt::client {
+
+struct TuneCliOptions {
+  std::string db_path;  // empty: db::DefaultDatabasePath()
+  // The standard grid's groups, unless rows and cols are both given (then
+  // every op x dtype x rows x cols).
+  std::vector<std::string> groups = {"main", "few_rows", "attention"};
+  std::vector<kernels::Op> ops = {kernels::Op::kSoftmax, kernels::Op::kLogSoftmax,
+                                  kernels::Op::kLayerNorm};
+  std::vector<kernels::DType> dtypes = {kernels::DType::kFloat32, kernels::DType::kFloat16,
+                                        kernels::DType::kBFloat16};
+  std::vector<int64_t> rows;
+  std::vector<int64_t> cols;
+  bool force = false;
+  int device = 0;
+  int repetitions = 30;
+  std::string command_line;
+};
+
+// Exit codes: 0 done, 1 failure (including "no GPU"), 2 usage error,
+// 130 interrupted by SIGINT/SIGTERM (completed points are kept; run again
+// to resume).
+int RunTuneCommand(const TuneCliOptions& options, std::ostream& out, std::ostream& err);
+
+}  // namespace kt::client
+
+#endif  // KERNTUNE_CLIENT_TUNE_CLI_H_
