@@ -255,17 +255,6 @@ absl::Status Run(const Options& o) {
   return absl::OkStatus();
 }
 
-template <typename T, typename ParseFn>
-absl::StatusOr<std::vector<T>> ParseList(const std::string& text, ParseFn parse) {
-  std::vector<T> values;
-  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
-    absl::StatusOr<T> value = parse(item);
-    if (!value.ok()) return value.status();
-    values.push_back(*value);
-  }
-  return values;
-}
-
 }  // namespace
 }  // namespace kt::bench
 
@@ -275,11 +264,9 @@ int main(int argc, char** argv) {
   kt::bench::Options o;
   o.out = absl::GetFlag(FLAGS_out);
   o.groups = absl::StrSplit(absl::GetFlag(FLAGS_groups), ',', absl::SkipEmpty());
-  auto ops = kt::bench::ParseList<kt::kernels::Op>(absl::GetFlag(FLAGS_ops), kt::kernels::ParseOp);
-  auto dtypes = kt::bench::ParseList<kt::kernels::DType>(absl::GetFlag(FLAGS_dtypes),
-                                                         kt::kernels::ParseDType);
-  auto sweep = kt::bench::ParseList<kt::kernels::DType>(absl::GetFlag(FLAGS_sweep_dtypes),
-                                                        kt::kernels::ParseDType);
+  auto ops = kt::kernels::ParseOpList(absl::GetFlag(FLAGS_ops));
+  auto dtypes = kt::kernels::ParseDTypeList(absl::GetFlag(FLAGS_dtypes));
+  auto sweep = kt::kernels::ParseDTypeList(absl::GetFlag(FLAGS_sweep_dtypes));
   for (const absl::Status& s : {ops.status(), dtypes.status(), sweep.status()}) {
     if (!s.ok()) {
       std::fprintf(stderr, "kt_kernel_bench: %s\n", s.ToString().c_str());

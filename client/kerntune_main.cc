@@ -179,24 +179,13 @@ int ConfigsImport(const std::vector<std::string>& positional) {
       {absl::GetFlag(FLAGS_db), FormatFlag(), positional.front()}, std::cout, std::cerr);
 }
 
-template <typename T, typename ParseFn>
-absl::StatusOr<std::vector<T>> ParseNameList(absl::string_view text, ParseFn parse) {
-  std::vector<T> values;
-  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
-    absl::StatusOr<T> value = parse(item);
-    if (!value.ok()) return value.status();
-    values.push_back(*value);
-  }
-  return values;
-}
-
 int Tune(const std::vector<std::string>&) {
   kt::client::TuneCliOptions o;
   o.db_path = absl::GetFlag(FLAGS_db);
   absl::StatusOr<std::vector<kt::kernels::Op>> ops =
-      ParseNameList<kt::kernels::Op>(absl::GetFlag(FLAGS_ops), kt::kernels::ParseOp);
+      kt::kernels::ParseOpList(absl::GetFlag(FLAGS_ops));
   absl::StatusOr<std::vector<kt::kernels::DType>> dtypes =
-      ParseNameList<kt::kernels::DType>(absl::GetFlag(FLAGS_dtypes), kt::kernels::ParseDType);
+      kt::kernels::ParseDTypeList(absl::GetFlag(FLAGS_dtypes));
   for (const absl::Status& s : {ops.status(), dtypes.status()}) {
     if (!s.ok()) {
       std::cerr << "kerntune tune: " << s.message() << "\n";

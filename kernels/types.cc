@@ -4,6 +4,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace kt::kernels {
 
@@ -53,6 +54,29 @@ absl::StatusOr<DType> ParseDType(absl::string_view name) {
   if (lower == "bfloat16" || lower == "bf16") return DType::kBFloat16;
   return absl::InvalidArgumentError(absl::StrCat(
       "dtype=\"", name, "\" is not one of float32, float16, bfloat16"));
+}
+
+namespace {
+
+template <typename T, typename ParseFn>
+absl::StatusOr<std::vector<T>> ParseList(absl::string_view names, ParseFn parse) {
+  std::vector<T> values;
+  for (absl::string_view name : absl::StrSplit(names, ',', absl::SkipEmpty())) {
+    absl::StatusOr<T> value = parse(name);
+    if (!value.ok()) return value.status();
+    values.push_back(*value);
+  }
+  return values;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<Op>> ParseOpList(absl::string_view names) {
+  return ParseList<Op>(names, ParseOp);
+}
+
+absl::StatusOr<std::vector<DType>> ParseDTypeList(absl::string_view names) {
+  return ParseList<DType>(names, ParseDType);
 }
 
 size_t DTypeSize(DType dtype) { return dtype == DType::kFloat32 ? 4 : 2; }

@@ -39,6 +39,11 @@ absl::StatusOr<Op> ParseOp(absl::string_view name);
 // f32/f16/half/float.
 absl::StatusOr<DType> ParseDType(absl::string_view name);
 
+// Comma-separated lists of the above ("softmax,layer_norm"); empty items are
+// ignored, an unknown name is an error naming it.
+absl::StatusOr<std::vector<Op>> ParseOpList(absl::string_view names);
+absl::StatusOr<std::vector<DType>> ParseDTypeList(absl::string_view names);
+
 size_t DTypeSize(DType dtype);
 
 // Bytes an op must move at minimum: input read once, output written once,

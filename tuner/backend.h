@@ -64,6 +64,9 @@ class Backend {
 // The database key of a device.
 db::GpuSku SkuOf(const kernels::DeviceInfo& device);
 
+// A launch config as the store records it (fields plus its ConfigKey).
+db::ConfigRecord ConfigRecordOf(const kernels::LaunchConfig& config);
+
 }  // namespace kt::tuner
 
 #endif  // KERNTUNE_TUNER_BACKEND_H_

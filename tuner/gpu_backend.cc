@@ -140,6 +140,11 @@ db::GpuSku SkuOf(const kernels::DeviceInfo& device) {
           device.total_memory_bytes};
 }
 
+db::ConfigRecord ConfigRecordOf(const kernels::LaunchConfig& c) {
+  return {std::string(kernels::ImplName(c.impl)), c.block_size, c.pack_size,
+          c.thread_group_width, c.rows_per_access, c.grid_waves, kernels::ConfigKey(c)};
+}
+
 absl::StatusOr<std::unique_ptr<GpuBackend>> GpuBackend::Create(int ordinal) {
   if (kernels::CudaDeviceCount() == 0) {
     return absl::FailedPreconditionError("no CUDA device found: tuning needs a GPU");

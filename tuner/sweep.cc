@@ -17,11 +17,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-db::ConfigRecord ToRecord(const kernels::LaunchConfig& c) {
-  return {std::string(kernels::ImplName(c.impl)), c.block_size, c.pack_size,
-          c.thread_group_width, c.rows_per_access, c.grid_waves, kernels::ConfigKey(c)};
-}
-
 double Gbps(const GridPoint& p, double us) {
   // LayerNorm reads gamma and beta and writes no statistics: the bytes
   // PyTorch's forward moves too.
@@ -98,7 +93,7 @@ db::Candidate MakeCandidate(int64_t run_id, const db::PointKey& key,
   db::Candidate c;
   c.run_id = run_id;
   c.point = key;
-  c.config = ToRecord(config);
+  c.config = ConfigRecordOf(config);
   c.status = m.status;
   c.message = m.message;
   c.occupancy = m.occupancy;

@@ -11,6 +11,7 @@
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "tuner/backend.h"
 #include "kernels/device_info.h"
 #include "kernels/launch_config.h"
 #include "kernels/version.h"
@@ -37,9 +38,7 @@ db::BestConfig LegalRow(const db::GpuSku& sku, const std::string& op,
                                 {rows, cols}, device);
   db::BestConfig row;
   row.point = {0, op, dtype, rows, cols};
-  row.config = {std::string(kernels::ImplName(config.impl)), config.block_size,
-                config.pack_size, config.thread_group_width, config.rows_per_access,
-                config.grid_waves, kernels::ConfigKey(config)};
+  row.config = tuner::ConfigRecordOf(config);
   row.median_us = 41.25;
   row.spread_low_us = 40.5;
   row.spread_high_us = 43.0;

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "db/tuning_store.h"
+#include "tuner/backend.h"
 #include "kernels/device_info.h"
 #include "kernels/launch_config.h"
 #include "kernels/types.h"
@@ -72,13 +73,7 @@ absl::Status WriteFixturePoint(db::TuningStore& store, int64_t run_id,
     db::Candidate candidate;
     candidate.run_id = run_id;
     candidate.point = point;
-    candidate.config = {std::string(kernels::ImplName(config.impl)),
-                        config.block_size,
-                        config.pack_size,
-                        config.thread_group_width,
-                        config.rows_per_access,
-                        config.grid_waves,
-                        kernels::ConfigKey(config)};
+    candidate.config = tuner::ConfigRecordOf(config);
     candidate.status = specs[i].status;
     candidate.message = specs[i].message;
     candidate.occupancy =
@@ -133,21 +128,6 @@ absl::StatusOr<int64_t> CreateFixtureRun(db::TuningStore& store, int64_t gpu_id)
 }
 
 }  // namespace
-
-ScopedTempDir::ScopedTempDir() {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string pattern =
-      absl::StrCat(base != nullptr && *base ? base : "/tmp", "/kt_client_XXXXXX");
-  std::vector<char> buffer(pattern.begin(), pattern.end());
-  buffer.push_back('\0');
-  const char* made = mkdtemp(buffer.data());
-  path_ = made != nullptr ? made : "";
-}
-
-ScopedTempDir::~ScopedTempDir() {
-  std::error_code ignored;
-  if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
-}
 
 db::GpuSku H100Sku() { return {"NVIDIA H100 80GB HBM3", 9, 0, 132, 85520809984}; }
 db::GpuSku A100Sku() { return {"NVIDIA A100-SXM4-80GB", 8, 0, 108, 85899345920}; }

@@ -10,23 +10,11 @@
 
 #include "absl/status/status.h"
 #include "db/records.h"
+#include "tests/testing/scoped_temp_dir.h"
 
 namespace kt::client::testing {
 
-// A fresh directory, removed with its contents on destruction.
-class ScopedTempDir {
- public:
-  ScopedTempDir();
-  ~ScopedTempDir();
-  ScopedTempDir(const ScopedTempDir&) = delete;
-  ScopedTempDir& operator=(const ScopedTempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using ::kt::testing::ScopedTempDir;
 
 db::GpuSku H100Sku();  // gpu id 1 in the fixture
 db::GpuSku A100Sku();  // gpu id 2

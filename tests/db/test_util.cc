@@ -14,21 +14,6 @@
 
 namespace kt::db::testing {
 
-ScopedTempDir::ScopedTempDir() {
-  std::string pattern = ::testing::TempDir() + "kt_db_test_XXXXXX";
-  char* made = mkdtemp(pattern.data());
-  if (made == nullptr) {
-    std::perror("mkdtemp");
-    std::abort();
-  }
-  path_ = made;
-}
-
-ScopedTempDir::~ScopedTempDir() {
-  std::error_code ignored;
-  std::filesystem::remove_all(path_, ignored);
-}
-
 GpuSku H100Sku() {
   return GpuSku{"NVIDIA H100 80GB HBM3", 9, 0, 132, 85'045'231'616};
 }

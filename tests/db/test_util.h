@@ -10,24 +10,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "db/records.h"
+#include "tests/testing/scoped_temp_dir.h"
 
 namespace kt::db::testing {
 
-// A fresh directory under the test temp dir, removed with its contents on
-// destruction.
-class ScopedTempDir {
- public:
-  ScopedTempDir();
-  ~ScopedTempDir();
-  ScopedTempDir(const ScopedTempDir&) = delete;
-  ScopedTempDir& operator=(const ScopedTempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using ::kt::testing::ScopedTempDir;
 
 GpuSku H100Sku();
 GpuSku A100Sku();

@@ -35,6 +35,18 @@ TEST(TypesTest, UnknownNamesAreClearErrors) {
   EXPECT_NE(dtype.status().message().find("int8"), absl::string_view::npos);
 }
 
+TEST(TypesTest, CommaListsParseOrNameTheBadItem) {
+  absl::StatusOr<std::vector<Op>> ops = ParseOpList("softmax,,layer_norm");
+  ASSERT_TRUE(ops.ok());
+  EXPECT_EQ(*ops, (std::vector<Op>{Op::kSoftmax, Op::kLayerNorm}));
+  absl::StatusOr<std::vector<DType>> dtypes = ParseDTypeList("bf16,float32");
+  ASSERT_TRUE(dtypes.ok());
+  EXPECT_EQ(*dtypes, (std::vector<DType>{DType::kBFloat16, DType::kFloat32}));
+  absl::StatusOr<std::vector<DType>> bad = ParseDTypeList("float16,fp8");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("fp8"), absl::string_view::npos);
+}
+
 TEST(TypesTest, MinimumBytesMoved) {
   const Shape shape{10, 100};
   EXPECT_EQ(MinimumBytesMoved(Op::kSoftmax, DType::kFloat16, shape, false, false, false),

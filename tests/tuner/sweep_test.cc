@@ -3,7 +3,6 @@
 #include "tuner/sweep.h"
 
 #include <atomic>
-#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -11,6 +10,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/launch_config.h"
+#include "tests/testing/scoped_temp_dir.h"
 
 namespace kt::tuner {
 namespace {
@@ -102,22 +102,13 @@ class FakeBackend final : public Backend {
 class SweepTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("kt_sweep_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
     db::OpenOptions open;
     open.create_if_missing = true;
     absl::StatusOr<std::unique_ptr<db::TuningStore>> store =
-        db::TuningStore::Open((dir_ / "tuning.db").string(), open);
+        db::TuningStore::Open(dir_.File("tuning.db"), open);
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
     grid_ = *CustomGrid({Op::kSoftmax, Op::kLayerNorm}, {DType::kFloat16}, {64}, {1024, 4096});
-  }
-  void TearDown() override {
-    store_.reset();
-    std::filesystem::remove_all(dir_);
   }
 
   std::vector<db::BestConfig> Best() {
@@ -126,7 +117,7 @@ class SweepTest : public ::testing::Test {
     return best.ok() ? *best : std::vector<db::BestConfig>{};
   }
 
-  std::filesystem::path dir_;
+  kt::testing::ScopedTempDir dir_;
   std::unique_ptr<db::TuningStore> store_;
   std::vector<GridPoint> grid_;
   FakeDevice fake_;
