@@ -1,0 +1,40 @@
+// kerntuned: the kerntune daemon. Flags become an Options struct; the
+// server library does the rest.
+#include <cstdio>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "db/tuning_store.h"
+#include "server/server.h"
+
+ABSL_FLAG(std::string, socket, "",
+          "Unix socket to listen on (default $XDG_RUNTIME_DIR/kerntune.sock, else "
+          "/run/kerntune/kerntune.sock)");
+ABSL_FLAG(std::string, tcp, "", "also listen on HOST:PORT (off unless given)");
+ABSL_FLAG(std::string, db, "",
+          "tuning store, opened read-only (default $KERNTUNE_DB, else "
+          "$XDG_DATA_HOME/kerntune/tuning.db, else ~/.local/share/kerntune/tuning.db)");
+ABSL_FLAG(bool, cpu, false, "use the CPU reference backend even when a GPU is present");
+ABSL_FLAG(int64_t, max_request_bytes, kt::server::kDefaultMaxRequestBytes,
+          "largest tensor (rows * cols * dtype size) a request may carry");
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("kerntuned [--socket=PATH] [--tcp=HOST:PORT] [--db=PATH] [--cpu]");
+  absl::ParseCommandLine(argc, argv);
+  kt::server::Options options;
+  options.socket_path = absl::GetFlag(FLAGS_socket);
+  if (options.socket_path.empty()) options.socket_path = kt::server::DefaultSocketPath();
+  options.tcp_address = absl::GetFlag(FLAGS_tcp);
+  options.db_path = absl::GetFlag(FLAGS_db);
+  if (options.db_path.empty()) options.db_path = kt::db::DefaultDatabasePath().value_or("");
+  options.force_cpu = absl::GetFlag(FLAGS_cpu);
+  options.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
+  const absl::Status status = kt::server::RunServer(options);
+  if (!status.ok()) {
+    std::fprintf(stderr, "kerntuned: %s\n", status.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}

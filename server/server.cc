@@ -1,0 +1,238 @@
+// kerntuned's main loop (see server.h).
+#include "server/server.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "kernels/device_info.h"
+#include "server/config_cache.h"
+#include "server/cpu_backend.h"
+#include "server/gpu_backend.h"
+#include "server/service.h"
+
+namespace kt::server {
+namespace {
+
+constexpr char kServiceName[] = "kerntune.v1.KernTune";
+constexpr absl::Duration kReloadInterval = absl::Seconds(2);
+
+// Self-pipe: the handler only writes the signal number; the serve loop
+// reads it. Whichever thread the kernel picks runs the handler, so no
+// thread's signal mask matters.
+int g_signal_pipe[2] = {-1, -1};
+
+void OnSignal(int signal_number) {
+  const int saved_errno = errno;
+  const unsigned char byte = static_cast<unsigned char>(signal_number);
+  [[maybe_unused]] ssize_t written = write(g_signal_pipe[1], &byte, 1);
+  errno = saved_errno;
+}
+
+absl::Status InstallSignalHandlers() {
+  if (g_signal_pipe[0] < 0 && pipe2(g_signal_pipe, O_CLOEXEC) != 0) {
+    return absl::InternalError(absl::StrCat("pipe2: ", std::strerror(errno)));
+  }
+  struct sigaction action {};
+  action.sa_handler = OnSignal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  if (sigaction(SIGTERM, &action, nullptr) != 0 || sigaction(SIGINT, &action, nullptr) != 0) {
+    return absl::InternalError(absl::StrCat("sigaction: ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+// Blocks until SIGTERM or SIGINT arrives; returns its number.
+int WaitForStopSignal() {
+  unsigned char byte = 0;
+  while (true) {
+    const ssize_t got = read(g_signal_pipe[0], &byte, 1);
+    if (got == 1) return byte;
+    if (got < 0 && errno == EINTR) continue;
+    return SIGTERM;  // the pipe broke: stop rather than spin
+  }
+}
+
+absl::Status ErrnoError(absl::string_view what, const std::string& path, int error) {
+  return absl::FailedPreconditionError(
+      absl::StrCat(what, " ", path, ": ", std::strerror(error)));
+}
+
+// True when a server accepts connections on the socket at `path`.
+bool SomethingListens(const std::string& path) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
+  const bool connected =
+      connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0;
+  close(fd);
+  return connected;
+}
+
+struct Backends {
+  std::unique_ptr<Backend> backend;
+  std::string reason;
+};
+
+absl::StatusOr<Backends> MakeBackend(const Options& options) {
+  if (options.force_cpu) return Backends{std::make_unique<CpuBackend>(), "--cpu given"};
+  if (kernels::CudaDeviceCount() == 0) {
+    return Backends{std::make_unique<CpuBackend>(), "no CUDA device found"};
+  }
+  absl::StatusOr<kernels::DeviceInfo> device = kernels::GetDeviceInfo(0);
+  if (!device.ok()) {
+    return Backends{std::make_unique<CpuBackend>(),
+                    absl::StrCat("CUDA device 0 unusable: ", device.status().message())};
+  }
+  absl::StatusOr<std::unique_ptr<ConfigCache>> cache = ConfigCache::Create(options.db_path, *device);
+  if (!cache.ok()) return cache.status();
+  (*cache)->StartPolling(kReloadInterval);
+  absl::StatusOr<std::unique_ptr<GpuBackend>> gpu =
+      GpuBackend::Create(0, options.streams, *std::move(cache));
+  if (!gpu.ok()) {
+    return Backends{std::make_unique<CpuBackend>(),
+                    absl::StrCat("CUDA device 0 unusable: ", gpu.status().message())};
+  }
+  return Backends{*std::move(gpu), absl::StrCat("CUDA device 0 (", device->name, ")")};
+}
+
+int MessageLimit(int64_t max_request_bytes) {
+  // Input plus LayerNorm's gamma and beta, plus room for the envelope.
+  const int64_t limit = max_request_bytes <= (INT_MAX - (1 << 20)) / 3
+                            ? 3 * max_request_bytes + (1 << 20)
+                            : INT_MAX;
+  return static_cast<int>(limit);
+}
+
+}  // namespace
+
+std::string DefaultSocketPath() {
+  const char* runtime_dir = std::getenv("XDG_RUNTIME_DIR");
+  if (runtime_dir != nullptr && runtime_dir[0] != '\0') {
+    return absl::StrCat(runtime_dir, "/kerntune.sock");
+  }
+  return "/run/kerntune/kerntune.sock";
+}
+
+absl::Status PrepareSocketPath(const std::string& path) {
+  if (path.empty()) return absl::InvalidArgumentError("--socket must not be empty");
+  if (path.size() >= sizeof(sockaddr_un{}.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("--socket=", path, " is longer than ",
+                                                   sizeof(sockaddr_un{}.sun_path) - 1,
+                                                   " bytes, the Unix socket path limit"));
+  }
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(parent, error);
+    if (error) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("creating ", parent.string(), ": ", error.message()));
+    }
+  }
+  struct stat info {};
+  if (lstat(path.c_str(), &info) != 0) {
+    if (errno == ENOENT) return absl::OkStatus();
+    return ErrnoError("inspecting", path, errno);
+  }
+  if (!S_ISSOCK(info.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " exists and is not a socket; remove it or pick another --socket"));
+  }
+  if (SomethingListens(path)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("another server is listening on ", path));
+  }
+  if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return ErrnoError("removing the stale socket", path, errno);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunServer(const Options& options) {
+  if (absl::Status s = InstallSignalHandlers(); !s.ok()) return s;
+
+  if (options.max_request_bytes < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_request_bytes=", options.max_request_bytes, " must be >= 1"));
+  }
+  if (absl::Status s = PrepareSocketPath(options.socket_path); !s.ok()) return s;
+  absl::StatusOr<Backends> backends = MakeBackend(options);
+  if (!backends.ok()) return backends.status();
+  Backend& backend = *backends->backend;
+
+  KernTuneService service(backend, ServiceOptions{options.max_request_bytes, backends->reason,
+                                                  options.db_path});
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix:" + options.socket_path, grpc::InsecureServerCredentials());
+  int tcp_port = 0;
+  if (!options.tcp_address.empty()) {
+    builder.AddListeningPort(options.tcp_address, grpc::InsecureServerCredentials(), &tcp_port);
+  }
+  builder.SetMaxReceiveMessageSize(MessageLimit(options.max_request_bytes));
+  builder.SetMaxSendMessageSize(MessageLimit(options.max_request_bytes));
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on unix:", options.socket_path,
+        options.tcp_address.empty() ? "" : absl::StrCat(" and ", options.tcp_address)));
+  }
+  if (!options.tcp_address.empty() && tcp_port == 0) {
+    server->Shutdown();
+    return absl::UnavailableError(absl::StrCat("cannot listen on --tcp=", options.tcp_address));
+  }
+  if (chmod(options.socket_path.c_str(), 0660) != 0) {
+    const int error = errno;
+    server->Shutdown();
+    return ErrnoError("chmod 0660", options.socket_path, error);
+  }
+  server->GetHealthCheckService()->SetServingStatus(true);
+  server->GetHealthCheckService()->SetServingStatus(kServiceName, true);
+  const ConfigCache* cache = backend.config_cache();
+  std::fprintf(stderr,
+               "kerntuned: serving on unix:%s%s%s, backend %s (%s), %zu tuned configs from %s\n",
+               options.socket_path.c_str(), options.tcp_address.empty() ? "" : " and ",
+               options.tcp_address.c_str(), backend.name().c_str(), backends->reason.c_str(),
+               cache == nullptr ? size_t{0} : cache->Entries().size(),
+               options.db_path.empty() ? "(no database)" : options.db_path.c_str());
+
+  const int signal_number = WaitForStopSignal();
+  std::fprintf(stderr, "kerntuned: %s received, draining requests in flight\n",
+               strsignal(signal_number));
+  server->GetHealthCheckService()->SetServingStatus(false);
+  // Refuse new calls and let the ones in flight finish; then shut down at
+  // once, so idle client connections do not hold the exit back.
+  if (!service.Drain(absl::Milliseconds(options.shutdown_grace_ms))) {
+    std::fprintf(stderr, "kerntuned: requests still running after %d ms, cancelling them\n",
+                 options.shutdown_grace_ms);
+  }
+  server->Shutdown(std::chrono::system_clock::now());
+  server->Wait();
+  unlink(options.socket_path.c_str());
+  std::fprintf(stderr, "kerntuned: stopped\n");
+  return absl::OkStatus();
+}
+
+}  // namespace kt::server

@@ -1,0 +1,48 @@
+// kerntuned's life: pick a backend, listen on the Unix socket (and TCP when
+// asked), serve until SIGTERM/SIGINT, then drain and clean up.
+#ifndef KERNTUNE_SERVER_SERVER_H_
+#define KERNTUNE_SERVER_SERVER_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace kt::server {
+
+inline constexpr int64_t kDefaultMaxRequestBytes = int64_t{256} << 20;
+
+struct Options {
+  // Unix domain socket to listen on; created with mode 0660.
+  std::string socket_path;
+  // "host:port" to listen on as well; empty = no TCP.
+  std::string tcp_address;
+  // Tuning store, opened read-only; a missing file = no tuned configs.
+  std::string db_path;
+  // Use the CPU reference even when a GPU is present.
+  bool force_cpu = false;
+  // Largest tensor (rows * cols * dtype size) a request may carry.
+  int64_t max_request_bytes = kDefaultMaxRequestBytes;
+  // Streams in the GPU backend's pool.
+  int streams = 4;
+  // How long in-flight requests may take to finish at shutdown.
+  int shutdown_grace_ms = 5000;
+};
+
+// $XDG_RUNTIME_DIR/kerntune.sock, else /run/kerntune/kerntune.sock.
+std::string DefaultSocketPath();
+
+// Prepares `path` for bind: creates its parent directory, removes a stale
+// socket file that nothing listens on. FailedPrecondition when a live server
+// holds it or the path is not a socket.
+absl::Status PrepareSocketPath(const std::string& path);
+
+// Serves until SIGTERM or SIGINT, then refuses new calls, lets requests in
+// flight finish (up to shutdown_grace_ms), removes the socket and returns OK.
+// Installs process-wide SIGTERM/SIGINT handlers (a self-pipe).
+absl::Status RunServer(const Options& options);
+
+}  // namespace kt::server
+
+#endif  // KERNTUNE_SERVER_SERVER_H_
