@@ -1,0 +1,222 @@
+// ConfigCache on a temp tuning store and a described H100: exact, nearest,
+// illegal nearest -> heuristic, other SKUs ignored, reload on change.
+#include "server/config_cache.h"
+
+#include <chrono>
+#include <optional>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "kernels/version.h"
+#include "tests/testing/scoped_temp_dir.h"
+#include "tuner/backend.h"
+
+namespace kt::server {
+namespace {
+
+using kernels::DType;
+using kernels::Op;
+using kernels::Shape;
+
+db::BestConfig Row(Op op, DType dtype, Shape shape, const kernels::LaunchConfig& config,
+                   double median_us) {
+  db::BestConfig row;
+  row.point.op = std::string(kernels::OpName(op));
+  row.point.dtype = std::string(kernels::DTypeName(dtype));
+  row.point.rows = shape.rows;
+  row.point.cols = shape.cols;
+  row.config = tuner::ConfigRecordOf(config);
+  row.median_us = median_us;
+  row.gbps = 1000;
+  row.pct_of_copy = 50;
+  row.heuristic_key = row.config.key;
+  row.env.kernel_version = kernels::kKernelLibraryVersion;
+  row.updated_at = 1700000000;
+  return row;
+}
+
+class ConfigCacheTest : public ::testing::Test {
+ protected:
+  void Import(const std::vector<db::BestConfig>& rows,
+              const db::GpuSku& sku = tuner::SkuOf(kernels::DescribedH100())) {
+    db::OpenOptions options;
+    options.create_if_missing = true;
+    auto store = db::TuningStore::Open(path_, options);
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE((*store)->ImportBestConfigs(sku, rows).ok());
+  }
+
+  std::unique_ptr<ConfigCache> MakeCache() {
+    auto cache = ConfigCache::Create(path_, device_);
+    EXPECT_TRUE(cache.ok()) << cache.status();
+    return cache.ok() ? *std::move(cache) : nullptr;
+  }
+
+  // A legal config for `shape` that is not the heuristic's, and (when
+  // `also` is given) also legal for `also`.
+  kernels::LaunchConfig NonHeuristic(Op op, DType dtype, Shape shape) {
+    auto heuristic = kernels::HeuristicConfig(op, dtype, shape, device_);
+    auto configs = kernels::EnumerateConfigs(op, dtype, shape, device_);
+    EXPECT_TRUE(configs.ok() && heuristic.ok());
+    for (const auto& config : *configs) {
+      if (config != *heuristic) return config;
+    }
+    ADD_FAILURE() << "no config other than the heuristic";
+    return *heuristic;
+  }
+
+  kt::testing::ScopedTempDir dir_;
+  const std::string path_ = dir_.File("tuning.db");
+  const kernels::DeviceInfo device_ = kernels::DescribedH100();
+};
+
+TEST_F(ConfigCacheTest, ExactTunedPointWins) {
+  const Shape shape{4096, 1024};
+  const auto config = NonHeuristic(Op::kSoftmax, DType::kFloat16, shape);
+  Import({Row(Op::kSoftmax, DType::kFloat16, shape, config, 12.5)});
+  auto cache = MakeCache();
+  ASSERT_NE(cache, nullptr);
+  EXPECT_EQ(cache->Entries().size(), 1u);
+  EXPECT_GT(cache->data_version(), 0);
+  auto choice = cache->Lookup(Op::kSoftmax, DType::kFloat16, shape);
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->source, ConfigSource::kTuned);
+  EXPECT_EQ(choice->config, config);
+  ASSERT_TRUE(choice->tuned.has_value());
+  EXPECT_EQ(choice->tuned->median_us, 12.5);
+  // The same shape of another op or dtype is not tuned.
+  auto other = cache->Lookup(Op::kLogSoftmax, DType::kFloat16, shape);
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(other->source, ConfigSource::kHeuristic);
+  EXPECT_EQ(other->config,
+            *kernels::HeuristicConfig(Op::kLogSoftmax, DType::kFloat16, shape, device_));
+}
+
+TEST_F(ConfigCacheTest, NearestTunedPointInLogSpace) {
+  // block_uncached configs are legal for any cols, so both are candidates.
+  const auto near = *kernels::ParseLaunchConfig("block_uncached/b256/p1/g32/r1/w0");
+  const auto far = *kernels::ParseLaunchConfig("block_uncached/b512/p1/g32/r1/w0");
+  Import({Row(Op::kLayerNorm, DType::kFloat32, {1024, 512}, near, 3),
+          Row(Op::kLayerNorm, DType::kFloat32, {1024, 4096}, far, 9)});
+  auto cache = MakeCache();
+  ASSERT_NE(cache, nullptr);
+  // cols 1024: log2 distance 1 to 512, 2 to 4096.
+  auto choice = cache->Lookup(Op::kLayerNorm, DType::kFloat32, {1000, 1024});
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->source, ConfigSource::kNearestTuned);
+  EXPECT_EQ(choice->config, near);
+  EXPECT_EQ(choice->tuned->shape.cols, 512);
+  // cols 3000 is nearer 4096.
+  choice = cache->Lookup(Op::kLayerNorm, DType::kFloat32, {1024, 3000});
+  ASSERT_TRUE(choice.ok());
+  EXPECT_EQ(choice->source, ConfigSource::kNearestTuned);
+  EXPECT_EQ(choice->config, far);
+}
+
+TEST_F(ConfigCacheTest, IllegalNearestFallsBackToTheHeuristic) {
+  // A config tuned for short rows (a sub-warp holding the row in
+  // registers) that cannot hold rows of 4096 columns.
+  const Shape query{4096, 4096};
+  auto configs = kernels::EnumerateConfigs(Op::kSoftmax, DType::kFloat32, {4096, 64}, device_);
+  ASSERT_TRUE(configs.ok());
+  std::optional<kernels::LaunchConfig> illegal;
+  for (const auto& config : *configs) {
+    if (!kernels::ValidateConfig(Op::kSoftmax, DType::kFloat32, query, config, device_).ok()) {
+      illegal = config;
+      break;
+    }
+  }
+  ASSERT_TRUE(illegal.has_value());
+  const kernels::LaunchConfig narrow = *illegal;
+  Import({Row(Op::kSoftmax, DType::kFloat32, {4096, 64}, narrow, 2)});
+  auto cache = MakeCache();
+  ASSERT_NE(cache, nullptr);
+  auto choice = cache->Lookup(Op::kSoftmax, DType::kFloat32, query);
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->source, ConfigSource::kHeuristic);
+  EXPECT_FALSE(choice->tuned.has_value());
+  EXPECT_EQ(choice->config,
+            *kernels::HeuristicConfig(Op::kSoftmax, DType::kFloat32, query, device_));
+}
+
+TEST_F(ConfigCacheTest, OtherSkusAreNotLoaded) {
+  db::GpuSku a100{"NVIDIA A100-SXM4-80GB", 8, 0, 108, int64_t{80} << 30};
+  const auto config = NonHeuristic(Op::kSoftmax, DType::kFloat16, {64, 256});
+  Import({Row(Op::kSoftmax, DType::kFloat16, {64, 256}, config, 1)}, a100);
+  auto cache = MakeCache();
+  ASSERT_NE(cache, nullptr);
+  EXPECT_TRUE(cache->Entries().empty());
+  EXPECT_EQ(cache->Lookup(Op::kSoftmax, DType::kFloat16, {64, 256})->source,
+            ConfigSource::kHeuristic);
+}
+
+TEST_F(ConfigCacheTest, MissingDatabaseIsEmptyUntilItAppears) {
+  auto cache = MakeCache();
+  ASSERT_NE(cache, nullptr);
+  EXPECT_TRUE(cache->Entries().empty());
+  EXPECT_EQ(cache->data_version(), 0);
+  auto reloaded = cache->ReloadIfChanged();
+  ASSERT_TRUE(reloaded.ok());
+  EXPECT_FALSE(*reloaded);
+  const auto config = NonHeuristic(Op::kSoftmax, DType::kBFloat16, {8, 8192});
+  Import({Row(Op::kSoftmax, DType::kBFloat16, {8, 8192}, config, 4)});
+  reloaded = cache->ReloadIfChanged();
+  ASSERT_TRUE(reloaded.ok()) << reloaded.status();
+  EXPECT_TRUE(*reloaded);
+  EXPECT_EQ(cache->Lookup(Op::kSoftmax, DType::kBFloat16, {8, 8192})->source,
+            ConfigSource::kTuned);
+}
+
+TEST_F(ConfigCacheTest, ReloadsWhenTheStoreChanges) {
+  const Shape shape{49152, 4096};
+  const auto first = NonHeuristic(Op::kSoftmax, DType::kFloat16, shape);
+  Import({Row(Op::kSoftmax, DType::kFloat16, shape, first, 50)});
+  auto cache = MakeCache();
+  ASSERT_NE(cache, nullptr);
+  const int64_t version = cache->data_version();
+  EXPECT_FALSE(*cache->ReloadIfChanged());  // nothing changed
+
+  // A tuner finishes: a better config for the point and a new point.
+  auto configs = kernels::EnumerateConfigs(Op::kSoftmax, DType::kFloat16, shape, device_);
+  ASSERT_TRUE(configs.ok());
+  const auto second = configs->back();
+  ASSERT_NE(second, first);
+  Import({Row(Op::kSoftmax, DType::kFloat16, shape, second, 40),
+          Row(Op::kLogSoftmax, DType::kFloat16, shape, second, 41)});
+  auto reloaded = cache->ReloadIfChanged();
+  ASSERT_TRUE(reloaded.ok()) << reloaded.status();
+  EXPECT_TRUE(*reloaded);
+  EXPECT_GT(cache->data_version(), version);
+  EXPECT_EQ(cache->Entries().size(), 2u);
+  auto choice = cache->Lookup(Op::kSoftmax, DType::kFloat16, shape);
+  EXPECT_EQ(choice->config, second);
+  EXPECT_EQ(choice->tuned->median_us, 40);
+}
+
+TEST_F(ConfigCacheTest, PollerPicksUpChangesAndStopsCleanly) {
+  auto cache = MakeCache();
+  ASSERT_NE(cache, nullptr);
+  cache->StartPolling(absl::Milliseconds(10));
+  const Shape shape{128, 2048};
+  const auto config = NonHeuristic(Op::kLayerNorm, DType::kFloat16, shape);
+  Import({Row(Op::kLayerNorm, DType::kFloat16, shape, config, 7)});
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (cache->Lookup(Op::kLayerNorm, DType::kFloat16, shape)->source != ConfigSource::kTuned &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(cache->Lookup(Op::kLayerNorm, DType::kFloat16, shape)->source, ConfigSource::kTuned);
+  cache->StopPolling();
+  cache->StopPolling();  // idempotent
+}
+
+TEST_F(ConfigCacheTest, DamagedDatabaseIsAnError) {
+  FILE* file = std::fopen(path_.c_str(), "w");
+  ASSERT_NE(file, nullptr);
+  std::fputs("this is not an sqlite file, not at all, not even close........", file);
+  std::fclose(file);
+  EXPECT_FALSE(ConfigCache::Create(path_, device_).ok());
+}
+
+}  // namespace
+}  // namespace kt::server

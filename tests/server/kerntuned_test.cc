@@ -1,0 +1,496 @@
+// The real kerntuned binary as a child process, CPU backend, on a Unix
+// socket in a temp dir: every RPC, inline Runs checked against the
+// reference, the malformed-request table over the wire, health, reflection,
+// the socket's mode, stale sockets and SIGTERM.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "google/protobuf/descriptor.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "proto/health.grpc.pb.h"
+#include "kerntune/v1/kerntune.grpc.pb.h"
+#include "kernels/host_dtype.h"
+#include "kernels/reference.h"
+#include "proto/reflection.grpc.pb.h"
+#include "tests/server/malformed_requests.h"
+#include "tests/testing/scoped_temp_dir.h"
+
+namespace kt::server {
+namespace {
+
+namespace pb = ::kerntune::v1;
+using ::kt::server::testing::kTableMaxRequestBytes;
+using ::testing::HasSubstr;
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kStartDeadline = std::chrono::seconds(10);
+constexpr auto kStopDeadline = std::chrono::seconds(5);
+
+// A kerntuned child process; killed and reaped on destruction whatever the
+// test did.
+class Daemon {
+ public:
+  Daemon(const std::vector<std::string>& args, const std::string& log_path) : log_(log_path) {
+    std::vector<std::string> argv = {KT_KERNTUNED_BINARY};
+    argv.insert(argv.end(), args.begin(), args.end());
+    pid_ = fork();
+    if (pid_ == 0) {
+      const int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd >= 0) {
+        dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+      }
+      std::vector<char*> raw;
+      for (std::string& arg : argv) raw.push_back(arg.data());
+      raw.push_back(nullptr);
+      execv(raw[0], raw.data());
+      _exit(127);
+    }
+  }
+  ~Daemon() {
+    if (running()) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  bool running() const { return pid_ > 0 && !exit_status_.has_value(); }
+
+  // The wait status once it exited within `deadline`, else nullopt.
+  std::optional<int> WaitExit(Clock::duration deadline) {
+    const auto end = Clock::now() + deadline;
+    while (running()) {
+      int status = 0;
+      const pid_t got = waitpid(pid_, &status, WNOHANG);
+      if (got == pid_) {
+        exit_status_ = status;
+        break;
+      }
+      if (got < 0 || Clock::now() > end) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return exit_status_;
+  }
+
+  std::optional<int> Signal(int signal_number, Clock::duration deadline) {
+    if (running()) kill(pid_, signal_number);
+    return WaitExit(deadline);
+  }
+
+  std::string Log() const {
+    std::ifstream in(log_);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+
+ private:
+  std::string log_;
+  pid_t pid_ = -1;
+  std::optional<int> exit_status_;
+};
+
+// Short reconnect backoff: the tests poll a daemon that is just starting.
+std::shared_ptr<grpc::Channel> Connect(const std::string& target) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 10);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 10);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 100);
+  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+}
+
+grpc::health::v1::HealthCheckResponse::ServingStatus Health(grpc::Channel& channel,
+                                                            const std::string& service,
+                                                            grpc::Status* status,
+                                                            bool wait_for_ready = false) {
+  auto stub = grpc::health::v1::Health::NewStub(
+      std::shared_ptr<grpc::Channel>(&channel, [](grpc::Channel*) {}));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  context.set_wait_for_ready(wait_for_ready);
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
+  grpc::health::v1::HealthCheckResponse response;
+  *status = stub->Check(&context, request, &response);
+  return response.status();
+}
+
+class KerntunedTest : public ::testing::Test {
+ protected:
+  // Starts kerntuned --cpu on a socket in the temp dir; waits until healthy.
+  void Start(std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"--cpu", "--socket=" + socket_, "--db=" + db_,
+                                     "--max_request_bytes=" +
+                                         std::to_string(kTableMaxRequestBytes)};
+    args.insert(args.end(), extra.begin(), extra.end());
+    daemon_ = std::make_unique<Daemon>(args, dir_.File("kerntuned.log"));
+    // The daemon chmods its socket to 0660 once the server has started.
+    const auto end = Clock::now() + kStartDeadline;
+    struct stat info {};
+    while (!(stat(socket_.c_str(), &info) == 0 && S_ISSOCK(info.st_mode) &&
+             (info.st_mode & 0777) == 0660)) {
+      if (Clock::now() > end || daemon_->WaitExit(std::chrono::seconds(0)).has_value()) {
+        FAIL() << "kerntuned did not start; its log:\n" << daemon_->Log();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    channel_ = Connect("unix:" + socket_);
+    grpc::Status status;
+    ASSERT_EQ(Health(*channel_, "", &status, /*wait_for_ready=*/true),
+              grpc::health::v1::HealthCheckResponse::SERVING)
+        << status.error_message() << "\nkerntuned log:\n" << daemon_->Log();
+    stub_ = pb::KernTune::NewStub(channel_);
+  }
+
+  void TearDown() override {
+    if (HasFailure() && daemon_ != nullptr) {
+      std::cerr << "kerntuned log:\n" << daemon_->Log();
+    }
+  }
+
+  template <typename Request, typename Response>
+  grpc::Status Call(grpc::Status (pb::KernTune::Stub::*method)(grpc::ClientContext*,
+                                                               const Request&, Response*),
+                    const Request& request, Response* response) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    return (stub_.get()->*method)(&context, request, response);
+  }
+
+  kt::testing::ScopedTempDir dir_;
+  const std::string socket_ = dir_.File("run/kerntune.sock");
+  const std::string db_ = dir_.File("missing.db");
+  std::unique_ptr<Daemon> daemon_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<pb::KernTune::Stub> stub_;
+};
+
+kernels::DType ToKernels(pb::DType dtype) {
+  switch (dtype) {
+    case pb::DTYPE_FLOAT16:
+      return kernels::DType::kFloat16;
+    case pb::DTYPE_BFLOAT16:
+      return kernels::DType::kBFloat16;
+    default:
+      return kernels::DType::kFloat32;
+  }
+}
+
+kernels::Op ToKernels(pb::Op op) {
+  switch (op) {
+    case pb::OP_LOG_SOFTMAX:
+      return kernels::Op::kLogSoftmax;
+    case pb::OP_LAYER_NORM:
+      return kernels::Op::kLayerNorm;
+    default:
+      return kernels::Op::kSoftmax;
+  }
+}
+
+std::string RandomTensor(kernels::DType dtype, int64_t n, std::mt19937_64& rng, double mean) {
+  std::normal_distribution<double> normal(mean, 2.0);
+  std::string bytes(n * kernels::DTypeSize(dtype), '\0');
+  for (int64_t i = 0; i < n; ++i) kernels::StoreFromDouble(dtype, bytes.data(), i, normal(rng));
+  return bytes;
+}
+
+TEST_F(KerntunedTest, RunsEveryOpAndDtypeLikeTheReference) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  std::mt19937_64 rng(20261121);
+  const struct {
+    int64_t rows, cols;
+  } shapes[] = {{1, 1}, {7, 33}, {64, 1000}};
+  for (pb::Op op : {pb::OP_SOFTMAX, pb::OP_LOG_SOFTMAX, pb::OP_LAYER_NORM}) {
+    for (pb::DType dtype : {pb::DTYPE_FLOAT32, pb::DTYPE_FLOAT16, pb::DTYPE_BFLOAT16}) {
+      for (const auto& shape : shapes) {
+        SCOPED_TRACE(pb::Op_Name(op) + " " + pb::DType_Name(dtype) + " " +
+                     std::to_string(shape.rows) + "x" + std::to_string(shape.cols));
+        const kernels::DType kdtype = ToKernels(dtype);
+        const bool layer_norm = op == pb::OP_LAYER_NORM;
+        pb::RunRequest request;
+        request.set_op(op);
+        request.set_dtype(dtype);
+        request.mutable_shape()->set_rows(shape.rows);
+        request.mutable_shape()->set_cols(shape.cols);
+        request.mutable_input()->set_inline_data(
+            RandomTensor(kdtype, shape.rows * shape.cols, rng, layer_norm ? 3.0 : 0.5));
+        if (shape.cols != 33) request.mutable_output()->set_return_inline(true);
+        if (layer_norm) {
+          auto* params = request.mutable_layer_norm();
+          params->set_epsilon(1e-5);
+          params->set_want_mean_inv_std(shape.cols != 1);
+          if (shape.cols != 33) {
+            params->mutable_gamma()->set_inline_data(RandomTensor(kdtype, shape.cols, rng, 1));
+            params->mutable_beta()->set_inline_data(RandomTensor(kdtype, shape.cols, rng, 0));
+          }
+        }
+        pb::RunResponse response;
+        const grpc::Status status = Call(&pb::KernTune::Stub::Run, request, &response);
+        ASSERT_TRUE(status.ok()) << status.error_message();
+
+        // The CPU backend is the reference rounded once to the storage dtype.
+        std::string want(request.input().inline_data().size(), '\0');
+        std::vector<float> mean(shape.rows), inv_std(shape.rows);
+        kernels::HostRowOpArgs args;
+        args.x = request.input().inline_data().data();
+        args.y = want.data();
+        if (layer_norm) {
+          const auto& params = request.layer_norm();
+          if (params.has_gamma()) args.gamma = params.gamma().inline_data().data();
+          if (params.has_beta()) args.beta = params.beta().inline_data().data();
+          args.mean = mean.data();
+          args.inv_std = inv_std.data();
+          args.epsilon = params.epsilon();
+        }
+        ASSERT_TRUE(kernels::RunReference(ToKernels(op), kdtype, {shape.rows, shape.cols}, args,
+                                          0, shape.rows, kdtype, 1)
+                        .ok());
+        EXPECT_EQ(response.output_data(), want);
+        if (layer_norm && request.layer_norm().want_mean_inv_std()) {
+          EXPECT_THAT(response.mean(), ::testing::ElementsAreArray(mean));
+          EXPECT_THAT(response.inv_std(), ::testing::ElementsAreArray(inv_std));
+        } else {
+          EXPECT_EQ(response.mean_size(), 0);
+          EXPECT_EQ(response.inv_std_size(), 0);
+        }
+        EXPECT_EQ(response.backend(), "cpu");
+        EXPECT_EQ(response.config().source(), pb::CONFIG_SOURCE_CPU_REFERENCE);
+        EXPECT_FALSE(response.config().has_config());
+        EXPECT_GE(response.kernel_time_us(), 0);
+      }
+    }
+  }
+}
+
+TEST_F(KerntunedTest, SoftmaxOutputIsAProbabilityDistribution) {
+  // Independent of RunReference: softmax rows of a known input sum to one.
+  ASSERT_NO_FATAL_FAILURE(Start());
+  pb::RunRequest request = testing::ValidRunRequest(pb::OP_SOFTMAX, pb::DTYPE_FLOAT32, 2, 4);
+  const float x[8] = {0, 0, 0, 0, 1, 2, 3, 4};
+  request.mutable_input()->set_inline_data(std::string(reinterpret_cast<const char*>(x), 32));
+  pb::RunResponse response;
+  ASSERT_TRUE(Call(&pb::KernTune::Stub::Run, request, &response).ok());
+  ASSERT_EQ(response.output_data().size(), 32u);
+  float y[8];
+  std::memcpy(y, response.output_data().data(), 32);
+  for (int c = 0; c < 4; ++c) EXPECT_FLOAT_EQ(y[c], 0.25f);
+  EXPECT_NEAR(y[4] + y[5] + y[6] + y[7], 1.0, 1e-6);
+  EXPECT_NEAR(y[7], std::exp(4.0) / (std::exp(1.0) + std::exp(2.0) + std::exp(3.0) + std::exp(4.0)),
+              1e-6);
+}
+
+TEST_F(KerntunedTest, GetConfigListConfigsAndGetStatusOnTheCpu) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  pb::GetConfigRequest config_request;
+  config_request.set_op(pb::OP_LAYER_NORM);
+  config_request.set_dtype(pb::DTYPE_BFLOAT16);
+  config_request.mutable_shape()->set_rows(49152);
+  config_request.mutable_shape()->set_cols(4096);
+  pb::GetConfigResponse config;
+  ASSERT_TRUE(Call(&pb::KernTune::Stub::GetConfig, config_request, &config).ok());
+  EXPECT_EQ(config.config().source(), pb::CONFIG_SOURCE_CPU_REFERENCE);
+  EXPECT_FALSE(config.config().has_config());
+
+  config_request.mutable_shape()->set_cols(0);
+  grpc::Status bad = Call(&pb::KernTune::Stub::GetConfig, config_request, &config);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(bad.error_message(), HasSubstr("shape.cols=0"));
+  config_request.mutable_shape()->set_cols(8);
+  config_request.set_op(pb::OP_UNSPECIFIED);
+  bad = Call(&pb::KernTune::Stub::GetConfig, config_request, &config);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(bad.error_message(), HasSubstr("op=0"));
+
+  pb::ListConfigsResponse list;
+  ASSERT_TRUE(Call(&pb::KernTune::Stub::ListConfigs, pb::ListConfigsRequest(), &list).ok());
+  EXPECT_EQ(list.entries_size(), 0);
+
+  pb::GetStatusResponse status;
+  ASSERT_TRUE(Call(&pb::KernTune::Stub::GetStatus, pb::GetStatusRequest(), &status).ok());
+  EXPECT_FALSE(status.version().empty());
+  EXPECT_FALSE(status.kernel_library_version().empty());
+  EXPECT_EQ(status.backend(), "cpu");
+  EXPECT_EQ(status.backend_reason(), "--cpu given");
+  EXPECT_EQ(status.devices_size(), 0);
+  EXPECT_EQ(status.tuned_entries(), 0);
+  EXPECT_EQ(status.database_path(), db_);
+  EXPECT_GE(status.uptime_seconds(), 0);
+}
+
+TEST_F(KerntunedTest, MalformedRequestsGetTheirCodeAndTheDaemonStaysUp) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  const auto cases = testing::MalformedRunRequests();
+  ASSERT_GE(cases.size(), 20u);
+  for (const auto& c : cases) {
+    pb::RunResponse response;
+    const grpc::Status status = Call(&pb::KernTune::Stub::Run, c.request, &response);
+    EXPECT_EQ(static_cast<int>(status.error_code()), static_cast<int>(c.code))
+        << c.name << ": " << status.error_message();
+    EXPECT_THAT(status.error_message(), HasSubstr(c.message)) << c.name;
+  }
+  // Still up and still right.
+  pb::GetStatusResponse status;
+  ASSERT_TRUE(Call(&pb::KernTune::Stub::GetStatus, pb::GetStatusRequest(), &status).ok());
+  pb::RunResponse response;
+  ASSERT_TRUE(Call(&pb::KernTune::Stub::Run,
+                   testing::ValidRunRequest(pb::OP_SOFTMAX, pb::DTYPE_FLOAT16, 2, 8), &response)
+                  .ok());
+  EXPECT_EQ(response.output_data().size(), 32u);
+  EXPECT_TRUE(daemon_->running());
+  // Each failed request was logged at the edge.
+  EXPECT_THAT(daemon_->Log(), HasSubstr("Run from"));
+}
+
+TEST_F(KerntunedTest, HealthIsServingForTheServerAndTheService) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  grpc::Status status;
+  EXPECT_EQ(Health(*channel_, "", &status), grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_TRUE(status.ok());
+  EXPECT_EQ(Health(*channel_, "kerntune.v1.KernTune", &status),
+            grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_TRUE(status.ok());
+  Health(*channel_, "no.such.Service", &status);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(KerntunedTest, ReflectionListsAndDescribesTheService) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  auto stub = grpc::reflection::v1alpha::ServerReflection::NewStub(channel_);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  auto stream = stub->ServerReflectionInfo(&context);
+  grpc::reflection::v1alpha::ServerReflectionRequest request;
+  request.set_list_services("");
+  ASSERT_TRUE(stream->Write(request));
+  grpc::reflection::v1alpha::ServerReflectionResponse response;
+  ASSERT_TRUE(stream->Read(&response));
+  std::vector<std::string> names;
+  for (const auto& service : response.list_services_response().service()) {
+    names.push_back(service.name());
+  }
+  EXPECT_THAT(names, ::testing::IsSupersetOf({"kerntune.v1.KernTune", "grpc.health.v1.Health"}));
+
+  request.set_file_containing_symbol("kerntune.v1.KernTune");
+  ASSERT_TRUE(stream->Write(request));
+  ASSERT_TRUE(stream->Read(&response));
+  ASSERT_TRUE(response.has_file_descriptor_response()) << response.DebugString();
+  std::vector<std::string> methods;
+  for (const std::string& bytes : response.file_descriptor_response().file_descriptor_proto()) {
+    google::protobuf::FileDescriptorProto file;
+    ASSERT_TRUE(file.ParseFromString(bytes));
+    for (const auto& service : file.service()) {
+      if (file.package() + "." + service.name() != "kerntune.v1.KernTune") continue;
+      for (const auto& method : service.method()) methods.push_back(method.name());
+    }
+  }
+  EXPECT_THAT(methods,
+              ::testing::UnorderedElementsAre("Run", "GetConfig", "ListConfigs", "GetStatus"));
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
+TEST_F(KerntunedTest, SocketIsMode0660InACreatedDirectory) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  struct stat info {};
+  ASSERT_EQ(stat(socket_.c_str(), &info), 0);
+  EXPECT_TRUE(S_ISSOCK(info.st_mode));
+  EXPECT_EQ(info.st_mode & 0777, 0660);
+}
+
+TEST_F(KerntunedTest, SigtermDrainsExitsZeroAndRemovesTheSocket) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  const auto start = Clock::now();
+  const std::optional<int> status = daemon_->Signal(SIGTERM, kStopDeadline);
+  ASSERT_TRUE(status.has_value()) << "still running " << kStopDeadline.count() << " s after SIGTERM";
+  EXPECT_TRUE(WIFEXITED(*status));
+  EXPECT_EQ(WEXITSTATUS(*status), 0);
+  EXPECT_LT(Clock::now() - start, kStopDeadline);
+  struct stat info {};
+  EXPECT_NE(stat(socket_.c_str(), &info), 0) << "socket left behind";
+  EXPECT_THAT(daemon_->Log(), HasSubstr("kerntuned: stopped"));
+}
+
+TEST_F(KerntunedTest, SigintAlsoStopsCleanly) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  const std::optional<int> status = daemon_->Signal(SIGINT, kStopDeadline);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status));
+  EXPECT_EQ(WEXITSTATUS(*status), 0);
+}
+
+TEST_F(KerntunedTest, AStaleSocketFileIsReplaced) {
+  // A socket file nobody listens on, as a killed daemon leaves behind.
+  ASSERT_EQ(mkdir(dir_.File("run").c_str(), 0755), 0);
+  const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, socket_.c_str(), sizeof(address.sun_path) - 1);
+  ASSERT_EQ(bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
+  close(fd);
+  ASSERT_NO_FATAL_FAILURE(Start());
+  pb::GetStatusResponse status;
+  EXPECT_TRUE(Call(&pb::KernTune::Stub::GetStatus, pb::GetStatusRequest(), &status).ok());
+}
+
+TEST_F(KerntunedTest, ASecondDaemonOnALiveSocketRefusesToStart) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  Daemon second({"--cpu", "--socket=" + socket_, "--db=" + db_}, dir_.File("second.log"));
+  const std::optional<int> status = second.WaitExit(kStartDeadline);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status));
+  EXPECT_EQ(WEXITSTATUS(*status), 1);
+  EXPECT_THAT(second.Log(), HasSubstr("another server is listening on " + socket_));
+  // The first one still serves.
+  pb::GetStatusResponse reply;
+  EXPECT_TRUE(Call(&pb::KernTune::Stub::GetStatus, pb::GetStatusRequest(), &reply).ok());
+}
+
+TEST_F(KerntunedTest, ServesOverTcpWhenAsked) {
+  // Port 0 is refused: the daemon must be told a real port, so find a free one.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  socklen_t length = sizeof(address);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  const int port = ntohs(address.sin_port);
+  close(fd);
+  const std::string target = "127.0.0.1:" + std::to_string(port);
+  ASSERT_NO_FATAL_FAILURE(Start({"--tcp=" + target}));
+  auto tcp = pb::KernTune::NewStub(Connect(target));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  pb::GetStatusResponse status;
+  const grpc::Status got = tcp->GetStatus(&context, pb::GetStatusRequest(), &status);
+  EXPECT_TRUE(got.ok()) << got.error_message();
+  EXPECT_EQ(status.backend(), "cpu");
+}
+
+}  // namespace
+}  // namespace kt::server
