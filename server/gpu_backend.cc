@@ -98,6 +98,15 @@ GpuBackend::~GpuBackend() {
   }
 }
 
+std::vector<kernels::DeviceInfo> GpuBackend::devices() const {
+  std::vector<kernels::DeviceInfo> devices;
+  for (int ordinal = 0; ordinal < kernels::CudaDeviceCount(); ++ordinal) {
+    absl::StatusOr<kernels::DeviceInfo> device = kernels::GetDeviceInfo(ordinal);
+    if (device.ok()) devices.push_back(*std::move(device));
+  }
+  return devices;
+}
+
 absl::StatusOr<RunResult> GpuBackend::Execute(const RunRequest& request) {
   // The executing thread (a gRPC handler thread) sets its own device; the
   // kernel library never switches devices behind its back.

@@ -29,7 +29,8 @@ class GpuBackend final : public Backend {
   std::string name() const override { return "gpu"; }
   absl::StatusOr<RunResult> Execute(const RunRequest& request) override;
   const ConfigCache* config_cache() const override { return cache_.get(); }
-  std::vector<kernels::DeviceInfo> devices() const override { return {device_}; }
+  // Every visible CUDA device (requests run on the first).
+  std::vector<kernels::DeviceInfo> devices() const override;
 
  private:
   // A stream with its timing events.
