@@ -28,11 +28,12 @@
 #include "google/protobuf/descriptor.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "proto/health.grpc.pb.h"
 #include "kerntune/v1/kerntune.grpc.pb.h"
+#include "kernels/device_info.h"
 #include "kernels/host_dtype.h"
 #include "kernels/reference.h"
 #include "proto/reflection.grpc.pb.h"
+#include "tests/server/daemon_process.h"
 #include "tests/server/malformed_requests.h"
 #include "tests/testing/scoped_temp_dir.h"
 
@@ -42,101 +43,14 @@ namespace {
 namespace pb = ::kerntune::v1;
 using ::kt::server::testing::kTableMaxRequestBytes;
 using ::testing::HasSubstr;
-using Clock = std::chrono::steady_clock;
+using ::kt::server::testing::Clock;
+using ::kt::server::testing::Connect;
+using ::kt::server::testing::Daemon;
+using ::kt::server::testing::Health;
+using ::kt::server::testing::WaitUntilServing;
 
 constexpr auto kStartDeadline = std::chrono::seconds(10);
 constexpr auto kStopDeadline = std::chrono::seconds(5);
-
-// A kerntuned child process; killed and reaped on destruction whatever the
-// test did.
-class Daemon {
- public:
-  Daemon(const std::vector<std::string>& args, const std::string& log_path) : log_(log_path) {
-    std::vector<std::string> argv = {KT_KERNTUNED_BINARY};
-    argv.insert(argv.end(), args.begin(), args.end());
-    pid_ = fork();
-    if (pid_ == 0) {
-      const int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      if (fd >= 0) {
-        dup2(fd, STDOUT_FILENO);
-        dup2(fd, STDERR_FILENO);
-      }
-      std::vector<char*> raw;
-      for (std::string& arg : argv) raw.push_back(arg.data());
-      raw.push_back(nullptr);
-      execv(raw[0], raw.data());
-      _exit(127);
-    }
-  }
-  ~Daemon() {
-    if (running()) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  Daemon(const Daemon&) = delete;
-  Daemon& operator=(const Daemon&) = delete;
-
-  bool running() const { return pid_ > 0 && !exit_status_.has_value(); }
-
-  // The wait status once it exited within `deadline`, else nullopt.
-  std::optional<int> WaitExit(Clock::duration deadline) {
-    const auto end = Clock::now() + deadline;
-    while (running()) {
-      int status = 0;
-      const pid_t got = waitpid(pid_, &status, WNOHANG);
-      if (got == pid_) {
-        exit_status_ = status;
-        break;
-      }
-      if (got < 0 || Clock::now() > end) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return exit_status_;
-  }
-
-  std::optional<int> Signal(int signal_number, Clock::duration deadline) {
-    if (running()) kill(pid_, signal_number);
-    return WaitExit(deadline);
-  }
-
-  std::string Log() const {
-    std::ifstream in(log_);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-  }
-
- private:
-  std::string log_;
-  pid_t pid_ = -1;
-  std::optional<int> exit_status_;
-};
-
-// Short reconnect backoff: the tests poll a daemon that is just starting.
-std::shared_ptr<grpc::Channel> Connect(const std::string& target) {
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 10);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 10);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 100);
-  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
-}
-
-grpc::health::v1::HealthCheckResponse::ServingStatus Health(grpc::Channel& channel,
-                                                            const std::string& service,
-                                                            grpc::Status* status,
-                                                            bool wait_for_ready = false) {
-  auto stub = grpc::health::v1::Health::NewStub(
-      std::shared_ptr<grpc::Channel>(&channel, [](grpc::Channel*) {}));
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  context.set_wait_for_ready(wait_for_ready);
-  grpc::health::v1::HealthCheckRequest request;
-  request.set_service(service);
-  grpc::health::v1::HealthCheckResponse response;
-  *status = stub->Check(&context, request, &response);
-  return response.status();
-}
 
 class KerntunedTest : public ::testing::Test {
  protected:
@@ -146,22 +60,10 @@ class KerntunedTest : public ::testing::Test {
                                      "--max_request_bytes=" +
                                          std::to_string(kTableMaxRequestBytes)};
     args.insert(args.end(), extra.begin(), extra.end());
-    daemon_ = std::make_unique<Daemon>(args, dir_.File("kerntuned.log"));
-    // The daemon chmods its socket to 0660 once the server has started.
-    const auto end = Clock::now() + kStartDeadline;
-    struct stat info {};
-    while (!(stat(socket_.c_str(), &info) == 0 && S_ISSOCK(info.st_mode) &&
-             (info.st_mode & 0777) == 0660)) {
-      if (Clock::now() > end || daemon_->WaitExit(std::chrono::seconds(0)).has_value()) {
-        FAIL() << "kerntuned did not start; its log:\n" << daemon_->Log();
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    daemon_ = std::make_unique<Daemon>(KT_KERNTUNED_BINARY, args, dir_.File("kerntuned.log"));
+    const absl::Status serving = WaitUntilServing(*daemon_, socket_, kStartDeadline);
+    ASSERT_TRUE(serving.ok()) << serving;
     channel_ = Connect("unix:" + socket_);
-    grpc::Status status;
-    ASSERT_EQ(Health(*channel_, "", &status, /*wait_for_ready=*/true),
-              grpc::health::v1::HealthCheckResponse::SERVING)
-        << status.error_message() << "\nkerntuned log:\n" << daemon_->Log();
     stub_ = pb::KernTune::NewStub(channel_);
   }
 
@@ -367,12 +269,12 @@ TEST_F(KerntunedTest, MalformedRequestsGetTheirCodeAndTheDaemonStaysUp) {
 TEST_F(KerntunedTest, HealthIsServingForTheServerAndTheService) {
   ASSERT_NO_FATAL_FAILURE(Start());
   grpc::Status status;
-  EXPECT_EQ(Health(*channel_, "", &status), grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_EQ(Health(channel_, "", &status), grpc::health::v1::HealthCheckResponse::SERVING);
   EXPECT_TRUE(status.ok());
-  EXPECT_EQ(Health(*channel_, "kerntune.v1.KernTune", &status),
+  EXPECT_EQ(Health(channel_, "kerntune.v1.KernTune", &status),
             grpc::health::v1::HealthCheckResponse::SERVING);
   EXPECT_TRUE(status.ok());
-  Health(*channel_, "no.such.Service", &status);
+  Health(channel_, "no.such.Service", &status);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
@@ -458,7 +360,7 @@ TEST_F(KerntunedTest, AStaleSocketFileIsReplaced) {
 
 TEST_F(KerntunedTest, ASecondDaemonOnALiveSocketRefusesToStart) {
   ASSERT_NO_FATAL_FAILURE(Start());
-  Daemon second({"--cpu", "--socket=" + socket_, "--db=" + db_}, dir_.File("second.log"));
+  Daemon second(KT_KERNTUNED_BINARY, {"--cpu", "--socket=" + socket_, "--db=" + db_}, dir_.File("second.log"));
   const std::optional<int> status = second.WaitExit(kStartDeadline);
   ASSERT_TRUE(status.has_value());
   EXPECT_TRUE(WIFEXITED(*status));
@@ -467,6 +369,21 @@ TEST_F(KerntunedTest, ASecondDaemonOnALiveSocketRefusesToStart) {
   // The first one still serves.
   pb::GetStatusResponse reply;
   EXPECT_TRUE(Call(&pb::KernTune::Stub::GetStatus, pb::GetStatusRequest(), &reply).ok());
+}
+
+TEST_F(KerntunedTest, WithoutCpuFlagFallsBackToTheCpuWhenThereIsNoGpu) {
+  if (kernels::CudaDeviceCount() > 0) GTEST_SKIP() << "a GPU is present (kt_kerntuned_gpu_test)";
+  daemon_ = std::make_unique<Daemon>(KT_KERNTUNED_BINARY,
+                                     std::vector<std::string>{"--socket=" + socket_, "--db=" + db_},
+                                     dir_.File("kerntuned.log"));
+  const absl::Status serving = WaitUntilServing(*daemon_, socket_, kStartDeadline);
+  ASSERT_TRUE(serving.ok()) << serving;
+  stub_ = pb::KernTune::NewStub(Connect("unix:" + socket_));
+  pb::GetStatusResponse status;
+  ASSERT_TRUE(Call(&pb::KernTune::Stub::GetStatus, pb::GetStatusRequest(), &status).ok());
+  EXPECT_EQ(status.backend(), "cpu");
+  EXPECT_EQ(status.backend_reason(), "no CUDA device found");
+  EXPECT_THAT(daemon_->Log(), HasSubstr("backend cpu (no CUDA device found)"));
 }
 
 TEST_F(KerntunedTest, ServesOverTcpWhenAsked) {

@@ -1,0 +1,116 @@
+// kerntuned child process helpers (see daemon_process.h).
+#include "tests/server/daemon_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+
+namespace kt::server::testing {
+
+Daemon::Daemon(const std::string& binary, const std::vector<std::string>& args,
+               const std::string& log_path)
+    : log_(log_path) {
+  std::vector<std::string> argv = {binary};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> raw;
+  for (std::string& arg : argv) raw.push_back(arg.data());
+  raw.push_back(nullptr);
+  pid_ = fork();
+  if (pid_ == 0) {
+    const int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      dup2(fd, STDOUT_FILENO);
+      dup2(fd, STDERR_FILENO);
+    }
+    execv(raw[0], raw.data());
+    _exit(127);
+  }
+}
+
+Daemon::~Daemon() {
+  if (running()) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+}
+
+std::optional<int> Daemon::WaitExit(Clock::duration deadline) {
+  const auto end = Clock::now() + deadline;
+  while (running()) {
+    int status = 0;
+    const pid_t got = waitpid(pid_, &status, WNOHANG);
+    if (got == pid_) {
+      exit_status_ = status;
+      break;
+    }
+    if (got < 0 || Clock::now() > end) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return exit_status_;
+}
+
+std::optional<int> Daemon::Signal(int signal_number, Clock::duration deadline) {
+  if (running()) kill(pid_, signal_number);
+  return WaitExit(deadline);
+}
+
+std::string Daemon::Log() const {
+  std::ifstream in(log_);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::shared_ptr<grpc::Channel> Connect(const std::string& target) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 10);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 10);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 100);
+  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+}
+
+grpc::health::v1::HealthCheckResponse::ServingStatus Health(
+    const std::shared_ptr<grpc::Channel>& channel, const std::string& service,
+    grpc::Status* status, bool wait_for_ready) {
+  auto stub = grpc::health::v1::Health::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  context.set_wait_for_ready(wait_for_ready);
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
+  grpc::health::v1::HealthCheckResponse response;
+  *status = stub->Check(&context, request, &response);
+  return response.status();
+}
+
+absl::Status WaitUntilServing(Daemon& daemon, const std::string& socket_path,
+                              Clock::duration deadline) {
+  const auto end = Clock::now() + deadline;
+  struct stat info {};
+  while (!(stat(socket_path.c_str(), &info) == 0 && S_ISSOCK(info.st_mode) &&
+           (info.st_mode & 0777) == 0660)) {
+    if (Clock::now() > end || daemon.WaitExit(std::chrono::seconds(0)).has_value()) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("kerntuned did not start; its log:\n", daemon.Log()));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  grpc::Status status;
+  if (Health(Connect("unix:" + socket_path), "", &status, /*wait_for_ready=*/true) !=
+      grpc::health::v1::HealthCheckResponse::SERVING) {
+    return absl::UnavailableError(absl::StrCat("kerntuned is not serving: ",
+                                               status.error_message(), "; its log:\n",
+                                               daemon.Log()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kt::server::testing
