@@ -101,30 +101,36 @@ def main():
                 below_target.append((key, r["pct_copy"]))
         out.write("\n")
 
-    out.write("### Checks\n\n")
-    wrong = [r for r in ours["results"] if not r["passed"]]
-    out.write(f"- kerntune outputs failing the fp64 check: {len(wrong)}\n")
-    out.write(f"- points slower than torch eager: {len(slower_than_eager)}\n")
-    for key, a, b in slower_than_eager:
-        out.write(f"  - {' '.join(map(str, key))}: {a:.0f} vs {b:.0f} GB/s\n")
-    out.write(f"- 16-bit main points with cols >= 1024 under {args.target_pct:.0f}% of copy: "
-              f"{len(below_target)}\n")
-    for key, pct in below_target:
-        out.write(f"  - {' '.join(map(str, key))}: {pct:.1f}%\n")
-    out.write(f"- points slower than torch.compile: {len(slower_than_compile)} of "
-              f"{len(ours['results'])}\n")
-    if any(r.get("tuned") for r in ours["results"]):
-        out.write(f"- tuned configs slower than the heuristic (same run): {len(tuned_slower)}\n")
-        for key, a, b in tuned_slower:
-            out.write(f"  - {' '.join(map(str, key))}: {a:.0f} vs {b:.0f} GB/s\n")
-        out.write(f"- tuned, main, cols >= 1024 under {args.tuned_target_pct:.0f}% of copy: "
-                  f"{len(tuned_below_target)}\n")
-        for key, pct in tuned_below_target:
-            out.write(f"  - {' '.join(map(str, key))}: {pct:.1f}%\n")
-        out.write(f"- tuned configs slower than torch.compile: {len(tuned_slower_than_compile)}\n")
-        for key, a, b in tuned_slower_than_compile:
-            out.write(f"  - {' '.join(map(str, key))}: {a:.0f} vs {b:.0f} GB/s\n")
+    def key_text(key):
+        return " ".join(map(str, key))
 
+    def gbps_pair(item):
+        key, a, b = item
+        return f"{key_text(key)}: {a:.0f} vs {b:.0f} GB/s"
+
+    def pct(item):
+        key, value = item
+        return f"{key_text(key)}: {value:.1f}%"
+
+    def check(title, items, describe=None, total=""):
+        """One checks line with its count, then each offending point."""
+        out.write(f"- {title}: {len(items)}{total}\n")
+        for item in items if describe else ():
+            out.write(f"  - {describe(item)}\n")
+
+    out.write("### Checks\n\n")
+    check("kerntune outputs failing the fp64 check",
+          [r for r in ours["results"] if not r["passed"]])
+    check("points slower than torch eager", slower_than_eager, gbps_pair)
+    check(f"16-bit main points with cols >= 1024 under {args.target_pct:.0f}% of copy",
+          below_target, pct)
+    check("points slower than torch.compile", slower_than_compile,
+          total=f" of {len(ours['results'])}")
+    if any(r.get("tuned") for r in ours["results"]):
+        check("tuned configs slower than the heuristic (same run)", tuned_slower, gbps_pair)
+        check(f"tuned, main, cols >= 1024 under {args.tuned_target_pct:.0f}% of copy",
+              tuned_below_target, pct)
+        check("tuned configs slower than torch.compile", tuned_slower_than_compile, gbps_pair)
 
 if __name__ == "__main__":
     main()
