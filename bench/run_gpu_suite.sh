@@ -3,11 +3,14 @@
 # kernel benchmark on the standard grid, and the PyTorch peers in the same
 # run. Results go to $OUT (or ./gpu-results).
 #
-#   bin/run_gpu_suite.sh [tests|bench|all|tune] [extra kt_kernel_bench flags...]
+#   bin/run_gpu_suite.sh [tests|daemon|bench|all|tune] [extra kt_kernel_bench flags...]
 #
-# tune: `kerntune tune` over the standard grid into $OUT/tuning.db (resuming
-# if that file already holds points), then the benchmark with --db so tuned
-# and heuristic configs are timed side by side, then the PyTorch peers.
+# tests: the kernel and the daemon gpu-labelled tests; daemon: the latter only.
+# tune: `kerntune tune` over the standard grid into $OUT/tuning.db, resuming
+# from $RESUME_DB when given (a database an earlier, cut-off call brought
+# back) and stopped cleanly with SIGINT after $TUNE_LIMIT_S seconds if set.
+# bench: the kernel benchmark and the PyTorch peers in one run; with
+# $TUNED_DB, tuned and heuristic configs are timed side by side.
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -30,18 +33,32 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
   grep -E '^\[(coverage|sweep)\]|FAILED|PASSED|Failure|error' "$out/gpu_test.log" | head -60
 fi
 
+if [ "$what" = tests ] || [ "$what" = daemon ] || [ "$what" = all ]; then
+  echo "== daemon GPU tests"
+  KERNTUNED_BINARY="$here/kerntuned" timeout 180 "$here/kt_kerntuned_gpu_test" --gtest_brief=1 \
+    > "$out/daemon_gpu_test.log" 2>&1 || status=1
+  grep -E 'FAILED|PASSED|Failure|error' "$out/daemon_gpu_test.log" | head -30
+fi
+
 bench_flags=()
 if [ "$what" = tune ]; then
   echo "== kerntune tune"
+  [ -n "${RESUME_DB:-}" ] && cp "$RESUME_DB" "$out/tuning.db"
+  limit=()
+  [ -n "${TUNE_LIMIT_S:-}" ] && limit=(timeout -s INT "$TUNE_LIMIT_S")
   start=$(date +%s)
-  "$here/kerntune" tune --db="$out/tuning.db" > "$out/tune_summary.txt" 2> "$out/tune.log" \
-    || status=1
-  echo "tune wall time: $(( $(date +%s) - start )) s" | tee -a "$out/tune_summary.txt"
+  "${limit[@]}" "$here/kerntune" tune --db="$out/tuning.db" > "$out/tune_summary.txt" \
+    2> "$out/tune.log"
+  tune_status=$?
+  echo "tune wall time: $(( $(date +%s) - start )) s (exit $tune_status)" | tee -a "$out/tune_summary.txt"
   tail -4 "$out/tune_summary.txt"
-  bench_flags=(--db="$out/tuning.db")
+  tail -3 "$out/tune.log"
+  # 130: stopped by the limit with every finished point kept; resume later.
+  [ "$tune_status" = 0 ] || status=$tune_status
 fi
 
-if [ "$what" = bench ] || [ "$what" = all ] || [ "$what" = tune ]; then
+[ -n "${TUNED_DB:-}" ] && bench_flags=(--db="$TUNED_DB")
+if [ "$what" = bench ] || [ "$what" = all ]; then
   echo "== kernel benchmark"
   "$here/kt_kernel_bench" --out "$out/kernel_bench.json" --commit "${KT_COMMIT:-}" \
     "${bench_flags[@]}" "$@" > "$out/kernel_bench.log" 2>&1 || status=1

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -14,6 +15,11 @@
 #include "absl/strings/str_cat.h"
 
 namespace kt::server::testing {
+
+std::string KerntunedBinary() {
+  const char* from_env = std::getenv("KERNTUNED_BINARY");
+  return from_env != nullptr && *from_env != '\0' ? from_env : KT_KERNTUNED_BINARY;
+}
 
 Daemon::Daemon(const std::string& binary, const std::vector<std::string>& args,
                const std::string& log_path)

@@ -19,6 +19,11 @@ namespace kt::server::testing {
 
 using Clock = std::chrono::steady_clock;
 
+// The kerntuned to test: $KERNTUNED_BINARY when set (a bundle on a GPU
+// host, where the build tree does not exist), else the one built beside the
+// tests.
+std::string KerntunedBinary();
+
 // A child process running `binary args...` with stdout and stderr in
 // `log_path`; SIGKILLed and reaped on destruction if still running.
 class Daemon {

@@ -64,7 +64,7 @@ class KerntunedGpuTest : public ::testing::Test {
     ASSERT_TRUE((*store)->ImportBestConfigs(tuner::SkuOf(device_), {row}).ok());
 
     daemon_ = std::make_unique<Daemon>(
-        KT_KERNTUNED_BINARY, std::vector<std::string>{"--socket=" + socket_, "--db=" + db_},
+        KerntunedBinary(), std::vector<std::string>{"--socket=" + socket_, "--db=" + db_},
         dir_.File("kerntuned.log"));
     const absl::Status serving =
         WaitUntilServing(*daemon_, socket_, std::chrono::seconds(30));

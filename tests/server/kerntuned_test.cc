@@ -60,7 +60,7 @@ class KerntunedTest : public ::testing::Test {
                                      "--max_request_bytes=" +
                                          std::to_string(kTableMaxRequestBytes)};
     args.insert(args.end(), extra.begin(), extra.end());
-    daemon_ = std::make_unique<Daemon>(KT_KERNTUNED_BINARY, args, dir_.File("kerntuned.log"));
+    daemon_ = std::make_unique<Daemon>(KerntunedBinary(), args, dir_.File("kerntuned.log"));
     const absl::Status serving = WaitUntilServing(*daemon_, socket_, kStartDeadline);
     ASSERT_TRUE(serving.ok()) << serving;
     channel_ = Connect("unix:" + socket_);
@@ -360,7 +360,7 @@ TEST_F(KerntunedTest, AStaleSocketFileIsReplaced) {
 
 TEST_F(KerntunedTest, ASecondDaemonOnALiveSocketRefusesToStart) {
   ASSERT_NO_FATAL_FAILURE(Start());
-  Daemon second(KT_KERNTUNED_BINARY, {"--cpu", "--socket=" + socket_, "--db=" + db_}, dir_.File("second.log"));
+  Daemon second(KerntunedBinary(), {"--cpu", "--socket=" + socket_, "--db=" + db_}, dir_.File("second.log"));
   const std::optional<int> status = second.WaitExit(kStartDeadline);
   ASSERT_TRUE(status.has_value());
   EXPECT_TRUE(WIFEXITED(*status));
@@ -373,7 +373,7 @@ TEST_F(KerntunedTest, ASecondDaemonOnALiveSocketRefusesToStart) {
 
 TEST_F(KerntunedTest, WithoutCpuFlagFallsBackToTheCpuWhenThereIsNoGpu) {
   if (kernels::CudaDeviceCount() > 0) GTEST_SKIP() << "a GPU is present (kt_kerntuned_gpu_test)";
-  daemon_ = std::make_unique<Daemon>(KT_KERNTUNED_BINARY,
+  daemon_ = std::make_unique<Daemon>(KerntunedBinary(),
                                      std::vector<std::string>{"--socket=" + socket_, "--db=" + db_},
                                      dir_.File("kerntuned.log"));
   const absl::Status serving = WaitUntilServing(*daemon_, socket_, kStartDeadline);
