@@ -29,6 +29,7 @@ namespace {
 namespace pb = ::kerntune::v1;
 using ::kt::server::testing::Connect;
 using ::kt::server::testing::Daemon;
+using ::kt::server::testing::KerntunedBinary;
 using ::kt::server::testing::WaitUntilServing;
 
 constexpr kernels::Shape kTunedShape{4096, 1024};

@@ -46,6 +46,7 @@ using ::testing::HasSubstr;
 using ::kt::server::testing::Clock;
 using ::kt::server::testing::Connect;
 using ::kt::server::testing::Daemon;
+using ::kt::server::testing::KerntunedBinary;
 using ::kt::server::testing::Health;
 using ::kt::server::testing::WaitUntilServing;
 
