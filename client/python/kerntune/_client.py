@@ -1,0 +1,634 @@
+"""The kerntune client: a gRPC channel to kerntuned and the row-wise ops.
+
+Tensors reach the daemon three ways (see README.md):
+  - NumPy arrays inline (copied into the request and back);
+  - SharedArray (POSIX shared memory) by registered buffer id + offset;
+  - PyTorch CUDA tensors by CUDA IPC handle + offset (or a registered
+    buffer when the caller registered the allocation).
+"""
+
+import collections
+import os
+import threading
+import weakref
+
+import grpc
+import numpy as np
+
+from kerntune import _errors
+from kerntune import _shared
+from kerntune import _torch
+from kerntune import _types
+from kerntune.v1 import kerntune_pb2 as pb
+from kerntune.v1 import kerntune_pb2_grpc as pb_grpc
+
+# Seconds every RPC may take; None = no deadline.
+DEFAULT_TIMEOUT_S = 60.0
+
+OPS = {
+    "softmax": pb.OP_SOFTMAX,
+    "log_softmax": pb.OP_LOG_SOFTMAX,
+    "layer_norm": pb.OP_LAYER_NORM,
+}
+DTYPES = {
+    "float32": pb.DTYPE_FLOAT32,
+    "float16": pb.DTYPE_FLOAT16,
+    "bfloat16": pb.DTYPE_BFLOAT16,
+}
+
+
+def default_socket_path():
+    """The daemon's default socket: $XDG_RUNTIME_DIR/kerntune.sock, else /run/kerntune/kerntune.sock."""
+    runtime_dir = os.environ.get("XDG_RUNTIME_DIR", "")
+    if runtime_dir:
+        return runtime_dir + "/kerntune.sock"
+    return "/run/kerntune/kerntune.sock"
+
+
+def default_target():
+    return "unix:" + default_socket_path()
+
+
+def _normalize_target(target):
+    if target is None:
+        return default_target()
+    target = str(target)
+    if target.startswith("/"):
+        return "unix:" + target
+    return target
+
+
+def _invalid(message):
+    return _errors.InvalidArgumentError(message)
+
+
+def _op_enum(op):
+    if isinstance(op, str) and op in OPS:
+        return OPS[op]
+    raise _invalid("op=%r must be one of %s" % (op, ", ".join(OPS)))
+
+
+def _dtype_name(dtype):
+    """"float32" / "float16" / "bfloat16" from a string, NumPy or torch dtype."""
+    torch = _torch.torch_module()
+    if isinstance(dtype, str):
+        name = dtype[len("torch."):] if dtype.startswith("torch.") else dtype
+    elif torch is not None and isinstance(dtype, torch.dtype):
+        name = str(dtype)[len("torch."):]
+    else:
+        try:
+            name = np.dtype(dtype).name
+        except TypeError:
+            name = str(dtype)
+    if name not in DTYPES:
+        raise _invalid("dtype=%s must be float32, float16 or bfloat16" % (dtype,))
+    return name
+
+
+def _rows_cols(shape, what):
+    if len(shape) != 2:
+        raise _invalid(
+            "%s has shape %s: kerntune takes 2-d (rows, cols) tensors reduced along the "
+            "last axis; reshape(-1, cols) first" % (what, tuple(shape)))
+    return int(shape[0]), int(shape[1])
+
+
+def _host_array(value, what):
+    if isinstance(value, np.ndarray):
+        return value
+    if _torch.is_tensor(value):
+        raise _invalid(
+            "%s is a torch tensor on %s: tensors go by CUDA IPC and must be on a CUDA "
+            "device like x; pass a CPU tensor as %s.numpy()" % (what, value.device, what))
+    return np.asarray(value)
+
+
+def _host_dtype(array, what):
+    name = array.dtype.name
+    if name not in DTYPES:
+        raise _invalid(
+            "%s has dtype %s: kerntune takes float32, float16 or bfloat16 "
+            "(bfloat16 needs a NumPy bfloat16 dtype such as ml_dtypes.bfloat16)"
+            % (what, array.dtype))
+    if array.dtype.byteorder == ">":
+        raise _invalid("%s is big-endian; the daemon reads little-endian data" % what)
+    return name
+
+
+def _host_param(value, what, dtype, cols):
+    if value is None:
+        return None
+    array = _host_array(value, what)
+    if array.dtype != dtype:
+        raise _invalid("%s has dtype %s, want %s like x" % (what, array.dtype, dtype))
+    if array.shape != (cols,):
+        raise _invalid("%s has shape %s, want (%d,): one value per column"
+                       % (what, tuple(array.shape), cols))
+    return array
+
+
+class Buffer:
+    """A registration of client memory with the daemon (Client.register).
+
+    Attributes: id (the daemon's buffer id), kind ("host_shm" or "cuda_ipc"),
+    size_bytes, label, info (BufferInfo at registration), closed. The memory
+    stays registered until close() (or the end of a `with` block), the
+    idle lease ends, or this process exits. While registered, runs on arrays
+    or tensors inside this memory refer to it by id + offset.
+    """
+
+    def __init__(self, client, info, key, keep, auto):
+        self._client = client
+        self.info = info
+        self.id = info.buffer_id
+        self.kind = info.kind
+        self.size_bytes = info.size_bytes
+        self.label = info.label
+        self.auto = auto
+        self.closed = False
+        self._key = key
+        self._keep = keep
+
+    def close(self):
+        """Unregisters (idempotent; a lease that already ended is not an error)."""
+        if self.closed:
+            return
+        self.closed = True
+        self._client._forget(self)
+        self._keep = None
+        if self._client.closed:
+            return
+        try:
+            self._client.unregister(self.id)
+        except _errors.NotFoundError:
+            pass
+
+    unregister = close
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return "<kerntune.Buffer %s %s %d bytes%s%s>" % (
+            self.id, self.kind, self.size_bytes,
+            " label=%r" % self.label if self.label else "",
+            " closed" if self.closed else "")
+
+
+class Client:
+    """A connection to kerntuned.
+
+    target: "unix:/path/to.sock", an absolute socket path, or "host:port"
+    (TCP: inline tensors only). None: the daemon's default socket
+    ($XDG_RUNTIME_DIR/kerntune.sock, else /run/kerntune/kerntune.sock).
+    timeout: seconds per call (None: no deadline).
+    device_map: {torch device index: daemon device ordinal} when this process
+    numbers GPUs differently from the daemon (CUDA_VISIBLE_DEVICES); by
+    default the two are the same.
+
+    Thread-safe. Create it after any fork(): gRPC channels do not survive one.
+    """
+
+    def __init__(self, target=None, timeout=DEFAULT_TIMEOUT_S, *, device_map=None,
+                 options=None):
+        self.target = _normalize_target(target)
+        self.timeout = timeout
+        self._device_map = dict(device_map or {})
+        channel_options = [
+            ("grpc.max_send_message_length", -1),
+            ("grpc.max_receive_message_length", -1),
+        ]
+        channel_options.extend(options or [])
+        self._channel = grpc.insecure_channel(self.target, options=channel_options)
+        self._stub = pb_grpc.KernTuneStub(self._channel)
+        self._lock = threading.RLock()
+        # Buffers runs may use, by memory: ("shm", name) or ("cuda", ordinal, handle).
+        self._registry = {}
+        # Every open Buffer, so close() can unregister them all.
+        self._open = set()
+        # Ids of automatic registrations whose shared memory is gone.
+        self._dead = collections.deque()
+        # Stream-mode runs: (done event, objects kept alive until it fires).
+        self._pending = collections.deque()
+        self.closed = False
+
+    # -- connection ---------------------------------------------------------
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        """Waits for stream-mode runs, unregisters this client's buffers, closes the channel."""
+        if self.closed:
+            return
+        self._reap_pending(wait=True)
+        self._drain_dead()
+        with self._lock:
+            buffers = list(self._open)
+        for buffer in buffers:
+            try:
+                buffer.close()
+            except _errors.KernTuneError:
+                pass
+        self.closed = True
+        self._channel.close()
+
+    def wait_ready(self, timeout=10.0):
+        """Blocks until the channel connects; UnavailableError after `timeout` seconds."""
+        try:
+            grpc.channel_ready_future(self._channel).result(timeout=timeout)
+        except grpc.FutureTimeoutError:
+            raise _errors.UnavailableError(
+                "kerntuned at %s did not answer within %s s" % (self.target, timeout)) from None
+
+    def _call(self, method, request):
+        if self.closed:
+            raise _errors.FailedPreconditionError("the kerntune client is closed")
+        try:
+            return method(request, timeout=self.timeout)
+        except grpc.RpcError as error:
+            raise _errors.from_rpc_error(error) from None
+
+    # -- queries ------------------------------------------------------------
+
+    def status(self):
+        """GetStatus as a kerntune.Status."""
+        return _types.Status.from_proto(self._call(self._stub.GetStatus, pb.GetStatusRequest()))
+
+    def get_config(self, op, dtype, rows, cols):
+        """The config the daemon would launch for a problem (a kerntune.ConfigChoice)."""
+        request = pb.GetConfigRequest(op=_op_enum(op), dtype=DTYPES[_dtype_name(dtype)],
+                                      shape=pb.Shape(rows=int(rows), cols=int(cols)))
+        return _types.ConfigChoice.from_proto(self._call(self._stub.GetConfig, request).config)
+
+    def list_configs(self):
+        """The tuned entries the daemon has loaded (a kerntune.ConfigList)."""
+        response = self._call(self._stub.ListConfigs, pb.ListConfigsRequest())
+        return _types.ConfigList(
+            sku=_types.GpuSku.from_proto(response.sku),
+            entries=[_types.TunedEntry.from_proto(e) for e in response.entries])
+
+    def list_buffers(self):
+        """This process's registrations (a list of kerntune.BufferInfo)."""
+        response = self._call(self._stub.ListBuffers, pb.ListBuffersRequest())
+        return [_types.BufferInfo.from_proto(b) for b in response.buffers]
+
+    # -- buffers ------------------------------------------------------------
+
+    def register(self, obj, ttl=0, label=""):
+        """Registers the memory of a SharedArray or a torch CUDA tensor; returns a Buffer.
+
+        A SharedArray registers its whole shared-memory object; a CUDA tensor
+        the whole allocation (caching-allocator segment) it lives in, and the
+        Buffer keeps the tensor alive. ttl: idle lease in seconds (0 = the
+        daemon's default). Runs on arrays or tensors inside registered memory
+        then refer to it by id + offset.
+        """
+        if isinstance(obj, np.ndarray):
+            segment = getattr(obj, "_kt_segment", None)
+            if segment is None:
+                raise _invalid(
+                    "only a kerntune.SharedArray (shared_empty, shared_array) can be "
+                    "registered; other NumPy arrays are sent inline")
+            request = pb.RegisterBufferRequest(
+                host_shm=pb.HostSharedMemory(name=segment.name),
+                ttl_seconds=int(ttl), label=label)
+            key = ("shm", segment.name)
+        elif _torch.is_tensor(obj) and obj.is_cuda:
+            if obj.numel() == 0:
+                raise _invalid("the tensor has no elements (no memory to register)")
+            device, handle, _ = _torch.tensor_location(obj)
+            ordinal = self._ordinal(device)
+            request = pb.RegisterBufferRequest(
+                cuda_ipc=pb.CudaIpcMemory(handle=handle, device_ordinal=ordinal),
+                ttl_seconds=int(ttl), label=label)
+            key = ("cuda", ordinal, handle)
+        else:
+            raise _invalid("register() takes a kerntune.SharedArray or a torch CUDA "
+                           "tensor, not %s" % type(obj).__name__)
+        response = self._call(self._stub.RegisterBuffer, request)
+        buffer = Buffer(self, _types.BufferInfo.from_proto(response.buffer), key, obj,
+                        auto=False)
+        with self._lock:
+            previous = self._registry.get(key)
+            self._registry[key] = buffer
+            self._open.add(buffer)
+        if previous is not None and previous.auto:
+            previous.close()
+        return buffer
+
+    def unregister(self, buffer):
+        """Ends a registration, given a Buffer or a buffer id."""
+        if isinstance(buffer, Buffer):
+            buffer.close()
+            return
+        self._call(self._stub.UnregisterBuffer, pb.UnregisterBufferRequest(buffer_id=buffer))
+
+    def _forget(self, buffer):
+        with self._lock:
+            if self._registry.get(buffer._key) is buffer:
+                del self._registry[buffer._key]
+            self._open.discard(buffer)
+
+    def _segment_buffer(self, segment):
+        """The registration of a SharedArray's memory, made on first use."""
+        key = ("shm", segment.name)
+        with self._lock:
+            buffer = self._registry.get(key)
+        if buffer is not None and not buffer.closed:
+            return buffer
+        request = pb.RegisterBufferRequest(host_shm=pb.HostSharedMemory(name=segment.name),
+                                           label="kerntune-python")
+        response = self._call(self._stub.RegisterBuffer, request)
+        info = _types.BufferInfo.from_proto(response.buffer)
+        dead = self._dead
+        # The registration must not keep the memory alive: when the last
+        # array of it goes, the id is queued and unregistered by a later call.
+        keep = weakref.ref(segment, lambda _ref, buffer_id=info.buffer_id: dead.append(buffer_id))
+        buffer = Buffer(self, info, key, keep, auto=True)
+        with self._lock:
+            self._registry[key] = buffer
+            self._open.add(buffer)
+        return buffer
+
+    def _drain_dead(self):
+        while self._dead:
+            buffer_id = self._dead.popleft()
+            with self._lock:
+                gone = [b for b in self._open if b.id == buffer_id]
+            for buffer in gone:
+                buffer.closed = True
+                self._forget(buffer)
+            try:
+                self._stub.UnregisterBuffer(pb.UnregisterBufferRequest(buffer_id=buffer_id),
+                                            timeout=self.timeout)
+            except grpc.RpcError:
+                pass
+
+    def _ordinal(self, device_index):
+        return int(self._device_map.get(device_index, device_index))
+
+    # -- ops ----------------------------------------------------------------
+
+    def softmax(self, x, out=None, *, stream=None):
+        """Softmax of each row of a 2-d x; returns the result (`out` when given)."""
+        return self.run("softmax", x, out, stream=stream).output
+
+    def log_softmax(self, x, out=None, *, stream=None):
+        """Log-softmax of each row of a 2-d x; returns the result (`out` when given)."""
+        return self.run("log_softmax", x, out, stream=stream).output
+
+    def layer_norm(self, x, weight=None, bias=None, eps=1e-5, return_stats=False, out=None,
+                   *, stream=None):
+        """LayerNorm of each row: (x - mean) / sqrt(var + eps) * weight + bias.
+
+        weight and bias: optional, cols values each, x's dtype. With
+        return_stats, returns (y, mean, inv_std), the statistics float32, one
+        per row; else y.
+        """
+        result = self.run("layer_norm", x, out, weight=weight, bias=bias, eps=eps,
+                          return_stats=return_stats, stream=stream)
+        if return_stats:
+            return result.output, result.mean, result.inv_std
+        return result.output
+
+    def run(self, op, x, out=None, *, weight=None, bias=None, eps=None, return_stats=False,
+            stream=None):
+        """One op on one tensor; returns a kerntune.RunResult (output, stats, config, time).
+
+        op: "softmax", "log_softmax" or "layer_norm". eps defaults to 1e-5
+        for layer_norm. stream: torch CUDA tensors only; see README.md.
+        """
+        op_enum = _op_enum(op)
+        layer_norm = op_enum == pb.OP_LAYER_NORM
+        if not layer_norm and (weight is not None or bias is not None or eps is not None
+                               or return_stats):
+            raise _invalid("weight, bias, eps and return_stats apply to layer_norm only")
+        if layer_norm and eps is None:
+            eps = 1e-5
+        self._drain_dead()
+        self._reap_pending(wait=False)
+        if _torch.is_tensor(x) and x.is_cuda:
+            return self._run_cuda(op_enum, x, out, weight, bias, eps, return_stats, stream)
+        if stream is not None:
+            raise _invalid("stream= orders a call on a CUDA stream: it takes torch CUDA tensors")
+        return self._run_host(op_enum, x, out, weight, bias, eps, return_stats)
+
+    # -- NumPy ----------------------------------------------------------------
+
+    def _host_ref(self, ref, array, used):
+        """Points a TensorRef at `array`: its shared memory, else inline bytes."""
+        segment = _shared.segment_of(array)
+        if segment is None:
+            ref.inline_data = np.ascontiguousarray(array).tobytes()
+            return
+        buffer = self._segment_buffer(segment)
+        used.append(buffer)
+        ref.buffer.buffer_id = buffer.id
+        ref.buffer.offset_bytes = segment.offset_of(array)
+
+    def _run_host(self, op_enum, x, out, weight, bias, eps, return_stats):
+        x = _host_array(x, "x")
+        dtype = _host_dtype(x, "x")
+        rows, cols = _rows_cols(x.shape, "x")
+        if out is not None:
+            if not isinstance(out, np.ndarray):
+                raise _invalid("out must be a NumPy array like x, not %s" % type(out).__name__)
+            if out.dtype != x.dtype or out.shape != (rows, cols):
+                raise _invalid("out has dtype %s and shape %s, want %s and %s like x"
+                               % (out.dtype, tuple(out.shape), x.dtype, (rows, cols)))
+            if not out.flags.writeable:
+                raise _invalid("out is read-only")
+        weight = _host_param(weight, "weight", x.dtype, cols)
+        bias = _host_param(bias, "bias", x.dtype, cols)
+        out_segment = _shared.segment_of(out) if out is not None else None
+
+        def build():
+            used = []
+            request = pb.RunRequest(op=op_enum, dtype=DTYPES[dtype],
+                                    shape=pb.Shape(rows=rows, cols=cols))
+            self._host_ref(request.input, x, used)
+            if out_segment is not None:
+                buffer = self._segment_buffer(out_segment)
+                used.append(buffer)
+                request.output.buffer.buffer_id = buffer.id
+                request.output.buffer.offset_bytes = out_segment.offset_of(out)
+            else:
+                request.output.return_inline = True
+            if op_enum == pb.OP_LAYER_NORM:
+                params = request.layer_norm
+                params.epsilon = float(eps)
+                if weight is not None:
+                    self._host_ref(params.gamma, weight, used)
+                if bias is not None:
+                    self._host_ref(params.beta, bias, used)
+                params.want_mean_inv_std = bool(return_stats)
+            return request, used
+
+        request, used = build()
+        try:
+            response = self._call(self._stub.Run, request)
+        except _errors.NotFoundError:
+            # An automatic registration whose lease ended: register again, once.
+            stale = [b for b in used if b.auto]
+            if not stale:
+                raise
+            for buffer in stale:
+                buffer.closed = True
+                self._forget(buffer)
+            request, used = build()
+            response = self._call(self._stub.Run, request)
+
+        if out_segment is not None:
+            y = out
+        else:
+            flat = np.frombuffer(response.output_data, dtype=x.dtype)
+            if flat.size != rows * cols:
+                raise _errors.InternalError(
+                    "the daemon returned %d bytes of output, want %d"
+                    % (len(response.output_data), rows * cols * x.dtype.itemsize))
+            if out is None:
+                y = flat.reshape(rows, cols).copy()
+            else:
+                out[...] = flat.reshape(rows, cols)
+                y = out
+        mean = inv_std = None
+        if return_stats:
+            mean = np.array(response.mean, dtype=np.float32)
+            inv_std = np.array(response.inv_std, dtype=np.float32)
+        return _types.RunResult(y, mean, inv_std, _types.ConfigChoice.from_proto(response.config),
+                                response.kernel_time_us, response.backend)
+
+    # -- PyTorch CUDA ---------------------------------------------------------
+
+    def _cuda_ref(self, ref, tensor):
+        """Points a TensorRef/OutputRef at a CUDA tensor: a registered buffer, else IPC."""
+        device, handle, offset = _torch.tensor_location(tensor)
+        ordinal = self._ordinal(device)
+        end = offset + tensor.numel() * tensor.element_size()
+        with self._lock:
+            buffer = self._registry.get(("cuda", ordinal, handle))
+        if buffer is not None and not buffer.closed and (
+                buffer.size_bytes == 0 or end <= buffer.size_bytes):
+            ref.buffer.buffer_id = buffer.id
+            ref.buffer.offset_bytes = offset
+            return
+        ref.cuda_ipc.handle = handle
+        ref.cuda_ipc.device_ordinal = ordinal
+        ref.cuda_ipc.offset_bytes = offset
+
+    def _run_cuda(self, op_enum, x, out, weight, bias, eps, return_stats, stream):
+        torch = _torch.torch_module()
+        dtype = _torch.dtype_name(x.dtype)
+        if dtype is None:
+            raise _invalid("x has dtype %s: kerntune takes torch.float32, torch.float16 or "
+                           "torch.bfloat16" % (x.dtype,))
+        rows, cols = _rows_cols(x.shape, "x")
+        if rows < 1 or cols < 1:
+            raise _invalid("x has shape %s: rows and cols must be >= 1" % ((rows, cols),))
+        device = x.device
+        # The daemon reads rows back to back; a strided x is copied first.
+        if not x.is_contiguous():
+            x = x.contiguous()
+
+        def check(t, what, shape):
+            if not (_torch.is_tensor(t) and t.is_cuda and t.device == device):
+                raise _invalid("%s must be a CUDA tensor on %s like x" % (what, device))
+            if t.dtype != x.dtype:
+                raise _invalid("%s has dtype %s, want %s like x" % (what, t.dtype, x.dtype))
+            if tuple(t.shape) != shape:
+                raise _invalid("%s has shape %s, want %s" % (what, tuple(t.shape), shape))
+
+        if out is not None:
+            check(out, "out", (rows, cols))
+            if not out.is_contiguous():
+                raise _invalid("out must be contiguous: the daemon writes rows back to back")
+        if weight is not None:
+            check(weight, "weight", (cols,))
+            weight = weight.contiguous()
+        if bias is not None:
+            check(bias, "bias", (cols,))
+            bias = bias.contiguous()
+
+        stream_mode = stream is not None and stream is not False
+        if stream_mode and stream is not True:
+            if not isinstance(stream, torch.cuda.Stream):
+                raise _invalid("stream must be a torch.cuda.Stream or True (the current "
+                               "stream), not %s" % type(stream).__name__)
+            if stream.device != device:
+                raise _invalid("stream is on %s but x on %s" % (stream.device, device))
+            cuda_stream = stream
+        else:
+            cuda_stream = torch.cuda.current_stream(device)
+
+        mean = inv_std = None
+        with torch.cuda.device(device), torch.cuda.stream(cuda_stream):
+            if out is None:
+                out = torch.empty((rows, cols), dtype=x.dtype, device=device)
+            if return_stats:
+                mean = torch.empty((rows,), dtype=torch.float32, device=device)
+                inv_std = torch.empty((rows,), dtype=torch.float32, device=device)
+
+        request = pb.RunRequest(op=op_enum, dtype=DTYPES[dtype],
+                                shape=pb.Shape(rows=rows, cols=cols))
+        self._cuda_ref(request.input, x)
+        self._cuda_ref(request.output, out)
+        if op_enum == pb.OP_LAYER_NORM:
+            params = request.layer_norm
+            params.epsilon = float(eps)
+            if weight is not None:
+                self._cuda_ref(params.gamma, weight)
+            if bias is not None:
+                self._cuda_ref(params.beta, bias)
+            if return_stats:
+                self._cuda_ref(params.mean, mean)
+                self._cuda_ref(params.inv_std, inv_std)
+
+        done = wait = None
+        if stream_mode:
+            # The daemon's stream waits for ours; ours waits for the daemon's
+            # done event: nothing blocks on the host.
+            with torch.cuda.device(device):
+                wait = torch.cuda.Event(interprocess=True)
+                wait.record(cuda_stream)
+                done = torch.cuda.Event(interprocess=True)
+                request.wait_event = bytes(wait.ipc_handle())
+                request.done_event = bytes(done.ipc_handle())
+        else:
+            # Inputs written by queued work must be in memory before the daemon reads.
+            cuda_stream.synchronize()
+
+        response = self._call(self._stub.Run, request)
+
+        if stream_mode:
+            cuda_stream.wait_event(done)
+            # The daemon may still be reading and writing: keep every tensor
+            # alive until the done event fires.
+            with self._lock:
+                self._pending.append((done, (x, out, weight, bias, mean, inv_std, wait)))
+        return _types.RunResult(out, mean, inv_std, _types.ConfigChoice.from_proto(response.config),
+                                response.kernel_time_us, response.backend)
+
+    def _reap_pending(self, wait):
+        while True:
+            with self._lock:
+                if not self._pending:
+                    return
+                done, _ = self._pending[0]
+            if wait:
+                done.synchronize()
+            elif not done.query():
+                return
+            with self._lock:
+                if self._pending and self._pending[0][0] is done:
+                    self._pending.popleft()
+
+    def synchronize(self):
+        """Waits until every stream-mode run of this client has finished on the GPU."""
+        self._reap_pending(wait=True)

@@ -1,0 +1,204 @@
+"""Plain Python values for the daemon's replies (the protobuf messages stay inside).
+
+Enum values become short lowercase names: Op OP_LOG_SOFTMAX -> "log_softmax",
+DType DTYPE_BFLOAT16 -> "bfloat16", ConfigSource CONFIG_SOURCE_TUNED ->
+"tuned", BufferKind BUFFER_KIND_HOST_SHM -> "host_shm". A value this client
+does not know (a newer daemon) comes back as its number, as a string.
+"""
+
+import dataclasses
+from typing import List, Optional, Tuple
+
+from kerntune.v1 import kerntune_pb2 as pb
+
+
+def enum_name(enum_type, value, prefix):
+    try:
+        name = enum_type.Name(value)
+    except ValueError:
+        return str(value)
+    return name[len(prefix):].lower() if name.startswith(prefix) else name.lower()
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchConfig:
+    """kernels::LaunchConfig: the knobs of one launch; `key` as "warp/b128/p8/g32/r1/w0"."""
+
+    impl: str
+    block_size: int
+    pack_size: int
+    thread_group_width: int
+    rows_per_access: int
+    grid_waves: int
+    key: str
+
+    @classmethod
+    def from_proto(cls, m):
+        return cls(m.impl, m.block_size, m.pack_size, m.thread_group_width,
+                   m.rows_per_access, m.grid_waves, m.key)
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigChoice:
+    """The config a run used (or would use) and where it came from.
+
+    source: "tuned", "nearest_tuned", "heuristic" or "cpu_reference" (then
+    config is None). tuned_shape (rows, cols) and tuned_median_us describe the
+    tuned point for "tuned" and "nearest_tuned".
+    """
+
+    source: str
+    config: Optional[LaunchConfig]
+    tuned_shape: Optional[Tuple[int, int]]
+    tuned_median_us: float
+
+    @classmethod
+    def from_proto(cls, m):
+        return cls(
+            source=enum_name(pb.ConfigSource, m.source, "CONFIG_SOURCE_"),
+            config=LaunchConfig.from_proto(m.config) if m.HasField("config") else None,
+            tuned_shape=(m.tuned_shape.rows, m.tuned_shape.cols)
+            if m.HasField("tuned_shape") else None,
+            tuned_median_us=m.tuned_median_us,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuSku:
+    """What makes two GPUs interchangeable for tuning."""
+
+    name: str
+    cc_major: int
+    cc_minor: int
+    sm_count: int
+    total_memory_bytes: int
+
+    @classmethod
+    def from_proto(cls, m):
+        return cls(m.name, m.cc_major, m.cc_minor, m.sm_count, m.total_memory_bytes)
+
+
+@dataclasses.dataclass(frozen=True)
+class Device:
+    ordinal: int
+    sku: GpuSku
+
+
+@dataclasses.dataclass(frozen=True)
+class Status:
+    """GetStatus: the daemon's version, backend, devices, store and buffers."""
+
+    version: str
+    kernel_library_version: str
+    backend: str
+    backend_reason: str
+    devices: List[Device]
+    tuned_entries: int
+    database_path: str
+    database_data_version: int
+    uptime_seconds: int
+    registered_buffers: int
+    registered_bytes: int
+    buffer_owners: int
+    open_ipc_mappings: int
+    default_buffer_ttl_seconds: int
+    cuda_ipc_supported: bool
+
+    @classmethod
+    def from_proto(cls, m):
+        return cls(
+            version=m.version,
+            kernel_library_version=m.kernel_library_version,
+            backend=m.backend,
+            backend_reason=m.backend_reason,
+            devices=[Device(d.ordinal, GpuSku.from_proto(d.sku)) for d in m.devices],
+            tuned_entries=m.tuned_entries,
+            database_path=m.database_path,
+            database_data_version=m.database_data_version,
+            uptime_seconds=m.uptime_seconds,
+            registered_buffers=m.registered_buffers,
+            registered_bytes=m.registered_bytes,
+            buffer_owners=m.buffer_owners,
+            open_ipc_mappings=m.open_ipc_mappings,
+            default_buffer_ttl_seconds=m.default_buffer_ttl_seconds,
+            cuda_ipc_supported=m.cuda_ipc_supported,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class TunedEntry:
+    """One tuned (op, dtype, rows, cols) point the daemon has loaded."""
+
+    op: str
+    dtype: str
+    rows: int
+    cols: int
+    config: LaunchConfig
+    median_us: float
+    kernel_version: str
+
+    @classmethod
+    def from_proto(cls, m):
+        return cls(
+            op=enum_name(pb.Op, m.op, "OP_"),
+            dtype=enum_name(pb.DType, m.dtype, "DTYPE_"),
+            rows=m.shape.rows,
+            cols=m.shape.cols,
+            config=LaunchConfig.from_proto(m.config),
+            median_us=m.median_us,
+            kernel_version=m.kernel_version,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigList:
+    """ListConfigs: the daemon's GPU SKU and its tuned entries."""
+
+    sku: GpuSku
+    entries: List[TunedEntry]
+
+
+@dataclasses.dataclass(frozen=True)
+class BufferInfo:
+    """A registration as the daemon sees it. kind: "cuda_ipc" or "host_shm"."""
+
+    buffer_id: str
+    kind: str
+    device_ordinal: int
+    size_bytes: int
+    label: str
+    ttl_seconds: int
+    registered_unix_ms: int
+    expires_unix_ms: int
+    runs: int
+
+    @classmethod
+    def from_proto(cls, m):
+        return cls(
+            buffer_id=m.buffer_id,
+            kind=enum_name(pb.BufferKind, m.kind, "BUFFER_KIND_"),
+            device_ordinal=m.device_ordinal,
+            size_bytes=m.size_bytes,
+            label=m.label,
+            ttl_seconds=m.ttl_seconds,
+            registered_unix_ms=m.registered_unix_ms,
+            expires_unix_ms=m.expires_unix_ms,
+            runs=m.runs,
+        )
+
+
+@dataclasses.dataclass
+class RunResult:
+    """What Client.run returns.
+
+    output: the result (a NumPy array, or the `out` given, or a new torch
+    tensor). mean / inv_std: LayerNorm's per-row float32 statistics when asked
+    for, else None. kernel_time_us: 0 in stream (asynchronous) mode.
+    """
+
+    output: object
+    mean: object
+    inv_std: object
+    config: ConfigChoice
+    kernel_time_us: float
+    backend: str
