@@ -98,8 +98,9 @@ def _host_array(value, what):
         return value
     if _torch.is_tensor(value):
         raise _invalid(
-            "%s is a torch tensor on %s: tensors go by CUDA IPC and must be on a CUDA "
-            "device like x; pass a CPU tensor as %s.numpy()" % (what, value.device, what))
+            "%s is a torch tensor on %s: kerntune takes torch CUDA tensors (shared by "
+            "CUDA IPC) or NumPy arrays; pass a CPU tensor as %s.numpy()"
+            % (what, value.device, what))
     return np.asarray(value)
 
 
