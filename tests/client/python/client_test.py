@@ -1,0 +1,521 @@
+#!/usr/bin/env python3
+"""The Python client against a real kerntuned --cpu child on a temp socket.
+
+Every RPC; softmax, log-softmax and LayerNorm on float32 and float16 NumPy
+arrays checked against a float64 NumPy reference written here; health;
+bad inputs raising KernTuneError with the right gRPC code; registered
+shared-memory buffers (zero copy, ownership across processes).
+
+Run by CTest with PYTHONPATH=<build>/client/python and
+KERNTUNED_BINARY=<the built kerntuned>. Exits 77 (CTest: skipped) when the
+interpreter lacks grpc, protobuf or NumPy.
+"""
+
+import gc
+import math
+import os
+import subprocess
+import sys
+import textwrap
+import unittest
+
+try:
+    import grpc
+    import numpy as np
+
+    import kerntune
+    from kerntune.v1 import kerntune_pb2 as pb
+except ImportError as e:  # pragma: no cover - environment check
+    print("SKIP: the Python client needs grpc, protobuf and numpy: %s" % e)
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kerntuned_child  # noqa: E402
+
+MAX_REQUEST_BYTES = 1 << 20
+
+# kernels/verify.cc OutputTolerance: (rtol, atol) per dtype; softmax outputs
+# can be tiny, so their atol is only a floor. StatsTolerance for mean/inv_std.
+TOLERANCE = {
+    ("float32", "softmax"): (1e-4, 1e-12),
+    ("float32", "log_softmax"): (1e-4, 1e-4),
+    ("float32", "layer_norm"): (1e-4, 1e-4),
+    ("float16", "softmax"): (2e-3, 1e-7),
+    ("float16", "log_softmax"): (2e-3, 2e-3),
+    ("float16", "layer_norm"): (2e-3, 2e-3),
+}
+STATS_TOLERANCE = (1e-4, 1e-4)
+SHAPES = [(1, 1), (7, 33), (64, 1000)]
+
+
+# -- float64 references -------------------------------------------------------
+
+def ref_softmax(x):
+    x = x.astype(np.float64)
+    shifted = x - x.max(axis=1, keepdims=True)
+    e = np.exp(shifted)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def ref_log_softmax(x):
+    x = x.astype(np.float64)
+    shifted = x - x.max(axis=1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+
+
+def ref_layer_norm(x, weight, bias, eps):
+    x = x.astype(np.float64)
+    mean = x.mean(axis=1)
+    var = ((x - mean[:, None]) ** 2).mean(axis=1)
+    inv_std = 1.0 / np.sqrt(var + eps)
+    y = (x - mean[:, None]) * inv_std[:, None]
+    if weight is not None:
+        y = y * weight.astype(np.float64)
+    if bias is not None:
+        y = y + bias.astype(np.float64)
+    return y, mean, inv_std
+
+
+def reference(op, x, weight=None, bias=None, eps=1e-5):
+    if op == "softmax":
+        return ref_softmax(x)
+    if op == "log_softmax":
+        return ref_log_softmax(x)
+    return ref_layer_norm(x, weight, bias, eps)[0]
+
+
+def random_input(rng, op, dtype, shape):
+    mean = 3.0 if op == "layer_norm" else 0.5
+    return rng.normal(mean, 2.0, size=shape).astype(dtype)
+
+
+class CloseMixin:
+    def assertClose(self, got, want, tolerance, what=""):
+        rtol, atol = tolerance
+        got = np.asarray(got, dtype=np.float64)
+        self.assertEqual(got.shape, want.shape, what)
+        ok = np.abs(got - want) <= atol + rtol * np.abs(want)
+        if not ok.all():
+            index = tuple(int(i) for i in np.argwhere(~ok)[0])
+            self.fail("%s: %d bad elements; first at %s: got %r, want %r (rtol %g, atol %g)"
+                      % (what, int((~ok).sum()), index, got[index], want[index], rtol, atol))
+
+
+class DaemonTestCase(unittest.TestCase):
+    """One kerntuned --cpu for the class, and a client of it."""
+
+    extra_args = ("--max_request_bytes=%d" % MAX_REQUEST_BYTES,)
+
+    @classmethod
+    def setUpClass(cls):
+        binary = kerntuned_child.kerntuned_binary()
+        if binary is None:
+            raise RuntimeError("set KERNTUNED_BINARY to the kerntuned to test")
+        cls.daemon = kerntuned_child.Daemon(binary, cls.extra_args)
+        try:
+            cls.daemon.wait_serving()
+        except Exception:
+            cls.daemon.cleanup()
+            raise
+        cls.client = kerntune.Client(cls.daemon.target, timeout=30)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.close()
+        cls.daemon.cleanup()
+
+    def run(self, result=None):
+        failures = len(result.failures) + len(result.errors) if result else 0
+        outcome = super().run(result)
+        if result is not None and len(result.failures) + len(result.errors) > failures:
+            sys.stderr.write("kerntuned log:\n%s\n" % self.daemon.log())
+        return outcome
+
+    def assertCode(self, context, code, *fragments):
+        error = context.exception
+        self.assertIsInstance(error, kerntune.KernTuneError)
+        self.assertEqual(error.code, code, str(error))
+        for fragment in fragments:
+            self.assertIn(fragment, error.message)
+
+
+class TargetTest(unittest.TestCase):
+    def test_default_target_follows_the_daemon(self):
+        saved = os.environ.get("XDG_RUNTIME_DIR")
+        try:
+            os.environ["XDG_RUNTIME_DIR"] = "/run/user/1234"
+            self.assertEqual(kerntune.default_target(), "unix:/run/user/1234/kerntune.sock")
+            self.assertEqual(kerntune.Client().target, "unix:/run/user/1234/kerntune.sock")
+            os.environ["XDG_RUNTIME_DIR"] = ""
+            self.assertEqual(kerntune.default_target(), "unix:/run/kerntune/kerntune.sock")
+            del os.environ["XDG_RUNTIME_DIR"]
+            self.assertEqual(kerntune.default_socket_path(), "/run/kerntune/kerntune.sock")
+        finally:
+            if saved is None:
+                os.environ.pop("XDG_RUNTIME_DIR", None)
+            else:
+                os.environ["XDG_RUNTIME_DIR"] = saved
+        self.assertEqual(kerntune.Client("/tmp/x.sock").target, "unix:/tmp/x.sock")
+        self.assertEqual(kerntune.Client("localhost:5000").target, "localhost:5000")
+
+    def test_an_absent_daemon_is_unavailable(self):
+        with kerntune.Client("unix:/nonexistent/kerntune.sock", timeout=5) as client:
+            with self.assertRaises(kerntune.UnavailableError) as context:
+                client.status()
+        self.assertEqual(context.exception.code, grpc.StatusCode.UNAVAILABLE)
+        self.assertIsInstance(context.exception, ConnectionError)
+
+    def test_version_and_generated_modules(self):
+        self.assertRegex(kerntune.__version__, r"^\d+\.\d+\.\d+")
+        self.assertIn("Run", pb.DESCRIPTOR.services_by_name["KernTune"].methods_by_name)
+
+
+class RpcTest(DaemonTestCase):
+    def test_status(self):
+        status = self.client.status()
+        self.assertIsInstance(status, kerntune.Status)
+        self.assertTrue(status.version)
+        self.assertTrue(status.kernel_library_version)
+        self.assertEqual(status.backend, "cpu")
+        self.assertEqual(status.backend_reason, "--cpu given")
+        self.assertEqual(status.devices, [])
+        self.assertEqual(status.tuned_entries, 0)
+        self.assertTrue(status.database_path.endswith("missing.db"))
+        self.assertGreaterEqual(status.uptime_seconds, 0)
+        self.assertFalse(status.cuda_ipc_supported)
+
+    def test_get_config(self):
+        for dtype in ("bfloat16", np.float16, np.dtype(np.float32)):
+            choice = self.client.get_config("layer_norm", dtype, 49152, 4096)
+            self.assertEqual(choice.source, "cpu_reference")
+            self.assertIsNone(choice.config)
+            self.assertIsNone(choice.tuned_shape)
+        with self.assertRaises(kerntune.InvalidArgumentError) as context:
+            self.client.get_config("softmax", "float32", 8, 0)
+        self.assertCode(context, grpc.StatusCode.INVALID_ARGUMENT, "shape.cols=0")
+        with self.assertRaises(kerntune.InvalidArgumentError):
+            self.client.get_config("gelu", "float32", 8, 8)
+        with self.assertRaises(kerntune.InvalidArgumentError):
+            self.client.get_config("softmax", np.float64, 8, 8)
+
+    def test_list_configs(self):
+        configs = self.client.list_configs()
+        self.assertIsInstance(configs.sku, kerntune.GpuSku)
+        self.assertEqual(configs.entries, [])
+
+    def test_list_buffers(self):
+        try:
+            buffers = self.client.list_buffers()
+        except kerntune.UnimplementedError as e:
+            self.skipTest("kerntuned answers UNIMPLEMENTED for ListBuffers "
+                          "(the server's buffer registry has not landed): %s" % e)
+        self.assertEqual(buffers, [])
+
+    def test_health(self):
+        channel = grpc.insecure_channel(self.daemon.target)
+        try:
+            self.assertEqual(kerntuned_child.health(channel), kerntuned_child.SERVING)
+            self.assertEqual(kerntuned_child.health(channel, "kerntune.v1.KernTune"),
+                             kerntuned_child.SERVING)
+            with self.assertRaises(grpc.RpcError) as context:
+                kerntuned_child.health(channel, "no.such.Service")
+            self.assertEqual(context.exception.code(), grpc.StatusCode.NOT_FOUND)
+        finally:
+            channel.close()
+
+
+class OpsTest(DaemonTestCase, CloseMixin):
+    def test_every_op_and_dtype_matches_the_float64_reference(self):
+        rng = np.random.default_rng(20261121)
+        for op in ("softmax", "log_softmax", "layer_norm"):
+            for dtype in ("float32", "float16"):
+                for rows, cols in SHAPES:
+                    what = "%s %s %dx%d" % (op, dtype, rows, cols)
+                    x = random_input(rng, op, dtype, (rows, cols))
+                    tolerance = TOLERANCE[(dtype, op)]
+                    if op == "layer_norm":
+                        weight = rng.normal(1.0, 0.5, cols).astype(dtype)
+                        bias = rng.normal(0.0, 0.5, cols).astype(dtype)
+                        y = self.client.layer_norm(x, weight, bias)
+                        self.assertClose(y, reference(op, x, weight, bias), tolerance, what)
+                        y = self.client.layer_norm(x, eps=1e-3)
+                        self.assertClose(y, reference(op, x, eps=1e-3), tolerance,
+                                         what + " no affine")
+                    else:
+                        y = getattr(self.client, op)(x)
+                        self.assertClose(y, reference(op, x), tolerance, what)
+                    self.assertIsInstance(y, np.ndarray)
+                    self.assertEqual(y.dtype, np.dtype(dtype), what)
+                    self.assertTrue(y.flags.writeable, what)
+
+    def test_out_is_written_and_returned(self):
+        rng = np.random.default_rng(1)
+        for dtype in ("float32", "float16"):
+            x = random_input(rng, "softmax", dtype, (5, 77))
+            out = np.full((5, 77), np.nan, dtype=dtype)
+            self.assertIs(self.client.log_softmax(x, out=out), out)
+            self.assertClose(out, ref_log_softmax(x), TOLERANCE[(dtype, "log_softmax")], dtype)
+            # A strided out is filled too (inline results are copied into it).
+            wide = np.full((5, 154), np.nan, dtype=dtype)
+            self.client.softmax(x, out=wide[:, ::2])
+            self.assertClose(wide[:, ::2], ref_softmax(x), TOLERANCE[(dtype, "softmax")], dtype)
+            self.assertTrue(np.isnan(wide[:, 1::2].astype(np.float32)).all())
+
+    def test_layer_norm_statistics(self):
+        rng = np.random.default_rng(2)
+        for dtype in ("float32", "float16"):
+            x = random_input(rng, "layer_norm", dtype, (9, 300))
+            weight = rng.normal(1.0, 0.5, 300).astype(dtype)
+            y, mean, inv_std = self.client.layer_norm(x, weight=weight, eps=1e-4,
+                                                      return_stats=True)
+            want_y, want_mean, want_inv_std = ref_layer_norm(x, weight, None, 1e-4)
+            self.assertClose(y, want_y, TOLERANCE[(dtype, "layer_norm")], dtype)
+            self.assertEqual(mean.dtype, np.float32)
+            self.assertClose(mean, want_mean, STATS_TOLERANCE, dtype + " mean")
+            self.assertClose(inv_std, want_inv_std, STATS_TOLERANCE, dtype + " inv_std")
+
+    def test_softmax_rows_sum_to_one(self):
+        # Independent of the reference above: a known input.
+        x = np.array([[0, 0, 0, 0], [1, 2, 3, 4]], dtype=np.float32)
+        y = self.client.softmax(x)
+        np.testing.assert_allclose(y[0], [0.25] * 4, rtol=1e-6)
+        np.testing.assert_allclose(y.sum(axis=1), [1.0, 1.0], rtol=1e-6)
+        self.assertTrue((np.diff(y[1]) > 0).all())
+
+    def test_strided_and_array_like_inputs(self):
+        rng = np.random.default_rng(3)
+        big = random_input(rng, "softmax", "float32", (6, 40))
+        view = big[1:5, ::3]
+        self.assertFalse(view.flags.c_contiguous)
+        self.assertClose(self.client.softmax(view), ref_softmax(view),
+                         TOLERANCE[("float32", "softmax")], "strided")
+        as_list = [[1.0, 2.0, 3.0]]
+        with self.assertRaises(kerntune.InvalidArgumentError):
+            self.client.softmax(as_list)  # a list becomes float64
+        y = self.client.softmax(np.asarray(as_list, dtype=np.float32))
+        self.assertClose(y, ref_softmax(np.asarray(as_list)), TOLERANCE[("float32", "softmax")])
+
+    def test_run_returns_the_config_and_time(self):
+        result = self.client.run("log_softmax", np.ones((2, 3), dtype=np.float16))
+        self.assertIsInstance(result, kerntune.RunResult)
+        self.assertEqual(result.backend, "cpu")
+        self.assertEqual(result.config.source, "cpu_reference")
+        self.assertIsNone(result.config.config)
+        self.assertGreaterEqual(result.kernel_time_us, 0)
+        self.assertIsNone(result.mean)
+        np.testing.assert_allclose(result.output.astype(np.float64), np.log(1 / 3), rtol=2e-3)
+
+
+class BadInputTest(DaemonTestCase):
+    def check(self, error_class, code, call, *fragments):
+        with self.assertRaises(error_class) as context:
+            call()
+        self.assertCode(context, code, *fragments)
+        return context.exception
+
+    def test_wrong_dtypes(self):
+        invalid = grpc.StatusCode.INVALID_ARGUMENT
+        for dtype in (np.float64, np.int32, np.uint16):
+            error = self.check(kerntune.InvalidArgumentError, invalid,
+                               lambda: self.client.softmax(np.ones((2, 3), dtype=dtype)),
+                               "dtype")
+            self.assertIsInstance(error, ValueError)
+        x = np.ones((2, 3), dtype=np.float16)
+        self.check(kerntune.InvalidArgumentError, invalid,
+                   lambda: self.client.layer_norm(x, weight=np.ones(3, np.float32)), "weight")
+        self.check(kerntune.InvalidArgumentError, invalid,
+                   lambda: self.client.softmax(x, out=np.empty((2, 3), np.float32)), "out")
+        self.check(kerntune.InvalidArgumentError, invalid,
+                   lambda: self.client.softmax(np.ones((2, 3), dtype=">f4")), "big-endian")
+
+    def test_wrong_shapes(self):
+        invalid = grpc.StatusCode.INVALID_ARGUMENT
+        for shape in ((2, 3, 4), (5,), ()):
+            self.check(kerntune.InvalidArgumentError, invalid,
+                       lambda: self.client.softmax(np.ones(shape, np.float32)), "2-d")
+        x = np.ones((2, 3), dtype=np.float32)
+        self.check(kerntune.InvalidArgumentError, invalid,
+                   lambda: self.client.layer_norm(x, bias=np.ones(4, np.float32)), "bias", "(3,)")
+        self.check(kerntune.InvalidArgumentError, invalid,
+                   lambda: self.client.softmax(x, out=np.empty((3, 2), np.float32)), "out")
+        readonly = np.empty((2, 3), np.float32)
+        readonly.flags.writeable = False
+        self.check(kerntune.InvalidArgumentError, invalid,
+                   lambda: self.client.softmax(x, out=readonly), "read-only")
+        # Empty shapes go to the daemon, which names the field.
+        self.check(kerntune.InvalidArgumentError, invalid,
+                   lambda: self.client.softmax(np.ones((0, 3), np.float32)), "shape.rows=0")
+        self.check(kerntune.InvalidArgumentError, invalid,
+                   lambda: self.client.log_softmax(np.ones((3, 0), np.float16)), "shape.cols=0")
+
+    def test_bad_epsilon_is_refused_by_the_daemon(self):
+        x = np.ones((2, 3), dtype=np.float32)
+        for eps in (0.0, -1.0, math.nan, math.inf):
+            self.check(kerntune.InvalidArgumentError, grpc.StatusCode.INVALID_ARGUMENT,
+                       lambda: self.client.layer_norm(x, eps=eps), "layer_norm.epsilon")
+
+    def test_arguments_of_the_wrong_op(self):
+        x = np.ones((2, 3), dtype=np.float32)
+        invalid = grpc.StatusCode.INVALID_ARGUMENT
+        self.check(kerntune.InvalidArgumentError, invalid,
+                   lambda: self.client.run("softmax", x, weight=np.ones(3, np.float32)),
+                   "layer_norm only")
+        self.check(kerntune.InvalidArgumentError, invalid,
+                   lambda: self.client.run("gelu", x), "op=")
+        self.check(kerntune.InvalidArgumentError, invalid,
+                   lambda: self.client.softmax(x, stream=True), "stream")
+        self.check(kerntune.InvalidArgumentError, invalid,
+                   lambda: self.client.register(x), "SharedArray")
+
+    def test_over_the_request_limit(self):
+        x = np.zeros((MAX_REQUEST_BYTES // 4 // 64 + 1, 64), dtype=np.float32)
+        self.check(kerntune.ResourceExhaustedError, grpc.StatusCode.RESOURCE_EXHAUSTED,
+                   lambda: self.client.softmax(x), "--max_request_bytes")
+
+    def test_the_daemon_stays_up(self):
+        self.assertEqual(self.client.status().backend, "cpu")
+
+
+def _skip_without_buffers(client):
+    try:
+        client.list_buffers()
+    except kerntune.UnimplementedError as e:
+        raise unittest.SkipTest(
+            "kerntuned answers UNIMPLEMENTED for the buffer RPCs (the server's "
+            "RegisterBuffer work has not landed): %s" % e)
+
+
+class SharedBufferTest(DaemonTestCase, CloseMixin):
+    def setUp(self):
+        _skip_without_buffers(self.client)
+        self.rng = np.random.default_rng(4)
+
+    def tearDown(self):
+        gc.collect()
+
+    def test_register_list_unregister(self):
+        array = kerntune.shared_empty((4, 8), np.float32)
+        self.assertIsInstance(array, kerntune.SharedArray)
+        self.assertTrue(array.shm_name)
+        with self.client.register(array, label="weights", ttl=60) as buffer:
+            self.assertRegex(buffer.id, r"^[0-9a-f]{32}$")
+            self.assertEqual(buffer.kind, "host_shm")
+            self.assertGreaterEqual(buffer.size_bytes, array.nbytes)
+            listed = {b.buffer_id: b for b in self.client.list_buffers()}
+            self.assertIn(buffer.id, listed)
+            info = listed[buffer.id]
+            self.assertEqual(info.kind, "host_shm")
+            self.assertEqual(info.label, "weights")
+            self.assertEqual(info.ttl_seconds, 60)
+            self.assertGreater(info.expires_unix_ms, info.registered_unix_ms)
+            status = self.client.status()
+            self.assertGreaterEqual(status.registered_buffers, 1)
+            self.assertGreaterEqual(status.registered_bytes, array.nbytes)
+            self.assertGreaterEqual(status.buffer_owners, 1)
+        self.assertTrue(buffer.closed)
+        self.assertNotIn(buffer.id, [b.buffer_id for b in self.client.list_buffers()])
+        buffer.close()  # idempotent
+        with self.assertRaises(kerntune.NotFoundError) as context:
+            self.client.unregister(buffer.id)
+        self.assertEqual(context.exception.code, grpc.StatusCode.NOT_FOUND)
+
+    def test_runs_in_place_on_shared_arrays(self):
+        for dtype in ("float32", "float16"):
+            for op in ("softmax", "log_softmax", "layer_norm"):
+                what = "%s %s" % (op, dtype)
+                data = random_input(self.rng, op, dtype, (12, 65))
+                x = kerntune.shared_array(data)
+                out = kerntune.shared_empty((12, 65), dtype)
+                out[...] = np.nan
+                with self.client.register(x), self.client.register(out):
+                    result = self.client.run(op, x, out)
+                    self.assertIs(result.output, out)
+                    self.assertClose(out, reference(op, data), TOLERANCE[(dtype, op)], what)
+                    # Rows 3..7 of both: views at an offset of the same buffers.
+                    out[...] = np.nan
+                    self.client.run(op, x[3:8], out[3:8])
+                    self.assertClose(out[3:8], reference(op, data[3:8]), TOLERANCE[(dtype, op)],
+                                     what + " rows 3:8")
+                    self.assertTrue(np.isnan(out[:3].astype(np.float32)).all())
+                    runs = {b.buffer_id: b.runs for b in self.client.list_buffers()}
+                    self.assertEqual(len(runs), 2)
+                    self.assertTrue(all(n >= 2 for n in runs.values()), runs)
+
+    def test_in_place_and_shared_parameters(self):
+        data = random_input(self.rng, "layer_norm", "float32", (5, 40))
+        x = kerntune.shared_array(data)
+        weight = kerntune.shared_array(self.rng.normal(1, 0.5, 40).astype(np.float32))
+        bias = kerntune.shared_array(self.rng.normal(0, 0.5, 40).astype(np.float32))
+        y, mean, inv_std = self.client.layer_norm(x, weight, bias, out=x, return_stats=True)
+        self.assertIs(y, x)
+        want, want_mean, want_inv_std = ref_layer_norm(data, weight, bias, 1e-5)
+        self.assertClose(x, want, TOLERANCE[("float32", "layer_norm")], "in place")
+        self.assertClose(mean, want_mean, STATS_TOLERANCE, "mean")
+        self.assertClose(inv_std, want_inv_std, STATS_TOLERANCE, "inv_std")
+
+    def test_shared_arrays_are_registered_on_first_use_and_dropped_with_them(self):
+        data = random_input(self.rng, "softmax", "float32", (3, 10))
+        x = kerntune.shared_array(data)
+        y = self.client.softmax(x)  # input by buffer, output inline
+        self.assertNotIsInstance(y, kerntune.SharedArray)
+        self.assertClose(y, ref_softmax(data), TOLERANCE[("float32", "softmax")])
+        mine = [b for b in self.client.list_buffers() if b.label == "kerntune-python"]
+        self.assertEqual(len(mine), 1)
+        self.assertEqual(mine[0].runs, 1)
+        del x
+        gc.collect()
+        self.client.softmax(np.ones((1, 2), np.float32))  # a later call unregisters it
+        self.assertEqual([b for b in self.client.list_buffers() if b.label == "kerntune-python"],
+                         [])
+
+    def test_a_view_outside_the_buffer_is_out_of_range(self):
+        array = kerntune.shared_empty((2, 4), np.float32)
+        with self.client.register(array) as buffer:
+            request = pb.RunRequest(op=pb.OP_SOFTMAX, dtype=pb.DTYPE_FLOAT32,
+                                    shape=pb.Shape(rows=2, cols=4))
+            request.input.buffer.buffer_id = buffer.id
+            request.input.buffer.offset_bytes = buffer.size_bytes
+            request.output.return_inline = True
+            with self.assertRaises(kerntune.OutOfRangeError) as context:
+                self.client._call(self.client._stub.Run, request)
+            self.assertEqual(context.exception.code, grpc.StatusCode.OUT_OF_RANGE)
+
+    def test_another_process_cannot_use_our_buffer(self):
+        array = kerntune.shared_empty((2, 4), np.float32)
+        array[...] = 1
+        with self.client.register(array) as buffer:
+            child = textwrap.dedent("""
+                import sys
+                import grpc
+                import kerntune
+                from kerntune.v1 import kerntune_pb2 as pb
+                target, buffer_id = sys.argv[1:3]
+                client = kerntune.Client(target, timeout=30)
+                assert client.list_buffers() == [], client.list_buffers()
+                request = pb.RunRequest(op=pb.OP_SOFTMAX, dtype=pb.DTYPE_FLOAT32,
+                                        shape=pb.Shape(rows=2, cols=4))
+                request.input.buffer.buffer_id = buffer_id
+                request.output.return_inline = True
+                try:
+                    client._call(client._stub.Run, request)
+                    sys.exit("Run on another process's buffer succeeded")
+                except kerntune.NotFoundError as e:
+                    print("run:", e)
+                try:
+                    client.unregister(buffer_id)
+                    sys.exit("UnregisterBuffer of another process's buffer succeeded")
+                except kerntune.NotFoundError as e:
+                    print("unregister:", e)
+                client.close()
+            """)
+            done = subprocess.run([sys.executable, "-c", child, self.daemon.target, buffer.id],
+                                  capture_output=True, text=True, timeout=60)
+            self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+            self.assertIn("NOT_FOUND", done.stdout)
+            # Still ours and still usable.
+            self.assertIn(buffer.id, [b.buffer_id for b in self.client.list_buffers()])
+            np.testing.assert_allclose(self.client.softmax(array), 0.25)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

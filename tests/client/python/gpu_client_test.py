@@ -1,0 +1,360 @@
+#!/usr/bin/env python3
+"""PyTorch CUDA tensors through a GPU kerntuned, by CUDA IPC (label gpu).
+
+Starts its own kerntuned (GPU backend) on a temp socket and checks, against
+torch's float64 result of the same input:
+  - softmax, log-softmax, LayerNorm (affine, stats to device memory) for
+    float32, float16 and bfloat16 over shapes that reach every kernel;
+  - an input at a non-zero storage offset (a slice of a bigger tensor) and
+    out= a slice of another tensor, whose other rows must stay untouched;
+  - stream mode (IPC wait/done events): the call returns before the GPU
+    work, and the caller's stream orders the result;
+  - a registered CUDA allocation used by buffer id;
+  - freed tensors go back to torch's allocator (no IPC "limbo" leak);
+  - two client processes at once.
+Exits 1 on any wrong result, 77 (CTest: skipped) without torch or CUDA.
+
+  python3 gpu_client_test.py            (CTest sets PYTHONPATH and KERNTUNED_BINARY)
+  bin/kt_python_client_gpu_test.py      (a bundle: finds ../python and bin/kerntuned)
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SKIP = 77
+
+
+def _import_or_skip():
+    # A bundle keeps the package in <prefix>/python beside <prefix>/bin.
+    bundled = os.path.join(os.path.dirname(HERE), "python")
+    if os.path.isdir(os.path.join(bundled, "kerntune")) and bundled not in sys.path:
+        sys.path.append(bundled)
+    try:
+        import torch  # noqa: F401
+    except ImportError as e:
+        print("SKIP: torch is not installed: %s" % e)
+        sys.exit(SKIP)
+    try:
+        import kerntune  # noqa: F401
+    except ImportError as e:
+        print("SKIP: the kerntune package or its grpc/protobuf/numpy dependencies are "
+              "missing: %s" % e)
+        sys.exit(SKIP)
+    import torch
+
+    if not torch.cuda.is_available():
+        print("SKIP: torch sees no CUDA device")
+        sys.exit(SKIP)
+
+
+# kernels/verify.cc OutputTolerance (rtol, atol) and StatsTolerance.
+TOLERANCE = {
+    "float32": {"softmax": (1e-4, 1e-12), "log_softmax": (1e-4, 1e-4), "layer_norm": (1e-4, 1e-4)},
+    "float16": {"softmax": (2e-3, 1e-7), "log_softmax": (2e-3, 2e-3), "layer_norm": (2e-3, 2e-3)},
+    "bfloat16": {"softmax": (1.6e-2, 1e-12), "log_softmax": (1.6e-2, 1.6e-2),
+                 "layer_norm": (1.6e-2, 1.6e-2)},
+}
+STATS_TOLERANCE = (1e-4, 1e-4)
+OPS = ("softmax", "log_softmax", "layer_norm")
+DTYPE_NAMES = ("float32", "float16", "bfloat16")
+# One row per warp, a block with the row in shared memory, a block re-reading
+# global memory, and the edges.
+SHAPES = ((1, 1), (7, 33), (300, 1000), (64, 4096), (3, 40000))
+
+
+class Failure(AssertionError):
+    pass
+
+
+def torch_dtype(name):
+    import torch
+
+    return {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[name]
+
+
+def check_close(got, want, tolerance, what):
+    rtol, atol = tolerance
+    got = got.double()
+    ok = (got - want).abs() <= atol + rtol * want.abs()
+    if not bool(ok.all()):
+        bad = (~ok).nonzero()
+        first = tuple(int(i) for i in bad[0])
+        raise Failure("%s: %d bad elements; first at %s: got %r, want %r (rtol %g, atol %g)"
+                      % (what, bad.shape[0], first, float(got[first]), float(want[first]),
+                         rtol, atol))
+
+
+def reference(op, x, weight=None, bias=None, eps=1e-5):
+    """torch's float64 result, and for layer_norm the mean and inv_std."""
+    import torch
+    import torch.nn.functional as F
+
+    x64 = x.double()
+    if op == "softmax":
+        return torch.softmax(x64, -1), None, None
+    if op == "log_softmax":
+        return torch.log_softmax(x64, -1), None, None
+    cols = x.shape[-1]
+    y = F.layer_norm(x64, (cols,), None if weight is None else weight.double(),
+                     None if bias is None else bias.double(), eps)
+    mean = x64.mean(-1)
+    inv_std = torch.rsqrt(x64.var(-1, unbiased=False) + eps)
+    return y, mean, inv_std
+
+
+def random_input(op, shape, dtype, generator, device):
+    import torch
+
+    mean = 3.0 if op == "layer_norm" else 0.5
+    x = torch.randn(shape, generator=generator, device=device, dtype=torch.float32) * 2 + mean
+    return x.to(dtype)
+
+
+def run_and_check(client, op, x, dtype_name, out=None, stream=None, what=""):
+    """One op through the daemon vs torch's float64; returns the output."""
+    import torch
+
+    rows, cols = x.shape
+    weight = bias = None
+    if op == "layer_norm":
+        g = torch.Generator(device=x.device).manual_seed(rows * 7919 + cols)
+        weight = (torch.randn(cols, generator=g, device=x.device) * 0.5 + 1).to(x.dtype)
+        bias = (torch.randn(cols, generator=g, device=x.device) * 0.5).to(x.dtype)
+        result = client.run(op, x, out, weight=weight, bias=bias, return_stats=True,
+                            stream=stream)
+    else:
+        result = client.run(op, x, out, stream=stream)
+    if stream is not None:
+        torch.cuda.current_stream(x.device).synchronize()
+        if result.kernel_time_us != 0:
+            raise Failure("%s: stream mode reported kernel_time_us=%r, want 0"
+                          % (what, result.kernel_time_us))
+    y = result.output
+    if out is not None and y is not out:
+        raise Failure("%s: run did not return out" % what)
+    if result.backend != "gpu":
+        raise Failure("%s: ran on backend %r" % (what, result.backend))
+    want, mean, inv_std = reference(op, x, weight, bias)
+    check_close(y, want, TOLERANCE[dtype_name][op], what)
+    if op == "layer_norm":
+        check_close(result.mean, mean, STATS_TOLERANCE, what + " mean")
+        check_close(result.inv_std, inv_std, STATS_TOLERANCE, what + " inv_std")
+    return y
+
+
+# -- the checks -----------------------------------------------------------------
+
+def check_every_op_dtype_shape(client, device):
+    import torch
+
+    g = torch.Generator(device=device).manual_seed(20261121)
+    for op in OPS:
+        for name in DTYPE_NAMES:
+            for shape in SHAPES:
+                x = random_input(op, shape, torch_dtype(name), g, device)
+                run_and_check(client, op, x, name, what="%s %s %s" % (op, name, shape))
+
+
+def check_offsets_and_out_slices(client, device):
+    import torch
+
+    g = torch.Generator(device=device).manual_seed(2)
+    for name in DTYPE_NAMES:
+        dtype = torch_dtype(name)
+        for op in OPS:
+            rows, cols = 37, 513
+            big = random_input(op, (rows + 11, cols), dtype, g, device)
+            x = big[5:5 + rows]  # storage_offset = 5 * cols elements
+            assert x.storage_offset() > 0
+            target = torch.full((rows + 20, cols), float("nan"), dtype=dtype, device=device)
+            out = target[9:9 + rows]
+            what = "%s %s slice" % (op, name)
+            run_and_check(client, op, x, name, out=out, what=what)
+            if not (bool(target[:9].isnan().all()) and bool(target[9 + rows:].isnan().all())):
+                raise Failure("%s: rows outside out= were written" % what)
+        # A strided x is made contiguous by the client.
+        wide = random_input("softmax", (16, 200), dtype, g, device)
+        run_and_check(client, "softmax", wide[:, ::2], name, what="softmax %s strided" % name)
+
+
+def check_stream_mode(client, device):
+    import torch
+
+    g = torch.Generator(device=device).manual_seed(3)
+    side = torch.cuda.Stream(device=device)
+    for name in DTYPE_NAMES:
+        dtype = torch_dtype(name)
+        for op in OPS:
+            what = "%s %s stream" % (op, name)
+            # On the current stream: the input is produced by queued work.
+            base = random_input(op, (512, 1024), dtype, g, device)
+            x = base * 1  # queued on the current stream right before the call
+            run_and_check(client, op, x, name, stream=True, what=what)
+            # On a side stream, with the result consumed there before any sync.
+            side.wait_stream(torch.cuda.current_stream(device))
+            with torch.cuda.stream(side):
+                x = base.clone()
+                result = client.run(op, x, stream=side)
+                consumed = result.output.double().sum()
+            side.synchronize()
+            want = reference(op, base)[0]
+            check_close(result.output, want, TOLERANCE[name][op], what + " (side stream)")
+            if not torch.isfinite(consumed):
+                raise Failure("%s: consumed sum is %r" % (what, float(consumed)))
+    # Many calls queued back to back, checked at the end.
+    xs = [random_input("softmax", (64, 2048), torch.float16, g, device) for _ in range(20)]
+    ys = [client.softmax(x, stream=True) for x in xs]
+    client.synchronize()
+    for i, (x, y) in enumerate(zip(xs, ys)):
+        check_close(y, reference("softmax", x)[0], TOLERANCE["float16"]["softmax"],
+                    "queued softmax %d" % i)
+
+
+def check_registered_allocation(client, device):
+    import torch
+
+    g = torch.Generator(device=device).manual_seed(4)
+    arena = torch.full((4096, 256), float("nan"), dtype=torch.float32, device=device)
+    with client.register(arena, label="arena") as buffer:
+        if buffer.kind != "cuda_ipc":
+            raise Failure("registered a %r buffer" % buffer.kind)
+        listed = {b.buffer_id: b for b in client.list_buffers()}
+        if buffer.id not in listed or listed[buffer.id].label != "arena":
+            raise Failure("list_buffers does not show the arena: %r" % listed)
+        arena[:1000] = random_input("softmax", (1000, 256), torch.float32, g, device)
+        x, out = arena[:1000], arena[2000:3000]
+        for op in OPS:
+            run_and_check(client, op, x, "float32", out=out, what="%s registered" % op)
+        runs = [b.runs for b in client.list_buffers() if b.buffer_id == buffer.id]
+        if not runs or runs[0] < len(OPS):
+            raise Failure("the arena's buffer counted %r runs, want >= %d" % (runs, len(OPS)))
+    if buffer.id in [b.buffer_id for b in client.list_buffers()]:
+        raise Failure("the arena stayed registered after close")
+
+
+def check_no_ipc_leak(client, device):
+    """Tensors shared with the daemon and dropped go back to torch's allocator."""
+    import torch
+
+    torch.cuda.synchronize(device)
+    before = torch.cuda.memory_allocated(device)
+    g = torch.Generator(device=device).manual_seed(5)
+    for i in range(200):
+        x = random_input("softmax", (256, 4096), torch.float16, g, device)  # 2 MiB
+        y = client.softmax(x, stream=(i % 2 == 0))
+        del x, y
+    client.synchronize()
+    torch.cuda.synchronize(device)
+    after = torch.cuda.memory_allocated(device)
+    if after - before > 16 << 20:
+        raise Failure("torch.cuda.memory_allocated grew by %d bytes over 200 calls: shared "
+                      "blocks are not being freed" % (after - before))
+
+
+def check_two_client_processes(target):
+    children = [
+        subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child", target,
+                          "--seed", str(seed)], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, env=os.environ.copy())
+        for seed in (11, 12)
+    ]
+    outputs = [child.communicate(timeout=300)[0] for child in children]
+    for child, output in zip(children, outputs):
+        if child.returncode != 0:
+            raise Failure("client process failed (exit %d):\n%s" % (child.returncode, output))
+
+
+def child_main(target, seed):
+    """One of the concurrent client processes: random ops, each checked."""
+    import torch
+
+    import kerntune
+
+    device = torch.device("cuda", 0)
+    g = torch.Generator(device=device).manual_seed(seed)
+    with kerntune.Client(target) as client:
+        for i in range(60):
+            op = OPS[i % 3]
+            name = DTYPE_NAMES[(i // 3) % 3]
+            rows = int(torch.randint(1, 300, (1,), generator=g, device=device))
+            cols = int(torch.randint(1, 5000, (1,), generator=g, device=device))
+            x = random_input(op, (rows, cols), torch_dtype(name), g, device)
+            run_and_check(client, op, x, name, stream=True if i % 2 else None,
+                          what="child %d call %d %s %s (%d, %d)" % (seed, i, op, name, rows, cols))
+    print("child %d: 60 calls checked" % seed)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--child", metavar="TARGET", help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    _import_or_skip()
+    if args.child:
+        try:
+            child_main(args.child, args.seed)
+        except Exception:
+            traceback.print_exc()
+            return 1
+        return 0
+
+    import torch
+
+    import kerntune
+
+    sys.path.insert(0, HERE)
+    import kerntuned_child
+
+    binary = kerntuned_child.kerntuned_binary()
+    if binary is None:
+        print("FAIL: no kerntuned: set KERNTUNED_BINARY (or run from a bundle's bin/)")
+        return 1
+    device = torch.device("cuda", 0)
+    daemon = kerntuned_child.Daemon(binary, cpu=False)
+    failed = []
+    try:
+        daemon.wait_serving()
+        with kerntune.Client(daemon.target, timeout=120) as client:
+            status = client.status()
+            print("kerntuned %s, backend %s (%s), cuda_ipc_supported=%s; torch %s"
+                  % (status.version, status.backend, status.backend_reason,
+                     status.cuda_ipc_supported, torch.__version__))
+            if status.backend != "gpu" or not status.cuda_ipc_supported:
+                raise Failure("kerntuned is not on the GPU backend with CUDA IPC: %r" % status)
+            checks = [
+                ("every op, dtype and shape", lambda: check_every_op_dtype_shape(client, device)),
+                ("storage offsets and out= slices",
+                 lambda: check_offsets_and_out_slices(client, device)),
+                ("stream mode", lambda: check_stream_mode(client, device)),
+                ("a registered allocation", lambda: check_registered_allocation(client, device)),
+                ("no IPC leak", lambda: check_no_ipc_leak(client, device)),
+                ("two client processes", lambda: check_two_client_processes(daemon.target)),
+            ]
+            for name, check in checks:
+                start = time.monotonic()
+                try:
+                    check()
+                    print("PASS %s (%.1f s)" % (name, time.monotonic() - start))
+                except Exception:
+                    failed.append(name)
+                    print("FAIL %s:" % name)
+                    traceback.print_exc(file=sys.stdout)
+    except Exception:
+        failed.append("setup")
+        traceback.print_exc(file=sys.stdout)
+    finally:
+        daemon.stop()
+        if failed:
+            print("kerntuned log:\n%s" % daemon.log()[-20000:])
+        daemon.cleanup()
+    print("%s: %d failed %s" % ("FAILED" if failed else "PASSED", len(failed), failed or ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
