@@ -71,12 +71,13 @@ absl::StatusOr<Registration> BufferRegistry::Register(
 }
 
 absl::StatusOr<Registration> BufferRegistry::Use(const PeerProcess& caller,
-                                                 const std::string& id, absl::Time now) {
+                                                 const std::string& id, absl::Time now,
+                                                 bool count_run) {
   absl::MutexLock lock(&mu_);
   auto it = by_id_.find(id);
   if (it == by_id_.end() || !(it->second.owner == caller)) return UnknownBuffer(id);
   it->second.last_used = std::max(it->second.last_used, now);
-  ++it->second.runs;
+  if (count_run) ++it->second.runs;
   return it->second;
 }
 

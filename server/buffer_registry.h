@@ -54,9 +54,10 @@ class BufferRegistry {
                                         std::shared_ptr<const ClientMemory> memory,
                                         int64_t size_bytes, absl::Duration ttl,
                                         std::string label, absl::Time now);
-  // The caller's registration `id` for a Run; renews its lease.
+  // The caller's registration `id` for a Run; renews its lease and, when
+  // `count_run` (its first tensor of that Run), counts the Run.
   absl::StatusOr<Registration> Use(const PeerProcess& caller, const std::string& id,
-                                   absl::Time now);
+                                   absl::Time now, bool count_run = true);
   absl::Status Unregister(const PeerProcess& caller, const std::string& id);
   // The caller's registrations, oldest first.
   std::vector<Registration> List(const PeerProcess& caller) const;

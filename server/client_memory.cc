@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -26,7 +27,9 @@ class HostSharedMemory final : public ClientMemory {
 
 // SIGBUS inside a guarded copy jumps back to it; anywhere else it goes to
 // the previous disposition (a real bug still crashes loudly).
-thread_local sigjmp_buf* t_guarded_copy = nullptr;
+// volatile: the stores around the memcpy must not be optimised away (the
+// compiler knows memcpy does not read this variable; the signal handler does).
+thread_local sigjmp_buf* volatile t_guarded_copy = nullptr;
 struct sigaction g_previous_sigbus {};
 
 void OnSigbus(int signal_number, siginfo_t* info, void* context) {
@@ -63,7 +66,9 @@ absl::Status GuardedCopy(void* to, const void* from, int64_t bytes) {
         "the client's shared-memory object shrank while the daemon used it");
   }
   t_guarded_copy = &jump;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
   std::memcpy(to, from, static_cast<size_t>(bytes));
+  std::atomic_signal_fence(std::memory_order_seq_cst);
   t_guarded_copy = nullptr;
   return absl::OkStatus();
 }

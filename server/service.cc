@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/version.h"
 #include "server/run_request.h"
@@ -191,8 +192,9 @@ class KernTuneService::Resolver final : public TensorResolver {
 
   absl::StatusOr<Opened> RegisteredBuffer(const std::string& buffer_id) override {
     if (!caller_) return NeedsUnixSocket("registered buffers");
+    const bool first_use = used_.insert(buffer_id).second;
     absl::StatusOr<Registration> registration =
-        service_.registry_.Use(*caller_, buffer_id, absl::Now());
+        service_.registry_.Use(*caller_, buffer_id, absl::Now(), first_use);
     if (!registration.ok()) return registration.status();
     return Opened{std::move(registration->memory), registration->size_bytes};
   }
@@ -216,6 +218,7 @@ class KernTuneService::Resolver final : public TensorResolver {
 
   KernTuneService& service_;
   const std::optional<PeerProcess>& caller_;
+  absl::flat_hash_set<std::string> used_;  // buffers this Run already counted
 };
 
 std::optional<PeerProcess> KernTuneService::Caller(const grpc::ServerContext& context) const {
