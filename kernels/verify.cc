@@ -298,6 +298,10 @@ absl::StatusOr<DeviceProblem> Upload(const HostProblem& problem) {
   }
   if (s.ok() && stats) s = assign(d.mean, DeviceBuffer::Allocate(rows * sizeof(float)));
   if (s.ok() && stats) s = assign(d.inv_std, DeviceBuffer::Allocate(rows * sizeof(float)));
+  // The device-to-device copies that replicate rows are asynchronous to the
+  // host and run on the legacy default stream, which callers' non-blocking
+  // streams do not wait for: finish them before anyone launches or checks.
+  if (s.ok()) s = CudaStatus(cudaDeviceSynchronize(), "upload sync");
   if (!s.ok()) return s;
   return d;
 }

@@ -55,6 +55,12 @@ class GpuPointMeasurer final : public PointMeasurer {
       extra_x_.push_back(*std::move(x));
       extra_y_.push_back(*std::move(y));
     }
+    // Device-to-device cudaMemcpy returns before the copy is done, and the
+    // measuring stream is non-blocking: finish the copies before timing.
+    if (cudaDeviceSynchronize() != cudaSuccess) {
+      cudaGetLastError();
+      return absl::InternalError("synchronizing after the rotation-set copies failed");
+    }
     return absl::OkStatus();
   }
 

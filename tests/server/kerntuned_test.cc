@@ -34,6 +34,7 @@
 #include "kernels/reference.h"
 #include "proto/reflection.grpc.pb.h"
 #include "tests/server/daemon_process.h"
+#include "tests/server/kerntuned_fixture.h"
 #include "tests/server/malformed_requests.h"
 #include "tests/testing/scoped_temp_dir.h"
 
@@ -50,46 +51,10 @@ using ::kt::server::testing::KerntunedBinary;
 using ::kt::server::testing::Health;
 using ::kt::server::testing::WaitUntilServing;
 
-constexpr auto kStartDeadline = std::chrono::seconds(10);
-constexpr auto kStopDeadline = std::chrono::seconds(5);
+using ::kt::server::testing::kStartDeadline;
+using ::kt::server::testing::kStopDeadline;
 
-class KerntunedTest : public ::testing::Test {
- protected:
-  // Starts kerntuned --cpu on a socket in the temp dir; waits until healthy.
-  void Start(std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"--cpu", "--socket=" + socket_, "--db=" + db_,
-                                     "--max_request_bytes=" +
-                                         std::to_string(kTableMaxRequestBytes)};
-    args.insert(args.end(), extra.begin(), extra.end());
-    daemon_ = std::make_unique<Daemon>(KerntunedBinary(), args, dir_.File("kerntuned.log"));
-    const absl::Status serving = WaitUntilServing(*daemon_, socket_, kStartDeadline);
-    ASSERT_TRUE(serving.ok()) << serving;
-    channel_ = Connect("unix:" + socket_);
-    stub_ = pb::KernTune::NewStub(channel_);
-  }
-
-  void TearDown() override {
-    if (HasFailure() && daemon_ != nullptr) {
-      std::cerr << "kerntuned log:\n" << daemon_->Log();
-    }
-  }
-
-  template <typename Request, typename Response>
-  grpc::Status Call(grpc::Status (pb::KernTune::Stub::*method)(grpc::ClientContext*,
-                                                               const Request&, Response*),
-                    const Request& request, Response* response) {
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    return (stub_.get()->*method)(&context, request, response);
-  }
-
-  kt::testing::ScopedTempDir dir_;
-  const std::string socket_ = dir_.File("run/kerntune.sock");
-  const std::string db_ = dir_.File("missing.db");
-  std::unique_ptr<Daemon> daemon_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<pb::KernTune::Stub> stub_;
-};
+using KerntunedTest = ::kt::server::testing::KerntunedFixture;
 
 kernels::DType ToKernels(pb::DType dtype) {
   switch (dtype) {
@@ -310,7 +275,9 @@ TEST_F(KerntunedTest, ReflectionListsAndDescribesTheService) {
     }
   }
   EXPECT_THAT(methods,
-              ::testing::UnorderedElementsAre("Run", "GetConfig", "ListConfigs", "GetStatus"));
+              ::testing::UnorderedElementsAre("Run", "RegisterBuffer", "UnregisterBuffer",
+                                              "ListBuffers", "GetConfig", "ListConfigs",
+                                              "GetStatus"));
   stream->WritesDone();
   EXPECT_TRUE(stream->Finish().ok());
 }
@@ -408,6 +375,21 @@ TEST_F(KerntunedTest, ServesOverTcpWhenAsked) {
   const grpc::Status got = tcp->GetStatus(&context, pb::GetStatusRequest(), &status);
   EXPECT_TRUE(got.ok()) << got.error_message();
   EXPECT_EQ(status.backend(), "cpu");
+
+  // No peer credentials over TCP: no registrations, inline tensors only.
+  grpc::ClientContext register_context;
+  pb::RegisterBufferRequest registration;
+  registration.mutable_host_shm()->set_name("/anything");
+  pb::RegisterBufferResponse registered;
+  const grpc::Status refused = tcp->RegisterBuffer(&register_context, registration, &registered);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(refused.error_message(), HasSubstr("RegisterBuffer needs the Unix socket"));
+  grpc::ClientContext run_context;
+  pb::RunRequest run = testing::ValidRunRequest(pb::OP_SOFTMAX, pb::DTYPE_FLOAT32, 1, 4);
+  run.mutable_input()->mutable_buffer()->set_buffer_id("0123456789abcdef");
+  pb::RunResponse response;
+  EXPECT_EQ(tcp->Run(&run_context, run, &response).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
 }
 
 }  // namespace

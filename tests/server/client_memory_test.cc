@@ -1,0 +1,81 @@
+// Client shared memory: opening rules and guarded copies.
+#include "server/client_memory.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kt::server {
+namespace {
+
+class ShmObject {
+ public:
+  explicit ShmObject(int64_t bytes) : name_(absl::StrCat("/kt_unit_", getpid(), "_", next_++)) {
+    fd_ = shm_open(name_.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+    EXPECT_GE(fd_, 0);
+    EXPECT_EQ(ftruncate(fd_, bytes), 0);
+  }
+  ~ShmObject() {
+    close(fd_);
+    shm_unlink(name_.c_str());
+  }
+  const std::string& name() const { return name_; }
+  void Resize(int64_t bytes) { EXPECT_EQ(ftruncate(fd_, bytes), 0); }
+
+ private:
+  static inline int next_ = 0;
+  std::string name_;
+  int fd_ = -1;
+};
+
+TEST(ClientMemoryTest, OpensTheCallersObjectWithItsRealSize) {
+  ShmObject object(12345);
+  for (const std::string& name : {object.name(), object.name().substr(1)}) {
+    auto memory = OpenHostSharedMemory(name, getuid());
+    ASSERT_TRUE(memory.ok()) << memory.status();
+    EXPECT_EQ((*memory)->size(), 12345);
+    EXPECT_EQ((*memory)->space(), MemorySpace::kHost);
+  }
+}
+
+TEST(ClientMemoryTest, RefusesOtherUsersObjectsBadNamesAndEmptyObjects) {
+  ShmObject object(64);
+  EXPECT_EQ(OpenHostSharedMemory(object.name(), getuid() + 1).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(OpenHostSharedMemory("/a/b", getuid()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(OpenHostSharedMemory("/..", getuid()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(OpenHostSharedMemory("/kt_unit_missing_object", getuid()).status().code(),
+            absl::StatusCode::kNotFound);
+  object.Resize(0);
+  EXPECT_EQ(OpenHostSharedMemory(object.name(), getuid()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ClientMemoryTest, CopiesFromAShrunkObjectAreDataLossNotACrash) {
+  ShmObject object(1 << 20);
+  auto memory = OpenHostSharedMemory(object.name(), getuid());
+  ASSERT_TRUE(memory.ok());
+  std::vector<char> buffer(1 << 20);
+  EXPECT_TRUE(CopyFromClientHost(buffer.data(), (*memory)->base(), 1 << 20).ok());
+  object.Resize(4096);
+  EXPECT_TRUE(CopyFromClientHost(buffer.data(), (*memory)->base(), 4096).ok());
+  EXPECT_EQ(CopyFromClientHost(buffer.data(), (*memory)->base(), 1 << 20).code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(CopyToClientHost((*memory)->base() + 8192, buffer.data(), 100).code(),
+            absl::StatusCode::kDataLoss);
+  // And again: the guard is re-armed after a fault.
+  EXPECT_EQ(CopyFromClientHost(buffer.data(), (*memory)->base(), 1 << 20).code(),
+            absl::StatusCode::kDataLoss);
+}
+
+}  // namespace
+}  // namespace kt::server

@@ -1,0 +1,30 @@
+// Client memory for tests: a heap block standing in for a mapped allocation.
+#ifndef KERNTUNE_TESTS_SERVER_FAKE_MEMORY_H_
+#define KERNTUNE_TESTS_SERVER_FAKE_MEMORY_H_
+
+#include <memory>
+#include <vector>
+
+#include "server/client_memory.h"
+
+namespace kt::server::testing {
+
+class FakeMemory final : public ClientMemory {
+ public:
+  static std::shared_ptr<const ClientMemory> Make(int64_t size,
+                                                  MemorySpace space = MemorySpace::kHost) {
+    auto storage = std::make_shared<std::vector<char>>(static_cast<size_t>(size));
+    return std::shared_ptr<const ClientMemory>(new FakeMemory(std::move(storage), space));
+  }
+
+ private:
+  FakeMemory(std::shared_ptr<std::vector<char>> storage, MemorySpace space)
+      : ClientMemory(storage->data(), static_cast<int64_t>(storage->size()), space,
+                     space == MemorySpace::kDevice ? 0 : -1),
+        storage_(std::move(storage)) {}
+  std::shared_ptr<std::vector<char>> storage_;
+};
+
+}  // namespace kt::server::testing
+
+#endif  // KERNTUNE_TESTS_SERVER_FAKE_MEMORY_H_

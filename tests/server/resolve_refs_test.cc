@@ -1,0 +1,170 @@
+// Tensor references: stage 1 checks their form, stage 2 (ResolveTensorRefs)
+// their memory: bounds, alignment, overlaps and events.
+#include <map>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/run_request.h"
+#include "tests/server/fake_memory.h"
+
+namespace kt::server {
+namespace {
+
+namespace pb = ::kerntune::v1;
+using ::kt::server::testing::FakeMemory;
+using ::testing::HasSubstr;
+
+class FakeResolver final : public TensorResolver {
+ public:
+  std::map<std::string, std::shared_ptr<const ClientMemory>> buffers;
+  std::shared_ptr<const ClientMemory> device = FakeMemory::Make(1 << 16, MemorySpace::kDevice);
+
+  absl::StatusOr<Opened> RegisteredBuffer(const std::string& id) override {
+    auto it = buffers.find(id);
+    if (it == buffers.end()) return absl::NotFoundError("buffer_id \"" + id + "\" unknown");
+    return Opened{it->second, it->second->size()};
+  }
+  absl::StatusOr<Opened> CudaIpcAllocation(const std::string& handle, int device_ordinal) override {
+    return Opened{device, device->size()};
+  }
+};
+
+constexpr int64_t kLimit = 1 << 20;
+
+// softmax float32 4 x 32 (512 bytes) from buffer "in" to buffer "out".
+pb::RunRequest BufferRun(int64_t in_offset = 0, int64_t out_offset = 0,
+                         const std::string& out_id = "out") {
+  pb::RunRequest request;
+  request.set_op(pb::OP_SOFTMAX);
+  request.set_dtype(pb::DTYPE_FLOAT32);
+  request.mutable_shape()->set_rows(4);
+  request.mutable_shape()->set_cols(32);
+  request.mutable_input()->mutable_buffer()->set_buffer_id("in");
+  request.mutable_input()->mutable_buffer()->set_offset_bytes(in_offset);
+  request.mutable_output()->mutable_buffer()->set_buffer_id(out_id);
+  request.mutable_output()->mutable_buffer()->set_offset_bytes(out_offset);
+  return request;
+}
+
+class ResolveRefsTest : public ::testing::Test {
+ protected:
+  ResolveRefsTest() {
+    resolver_.buffers["in"] = FakeMemory::Make(1024);
+    resolver_.buffers["out"] = FakeMemory::Make(1024);
+  }
+  absl::StatusOr<RunRequest> Both(const pb::RunRequest& request) {
+    absl::StatusOr<RunRequest> run = ValidateRunRequest(request, kLimit);
+    if (!run.ok()) return run.status();
+    if (absl::Status s = ResolveTensorRefs(request, resolver_, *run); !s.ok()) return s;
+    return run;
+  }
+  FakeResolver resolver_;
+};
+
+TEST_F(ResolveRefsTest, BufferSlicesPointIntoTheirMemory) {
+  absl::StatusOr<RunRequest> run = Both(BufferRun(512, 256));
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->input.where, TensorView::Where::kClientHost);
+  EXPECT_EQ(run->input.data, resolver_.buffers["in"]->base() + 512);
+  EXPECT_EQ(run->output.data, resolver_.buffers["out"]->base() + 256);
+  EXPECT_EQ(run->memory.size(), 2u);
+}
+
+TEST_F(ResolveRefsTest, TheLastByteMayBeTheAllocationsLastByteButNoFurther) {
+  EXPECT_TRUE(Both(BufferRun(512)).ok());
+  absl::StatusOr<RunRequest> past = Both(BufferRun(516));
+  EXPECT_EQ(past.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(std::string(past.status().message()),
+              HasSubstr("input: offset_bytes=516 + 512 bytes is past the end"));
+  EXPECT_EQ(Both(BufferRun(0, int64_t{1} << 62)).status().code(), absl::StatusCode::kOutOfRange);
+}
+
+TEST_F(ResolveRefsTest, OffsetsMustBeAlignedAndNonNegative) {
+  EXPECT_THAT(std::string(Both(BufferRun(2)).status().message()),
+              HasSubstr("input.buffer.offset_bytes=2 must be >= 0 and a multiple of 4"));
+  EXPECT_EQ(Both(BufferRun(0, -4)).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ResolveRefsTest, UnknownBuffersAreNotFoundNamingTheField) {
+  absl::StatusOr<RunRequest> run = Both(BufferRun(0, 0, "nope"));
+  EXPECT_EQ(run.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(run.status().message()), HasSubstr("output: buffer_id \"nope\""));
+}
+
+TEST_F(ResolveRefsTest, InPlaceIsAllowedPartialOverlapIsNot) {
+  EXPECT_TRUE(Both(BufferRun(0, 0, "in")).ok());
+  absl::StatusOr<RunRequest> shifted = Both(BufferRun(0, 128, "in"));
+  EXPECT_EQ(shifted.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(shifted.status().message()), HasSubstr("output overlaps input"));
+  EXPECT_TRUE(Both(BufferRun(0, 512, "in")).ok());  // adjacent, no overlap
+}
+
+TEST_F(ResolveRefsTest, LayerNormStatisticsGoToMemoryAndMustNotOverlap) {
+  pb::RunRequest request = BufferRun();
+  request.set_op(pb::OP_LAYER_NORM);
+  pb::LayerNormParams& params = *request.mutable_layer_norm();
+  params.set_epsilon(1e-5);
+  params.mutable_gamma()->mutable_buffer()->set_buffer_id("in");
+  params.mutable_gamma()->mutable_buffer()->set_offset_bytes(512);  // read-only: may share
+  params.mutable_mean()->mutable_buffer()->set_buffer_id("out");
+  params.mutable_mean()->mutable_buffer()->set_offset_bytes(512);
+  params.mutable_inv_std()->mutable_buffer()->set_buffer_id("out");
+  params.mutable_inv_std()->mutable_buffer()->set_offset_bytes(528);
+  absl::StatusOr<RunRequest> run = Both(request);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_TRUE(run->has_stats());
+  EXPECT_EQ(run->mean.bytes, 16);
+
+  params.mutable_inv_std()->mutable_buffer()->set_offset_bytes(520);
+  EXPECT_THAT(std::string(Both(request).status().message()),
+              HasSubstr("layer_norm.mean overlaps layer_norm.inv_std"));
+  params.mutable_inv_std()->mutable_buffer()->set_offset_bytes(508);
+  EXPECT_THAT(std::string(Both(request).status().message()), HasSubstr("output overlaps layer_norm.inv_std"));
+
+  params.clear_inv_std();
+  EXPECT_THAT(std::string(Both(request).status().message()),
+              HasSubstr("layer_norm.mean and layer_norm.inv_std go together"));
+  params.mutable_inv_std()->mutable_buffer()->set_buffer_id("out");
+  params.mutable_inv_std()->mutable_buffer()->set_offset_bytes(528);
+  params.set_want_mean_inv_std(true);
+  EXPECT_THAT(std::string(Both(request).status().message()),
+              HasSubstr("cannot be combined"));
+}
+
+TEST_F(ResolveRefsTest, EventsNeedADeviceTensorAndTheRightSize) {
+  pb::RunRequest request = BufferRun();
+  request.set_wait_event(std::string(64, 'e'));
+  EXPECT_THAT(std::string(Both(request).status().message()),
+              HasSubstr("they need the input or the output in device memory"));
+  request.mutable_input()->mutable_cuda_ipc()->set_handle(std::string(64, 'h'));
+  absl::StatusOr<RunRequest> run = Both(request);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->input.where, TensorView::Where::kDevice);
+  request.set_done_event("short");
+  EXPECT_THAT(std::string(Both(request).status().message()),
+              HasSubstr("done_event has 5 bytes, want exactly 64"));
+}
+
+TEST_F(ResolveRefsTest, IpcHandlesMustBeSixtyFourBytes) {
+  pb::RunRequest request = BufferRun();
+  request.mutable_input()->mutable_cuda_ipc()->set_handle(std::string(63, 'h'));
+  EXPECT_THAT(std::string(Both(request).status().message()),
+              HasSubstr("input.cuda_ipc.handle has 63 bytes, want exactly 64"));
+  request.mutable_input()->mutable_cuda_ipc()->set_handle(std::string(64, 'h'));
+  request.mutable_input()->mutable_cuda_ipc()->set_device_ordinal(-1);
+  EXPECT_THAT(std::string(Both(request).status().message()),
+              HasSubstr("device_ordinal=-1 must be >= 0"));
+}
+
+TEST_F(ResolveRefsTest, TheInlineLimitDoesNotApplyToMemoryReferences) {
+  pb::RunRequest request = BufferRun();
+  request.mutable_shape()->set_rows(1 << 20);  // 128 MiB per tensor, over kLimit
+  resolver_.buffers["in"] = FakeMemory::Make(int64_t{128} << 20);
+  resolver_.buffers["out"] = FakeMemory::Make(int64_t{128} << 20);
+  EXPECT_TRUE(Both(request).ok());
+  request.mutable_output()->set_return_inline(true);  // now it travels
+  EXPECT_EQ(Both(request).status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+}  // namespace
+}  // namespace kt::server
