@@ -14,9 +14,11 @@ interpreter lacks grpc, protobuf or NumPy.
 import gc
 import math
 import os
+import socket
 import subprocess
 import sys
 import textwrap
+import time
 import unittest
 
 try:
@@ -515,6 +517,70 @@ class SharedBufferTest(DaemonTestCase, CloseMixin):
             # Still ours and still usable.
             self.assertIn(buffer.id, [b.buffer_id for b in self.client.list_buffers()])
             np.testing.assert_allclose(self.client.softmax(array), 0.25)
+
+    def test_outputs_may_not_overlap_inputs(self):
+        array = kerntune.shared_array(np.ones((6, 4), np.float32))
+        with self.assertRaises(kerntune.InvalidArgumentError) as context:
+            self.client.softmax(array[0:4], out=array[2:6])
+        self.assertCode(context, grpc.StatusCode.INVALID_ARGUMENT, "overlaps")
+
+
+class LeaseTest(DaemonTestCase, CloseMixin):
+    extra_args = ("--buffer_ttl_s=1",)
+
+    def setUp(self):
+        _skip_without_buffers(self.client)
+
+    def test_an_automatic_registration_is_renewed_after_its_lease(self):
+        data = np.arange(12, dtype=np.float32).reshape(3, 4)
+        x = kerntune.shared_array(data)
+        self.assertClose(self.client.softmax(x), ref_softmax(data),
+                         TOLERANCE[("float32", "softmax")], "first")
+        first = [b.buffer_id for b in self.client.list_buffers()]
+        self.assertEqual(len(first), 1)
+        deadline = time.monotonic() + 10
+        while self.client.list_buffers() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.assertEqual(self.client.list_buffers(), [], "the 1 s lease did not end")
+        # The client's id is stale: the daemon answers NOT_FOUND, the client
+        # registers the memory again and retries once.
+        self.assertClose(self.client.softmax(x), ref_softmax(data),
+                         TOLERANCE[("float32", "softmax")], "after the lease")
+        second = [b.buffer_id for b in self.client.list_buffers()]
+        self.assertEqual(len(second), 1)
+        self.assertNotEqual(first, second)
+
+    def test_an_explicit_registration_past_its_lease_is_not_found(self):
+        x = kerntune.shared_array(np.ones((2, 2), np.float32))
+        buffer = self.client.register(x, ttl=1)
+        deadline = time.monotonic() + 10
+        while self.client.list_buffers() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        with self.assertRaises(kerntune.NotFoundError):
+            self.client.softmax(x)
+        buffer.close()  # quiet: the lease already ended
+        np.testing.assert_allclose(self.client.softmax(x), 0.5)  # registered afresh
+
+
+def _free_tcp_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class TcpTest(DaemonTestCase):
+    port = _free_tcp_port()
+    extra_args = ("--tcp=127.0.0.1:%d" % port,)
+
+    def test_inline_works_and_registration_is_refused_over_tcp(self):
+        with kerntune.Client("127.0.0.1:%d" % self.port, timeout=30) as tcp:
+            tcp.wait_ready()
+            np.testing.assert_allclose(tcp.softmax(np.zeros((1, 4), np.float32)), 0.25)
+            x = kerntune.shared_array(np.zeros((1, 4), np.float32))
+            for call in (lambda: tcp.register(x), lambda: tcp.softmax(x)):
+                with self.assertRaises(kerntune.FailedPreconditionError) as context:
+                    call()
+                self.assertEqual(context.exception.code, grpc.StatusCode.FAILED_PRECONDITION)
 
 
 if __name__ == "__main__":
