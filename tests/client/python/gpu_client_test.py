@@ -19,6 +19,7 @@ Exits 1 on any wrong result, 77 (CTest: skipped) without torch or CUDA.
 """
 
 import argparse
+import importlib
 import os
 import subprocess
 import sys
@@ -35,18 +36,16 @@ def _import_or_skip():
     if os.path.isdir(os.path.join(bundled, "kerntune")) and bundled not in sys.path:
         sys.path.append(bundled)
     try:
-        import torch  # noqa: F401
+        torch = importlib.import_module("torch")
     except ImportError as e:
         print("SKIP: torch is not installed: %s" % e)
         sys.exit(SKIP)
     try:
-        import kerntune  # noqa: F401
+        importlib.import_module("kerntune")
     except ImportError as e:
         print("SKIP: the kerntune package or its grpc/protobuf/numpy dependencies are "
               "missing: %s" % e)
         sys.exit(SKIP)
-    import torch
-
     if not torch.cuda.is_available():
         print("SKIP: torch sees no CUDA device")
         sys.exit(SKIP)
@@ -318,7 +317,7 @@ def main():
     daemon = kerntuned_child.Daemon(binary, cpu=False)
     failed = []
     try:
-        daemon.wait_serving()
+        daemon.wait_serving(timeout=60)  # CUDA initialisation included
         with kerntune.Client(daemon.target, timeout=120) as client:
             status = client.status()
             print("kerntuned %s, backend %s (%s), cuda_ipc_supported=%s; torch %s"
