@@ -3,19 +3,26 @@
 #ifndef KERNTUNE_SERVER_BACKEND_H_
 #define KERNTUNE_SERVER_BACKEND_H_
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "kernels/device_info.h"
+#include "server/client_memory.h"
 #include "server/config_cache.h"
+#include "server/peer_credentials.h"
 #include "server/run_request.h"
 
 namespace kt::server {
 
 struct RunResult {
-  std::string output;  // rows * cols elements of the request's dtype
+  // Only the outputs returned inline are filled: rows * cols elements of
+  // the request's dtype, and rows floats for each statistic.
+  std::string output;
   std::vector<float> mean;
   std::vector<float> inv_std;
   // Empty on the CPU backend (no launch config there).
@@ -34,6 +41,20 @@ class Backend {
   virtual const ConfigCache* config_cache() const { return nullptr; }
   // The devices this backend can see (empty on the CPU).
   virtual std::vector<kernels::DeviceInfo> devices() const { return {}; }
+
+  // CUDA IPC: opening a memory handle (an allocation's base) of device
+  // `device_ordinal` with its real size. The CPU backend cannot.
+  virtual bool supports_cuda_ipc() const { return false; }
+  virtual absl::StatusOr<std::shared_ptr<const ClientMemory>> OpenCudaIpcMemory(
+      const std::string& handle, int device_ordinal) {
+    return absl::FailedPreconditionError(
+        "this daemon runs the CPU backend, which cannot open CUDA IPC handles; send "
+        "host_shm buffers or inline tensors");
+  }
+  // Called every second: close cached IPC events of exited clients and
+  // release memory that finished asynchronous Runs held.
+  virtual void Housekeep(absl::Time now, absl::FunctionRef<bool(const PeerProcess&)> is_alive) {}
+  virtual int64_t open_ipc_events() const { return 0; }
 };
 
 }  // namespace kt::server

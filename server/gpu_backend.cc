@@ -1,6 +1,9 @@
-// GPU backend for inline tensors (see gpu_backend.h).
+// GPU backend (see gpu_backend.h).
 #include "server/gpu_backend.h"
 
+#include <cuda.h>
+
+#include <cstring>
 #include <tuple>
 #include <utility>
 
@@ -20,7 +23,7 @@ absl::Status CudaError(cudaError_t error, absl::string_view what) {
 // Stream-ordered device allocation, freed on the same stream.
 class StreamBuffer {
  public:
-  StreamBuffer(cudaStream_t stream) : stream_(stream) {}
+  explicit StreamBuffer(cudaStream_t stream) : stream_(stream) {}
   ~StreamBuffer() {
     if (data_ != nullptr) cudaFreeAsync(data_, stream_);
   }
@@ -36,7 +39,65 @@ class StreamBuffer {
   void* data_ = nullptr;
 };
 
+// Client device memory opened with cudaIpcOpenMemHandle.
+class CudaIpcMemory final : public ClientMemory {
+ public:
+  CudaIpcMemory(char* base, int64_t size, int device)
+      : ClientMemory(base, size, MemorySpace::kDevice, device) {}
+  ~CudaIpcMemory() override {
+    // May run on any thread (the reaper, a handler): set the device first.
+    if (cudaSetDevice(device()) == cudaSuccess) cudaIpcCloseMemHandle(base());
+  }
+};
+
+// cuMemGetAddressRange through the runtime's driver entry point, so the
+// daemon needs no link-time dependency on libcuda.
+absl::StatusOr<int64_t> AllocationSize(void* pointer) {
+  using GetAddressRange = CUresult(CUDAAPI*)(CUdeviceptr*, size_t*, CUdeviceptr);
+  static GetAddressRange get_range = [] {
+    void* function = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &function, 12000,
+                                         cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      return GetAddressRange{nullptr};
+    }
+    return reinterpret_cast<GetAddressRange>(function);
+  }();
+  if (get_range == nullptr) return absl::InternalError("cuMemGetAddressRange is not available");
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  if (get_range(&base, &size, reinterpret_cast<CUdeviceptr>(pointer)) != CUDA_SUCCESS) {
+    return absl::InternalError("cuMemGetAddressRange failed on an opened IPC allocation");
+  }
+  if (base != reinterpret_cast<CUdeviceptr>(pointer)) {
+    return absl::InternalError("an opened IPC mapping does not start at its allocation's base");
+  }
+  return static_cast<int64_t>(size);
+}
+
+// A staged copy of one tensor: the device buffer the kernel uses, filled
+// from (inputs) or emptied to (outputs) host bytes.
+struct Staged {
+  std::unique_ptr<StreamBuffer> device;
+  std::string host;  // client shared memory goes through a private copy
+};
+
 }  // namespace
+
+// An event of a client process opened with cudaIpcOpenEventHandle.
+class GpuBackend::IpcEvent {
+ public:
+  IpcEvent(cudaEvent_t event, int device) : event_(event), device_(device) {}
+  ~IpcEvent() {
+    if (cudaSetDevice(device_) == cudaSuccess) cudaEventDestroy(event_);
+  }
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  cudaEvent_t event_;
+  int device_;
+};
 
 // Borrows a lane from the pool for one request, waiting when all are busy.
 class GpuBackend::LaneLease {
@@ -47,12 +108,21 @@ class GpuBackend::LaneLease {
         +[](std::vector<int>* free) { return !free->empty(); }, &backend_.free_lanes_));
     index_ = backend_.free_lanes_.back();
     backend_.free_lanes_.pop_back();
+    ReleaseFinished(backend_.lanes_[index_]);
   }
   ~LaneLease() {
     absl::MutexLock lock(&backend_.mu_);
     backend_.free_lanes_.push_back(index_);
   }
-  const Lane& lane() const { return backend_.lanes_[index_]; }
+  Lane& lane() const { return backend_.lanes_[index_]; }
+
+  // Drops the memory of answered Runs once the lane's stream has passed
+  // them. Needs the lane (a lease, or mu_ for a free lane).
+  static void ReleaseFinished(Lane& lane) {
+    if (!lane.in_flight.empty() && cudaEventQuery(lane.stop) == cudaSuccess) {
+      lane.in_flight.clear();
+    }
+  }
 
  private:
   GpuBackend& backend_;
@@ -115,52 +185,158 @@ absl::StatusOr<RunResult> GpuBackend::Execute(const RunRequest& request) {
   }
   LaneLease lease(*this);
   absl::StatusOr<RunResult> result = ExecuteOn(lease.lane(), request);
-  // Whatever happened, leave the lane idle for the next request.
-  cudaStreamSynchronize(lease.lane().stream);
+  // After a failure, leave the lane idle for the next request; a Run
+  // answered before it finished (done_event) holds its memory in the lane.
+  if (!result.ok()) cudaStreamSynchronize(lease.lane().stream);
   return result;
 }
 
-absl::StatusOr<RunResult> GpuBackend::ExecuteOn(const Lane& lane, const RunRequest& request) {
-  absl::StatusOr<ConfigChoice> choice = cache_->Lookup(request.op, request.dtype, request.shape);
-  if (!choice.ok()) return choice.status();
-
-  const cudaStream_t stream = lane.stream;
-  const size_t bytes = static_cast<size_t>(request.tensor_bytes());
-  const size_t rows = static_cast<size_t>(request.shape.rows);
-  const bool stats = request.op == kernels::Op::kLayerNorm && request.want_mean_inv_std;
-  StreamBuffer x(stream), y(stream), gamma(stream), beta(stream), mean(stream), inv_std(stream);
-  if (absl::Status s = x.Allocate(bytes); !s.ok()) return s;
-  if (absl::Status s = y.Allocate(bytes); !s.ok()) return s;
-  if (absl::Status s = CudaError(cudaMemcpyAsync(x.data(), request.input.data(), bytes,
-                                                 cudaMemcpyHostToDevice, stream),
-                                 "copying the input to the device");
-      !s.ok()) {
+absl::StatusOr<std::shared_ptr<const ClientMemory>> GpuBackend::OpenCudaIpcMemory(
+    const std::string& handle, int device_ordinal) {
+  if (device_ordinal != device_.ordinal) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device_ordinal=", device_ordinal, ": this daemon serves CUDA device ", device_.ordinal));
+  }
+  if (handle.size() != sizeof(cudaIpcMemHandle_t)) {
+    return absl::InvalidArgumentError(absl::StrCat("a CUDA IPC memory handle has ",
+                                                   sizeof(cudaIpcMemHandle_t), " bytes, got ",
+                                                   handle.size()));
+  }
+  if (absl::Status s = CudaError(cudaSetDevice(device_.ordinal), "cudaSetDevice"); !s.ok()) {
     return s;
   }
-  kernels::RowOpArgs args;
-  args.x = x.data();
-  args.y = y.data();
-  if (request.op == kernels::Op::kLayerNorm) {
-    args.epsilon = request.epsilon;
-    for (auto [source, buffer, target] :
-         {std::tuple(request.gamma, &gamma, &args.gamma), std::tuple(request.beta, &beta, &args.beta)}) {
-      if (source.empty()) continue;
-      if (absl::Status s = buffer->Allocate(source.size()); !s.ok()) return s;
-      if (absl::Status s = CudaError(cudaMemcpyAsync(buffer->data(), source.data(), source.size(),
-                                                     cudaMemcpyHostToDevice, stream),
-                                     "copying gamma/beta to the device");
-          !s.ok()) {
-        return s;
-      }
-      *target = buffer->data();
-    }
-    if (stats) {
-      if (absl::Status s = mean.Allocate(rows * sizeof(float)); !s.ok()) return s;
-      if (absl::Status s = inv_std.Allocate(rows * sizeof(float)); !s.ok()) return s;
-      args.mean = static_cast<float*>(mean.data());
-      args.inv_std = static_cast<float*>(inv_std.data());
+  cudaIpcMemHandle_t ipc{};
+  std::memcpy(&ipc, handle.data(), sizeof(ipc));
+  void* pointer = nullptr;
+  const cudaError_t opened =
+      cudaIpcOpenMemHandle(&pointer, ipc, cudaIpcMemLazyEnablePeerAccess);
+  if (opened != cudaSuccess) {
+    cudaGetLastError();  // not sticky; clear it for the next call on this thread
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cudaIpcOpenMemHandle refused the handle: ", cudaGetErrorName(opened), " (",
+        cudaGetErrorString(opened), "); send the handle of a live allocation's base from "
+        "another process"));
+  }
+  absl::StatusOr<int64_t> size = AllocationSize(pointer);
+  if (!size.ok()) {
+    cudaIpcCloseMemHandle(pointer);
+    return size.status();
+  }
+  return std::make_shared<const CudaIpcMemory>(static_cast<char*>(pointer), *size,
+                                               device_.ordinal);
+}
+
+absl::StatusOr<std::shared_ptr<GpuBackend::IpcEvent>> GpuBackend::OpenEvent(
+    const std::string& handle, const RunRequest& request) {
+  if (!request.caller.has_value()) {
+    return absl::FailedPreconditionError("CUDA IPC events need the Unix socket");
+  }
+  return events_.GetOrOpen(
+      handle, *request.caller, absl::Now(),
+      [&]() -> absl::StatusOr<std::shared_ptr<IpcEvent>> {
+        cudaIpcEventHandle_t ipc{};
+        std::memcpy(&ipc, handle.data(), sizeof(ipc));
+        cudaEvent_t event = nullptr;
+        const cudaError_t opened = cudaIpcOpenEventHandle(&event, ipc);
+        if (opened != cudaSuccess) {
+          cudaGetLastError();
+          return absl::InvalidArgumentError(absl::StrCat(
+              "cudaIpcOpenEventHandle refused the event handle: ", cudaGetErrorName(opened),
+              "; create the event with cudaEventInterprocess | cudaEventDisableTiming"));
+        }
+        return std::make_shared<IpcEvent>(event, device_.ordinal);
+      });
+}
+
+void GpuBackend::Housekeep(absl::Time now, absl::FunctionRef<bool(const PeerProcess&)> is_alive) {
+  events_.Evict(now, absl::Seconds(60), is_alive);
+  absl::MutexLock lock(&mu_);
+  if (cudaSetDevice(device_.ordinal) != cudaSuccess) return;
+  for (int index : free_lanes_) LaneLease::ReleaseFinished(lanes_[index]);
+}
+
+absl::StatusOr<RunResult> GpuBackend::ExecuteOn(Lane& lane, const RunRequest& request) {
+  absl::StatusOr<ConfigChoice> choice = cache_->Lookup(request.op, request.dtype, request.shape);
+  if (!choice.ok()) return choice.status();
+  const cudaStream_t stream = lane.stream;
+
+  std::shared_ptr<IpcEvent> done_event;
+  if (!request.wait_event.empty()) {
+    absl::StatusOr<std::shared_ptr<IpcEvent>> wait = OpenEvent(request.wait_event, request);
+    if (!wait.ok()) return wait.status();
+    if (absl::Status s = CudaError(cudaStreamWaitEvent(stream, (*wait)->get(), 0),
+                                   "waiting on wait_event");
+        !s.ok()) {
+      return s;
     }
   }
+  if (!request.done_event.empty()) {
+    absl::StatusOr<std::shared_ptr<IpcEvent>> done = OpenEvent(request.done_event, request);
+    if (!done.ok()) return done.status();
+    done_event = *std::move(done);
+  }
+
+  // Device memory is used in place; inline and shared-memory tensors are
+  // staged through stream-ordered device buffers.
+  auto device_input = [&](const TensorView& view, Staged& staged) -> absl::StatusOr<void*> {
+    const char* source = view.data;
+    switch (view.where) {
+      case TensorView::Where::kAbsent:
+        return nullptr;
+      case TensorView::Where::kDevice:
+        return view.data;
+      case TensorView::Where::kClientHost:
+        staged.host.resize(static_cast<size_t>(view.bytes));
+        if (absl::Status s = CopyFromClientHost(staged.host.data(), view.data, view.bytes);
+            !s.ok()) {
+          return s;
+        }
+        source = staged.host.data();
+        break;
+      case TensorView::Where::kInline:
+        break;
+    }
+    staged.device = std::make_unique<StreamBuffer>(stream);
+    if (absl::Status s = staged.device->Allocate(static_cast<size_t>(view.bytes)); !s.ok()) {
+      return s;
+    }
+    // Pageable source: the call returns once the bytes are staged, so
+    // `source` need not outlive it.
+    if (absl::Status s = CudaError(cudaMemcpyAsync(staged.device->data(), source,
+                                                   static_cast<size_t>(view.bytes),
+                                                   cudaMemcpyHostToDevice, stream),
+                                   "copying an input to the device");
+        !s.ok()) {
+      return s;
+    }
+    return staged.device->data();
+  };
+  auto device_output = [&](const TensorView& view, Staged& staged) -> absl::StatusOr<void*> {
+    if (view.where == TensorView::Where::kAbsent) return nullptr;
+    if (view.where == TensorView::Where::kDevice) return view.data;
+    staged.device = std::make_unique<StreamBuffer>(stream);
+    if (absl::Status s = staged.device->Allocate(static_cast<size_t>(view.bytes)); !s.ok()) {
+      return s;
+    }
+    return staged.device->data();
+  };
+
+  Staged x, gamma, beta, y, mean, inv_std;
+  kernels::RowOpArgs args;
+  absl::StatusOr<void*> pointer = device_input(request.input, x);
+  if (!pointer.ok()) return pointer.status();
+  args.x = *pointer;
+  if ((pointer = device_input(request.gamma, gamma)); !pointer.ok()) return pointer.status();
+  args.gamma = *pointer;
+  if ((pointer = device_input(request.beta, beta)); !pointer.ok()) return pointer.status();
+  args.beta = *pointer;
+  if ((pointer = device_output(request.output, y)); !pointer.ok()) return pointer.status();
+  args.y = *pointer;
+  if ((pointer = device_output(request.mean, mean)); !pointer.ok()) return pointer.status();
+  args.mean = static_cast<float*>(*pointer);
+  if ((pointer = device_output(request.inv_std, inv_std)); !pointer.ok()) return pointer.status();
+  args.inv_std = static_cast<float*>(*pointer);
+  if (request.op == kernels::Op::kLayerNorm) args.epsilon = request.epsilon;
 
   if (absl::Status s = CudaError(cudaEventRecord(lane.start, stream), "cudaEventRecord"); !s.ok()) {
     return s;
@@ -171,36 +347,71 @@ absl::StatusOr<RunResult> GpuBackend::ExecuteOn(const Lane& lane, const RunReque
   if (absl::Status s = CudaError(cudaEventRecord(lane.stop, stream), "cudaEventRecord"); !s.ok()) {
     return s;
   }
-
-  RunResult result;
-  result.output.resize(bytes);
-  result.mean.resize(stats ? rows : 0);
-  result.inv_std.resize(stats ? rows : 0);
-  absl::Status s = CudaError(
-      cudaMemcpyAsync(result.output.data(), y.data(), bytes, cudaMemcpyDeviceToHost, stream),
-      "copying the output to the host");
-  if (s.ok() && stats) {
-    s = CudaError(cudaMemcpyAsync(result.mean.data(), mean.data(), rows * sizeof(float),
-                                  cudaMemcpyDeviceToHost, stream),
-                  "copying mean to the host");
-  }
-  if (s.ok() && stats) {
-    s = CudaError(cudaMemcpyAsync(result.inv_std.data(), inv_std.data(), rows * sizeof(float),
-                                  cudaMemcpyDeviceToHost, stream),
-                  "copying inv_std to the host");
-  }
-  if (s.ok()) s = CudaError(cudaStreamSynchronize(stream), "running the kernel");
-  if (!s.ok()) return s;
-  float ms = 0;
-  if (absl::Status t = CudaError(cudaEventElapsedTime(&ms, lane.start, lane.stop),
-                                 "cudaEventElapsedTime");
-      !t.ok()) {
-    return t;
-  }
   // Report the config actually launched (Launch may narrow the pack size).
   choice->config = *launched;
-  result.config = *std::move(choice);
+
+  // Staged outputs come back to the response (inline) or to a private copy
+  // that goes to client shared memory after the stream finishes.
+  RunResult result;
+  const std::pair<const TensorView*, Staged*> outputs[] = {
+      {&request.output, &y}, {&request.mean, &mean}, {&request.inv_std, &inv_std}};
+  bool staged_outputs = false;
+  for (auto [view, staged] : outputs) {
+    if (staged->device == nullptr) continue;
+    staged_outputs = true;
+    char* host = nullptr;
+    if (view->where == TensorView::Where::kInline) {
+      if (view == &request.output) {
+        result.output.resize(static_cast<size_t>(view->bytes));
+        host = result.output.data();
+      } else {
+        std::vector<float>& stats = view == &request.mean ? result.mean : result.inv_std;
+        stats.resize(static_cast<size_t>(request.shape.rows));
+        host = reinterpret_cast<char*>(stats.data());
+      }
+    } else {
+      staged->host.resize(static_cast<size_t>(view->bytes));
+      host = staged->host.data();
+    }
+    if (absl::Status s = CudaError(cudaMemcpyAsync(host, staged->device->data(),
+                                                   static_cast<size_t>(view->bytes),
+                                                   cudaMemcpyDeviceToHost, stream),
+                                   "copying an output to the host");
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (done_event != nullptr) {
+    if (absl::Status s = CudaError(cudaEventRecord(done_event->get(), stream),
+                                   "recording done_event");
+        !s.ok()) {
+      return s;
+    }
+  }
+  result.config = *choice;
+
+  if (done_event != nullptr && !staged_outputs) {
+    // Answer now; the client orders its work after done_event. The lane
+    // keeps the client memory open until its stream has passed the kernel.
+    lane.in_flight.insert(lane.in_flight.end(), request.memory.begin(), request.memory.end());
+    return result;
+  }
+  if (absl::Status s = CudaError(cudaStreamSynchronize(stream), "running the kernel"); !s.ok()) {
+    return s;
+  }
+  float ms = 0;
+  if (absl::Status s = CudaError(cudaEventElapsedTime(&ms, lane.start, lane.stop),
+                                 "cudaEventElapsedTime");
+      !s.ok()) {
+    return s;
+  }
   result.kernel_time_us = ms * 1e3;
+  for (auto [view, staged] : outputs) {
+    if (view->where != TensorView::Where::kClientHost) continue;
+    if (absl::Status s = CopyToClientHost(view->data, staged->host.data(), view->bytes); !s.ok()) {
+      return s;
+    }
+  }
   return result;
 }
 

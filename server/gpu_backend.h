@@ -1,5 +1,6 @@
-// The GPU backend: inline tensors copied to the device, the tuned kernel
-// launched with kernels::Launch, results copied back. One CUDA device (the
+// The GPU backend: the tuned kernel launched with kernels::Launch on client
+// device memory opened by CUDA IPC (in place, no copies), or on staged
+// copies of inline and shared-memory tensors. One CUDA device (the
 // runtime's primary context, created at start and kept), a small pool of
 // streams; every request sets its device on the thread that executes it.
 #ifndef KERNTUNE_SERVER_GPU_BACKEND_H_
@@ -15,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "server/backend.h"
 #include "server/config_cache.h"
+#include "server/ipc_cache.h"
 
 namespace kt::server {
 
@@ -32,24 +34,37 @@ class GpuBackend final : public Backend {
   // Every visible CUDA device (requests run on the first).
   std::vector<kernels::DeviceInfo> devices() const override;
 
+  bool supports_cuda_ipc() const override { return true; }
+  absl::StatusOr<std::shared_ptr<const ClientMemory>> OpenCudaIpcMemory(
+      const std::string& handle, int device_ordinal) override;
+  void Housekeep(absl::Time now, absl::FunctionRef<bool(const PeerProcess&)> is_alive) override;
+  int64_t open_ipc_events() const override { return static_cast<int64_t>(events_.size()); }
+
  private:
-  // A stream with its timing events.
+  // A stream with its timing events, and the client memory that Runs
+  // answered before finishing (done_event) still use: released once the
+  // stream has passed `stop`.
   struct Lane {
     cudaStream_t stream = nullptr;
     cudaEvent_t start = nullptr;
     cudaEvent_t stop = nullptr;
+    std::vector<std::shared_ptr<const ClientMemory>> in_flight;
   };
   class LaneLease;
+  class IpcEvent;
 
   GpuBackend(kernels::DeviceInfo device, std::unique_ptr<ConfigCache> cache)
       : device_(std::move(device)), cache_(std::move(cache)) {}
-  absl::StatusOr<RunResult> ExecuteOn(const Lane& lane, const RunRequest& request);
+  absl::StatusOr<RunResult> ExecuteOn(Lane& lane, const RunRequest& request);
+  absl::StatusOr<std::shared_ptr<IpcEvent>> OpenEvent(const std::string& handle,
+                                                      const RunRequest& request);
 
   const kernels::DeviceInfo device_;
   std::unique_ptr<ConfigCache> cache_;
-  std::vector<Lane> lanes_;  // fixed after Create
+  std::vector<Lane> lanes_;  // fixed after Create; a lane is used by its lease holder only
   absl::Mutex mu_;
   std::vector<int> free_lanes_ ABSL_GUARDED_BY(mu_);
+  IpcCache<IpcEvent> events_;
 };
 
 }  // namespace kt::server

@@ -18,7 +18,9 @@ ABSL_FLAG(std::string, db, "",
           "$XDG_DATA_HOME/kerntune/tuning.db, else ~/.local/share/kerntune/tuning.db)");
 ABSL_FLAG(bool, cpu, false, "use the CPU reference backend even when a GPU is present");
 ABSL_FLAG(int64_t, max_request_bytes, kt::server::kDefaultMaxRequestBytes,
-          "largest tensor (rows * cols * dtype size) a request may carry");
+          "largest tensor (rows * cols * dtype size) a request may carry inline");
+ABSL_FLAG(int64_t, buffer_ttl_s, 3600,
+          "default idle lease of a registered buffer, in seconds (RegisterBuffer ttl_seconds=0)");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("kerntuned [--socket=PATH] [--tcp=HOST:PORT] [--db=PATH] [--cpu]");
@@ -31,6 +33,7 @@ int main(int argc, char** argv) {
   if (options.db_path.empty()) options.db_path = kt::db::DefaultDatabasePath().value_or("");
   options.force_cpu = absl::GetFlag(FLAGS_cpu);
   options.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
+  options.buffer_ttl_s = absl::GetFlag(FLAGS_buffer_ttl_s);
   const absl::Status status = kt::server::RunServer(options);
   if (!status.ok()) {
     std::fprintf(stderr, "kerntuned: %s\n", status.ToString().c_str());

@@ -1,29 +1,87 @@
-// Request validation: a RunRequest proto becomes a RunRequest in the kernel
-// library's vocabulary, or a precise error. Nothing runs before this passes.
+// Request validation, in two stages, before anything runs:
+//  1. ValidateRunRequest: the request on its own (op, dtype, shape, sizes,
+//     the form of every tensor reference, LayerNorm parameters, events).
+//  2. ResolveTensorRefs: buffer ids and CUDA IPC handles become addresses in
+//     memory the daemon has opened, each tensor checked to lie inside its
+//     allocation, aligned, and the outputs checked not to overlap anything
+//     they must not.
 #ifndef KERNTUNE_SERVER_RUN_REQUEST_H_
 #define KERNTUNE_SERVER_RUN_REQUEST_H_
 
 #include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "kerntune/v1/kerntune.pb.h"
 #include "kernels/types.h"
+#include "server/client_memory.h"
+#include "server/peer_credentials.h"
 
 namespace kt::server {
 
-// A validated Run: every size checked, inline data viewed in place (the
-// views point into the proto, which must outlive this struct).
+// Bytes of a cudaIpcMemHandle_t / cudaIpcEventHandle_t.
+inline constexpr size_t kCudaIpcHandleBytes = 64;
+
+// Where one tensor of a Run lives.
+struct TensorView {
+  enum class Where {
+    kAbsent,      // optional tensor not given
+    kInline,      // in the request (inputs) or returned in the response (outputs)
+    kClientHost,  // client host memory (shm): access only through CopyFrom/ToClientHost
+    kDevice,      // client device memory (CUDA IPC), in the daemon's address space
+  };
+  Where where = Where::kAbsent;
+  // kInline inputs: the request's bytes; kClientHost / kDevice: the first
+  // byte; kInline outputs: null (the backend makes the response's bytes).
+  char* data = nullptr;
+  int64_t bytes = 0;
+
+  bool present() const { return where != Where::kAbsent; }
+  bool in_client_memory() const { return where == Where::kClientHost || where == Where::kDevice; }
+};
+
+// A validated Run in the kernel library's vocabulary. Inline views point
+// into the proto, which must outlive this struct.
 struct RunRequest {
   kernels::Op op = kernels::Op::kSoftmax;
   kernels::DType dtype = kernels::DType::kFloat32;
   kernels::Shape shape;
-  absl::string_view input;  // rows * cols * DTypeSize(dtype) bytes
-  absl::string_view gamma;  // empty or cols * DTypeSize(dtype) bytes
-  absl::string_view beta;
+  TensorView input;
+  TensorView output;
+  TensorView gamma;  // layer_norm, optional
+  TensorView beta;
+  TensorView mean;  // layer_norm statistics, rows float32 each, optional
+  TensorView inv_std;
   double epsilon = 0;
-  bool want_mean_inv_std = false;
+  // cudaIpcEventHandle_t bytes, or empty.
+  std::string wait_event;
+  std::string done_event;
+  // The calling process when it came over the Unix socket.
+  std::optional<PeerProcess> caller;
+  // Client memory the views point into, held open while the Run uses it.
+  std::vector<std::shared_ptr<const ClientMemory>> memory;
+
   int64_t tensor_bytes() const;
+  bool has_stats() const { return mean.present(); }
+};
+
+// Opens what tensor references name, for ResolveTensorRefs: the service
+// implements it with the buffer registry and the IPC cache.
+class TensorResolver {
+ public:
+  struct Opened {
+    std::shared_ptr<const ClientMemory> memory;
+    // Bytes of memory the caller may use, from memory->base().
+    int64_t usable_bytes = 0;
+  };
+  virtual ~TensorResolver() = default;
+  virtual absl::StatusOr<Opened> RegisteredBuffer(const std::string& buffer_id) = 0;
+  virtual absl::StatusOr<Opened> CudaIpcAllocation(const std::string& handle,
+                                                   int device_ordinal) = 0;
 };
 
 // Proto enums <-> kernel library enums. InvalidArgument names the field.
@@ -34,15 +92,23 @@ kerntune::v1::Op OpToProto(kernels::Op op);
 kerntune::v1::DType DTypeToProto(kernels::DType dtype);
 
 // op and dtype known, rows >= 1, cols >= 1, rows * cols * dtype size without
-// overflow. `shape_field` prefixes the field names ("shape").
+// overflow.
 absl::StatusOr<kernels::Shape> ValidateShape(const kerntune::v1::Shape& shape,
                                              kernels::DType dtype);
 
-// Every check of a Run, in order: op, dtype, shape, size limit
-// (ResourceExhausted beyond max_request_bytes), input, output, LayerNorm
-// parameters (only for layer_norm).
+// Stage 1, in order: op, dtype, shape, size limit (ResourceExhausted beyond
+// max_request_bytes when a tensor travels inline), input, output, LayerNorm
+// parameters, events. Inline views are filled; references are left for
+// ResolveTensorRefs.
 absl::StatusOr<RunRequest> ValidateRunRequest(const kerntune::v1::RunRequest& request,
                                               int64_t max_request_bytes);
+
+// Stage 2: fills every referenced view of `run` (from `request`, which
+// stage 1 accepted). NotFound for unknown buffers, OutOfRange for a tensor
+// past its allocation, InvalidArgument for overlaps and events without a
+// device tensor.
+absl::Status ResolveTensorRefs(const kerntune::v1::RunRequest& request,
+                               TensorResolver& resolver, RunRequest& run);
 
 }  // namespace kt::server
 

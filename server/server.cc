@@ -16,8 +16,10 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -26,6 +28,7 @@
 #include "server/cpu_backend.h"
 #include "server/gpu_backend.h"
 #include "server/service.h"
+#include "server/unix_listener.h"
 
 namespace kt::server {
 namespace {
@@ -175,17 +178,33 @@ absl::Status RunServer(const Options& options) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--max_request_bytes=", options.max_request_bytes, " must be >= 1"));
   }
+  if (options.buffer_ttl_s < 1 || options.buffer_ttl_s > 7 * 24 * 3600) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--buffer_ttl_s=", options.buffer_ttl_s, " must be in [1, 604800] (a week)"));
+  }
   if (absl::Status s = PrepareSocketPath(options.socket_path); !s.ok()) return s;
   absl::StatusOr<Backends> backends = MakeBackend(options);
   if (!backends.ok()) return backends.status();
   Backend& backend = *backends->backend;
 
-  KernTuneService service(backend, ServiceOptions{options.max_request_bytes, backends->reason,
-                                                  options.db_path});
+  PeerTable peers;
+  ServiceOptions service_options;
+  service_options.max_request_bytes = options.max_request_bytes;
+  service_options.backend_reason = backends->reason;
+  service_options.database_path = options.db_path;
+  service_options.registry.default_ttl = absl::Seconds(options.buffer_ttl_s);
+  service_options.identify_caller = [&peers](const grpc::ServerContext& context) {
+    return peers.Lookup(context.peer());
+  };
+  KernTuneService service(backend, std::move(service_options));
+
+  // The Unix socket is accepted by the daemon (peer credentials), TCP by gRPC.
+  absl::StatusOr<std::unique_ptr<UnixListener>> listener =
+      UnixListener::Listen(options.socket_path);
+  if (!listener.ok()) return listener.status();
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix:" + options.socket_path, grpc::InsecureServerCredentials());
   int tcp_port = 0;
   if (!options.tcp_address.empty()) {
     builder.AddListeningPort(options.tcp_address, grpc::InsecureServerCredentials(), &tcp_port);
@@ -194,20 +213,20 @@ absl::Status RunServer(const Options& options) {
   builder.SetMaxSendMessageSize(MessageLimit(options.max_request_bytes));
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot listen on unix:", options.socket_path,
-        options.tcp_address.empty() ? "" : absl::StrCat(" and ", options.tcp_address)));
-  }
-  if (!options.tcp_address.empty() && tcp_port == 0) {
-    server->Shutdown();
+  if (server == nullptr || (!options.tcp_address.empty() && tcp_port == 0)) {
+    if (server != nullptr) server->Shutdown();
+    unlink(options.socket_path.c_str());
     return absl::UnavailableError(absl::StrCat("cannot listen on --tcp=", options.tcp_address));
   }
-  if (chmod(options.socket_path.c_str(), 0660) != 0) {
-    const int error = errno;
-    server->Shutdown();
-    return ErrnoError("chmod 0660", options.socket_path, error);
-  }
+  (*listener)->Start(server.get(), &peers);
+
+  // Leases, exited clients and idle IPC mappings, once a second.
+  absl::Notification stop_housekeeping;
+  std::thread housekeeper([&] {
+    while (!stop_housekeeping.WaitForNotificationWithTimeout(absl::Seconds(1))) {
+      service.Housekeep(absl::Now());
+    }
+  });
   server->GetHealthCheckService()->SetServingStatus(true);
   server->GetHealthCheckService()->SetServingStatus(kServiceName, true);
   const ConfigCache* cache = backend.config_cache();
@@ -228,8 +247,12 @@ absl::Status RunServer(const Options& options) {
     std::fprintf(stderr, "kerntuned: requests still running after %d ms, cancelling them\n",
                  options.shutdown_grace_ms);
   }
+  (*listener)->Stop();
   server->Shutdown(std::chrono::system_clock::now());
   server->Wait();
+  stop_housekeeping.Notify();
+  housekeeper.join();
+  service.CloseClientMemory();
   unlink(options.socket_path.c_str());
   std::fprintf(stderr, "kerntuned: stopped\n");
   return absl::OkStatus();

@@ -28,6 +28,8 @@ struct Options {
   int streams = 4;
   // How long in-flight requests may take to finish at shutdown.
   int shutdown_grace_ms = 5000;
+  // Default idle lease of a registered buffer (RegisterBuffer ttl_seconds 0).
+  int64_t buffer_ttl_s = 3600;
 };
 
 // $XDG_RUNTIME_DIR/kerntune.sock, else /run/kerntune/kerntune.sock.

@@ -54,6 +54,21 @@ void ChoiceToProto(const std::optional<ConfigChoice>& choice, pb::ConfigChoice* 
   }
 }
 
+void BufferToProto(const Registration& registration, pb::BufferInfo* out) {
+  out->set_buffer_id(registration.id);
+  out->set_kind(registration.kind == BufferKind::kCudaIpc ? pb::BUFFER_KIND_CUDA_IPC
+                                                          : pb::BUFFER_KIND_HOST_SHM);
+  out->set_device_ordinal(registration.kind == BufferKind::kCudaIpc
+                              ? registration.memory->device()
+                              : 0);
+  out->set_size_bytes(registration.size_bytes);
+  out->set_label(registration.label);
+  out->set_ttl_seconds(absl::ToInt64Seconds(registration.ttl));
+  out->set_registered_unix_ms(absl::ToUnixMillis(registration.registered));
+  out->set_expires_unix_ms(absl::ToUnixMillis(registration.last_used + registration.ttl));
+  out->set_runs(registration.runs);
+}
+
 void SkuToProto(const db::GpuSku& sku, pb::GpuSku* out) {
   out->set_name(sku.name);
   out->set_cc_major(sku.cc_major);
@@ -167,11 +182,71 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   return grpc::Status(code, std::string(status.message()));
 }
 
+// Resolves a Run's references for one caller: its own registrations, and
+// CUDA IPC handles through the shared cache.
+class KernTuneService::Resolver final : public TensorResolver {
+ public:
+  Resolver(KernTuneService& service, const std::optional<PeerProcess>& caller)
+      : service_(service), caller_(caller) {}
+
+  absl::StatusOr<Opened> RegisteredBuffer(const std::string& buffer_id) override {
+    if (!caller_) return NeedsUnixSocket("registered buffers");
+    absl::StatusOr<Registration> registration =
+        service_.registry_.Use(*caller_, buffer_id, absl::Now());
+    if (!registration.ok()) return registration.status();
+    return Opened{std::move(registration->memory), registration->size_bytes};
+  }
+
+  absl::StatusOr<Opened> CudaIpcAllocation(const std::string& handle,
+                                           int device_ordinal) override {
+    if (!caller_) return NeedsUnixSocket("CUDA IPC handles");
+    absl::StatusOr<std::shared_ptr<const ClientMemory>> memory =
+        service_.OpenCudaIpc(handle, device_ordinal, *caller_);
+    if (!memory.ok()) return memory.status();
+    const int64_t size = (*memory)->size();
+    return Opened{*std::move(memory), size};
+  }
+
+ private:
+  static absl::Status NeedsUnixSocket(absl::string_view what) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, " need the Unix socket (the daemon identifies the calling process by its peer "
+              "credentials); over TCP send inline tensors"));
+  }
+
+  KernTuneService& service_;
+  const std::optional<PeerProcess>& caller_;
+};
+
+std::optional<PeerProcess> KernTuneService::Caller(const grpc::ServerContext& context) const {
+  if (!options_.identify_caller) return std::nullopt;
+  return options_.identify_caller(context);
+}
+
+absl::StatusOr<std::shared_ptr<const ClientMemory>> KernTuneService::OpenCudaIpc(
+    const std::string& handle, int device_ordinal, const PeerProcess& caller) {
+  absl::StatusOr<std::shared_ptr<const ClientMemory>> memory =
+      cuda_ipc_.GetOrOpen(handle, caller, absl::Now(), [&] {
+        return backend_.OpenCudaIpcMemory(handle, device_ordinal);
+      });
+  if (memory.ok() && (*memory)->device() != device_ordinal) {
+    return absl::InvalidArgumentError(absl::StrCat("device_ordinal=", device_ordinal,
+                                                   ", but the handle's allocation is on device ",
+                                                   (*memory)->device()));
+  }
+  return memory;
+}
+
 grpc::Status KernTuneService::Run(grpc::ServerContext* context, const pb::RunRequest* request,
                                   pb::RunResponse* response) {
   KT_ADMIT_CALL();
   absl::StatusOr<RunRequest> run = ValidateRunRequest(*request, options_.max_request_bytes);
   if (!run.ok()) return Fail("Run", context, run.status());
+  run->caller = Caller(*context);
+  Resolver resolver(*this, run->caller);
+  if (absl::Status s = ResolveTensorRefs(*request, resolver, *run); !s.ok()) {
+    return Fail("Run", context, s);
+  }
   absl::StatusOr<RunResult> result = backend_.Execute(*run);
   if (!result.ok()) return Fail("Run", context, result.status());
   *response->mutable_output_data() = std::move(result->output);
@@ -243,7 +318,114 @@ grpc::Status KernTuneService::GetStatus(grpc::ServerContext* context,
     response->set_database_data_version(cache->data_version());
   }
   response->set_uptime_seconds(absl::ToInt64Seconds(absl::Now() - started_));
+  const BufferRegistry::Totals totals = registry_.totals();
+  response->set_registered_buffers(totals.buffers);
+  response->set_registered_bytes(totals.bytes);
+  response->set_buffer_owners(totals.owners);
+  response->set_open_ipc_mappings(static_cast<int64_t>(cuda_ipc_.size()));
+  response->set_default_buffer_ttl_seconds(absl::ToInt64Seconds(options_.registry.default_ttl));
+  response->set_cuda_ipc_supported(backend_.supports_cuda_ipc());
   return grpc::Status::OK;
+}
+
+grpc::Status KernTuneService::RegisterBuffer(grpc::ServerContext* context,
+                                             const pb::RegisterBufferRequest* request,
+                                             pb::RegisterBufferResponse* response) {
+  KT_ADMIT_CALL();
+  const std::optional<PeerProcess> caller = Caller(*context);
+  if (!caller) {
+    return Fail("RegisterBuffer", context,
+                absl::FailedPreconditionError(
+                    "RegisterBuffer needs the Unix socket: a registration belongs to the "
+                    "calling process, known from its peer credentials; over TCP send inline "
+                    "tensors"));
+  }
+  if (request->size_bytes() < 0) {
+    return Fail("RegisterBuffer", context,
+                absl::InvalidArgumentError(absl::StrCat("size_bytes=", request->size_bytes(),
+                                                        " must be >= 0 (0 = all of it)")));
+  }
+  if (request->ttl_seconds() < 0) {
+    return Fail("RegisterBuffer", context,
+                absl::InvalidArgumentError(absl::StrCat(
+                    "ttl_seconds=", request->ttl_seconds(), " must be >= 0 (0 = the default)")));
+  }
+  if (request->label().size() > 256) {
+    return Fail("RegisterBuffer", context,
+                absl::InvalidArgumentError(absl::StrCat("label has ", request->label().size(),
+                                                        " bytes; at most 256")));
+  }
+  absl::StatusOr<std::shared_ptr<const ClientMemory>> memory;
+  BufferKind kind = BufferKind::kHostShm;
+  switch (request->memory_case()) {
+    case pb::RegisterBufferRequest::kCudaIpc:
+      kind = BufferKind::kCudaIpc;
+      if (request->cuda_ipc().handle().size() != kCudaIpcHandleBytes) {
+        memory = absl::InvalidArgumentError(absl::StrCat(
+            "cuda_ipc.handle has ", request->cuda_ipc().handle().size(), " bytes, want exactly ",
+            kCudaIpcHandleBytes, " (a cudaIpcMemHandle_t)"));
+      } else {
+        memory = OpenCudaIpc(request->cuda_ipc().handle(), request->cuda_ipc().device_ordinal(),
+                             *caller);
+      }
+      break;
+    case pb::RegisterBufferRequest::kHostShm:
+      memory = OpenHostSharedMemory(request->host_shm().name(), caller->uid);
+      break;
+    case pb::RegisterBufferRequest::MEMORY_NOT_SET:
+      memory = absl::InvalidArgumentError("memory is not set: give cuda_ipc or host_shm");
+      break;
+  }
+  if (!memory.ok()) return Fail("RegisterBuffer", context, memory.status());
+  absl::StatusOr<Registration> registration = registry_.Register(
+      *caller, kind, *std::move(memory), request->size_bytes(),
+      absl::Seconds(request->ttl_seconds()), request->label(), absl::Now());
+  if (!registration.ok()) return Fail("RegisterBuffer", context, registration.status());
+  BufferToProto(*registration, response->mutable_buffer());
+  return grpc::Status::OK;
+}
+
+grpc::Status KernTuneService::UnregisterBuffer(grpc::ServerContext* context,
+                                               const pb::UnregisterBufferRequest* request,
+                                               pb::UnregisterBufferResponse* response) {
+  KT_ADMIT_CALL();
+  const std::optional<PeerProcess> caller = Caller(*context);
+  absl::Status status =
+      caller ? registry_.Unregister(*caller, request->buffer_id())
+             : absl::NotFoundError(absl::StrCat("buffer_id \"", request->buffer_id(),
+                                                "\" is not registered by this caller (TCP "
+                                                "callers own no buffers)"));
+  if (!status.ok()) return Fail("UnregisterBuffer", context, status);
+  return grpc::Status::OK;
+}
+
+grpc::Status KernTuneService::ListBuffers(grpc::ServerContext* context,
+                                          const pb::ListBuffersRequest* request,
+                                          pb::ListBuffersResponse* response) {
+  KT_ADMIT_CALL();
+  const std::optional<PeerProcess> caller = Caller(*context);
+  if (!caller) return grpc::Status::OK;  // TCP callers own none
+  for (const Registration& registration : registry_.List(*caller)) {
+    BufferToProto(registration, response->add_buffers());
+  }
+  return grpc::Status::OK;
+}
+
+void KernTuneService::Housekeep(absl::Time now) {
+  const BufferRegistry::Reaped reaped = registry_.Reap(now, IsAlive);
+  const int evicted = cuda_ipc_.Evict(now, options_.ipc_idle, IsAlive);
+  backend_.Housekeep(now, IsAlive);
+  if (reaped.expired + reaped.owner_exited + evicted > 0) {
+    std::fprintf(stderr,
+                 "kerntuned: ended %d registrations past their lease and %d of exited "
+                 "processes; closed %d idle CUDA IPC mappings\n",
+                 reaped.expired, reaped.owner_exited, evicted);
+  }
+}
+
+void KernTuneService::CloseClientMemory() {
+  registry_.Clear();
+  cuda_ipc_.Clear();
 }
 
 }  // namespace kt::server

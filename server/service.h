@@ -4,6 +4,9 @@
 #define KERNTUNE_SERVER_SERVICE_H_
 
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -13,6 +16,10 @@
 #include "grpcpp/grpcpp.h"
 #include "kerntune/v1/kerntune.grpc.pb.h"
 #include "server/backend.h"
+#include "server/buffer_registry.h"
+#include "server/client_memory.h"
+#include "server/ipc_cache.h"
+#include "server/peer_credentials.h"
 
 namespace kt::server {
 
@@ -23,6 +30,12 @@ struct ServiceOptions {
   int64_t max_request_bytes = 0;
   std::string backend_reason;  // for GetStatus
   std::string database_path;
+  RegistryLimits registry;
+  // How long a one-off CUDA IPC mapping stays cached unused.
+  absl::Duration ipc_idle = absl::Seconds(60);
+  // The calling process (peer credentials of the Unix socket); nullopt for
+  // TCP callers, which may send inline tensors only.
+  std::function<std::optional<PeerProcess>(const grpc::ServerContext&)> identify_caller;
 };
 
 class KernTuneService final : public kerntune::v1::KernTune::Service {
@@ -30,6 +43,7 @@ class KernTuneService final : public kerntune::v1::KernTune::Service {
   // `backend` must outlive the service.
   KernTuneService(Backend& backend, ServiceOptions options)
       : backend_(backend), options_(std::move(options)), started_(absl::Now()) {}
+  ~KernTuneService() override { CloseClientMemory(); }
 
   grpc::Status Run(grpc::ServerContext* context, const kerntune::v1::RunRequest* request,
                    kerntune::v1::RunResponse* response) override;
@@ -42,6 +56,21 @@ class KernTuneService final : public kerntune::v1::KernTune::Service {
   grpc::Status GetStatus(grpc::ServerContext* context,
                          const kerntune::v1::GetStatusRequest* request,
                          kerntune::v1::GetStatusResponse* response) override;
+  grpc::Status RegisterBuffer(grpc::ServerContext* context,
+                              const kerntune::v1::RegisterBufferRequest* request,
+                              kerntune::v1::RegisterBufferResponse* response) override;
+  grpc::Status UnregisterBuffer(grpc::ServerContext* context,
+                                const kerntune::v1::UnregisterBufferRequest* request,
+                                kerntune::v1::UnregisterBufferResponse* response) override;
+  grpc::Status ListBuffers(grpc::ServerContext* context,
+                           const kerntune::v1::ListBuffersRequest* request,
+                           kerntune::v1::ListBuffersResponse* response) override;
+
+  // Every second: ends registrations past their lease or of exited owners,
+  // closes idle one-off IPC mappings, and lets the backend do the same.
+  void Housekeep(absl::Time now);
+  // Ends every registration and closes every mapping (shutdown, after Drain).
+  void CloseClientMemory();
 
   // Refuses new calls with UNAVAILABLE from now on and waits up to `timeout`
   // for the calls in flight to finish. True when none is left.
@@ -49,6 +78,12 @@ class KernTuneService final : public kerntune::v1::KernTune::Service {
 
  private:
   class CallGuard;
+  class Resolver;
+
+  std::optional<PeerProcess> Caller(const grpc::ServerContext& context) const;
+  absl::StatusOr<std::shared_ptr<const ClientMemory>> OpenCudaIpc(const std::string& handle,
+                                                                 int device_ordinal,
+                                                                 const PeerProcess& caller);
 
   Backend& backend_;
   const ServiceOptions options_;
@@ -56,6 +91,9 @@ class KernTuneService final : public kerntune::v1::KernTune::Service {
   absl::Mutex mu_;
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  BufferRegistry registry_{options_.registry};
+  // Opened CUDA IPC memory by handle bytes (registrations and one-offs).
+  IpcCache<const ClientMemory> cuda_ipc_;
 };
 
 }  // namespace kt::server

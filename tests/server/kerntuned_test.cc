@@ -310,7 +310,9 @@ TEST_F(KerntunedTest, ReflectionListsAndDescribesTheService) {
     }
   }
   EXPECT_THAT(methods,
-              ::testing::UnorderedElementsAre("Run", "GetConfig", "ListConfigs", "GetStatus"));
+              ::testing::UnorderedElementsAre("Run", "RegisterBuffer", "UnregisterBuffer",
+                                              "ListBuffers", "GetConfig", "ListConfigs",
+                                              "GetStatus"));
   stream->WritesDone();
   EXPECT_TRUE(stream->Finish().ok());
 }

@@ -37,7 +37,9 @@ TEST(RunRequestTest, ValidRequestsPassWithTheirFields) {
       ASSERT_TRUE(got.ok()) << got.status();
       EXPECT_EQ(got->shape.rows, 3);
       EXPECT_EQ(got->shape.cols, 5);
-      EXPECT_EQ(got->input.size(), request.input().inline_data().size());
+      EXPECT_EQ(got->input.bytes, static_cast<int64_t>(request.input().inline_data().size()));
+      EXPECT_EQ(got->input.where, TensorView::Where::kInline);
+      EXPECT_EQ(got->output.where, TensorView::Where::kInline);
       EXPECT_EQ(OpToProto(got->op), op);
       EXPECT_EQ(DTypeToProto(got->dtype), dtype);
     }
@@ -53,9 +55,10 @@ TEST(RunRequestTest, OutputMayBeLeftUnsetAndLayerNormTakesAffineAndStats) {
   request.mutable_layer_norm()->set_epsilon(0.25);
   absl::StatusOr<RunRequest> got = ValidateRunRequest(request, kTableMaxRequestBytes);
   ASSERT_TRUE(got.ok()) << got.status();
-  EXPECT_EQ(got->gamma.size(), 16u);
-  EXPECT_EQ(got->beta.size(), 16u);
-  EXPECT_TRUE(got->want_mean_inv_std);
+  EXPECT_EQ(got->gamma.bytes, 16);
+  EXPECT_EQ(got->beta.bytes, 16);
+  EXPECT_EQ(got->mean.where, TensorView::Where::kInline);
+  EXPECT_EQ(got->mean.bytes, 2 * 4);
   EXPECT_EQ(got->epsilon, 0.25);
 }
 

@@ -1,0 +1,148 @@
+// Registered buffers and their leases (see buffer_registry.h).
+#include "server/buffer_registry.h"
+
+#include <sys/random.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+
+namespace kt::server {
+namespace {
+
+absl::Status UnknownBuffer(const std::string& id) {
+  // The same answer whether the id does not exist or is someone else's.
+  return absl::NotFoundError(
+      absl::StrCat("buffer_id \"", id, "\" is not registered by this process"));
+}
+
+}  // namespace
+
+std::string NewBufferId() {
+  unsigned char bytes[16];
+  size_t filled = 0;
+  while (filled < sizeof(bytes)) {
+    const ssize_t got = getrandom(bytes + filled, sizeof(bytes) - filled, 0);
+    if (got > 0) filled += static_cast<size_t>(got);
+  }
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(bytes), sizeof(bytes)));
+}
+
+absl::StatusOr<Registration> BufferRegistry::Register(
+    const PeerProcess& owner, BufferKind kind, std::shared_ptr<const ClientMemory> memory,
+    int64_t size_bytes, absl::Duration ttl, std::string label, absl::Time now) {
+  if (size_bytes < 0 || size_bytes > memory->size()) {
+    return absl::OutOfRangeError(absl::StrCat("size_bytes=", size_bytes,
+                                              " is outside the allocation, which has ",
+                                              memory->size(), " bytes"));
+  }
+  if (ttl < absl::ZeroDuration() || ttl > limits_.max_ttl) {
+    return absl::InvalidArgumentError(absl::StrCat("ttl_seconds=", absl::ToInt64Seconds(ttl),
+                                                   " must be in [0, ",
+                                                   absl::ToInt64Seconds(limits_.max_ttl), "]"));
+  }
+  Registration registration;
+  registration.id = NewBufferId();
+  registration.owner = owner;
+  registration.kind = kind;
+  registration.size_bytes = size_bytes == 0 ? memory->size() : size_bytes;
+  registration.memory = std::move(memory);
+  registration.label = std::move(label);
+  registration.ttl = ttl == absl::ZeroDuration() ? limits_.default_ttl : ttl;
+  registration.registered = now;
+  registration.last_used = now;
+
+  absl::MutexLock lock(&mu_);
+  int owned = 0;
+  for (const auto& [id, existing] : by_id_) owned += existing.owner == owner ? 1 : 0;
+  if (owned >= limits_.max_buffers_per_owner) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        owner.Describe(), " already has ", owned, " registered buffers, the limit; "
+        "unregister some first"));
+  }
+  by_id_.emplace(registration.id, registration);
+  return registration;
+}
+
+absl::StatusOr<Registration> BufferRegistry::Use(const PeerProcess& caller,
+                                                 const std::string& id, absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  auto it = by_id_.find(id);
+  if (it == by_id_.end() || !(it->second.owner == caller)) return UnknownBuffer(id);
+  it->second.last_used = std::max(it->second.last_used, now);
+  ++it->second.runs;
+  return it->second;
+}
+
+absl::Status BufferRegistry::Unregister(const PeerProcess& caller, const std::string& id) {
+  std::shared_ptr<const ClientMemory> closing;  // released after the lock
+  absl::MutexLock lock(&mu_);
+  auto it = by_id_.find(id);
+  if (it == by_id_.end() || !(it->second.owner == caller)) return UnknownBuffer(id);
+  closing = std::move(it->second.memory);
+  by_id_.erase(it);
+  return absl::OkStatus();
+}
+
+std::vector<Registration> BufferRegistry::List(const PeerProcess& caller) const {
+  std::vector<Registration> owned;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, registration] : by_id_) {
+      if (registration.owner == caller) owned.push_back(registration);
+    }
+  }
+  std::sort(owned.begin(), owned.end(), [](const Registration& a, const Registration& b) {
+    return a.registered != b.registered ? a.registered < b.registered : a.id < b.id;
+  });
+  return owned;
+}
+
+BufferRegistry::Reaped BufferRegistry::Reap(
+    absl::Time now, absl::FunctionRef<bool(const PeerProcess&)> is_alive) {
+  Reaped reaped;
+  std::vector<std::shared_ptr<const ClientMemory>> closing;  // released after the lock
+  absl::MutexLock lock(&mu_);
+  absl::flat_hash_map<PeerProcess, bool> alive;  // one /proc read per owner
+  for (auto it = by_id_.begin(); it != by_id_.end();) {
+    const Registration& registration = it->second;
+    auto [known, inserted] = alive.try_emplace(registration.owner, false);
+    if (inserted) known->second = is_alive(registration.owner);
+    const bool expired = now - registration.last_used > registration.ttl;
+    if (!known->second || expired) {
+      (known->second ? reaped.expired : reaped.owner_exited) += 1;
+      closing.push_back(std::move(it->second.memory));
+      by_id_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  return reaped;
+}
+
+void BufferRegistry::Clear() {
+  absl::flat_hash_map<std::string, Registration> closing;
+  absl::MutexLock lock(&mu_);
+  closing.swap(by_id_);
+}
+
+BufferRegistry::Totals BufferRegistry::totals() const {
+  Totals totals;
+  absl::flat_hash_set<PeerProcess> owners;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, registration] : by_id_) {
+    ++totals.buffers;
+    totals.bytes += registration.size_bytes;
+    owners.insert(registration.owner);
+  }
+  totals.owners = static_cast<int64_t>(owners.size());
+  return totals;
+}
+
+}  // namespace kt::server

@@ -1,0 +1,129 @@
+// POSIX shared memory opened for a client (see client_memory.h).
+#include "server/client_memory.h"
+
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace kt::server {
+namespace {
+
+class HostSharedMemory final : public ClientMemory {
+ public:
+  HostSharedMemory(char* base, int64_t size) : ClientMemory(base, size, MemorySpace::kHost, -1) {}
+  ~HostSharedMemory() override { munmap(base(), static_cast<size_t>(size())); }
+};
+
+// SIGBUS inside a guarded copy jumps back to it; anywhere else it goes to
+// the previous disposition (a real bug still crashes loudly).
+thread_local sigjmp_buf* t_guarded_copy = nullptr;
+struct sigaction g_previous_sigbus {};
+
+void OnSigbus(int signal_number, siginfo_t* info, void* context) {
+  if (t_guarded_copy != nullptr) siglongjmp(*t_guarded_copy, 1);
+  if (g_previous_sigbus.sa_flags & SA_SIGINFO) {
+    g_previous_sigbus.sa_sigaction(signal_number, info, context);
+    return;
+  }
+  if (g_previous_sigbus.sa_handler != SIG_DFL && g_previous_sigbus.sa_handler != SIG_IGN) {
+    g_previous_sigbus.sa_handler(signal_number);
+    return;
+  }
+  signal(SIGBUS, SIG_DFL);
+  raise(SIGBUS);
+}
+
+void InstallSigbusHandler() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction action {};
+    action.sa_sigaction = OnSigbus;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigaction(SIGBUS, &action, &g_previous_sigbus);
+  });
+}
+
+absl::Status GuardedCopy(void* to, const void* from, int64_t bytes) {
+  InstallSigbusHandler();
+  sigjmp_buf jump;
+  if (sigsetjmp(jump, 1) != 0) {
+    t_guarded_copy = nullptr;
+    return absl::DataLossError(
+        "the client's shared-memory object shrank while the daemon used it");
+  }
+  t_guarded_copy = &jump;
+  std::memcpy(to, from, static_cast<size_t>(bytes));
+  t_guarded_copy = nullptr;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CopyFromClientHost(void* to, const char* from, int64_t bytes) {
+  return GuardedCopy(to, from, bytes);
+}
+
+absl::Status CopyToClientHost(char* to, const void* from, int64_t bytes) {
+  return GuardedCopy(to, from, bytes);
+}
+
+absl::StatusOr<std::shared_ptr<const ClientMemory>> OpenHostSharedMemory(std::string name,
+                                                                         uid_t owner_uid) {
+  if (!absl::StartsWith(name, "/")) name.insert(0, "/");
+  if (name.size() < 2 || name.size() > 255 || name.find('/', 1) != std::string::npos ||
+      name == "/." || name == "/..") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "host_shm.name=\"", name, "\" must be a shm_open name: \"/name\" with no other '/'"));
+  }
+  const int fd = shm_open(name.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
+  if (fd < 0) {
+    const int error = errno;
+    const std::string what = absl::StrCat("host_shm.name=\"", name, "\": ", std::strerror(error));
+    if (error == ENOENT) return absl::NotFoundError(what);
+    if (error == EACCES) return absl::PermissionDeniedError(what);
+    return absl::InvalidArgumentError(what);
+  }
+  struct stat info {};
+  if (fstat(fd, &info) != 0) {
+    const int error = errno;
+    close(fd);
+    return absl::InternalError(absl::StrCat("fstat ", name, ": ", std::strerror(error)));
+  }
+  if (!S_ISREG(info.st_mode)) {
+    close(fd);
+    return absl::InvalidArgumentError(
+        absl::StrCat("host_shm.name=\"", name, "\" is not a shared-memory object"));
+  }
+  if (info.st_uid != owner_uid) {
+    close(fd);
+    return absl::PermissionDeniedError(absl::StrCat("host_shm.name=\"", name, "\" belongs to uid ",
+                                                    info.st_uid, ", not the caller's uid ",
+                                                    owner_uid));
+  }
+  if (info.st_size <= 0) {
+    close(fd);
+    return absl::InvalidArgumentError(absl::StrCat("host_shm.name=\"", name, "\" is empty"));
+  }
+  void* base = mmap(nullptr, static_cast<size_t>(info.st_size), PROT_READ | PROT_WRITE,
+                    MAP_SHARED, fd, 0);
+  const int error = errno;
+  close(fd);  // the mapping keeps the object alive
+  if (base == MAP_FAILED) {
+    return absl::InternalError(absl::StrCat("mmap ", name, ": ", std::strerror(error)));
+  }
+  return std::make_shared<const HostSharedMemory>(static_cast<char*>(base),
+                                                  static_cast<int64_t>(info.st_size));
+}
+
+}  // namespace kt::server

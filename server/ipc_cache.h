@@ -1,0 +1,101 @@
+// One-off CUDA IPC handles, opened once and cached by their bytes. CUDA lets
+// a process open a given memory handle only once, so registrations and
+// one-off references share these entries. An entry is dropped when nothing
+// else holds it (no registration, no Run in flight) and it has been idle for
+// `idle`, or every process that sent it has exited; its resource closes when
+// the last reference goes.
+#ifndef KERNTUNE_SERVER_IPC_CACHE_H_
+#define KERNTUNE_SERVER_IPC_CACHE_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/peer_credentials.h"
+
+namespace kt::server {
+
+template <typename Resource>
+class IpcCache {
+ public:
+  using Opener = absl::FunctionRef<absl::StatusOr<std::shared_ptr<Resource>>()>;
+
+  // The resource for `handle`, opening it with `open` on first use.
+  absl::StatusOr<std::shared_ptr<Resource>> GetOrOpen(const std::string& handle,
+                                                      const PeerProcess& user, absl::Time now,
+                                                      Opener open) {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(handle);
+    if (it == entries_.end()) {
+      // Opening under the lock: a second caller with the same handle must
+      // not open it again.
+      absl::StatusOr<std::shared_ptr<Resource>> opened = open();
+      if (!opened.ok()) return opened.status();
+      it = entries_.emplace(handle, Entry{*std::move(opened), {}, now}).first;
+    }
+    it->second.users.insert(user);
+    it->second.last_used = now;
+    return it->second.resource;
+  }
+
+  // Drops idle entries (see above); returns how many.
+  int Evict(absl::Time now, absl::Duration idle,
+            absl::FunctionRef<bool(const PeerProcess&)> is_alive) {
+    std::vector<std::shared_ptr<Resource>> closing;  // released after the lock
+    absl::MutexLock lock(&mu_);
+    int evicted = 0;
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      Entry& entry = it->second;
+      for (auto user = entry.users.begin(); user != entry.users.end();) {
+        if (is_alive(*user)) {
+          ++user;
+        } else {
+          entry.users.erase(user++);
+        }
+      }
+      const bool held_elsewhere = entry.resource.use_count() > 1;
+      if (!held_elsewhere && (entry.users.empty() || now - entry.last_used > idle)) {
+        closing.push_back(std::move(entry.resource));
+        entries_.erase(it++);
+        ++evicted;
+      } else {
+        ++it;
+      }
+    }
+    return evicted;
+  }
+
+  // Drops every entry nothing else holds (shutdown).
+  void Clear() {
+    absl::flat_hash_map<std::string, Entry> closing;
+    absl::MutexLock lock(&mu_);
+    closing.swap(entries_);
+  }
+
+  size_t size() const {
+    absl::MutexLock lock(&mu_);
+    return entries_.size();
+  }
+
+ private:
+  struct Entry {
+    std::shared_ptr<Resource> resource;
+    absl::flat_hash_set<PeerProcess> users;
+    absl::Time last_used;
+  };
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace kt::server
+
+#endif  // KERNTUNE_SERVER_IPC_CACHE_H_

@@ -1,0 +1,110 @@
+// Accepting the daemon's Unix socket (see unix_listener.h).
+#include "server/unix_listener.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/server_posix.h"
+
+namespace kt::server {
+namespace {
+
+absl::Status SocketError(absl::string_view what, const std::string& path) {
+  return absl::UnavailableError(absl::StrCat(what, " unix:", path, ": ", std::strerror(errno)));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<UnixListener>> UnixListener::Listen(const std::string& path) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return SocketError("socket for", path);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
+  // Created 0660 from the start (no window where others could connect).
+  const mode_t previous_umask = umask(0117);
+  const int bound = bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address));
+  umask(previous_umask);
+  if (bound != 0 || listen(fd, SOMAXCONN) != 0) {
+    absl::Status error = SocketError(bound != 0 ? "cannot bind" : "cannot listen on", path);
+    close(fd);
+    return error;
+  }
+  if (chmod(path.c_str(), 0660) != 0) {
+    absl::Status error = SocketError("chmod 0660", path);
+    close(fd);
+    return error;
+  }
+  int wake[2];
+  if (pipe2(wake, O_CLOEXEC) != 0) {
+    absl::Status error = SocketError("pipe2 for", path);
+    close(fd);
+    return error;
+  }
+  return std::unique_ptr<UnixListener>(new UnixListener(fd, wake[0], wake[1]));
+}
+
+UnixListener::~UnixListener() {
+  Stop();
+  close(wake_read_);
+  close(wake_write_);
+}
+
+void UnixListener::Start(grpc::Server* server, PeerTable* peers) {
+  thread_ = std::thread([this, server, peers] { AcceptLoop(server, peers); });
+}
+
+void UnixListener::Stop() {
+  if (thread_.joinable()) {
+    const char byte = 0;
+    [[maybe_unused]] ssize_t written = write(wake_write_, &byte, 1);
+    thread_.join();
+  }
+  if (fd_ >= 0) {
+    close(fd_);
+    fd_ = -1;
+  }
+}
+
+void UnixListener::AcceptLoop(grpc::Server* server, PeerTable* peers) {
+  while (true) {
+    pollfd fds[2] = {{fd_, POLLIN, 0}, {wake_read_, POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      std::fprintf(stderr, "kerntuned: poll on the Unix socket: %s\n", std::strerror(errno));
+      return;
+    }
+    if (fds[1].revents != 0) return;  // Stop()
+    const int connection = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (connection < 0) {
+      if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
+        std::fprintf(stderr, "kerntuned: accept: %s\n", std::strerror(errno));
+        // Out of descriptors, say: back off instead of spinning.
+        if (errno == EMFILE || errno == ENFILE) usleep(100 * 1000);
+      }
+      continue;
+    }
+    absl::StatusOr<PeerProcess> peer = ReadPeerCredentials(connection);
+    if (peer.ok()) {
+      peers->Set(connection, *peer);
+    } else {
+      // Still served (inline tensors need no identity); forget whoever
+      // had this descriptor number before.
+      peers->Clear(connection);
+      std::fprintf(stderr, "kerntuned: a Unix-socket client without credentials: %s\n",
+                   peer.status().ToString().c_str());
+    }
+    grpc::AddInsecureChannelFromFd(server, connection);  // gRPC owns it now
+  }
+}
+
+}  // namespace kt::server
