@@ -10,6 +10,9 @@
 #include <iostream>
 #include <sstream>
 
+#include "kernels/host_dtype.h"
+#include "kernels/reference.h"
+
 namespace kt::client::testing {
 
 void CpuDaemonTest::Start(const std::vector<std::string>& extra) {
@@ -67,6 +70,56 @@ ProcessResult RunProcess(const std::vector<std::string>& argv) {
   close(out_fd);
   close(err_fd);
   return result;
+}
+
+kernels::DType ToKernels(pb::DType dtype) {
+  switch (dtype) {
+    case pb::DTYPE_FLOAT16:
+      return kernels::DType::kFloat16;
+    case pb::DTYPE_BFLOAT16:
+      return kernels::DType::kBFloat16;
+    default:
+      return kernels::DType::kFloat32;
+  }
+}
+
+kernels::Op ToKernels(pb::Op op) {
+  switch (op) {
+    case pb::OP_LOG_SOFTMAX:
+      return kernels::Op::kLogSoftmax;
+    case pb::OP_LAYER_NORM:
+      return kernels::Op::kLayerNorm;
+    default:
+      return kernels::Op::kSoftmax;
+  }
+}
+
+std::string RandomTensor(kernels::DType dtype, int64_t n, std::mt19937_64& rng, double mean) {
+  std::normal_distribution<double> normal(mean, 2.0);
+  std::string bytes(n * kernels::DTypeSize(dtype), '\0');
+  for (int64_t i = 0; i < n; ++i) kernels::StoreFromDouble(dtype, bytes.data(), i, normal(rng));
+  return bytes;
+}
+
+Expected Reference(const RunArgs& args, const std::string& x, const std::string* gamma,
+                   const std::string* beta) {
+  Expected want;
+  want.y.assign(x.size(), '\0');
+  want.mean.resize(args.rows);
+  want.inv_std.resize(args.rows);
+  kernels::HostRowOpArgs host;
+  host.x = x.data();
+  host.y = want.y.data();
+  host.gamma = gamma != nullptr ? gamma->data() : nullptr;
+  host.beta = beta != nullptr ? beta->data() : nullptr;
+  host.mean = want.mean.data();
+  host.inv_std = want.inv_std.data();
+  host.epsilon = args.epsilon;
+  const absl::Status s = kernels::RunReference(ToKernels(args.op), ToKernels(args.dtype),
+                                               {args.rows, args.cols}, host, 0, args.rows,
+                                               ToKernels(args.dtype), 1);
+  EXPECT_TRUE(s.ok()) << s;
+  return want;
 }
 
 }  // namespace kt::client::testing
