@@ -104,9 +104,17 @@ void IpcAllocation::Reset() {
 
 absl::Status IpcAllocation::CopyIn(size_t offset, const void* host, size_t bytes) const {
   if (absl::Status s = CheckRange(offset, bytes, size_); !s.ok()) return s;
-  return CudaStatus(
-      cudaMemcpy(static_cast<uint8_t*>(data_) + offset, host, bytes, cudaMemcpyHostToDevice),
-      "cudaMemcpy to the device");
+  DeviceScope scope(device_);
+  if (!scope.status().ok()) return scope.status();
+  if (absl::Status s = CudaStatus(cudaMemcpy(static_cast<uint8_t*>(data_) + offset, host, bytes,
+                                             cudaMemcpyHostToDevice),
+                                  "cudaMemcpy to the device");
+      !s.ok()) {
+    return s;
+  }
+  // From pageable memory cudaMemcpy may return before the DMA lands; the
+  // daemon reads from another process, with no stream order to save us.
+  return CudaStatus(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 }
 
 absl::Status IpcAllocation::CopyOut(size_t offset, void* host, size_t bytes) const {
@@ -120,8 +128,12 @@ absl::Status IpcAllocation::Fill(size_t offset, uint8_t value, size_t bytes) con
   if (absl::Status s = CheckRange(offset, bytes, size_); !s.ok()) return s;
   DeviceScope scope(device_);
   if (!scope.status().ok()) return scope.status();
-  return CudaStatus(cudaMemset(static_cast<uint8_t*>(data_) + offset, value, bytes),
-                    "cudaMemset");
+  if (absl::Status s = CudaStatus(cudaMemset(static_cast<uint8_t*>(data_) + offset, value, bytes),
+                                  "cudaMemset");
+      !s.ok()) {
+    return s;
+  }
+  return CudaStatus(cudaDeviceSynchronize(), "cudaDeviceSynchronize");  // as in CopyIn
 }
 
 absl::StatusOr<IpcEvent> IpcEvent::Create(int device) {

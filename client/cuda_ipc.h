@@ -39,7 +39,8 @@ class IpcAllocation {
   // The 64 bytes of the cudaIpcMemHandle_t, as the proto carries them.
   const std::string& handle() const { return handle_; }
 
-  // Synchronous copies and fills at a byte offset (bounds checked).
+  // Copies and fills at a byte offset (bounds checked), complete on the
+  // device when they return, so the daemon may read at once.
   absl::Status CopyIn(size_t offset, const void* host, size_t bytes) const;
   absl::Status CopyOut(size_t offset, void* host, size_t bytes) const;
   absl::Status Fill(size_t offset, uint8_t value, size_t bytes) const;
