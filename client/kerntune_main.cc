@@ -1,6 +1,7 @@
 // kerntune: the command-line tool. The flags are defined and read here and
 // handed to each verb as its Options struct; the verbs live in their own
-// files (demo.h, gpus_cli.h, configs_cli.h, tune_cli.h) and never read flags.
+// files (demo.h, gpus_cli.h, configs_cli.h, tune_cli.h, run_cli.h,
+// status_cli.h) and never read flags.
 #include <cstdint>
 #include <iostream>
 #include <optional>
@@ -19,6 +20,8 @@
 #include "client/demo.h"
 #include "client/gpus_cli.h"
 #include "client/output_format.h"
+#include "client/run_cli.h"
+#include "client/status_cli.h"
 #include "client/tune_cli.h"
 #include "absl/strings/numbers.h"
 #include "kernels/types.h"
@@ -49,11 +52,22 @@ ABSL_FLAG(std::string, groups, "main,few_rows,attention",
           "tune: groups of the standard grid (main, few_rows, attention)");
 ABSL_FLAG(bool, force, false,
           "tune: re-measure points the store already has for this GPU and kernel version");
-ABSL_FLAG(int, device, 0, "tune: CUDA device ordinal");
+ABSL_FLAG(int, device, 0,
+          "tune: CUDA device ordinal; run --via=ipc: the device to allocate on, also "
+          "the daemon's ordinal of it");
 ABSL_FLAG(int, reps, 30, "tune: timed repetitions per candidate (median kept)");
 ABSL_FLAG(bool, cpu, false, "use the CPU reference backend even if a GPU is present");
 ABSL_FLAG(bool, candidates, false,
           "also list every candidate measured for the point");
+ABSL_FLAG(std::string, server, "",
+          "the kerntuned to talk to: unix:PATH (or a path), or host:port; default "
+          "$XDG_RUNTIME_DIR/kerntune.sock, else /run/kerntune/kerntune.sock");
+ABSL_FLAG(std::string, via, "auto",
+          "how tensors reach the daemon: auto (ipc with a GPU here and a GPU daemon, else "
+          "inline), ipc (registered cudaMalloc memory), shm (registered POSIX shared "
+          "memory) or inline (bytes in the messages)");
+ABSL_FLAG(int, iterations, 10, "run: Runs to time (medians reported; the last is checked)");
+ABSL_FLAG(double, epsilon, 1e-5, "run layer_norm: epsilon");
 
 namespace {
 
@@ -209,6 +223,26 @@ int Tune(const std::vector<std::string>&) {
   return kt::client::RunTuneCommand(o, std::cout, std::cerr);
 }
 
+int RunVerb(const std::vector<std::string>& positional) {
+  kt::client::RunCliOptions o;
+  o.server = absl::GetFlag(FLAGS_server);
+  o.op = positional.front();
+  o.dtype = absl::GetFlag(FLAGS_dtype);
+  o.rows = SingleIntFlag(absl::GetFlag(FLAGS_rows));
+  o.cols = SingleIntFlag(absl::GetFlag(FLAGS_cols));
+  o.via = absl::GetFlag(FLAGS_via);
+  o.iterations = absl::GetFlag(FLAGS_iterations);
+  o.epsilon = absl::GetFlag(FLAGS_epsilon);
+  o.device = absl::GetFlag(FLAGS_device);
+  o.format = FormatFlag();
+  return kt::client::RunRunCommand(o, std::cout, std::cerr);
+}
+
+int Status(const std::vector<std::string>&) {
+  return kt::client::RunStatusCommand({absl::GetFlag(FLAGS_server), FormatFlag()}, std::cout,
+                                      std::cerr);
+}
+
 const std::vector<Verb>& Verbs() {
   static const std::vector<Verb> verbs = {
       {{"demo"}, "",
@@ -242,6 +276,17 @@ const std::vector<Verb>& Verbs() {
        "every entry is checked, bad ones are skipped and reported. Exit 0: "
        "all imported, 1: some skipped, 2: unreadable file",
        {"db", "format"}, 1, ConfigsImport},
+      {{"run"}, "OP",
+       "send one random OP (softmax, log_softmax, layer_norm) problem to a running "
+       "kerntuned, check the output against the fp64 reference, and print the config "
+       "it used with its source (tuned, nearest, heuristic, cpu), the kernel time and "
+       "the round-trip time. Exit 1 on a mismatch or a failed call",
+       {"server", "dtype", "rows", "cols", "via", "iterations", "epsilon", "device", "format"},
+       1, RunVerb},
+      {{"status"}, "",
+       "what a running kerntuned reports: version, backend and why, devices, tuned "
+       "entries, store, registered buffers and owners, CUDA IPC mappings, uptime",
+       {"server", "format"}, 0, Status},
   };
   return verbs;
 }

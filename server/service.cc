@@ -55,6 +55,14 @@ void ChoiceToProto(const std::optional<ConfigChoice>& choice, pb::ConfigChoice* 
   }
 }
 
+// Buffers belong to processes, known from the Unix socket's peer
+// credentials; TCP callers have none.
+absl::Status NeedsUnixSocket(absl::string_view what) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      what, " needs the Unix socket: a registration belongs to the calling process, known "
+            "from its peer credentials; over TCP send inline tensors"));
+}
+
 void BufferToProto(const Registration& registration, pb::BufferInfo* out) {
   out->set_buffer_id(registration.id);
   out->set_kind(registration.kind == BufferKind::kCudaIpc ? pb::BUFFER_KIND_CUDA_IPC
@@ -191,7 +199,7 @@ class KernTuneService::Resolver final : public TensorResolver {
       : service_(service), caller_(caller) {}
 
   absl::StatusOr<Opened> RegisteredBuffer(const std::string& buffer_id) override {
-    if (!caller_) return NeedsUnixSocket("registered buffers");
+    if (!caller_) return NeedsUnixSocket("a registered buffer");
     const bool first_use = used_.insert(buffer_id).second;
     absl::StatusOr<Registration> registration =
         service_.registry_.Use(*caller_, buffer_id, absl::Now(), first_use);
@@ -201,7 +209,7 @@ class KernTuneService::Resolver final : public TensorResolver {
 
   absl::StatusOr<Opened> CudaIpcAllocation(const std::string& handle,
                                            int device_ordinal) override {
-    if (!caller_) return NeedsUnixSocket("CUDA IPC handles");
+    if (!caller_) return NeedsUnixSocket("a CUDA IPC handle");
     absl::StatusOr<std::shared_ptr<const ClientMemory>> memory =
         service_.OpenCudaIpc(handle, device_ordinal, *caller_);
     if (!memory.ok()) return memory.status();
@@ -210,12 +218,6 @@ class KernTuneService::Resolver final : public TensorResolver {
   }
 
  private:
-  static absl::Status NeedsUnixSocket(absl::string_view what) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        what, " need the Unix socket (the daemon identifies the calling process by its peer "
-              "credentials); over TCP send inline tensors"));
-  }
-
   KernTuneService& service_;
   const std::optional<PeerProcess>& caller_;
   absl::flat_hash_set<std::string> used_;  // buffers this Run already counted
@@ -336,13 +338,7 @@ grpc::Status KernTuneService::RegisterBuffer(grpc::ServerContext* context,
                                              pb::RegisterBufferResponse* response) {
   KT_ADMIT_CALL();
   const std::optional<PeerProcess> caller = Caller(*context);
-  if (!caller) {
-    return Fail("RegisterBuffer", context,
-                absl::FailedPreconditionError(
-                    "RegisterBuffer needs the Unix socket: a registration belongs to the "
-                    "calling process, known from its peer credentials; over TCP send inline "
-                    "tensors"));
-  }
+  if (!caller) return Fail("RegisterBuffer", context, NeedsUnixSocket("RegisterBuffer"));
   if (request->size_bytes() < 0) {
     return Fail("RegisterBuffer", context,
                 absl::InvalidArgumentError(absl::StrCat("size_bytes=", request->size_bytes(),
@@ -393,11 +389,8 @@ grpc::Status KernTuneService::UnregisterBuffer(grpc::ServerContext* context,
                                                pb::UnregisterBufferResponse* response) {
   KT_ADMIT_CALL();
   const std::optional<PeerProcess> caller = Caller(*context);
-  absl::Status status =
-      caller ? registry_.Unregister(*caller, request->buffer_id())
-             : absl::NotFoundError(absl::StrCat("buffer_id \"", request->buffer_id(),
-                                                "\" is not registered by this caller (TCP "
-                                                "callers own no buffers)"));
+  if (!caller) return Fail("UnregisterBuffer", context, NeedsUnixSocket("UnregisterBuffer"));
+  const absl::Status status = registry_.Unregister(*caller, request->buffer_id());
   if (!status.ok()) return Fail("UnregisterBuffer", context, status);
   return grpc::Status::OK;
 }
@@ -407,7 +400,7 @@ grpc::Status KernTuneService::ListBuffers(grpc::ServerContext* context,
                                           pb::ListBuffersResponse* response) {
   KT_ADMIT_CALL();
   const std::optional<PeerProcess> caller = Caller(*context);
-  if (!caller) return grpc::Status::OK;  // TCP callers own none
+  if (!caller) return Fail("ListBuffers", context, NeedsUnixSocket("ListBuffers"));
   for (const Registration& registration : registry_.List(*caller)) {
     BufferToProto(registration, response->add_buffers());
   }

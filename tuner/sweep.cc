@@ -1,6 +1,8 @@
 // The tuning sweep (sweep.h).
 #include "tuner/sweep.h"
 
+#include <algorithm>
+
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -115,6 +117,78 @@ bool IsTimedAndCorrect(const CandidateMeasurement& m) {
 }
 
 // Tunes one point. Returns nullopt when interrupted (nothing written).
+struct Confirmation {
+  std::optional<size_t> winner;  // index into candidates; empty = no confirmation ran
+  double winner_us = 0;
+  double heuristic_us = 0;
+};
+
+double MedianOf(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+// SweepOptions::confirm_*: candidates[0] is the heuristic.
+absl::StatusOr<Confirmation> Confirm(PointMeasurer& measurer,
+                                     const std::vector<db::Candidate>& candidates,
+                                     const std::vector<kernels::LaunchConfig>& configs,
+                                     MeasureOptions timing, const SweepOptions& options) {
+  Confirmation confirmation;
+  const auto timed = [&](size_t i) {
+    return candidates[i].status == db::CandidateStatus::kMeasured && candidates[i].correct &&
+           candidates[i].median_us.has_value();
+  };
+  std::vector<size_t> leaders;
+  for (size_t i = 1; i < candidates.size(); ++i) {
+    if (timed(i)) leaders.push_back(i);
+  }
+  std::sort(leaders.begin(), leaders.end(), [&](size_t a, size_t b) {
+    return *candidates[a].median_us < *candidates[b].median_us;
+  });
+  if (leaders.size() > static_cast<size_t>(std::max(options.confirm_leaders, 0))) {
+    leaders.resize(static_cast<size_t>(options.confirm_leaders));
+  }
+  // Only when a leader could displace a correct heuristic.
+  if (options.confirm_rounds <= 0 || leaders.empty() || !timed(0) ||
+      *candidates[leaders[0]].median_us >= *candidates[0].median_us) {
+    return confirmation;
+  }
+  std::vector<size_t> contenders = {0};
+  contenders.insert(contenders.end(), leaders.begin(), leaders.end());
+  std::vector<std::vector<double>> rounds(contenders.size());
+  timing.prune_above_us.reset();
+  for (int round = 0; round < options.confirm_rounds; ++round) {
+    for (size_t c = 0; c < contenders.size(); ++c) {
+      absl::StatusOr<CandidateMeasurement> m = measurer.Measure(configs[contenders[c]], timing);
+      if (!m.ok()) return m.status();
+      if (m->correct && m->timing) rounds[c].push_back(m->timing->median_us);
+    }
+  }
+  if (rounds[0].size() != static_cast<size_t>(options.confirm_rounds)) {
+    return confirmation;  // the heuristic failed a re-check: keep the sweep's ranking
+  }
+  confirmation.heuristic_us = MedianOf(rounds[0]);
+  confirmation.winner = 0;
+  confirmation.winner_us = confirmation.heuristic_us;
+  double best_leader_us = 0;
+  size_t best_leader = 0;
+  for (size_t c = 1; c < contenders.size(); ++c) {
+    // A contender that failed any re-check is out.
+    if (rounds[c].size() != static_cast<size_t>(options.confirm_rounds)) continue;
+    const double us = MedianOf(rounds[c]);
+    if (best_leader == 0 || us < best_leader_us) {
+      best_leader = c;
+      best_leader_us = us;
+    }
+  }
+  if (best_leader != 0 &&
+      best_leader_us < confirmation.heuristic_us * (1.0 - options.confirm_margin)) {
+    confirmation.winner = contenders[best_leader];
+    confirmation.winner_us = best_leader_us;
+  }
+  return confirmation;
+}
+
 absl::StatusOr<std::optional<PointOutcome>> TunePoint(db::TuningStore& store, Backend& backend,
                                                       const GridPoint& point,
                                                       const db::PointKey& key, int64_t run_id,
@@ -147,9 +221,11 @@ absl::StatusOr<std::optional<PointOutcome>> TunePoint(db::TuningStore& store, Ba
   outcome.heuristic_key = kernels::ConfigKey(*heuristic);
   outcome.graph_replay = timing.graph_replay;
   std::vector<db::Candidate> candidates;
+  std::vector<kernels::LaunchConfig> candidate_configs;  // parallel to candidates
   std::optional<size_t> best;  // index into candidates
   const auto consider = [&](const kernels::LaunchConfig& config, const CandidateMeasurement& m) {
     candidates.push_back(MakeCandidate(run_id, key, config, m, point, copy_gbps));
+    candidate_configs.push_back(config);
     ++outcome.candidates;
     if (m.status == db::CandidateStatus::kPruned) ++outcome.pruned;
     if (m.status == db::CandidateStatus::kFailedCheck) ++outcome.wrong;
@@ -186,15 +262,27 @@ absl::StatusOr<std::optional<PointOutcome>> TunePoint(db::TuningStore& store, Ba
                                             " passed the reference check; not recording it"));
   }
 
+  const size_t leader = *best;
+  absl::StatusOr<Confirmation> confirmed =
+      Confirm(**measurer, candidates, candidate_configs, timing, options);
+  if (!confirmed.ok()) return confirmed.status();
+  if (confirmed->winner) best = confirmed->winner;
+  outcome.leader_overturned = *best != leader;
+  if (confirmed->heuristic_us > 0) outcome.heuristic_us = confirmed->heuristic_us;
+
   const db::Candidate& winner = candidates[*best];
+  // Figures from the confirmation when there was one (the heuristic's and
+  // the winner's then come from the same interleaved rounds).
+  const double winner_us = confirmed->winner ? confirmed->winner_us : *winner.median_us;
+  const double rescale = *winner.median_us / winner_us;
   db::BestConfig row;
   row.point = key;
   row.config = winner.config;
-  row.median_us = *winner.median_us;
+  row.median_us = winner_us;
   row.spread_low_us = winner.spread_low_us;
   row.spread_high_us = winner.spread_high_us;
-  row.gbps = *winner.gbps;
-  row.pct_of_copy = *winner.pct_of_copy;
+  row.gbps = *winner.gbps * rescale;
+  row.pct_of_copy = *winner.pct_of_copy * rescale;
   row.graph_replay = winner.graph_replay;
   row.heuristic_key = outcome.heuristic_key;
   if (outcome.heuristic_us > 0) row.heuristic_us = outcome.heuristic_us;

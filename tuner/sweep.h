@@ -30,6 +30,16 @@ struct SweepOptions {
   // Points whose heuristic runs under this many microseconds are timed
   // entirely under CUDA-graph replay: launch overhead would decide otherwise.
   double graph_below_us = 20.0;
+  // Confirmation: the sweep ranks by one median per candidate, and a config
+  // with a wide spread can lead by noise (seen on H200: a LayerNorm leader
+  // 0.7% ahead in the sweep was 5% slower than the heuristic in the next
+  // run). The `confirm_leaders` fastest candidates and the heuristic are
+  // re-timed in `confirm_rounds` interleaved rounds; the best of them by
+  // the median of its rounds wins, and a leader replaces the heuristic only
+  // when it is faster by more than `confirm_margin`. 0 rounds = off.
+  int confirm_rounds = 3;
+  int confirm_leaders = 3;
+  double confirm_margin = 0.01;
   // Recorded with the run.
   std::string command_line;
   std::string host;
@@ -56,6 +66,9 @@ struct PointOutcome {
   int pruned = 0;
   int wrong = 0;    // failed the reference check
   int skipped = 0;  // occupancy 0 or launch error
+  // The sweep's leader lost the confirmation (to the heuristic or another
+  // leader).
+  bool leader_overturned = false;
 };
 
 struct SweepSummary {

@@ -44,7 +44,8 @@ TEST(KerntuneBinaryTest, HelpListsTheVerbsAndExitsZero) {
     EXPECT_EQ(run.code, 0) << args;
     EXPECT_THAT(run.output, HasSubstr("usage: kerntune <verb> [flags]"));
     for (const char* verb : {"demo", "gpus", "configs list", "configs show",
-                             "configs export", "configs import FILE"}) {
+                             "configs export", "configs import FILE", "run OP",
+                             "status"}) {
       EXPECT_THAT(run.output, HasSubstr(std::string("kerntune ") + verb)) << verb;
     }
   }

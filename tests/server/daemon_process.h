@@ -48,7 +48,7 @@ class Daemon {
 };
 
 // A channel with a short reconnect backoff (the tests talk to daemons that
-// are just starting).
+// are just starting) and no limit on the size of responses.
 std::shared_ptr<grpc::Channel> Connect(const std::string& target);
 
 // grpc.health.v1 Check of `service` ("" = the whole server).

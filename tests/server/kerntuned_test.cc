@@ -390,6 +390,16 @@ TEST_F(KerntunedTest, ServesOverTcpWhenAsked) {
   pb::RunResponse response;
   EXPECT_EQ(tcp->Run(&run_context, run, &response).error_code(),
             grpc::StatusCode::FAILED_PRECONDITION);
+  grpc::ClientContext list_context;
+  pb::ListBuffersResponse listed;
+  EXPECT_EQ(tcp->ListBuffers(&list_context, pb::ListBuffersRequest(), &listed).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+  grpc::ClientContext unregister_context;
+  pb::UnregisterBufferRequest unregister;
+  unregister.set_buffer_id("0123456789abcdef");
+  pb::UnregisterBufferResponse unregistered;
+  EXPECT_EQ(tcp->UnregisterBuffer(&unregister_context, unregister, &unregistered).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
 }
 
 }  // namespace

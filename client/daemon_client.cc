@@ -1,0 +1,356 @@
+// DaemonClient and RegisteredBuffer (daemon_client.h).
+#include "client/daemon_client.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace kt::client {
+
+struct internal::DaemonConnection {
+  std::string target;
+  bool wait_for_ready = false;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<pb::KernTune::Stub> stub;
+};
+
+namespace {
+
+using Connection = internal::DaemonConnection;
+
+// Keeps the code; says which call to which daemon failed.
+absl::Status InContext(absl::string_view rpc, const std::string& target,
+                       const absl::Status& status) {
+  return absl::Status(status.code(), absl::StrCat(rpc, " on ", target, ": ", status.message()));
+}
+
+template <typename Request, typename Response>
+absl::StatusOr<Response> Call(const Connection& connection, absl::Duration deadline,
+                              absl::string_view rpc,
+                              grpc::Status (pb::KernTune::Stub::*method)(grpc::ClientContext*,
+                                                                         const Request&,
+                                                                         Response*),
+                              const Request& request) {
+  grpc::ClientContext context;
+  if (deadline != absl::InfiniteDuration()) {
+    context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+  }
+  context.set_wait_for_ready(connection.wait_for_ready);
+  Response response;
+  const grpc::Status status = (connection.stub.get()->*method)(&context, request, &response);
+  if (!status.ok()) return InContext(rpc, connection.target, FromGrpcStatus(status));
+  return response;
+}
+
+absl::Status UnregisterById(const Connection& connection, absl::Duration deadline,
+                        absl::string_view buffer_id) {
+  pb::UnregisterBufferRequest request;
+  request.set_buffer_id(std::string(buffer_id));
+  return Call(connection, deadline, "UnregisterBuffer", &pb::KernTune::Stub::UnregisterBuffer,
+              request)
+      .status();
+}
+
+}  // namespace
+
+std::string DefaultDaemonSocketPath() {
+  // Keep in step with server/server.cc DefaultSocketPath.
+  const char* runtime_dir = std::getenv("XDG_RUNTIME_DIR");
+  if (runtime_dir != nullptr && runtime_dir[0] != '\0') {
+    return absl::StrCat(runtime_dir, "/kerntune.sock");
+  }
+  return "/run/kerntune/kerntune.sock";
+}
+
+absl::StatusOr<std::string> ResolveTarget(absl::string_view target) {
+  if (target.empty()) return absl::StrCat("unix:", DefaultDaemonSocketPath());
+  if (absl::StartsWith(target, "unix:")) {
+    if (target.size() == 5) {
+      return absl::InvalidArgumentError("--server=unix: needs a socket path after \"unix:\"");
+    }
+    return std::string(target);
+  }
+  if (absl::StartsWith(target, "/") || absl::StartsWith(target, "./") ||
+      absl::StartsWith(target, "../")) {
+    return absl::StrCat("unix:", target);
+  }
+  // host:port, or a gRPC URI (dns:///host:port, ipv4:addr:port, ...).
+  if (absl::StrContains(target, ':')) return std::string(target);
+  return absl::InvalidArgumentError(
+      absl::StrCat("--server=", target,
+                   ": expected unix:PATH, a socket path starting with / or ./, or host:port"));
+}
+
+bool IsUnixTarget(absl::string_view resolved_target) {
+  return absl::StartsWith(resolved_target, "unix:");
+}
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  absl::StatusCode code = absl::StatusCode::kUnknown;
+  switch (status.error_code()) {
+    case grpc::StatusCode::OK:
+      return absl::OkStatus();
+    case grpc::StatusCode::CANCELLED:
+      code = absl::StatusCode::kCancelled;
+      break;
+    case grpc::StatusCode::UNKNOWN:
+      code = absl::StatusCode::kUnknown;
+      break;
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      code = absl::StatusCode::kInvalidArgument;
+      break;
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      code = absl::StatusCode::kDeadlineExceeded;
+      break;
+    case grpc::StatusCode::NOT_FOUND:
+      code = absl::StatusCode::kNotFound;
+      break;
+    case grpc::StatusCode::ALREADY_EXISTS:
+      code = absl::StatusCode::kAlreadyExists;
+      break;
+    case grpc::StatusCode::PERMISSION_DENIED:
+      code = absl::StatusCode::kPermissionDenied;
+      break;
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      code = absl::StatusCode::kResourceExhausted;
+      break;
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      code = absl::StatusCode::kFailedPrecondition;
+      break;
+    case grpc::StatusCode::ABORTED:
+      code = absl::StatusCode::kAborted;
+      break;
+    case grpc::StatusCode::OUT_OF_RANGE:
+      code = absl::StatusCode::kOutOfRange;
+      break;
+    case grpc::StatusCode::UNIMPLEMENTED:
+      code = absl::StatusCode::kUnimplemented;
+      break;
+    case grpc::StatusCode::INTERNAL:
+      code = absl::StatusCode::kInternal;
+      break;
+    case grpc::StatusCode::UNAVAILABLE:
+      code = absl::StatusCode::kUnavailable;
+      break;
+    case grpc::StatusCode::DATA_LOSS:
+      code = absl::StatusCode::kDataLoss;
+      break;
+    case grpc::StatusCode::UNAUTHENTICATED:
+      code = absl::StatusCode::kUnauthenticated;
+      break;
+    default:
+      code = absl::StatusCode::kUnknown;
+      break;
+  }
+  // An error without text (gRPC's own UNIMPLEMENTED, say) would print as
+  // nothing at all.
+  return absl::Status(code, status.error_message().empty()
+                                ? absl::StrCat(absl::StatusCodeToString(code),
+                                               " (no message from the daemon)")
+                                : status.error_message());
+}
+
+pb::TensorRef InlineTensor(std::string bytes) {
+  pb::TensorRef ref;
+  ref.set_inline_data(std::move(bytes));
+  return ref;
+}
+
+pb::TensorRef BufferTensor(absl::string_view buffer_id, int64_t offset_bytes) {
+  pb::TensorRef ref;
+  ref.mutable_buffer()->set_buffer_id(std::string(buffer_id));
+  ref.mutable_buffer()->set_offset_bytes(offset_bytes);
+  return ref;
+}
+
+pb::TensorRef IpcTensor(std::string handle, int32_t device_ordinal, int64_t offset_bytes) {
+  pb::TensorRef ref;
+  ref.mutable_cuda_ipc()->set_handle(std::move(handle));
+  ref.mutable_cuda_ipc()->set_device_ordinal(device_ordinal);
+  ref.mutable_cuda_ipc()->set_offset_bytes(offset_bytes);
+  return ref;
+}
+
+pb::OutputRef InlineOutput() {
+  pb::OutputRef ref;
+  ref.set_return_inline(true);
+  return ref;
+}
+
+pb::OutputRef BufferOutput(absl::string_view buffer_id, int64_t offset_bytes) {
+  pb::OutputRef ref;
+  ref.mutable_buffer()->set_buffer_id(std::string(buffer_id));
+  ref.mutable_buffer()->set_offset_bytes(offset_bytes);
+  return ref;
+}
+
+pb::OutputRef IpcOutput(std::string handle, int32_t device_ordinal, int64_t offset_bytes) {
+  pb::OutputRef ref;
+  ref.mutable_cuda_ipc()->set_handle(std::move(handle));
+  ref.mutable_cuda_ipc()->set_device_ordinal(device_ordinal);
+  ref.mutable_cuda_ipc()->set_offset_bytes(offset_bytes);
+  return ref;
+}
+
+pb::RunRequest MakeRunRequest(const RunArgs& args) {
+  pb::RunRequest request;
+  request.set_op(args.op);
+  request.set_dtype(args.dtype);
+  request.mutable_shape()->set_rows(args.rows);
+  request.mutable_shape()->set_cols(args.cols);
+  *request.mutable_input() = args.input;
+  *request.mutable_output() = args.output;
+  if (args.op == pb::OP_LAYER_NORM) {
+    pb::LayerNormParams* params = request.mutable_layer_norm();
+    if (args.gamma) *params->mutable_gamma() = *args.gamma;
+    if (args.beta) *params->mutable_beta() = *args.beta;
+    params->set_epsilon(args.epsilon);
+    params->set_want_mean_inv_std(args.want_mean_inv_std);
+    if (args.mean) *params->mutable_mean() = *args.mean;
+    if (args.inv_std) *params->mutable_inv_std() = *args.inv_std;
+  }
+  request.set_wait_event(args.wait_event);
+  request.set_done_event(args.done_event);
+  return request;
+}
+
+RegisteredBuffer::RegisteredBuffer(RegisteredBuffer&& other) noexcept
+    : connection_(std::move(other.connection_)),
+      deadline_(other.deadline_),
+      info_(std::move(other.info_)) {
+  other.connection_.reset();
+}
+
+RegisteredBuffer& RegisteredBuffer::operator=(RegisteredBuffer&& other) noexcept {
+  if (this != &other) {
+    if (valid()) Unregister().IgnoreError();
+    connection_ = std::move(other.connection_);
+    other.connection_.reset();
+    deadline_ = other.deadline_;
+    info_ = std::move(other.info_);
+  }
+  return *this;
+}
+
+RegisteredBuffer::~RegisteredBuffer() {
+  if (!valid()) return;
+  if (const absl::Status status = Unregister(); !status.ok()) {
+    // No caller to return to; the lease or our exit ends it anyway.
+    std::fprintf(stderr, "kerntune client: buffer %s stays registered until its lease ends: %s\n",
+                 info_.buffer_id().c_str(), status.ToString().c_str());
+  }
+}
+
+absl::Status RegisteredBuffer::Unregister() {
+  if (!valid()) return absl::FailedPreconditionError("no registration held");
+  const std::shared_ptr<const Connection> connection = std::move(connection_);
+  connection_.reset();
+  return UnregisterById(*connection, deadline_, info_.buffer_id());
+}
+
+std::string RegisteredBuffer::Release() {
+  connection_.reset();
+  return info_.buffer_id();
+}
+
+absl::StatusOr<DaemonClient> DaemonClient::Connect(const DaemonClientOptions& options) {
+  absl::StatusOr<std::string> target = ResolveTarget(options.target);
+  if (!target.ok()) return target.status();
+  auto connection = std::make_shared<Connection>();
+  connection->target = *target;
+  connection->wait_for_ready = options.wait_for_ready;
+  grpc::ChannelArguments args;
+  // Inline outputs are as large as the inputs the daemon accepts
+  // (--max_request_bytes, 256 MiB by default); gRPC's 4 MiB default would
+  // refuse them.
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  connection->channel =
+      grpc::CreateCustomChannel(*target, grpc::InsecureChannelCredentials(), args);
+  connection->stub = pb::KernTune::NewStub(connection->channel);
+  return DaemonClient(std::move(connection), options.deadline);
+}
+
+DaemonClient DaemonClient::WithDeadline(absl::Duration deadline) const {
+  return DaemonClient(connection_, deadline);
+}
+
+const std::string& DaemonClient::target() const { return connection_->target; }
+
+absl::StatusOr<pb::RunResponse> DaemonClient::Run(const pb::RunRequest& request) const {
+  return Call(*connection_, deadline_, "Run", &pb::KernTune::Stub::Run, request);
+}
+
+absl::StatusOr<pb::ConfigChoice> DaemonClient::GetConfig(pb::Op op, pb::DType dtype, int64_t rows,
+                                                         int64_t cols) const {
+  pb::GetConfigRequest request;
+  request.set_op(op);
+  request.set_dtype(dtype);
+  request.mutable_shape()->set_rows(rows);
+  request.mutable_shape()->set_cols(cols);
+  absl::StatusOr<pb::GetConfigResponse> response =
+      Call(*connection_, deadline_, "GetConfig", &pb::KernTune::Stub::GetConfig, request);
+  if (!response.ok()) return response.status();
+  return response->config();
+}
+
+absl::StatusOr<pb::ListConfigsResponse> DaemonClient::ListConfigs() const {
+  return Call(*connection_, deadline_, "ListConfigs", &pb::KernTune::Stub::ListConfigs,
+              pb::ListConfigsRequest());
+}
+
+absl::StatusOr<pb::GetStatusResponse> DaemonClient::GetStatus() const {
+  return Call(*connection_, deadline_, "GetStatus", &pb::KernTune::Stub::GetStatus,
+              pb::GetStatusRequest());
+}
+
+absl::StatusOr<std::vector<pb::BufferInfo>> DaemonClient::ListBuffers() const {
+  absl::StatusOr<pb::ListBuffersResponse> response =
+      Call(*connection_, deadline_, "ListBuffers", &pb::KernTune::Stub::ListBuffers,
+           pb::ListBuffersRequest());
+  if (!response.ok()) return response.status();
+  return std::vector<pb::BufferInfo>(response->buffers().begin(), response->buffers().end());
+}
+
+absl::StatusOr<RegisteredBuffer> DaemonClient::Register(
+    const pb::RegisterBufferRequest& request) const {
+  absl::StatusOr<pb::RegisterBufferResponse> response = Call(
+      *connection_, deadline_, "RegisterBuffer", &pb::KernTune::Stub::RegisterBuffer, request);
+  if (!response.ok()) return response.status();
+  return RegisteredBuffer(connection_, deadline_, response->buffer());
+}
+
+absl::StatusOr<RegisteredBuffer> DaemonClient::RegisterCudaIpc(std::string handle,
+                                                               int32_t device_ordinal,
+                                                               int64_t size_bytes,
+                                                               int64_t ttl_seconds,
+                                                               absl::string_view label) const {
+  pb::RegisterBufferRequest request;
+  request.mutable_cuda_ipc()->set_handle(std::move(handle));
+  request.mutable_cuda_ipc()->set_device_ordinal(device_ordinal);
+  request.set_size_bytes(size_bytes);
+  request.set_ttl_seconds(ttl_seconds);
+  request.set_label(std::string(label));
+  return Register(request);
+}
+
+absl::StatusOr<RegisteredBuffer> DaemonClient::RegisterHostShm(absl::string_view name,
+                                                               int64_t size_bytes,
+                                                               int64_t ttl_seconds,
+                                                               absl::string_view label) const {
+  pb::RegisterBufferRequest request;
+  request.mutable_host_shm()->set_name(std::string(name));
+  request.set_size_bytes(size_bytes);
+  request.set_ttl_seconds(ttl_seconds);
+  request.set_label(std::string(label));
+  return Register(request);
+}
+
+absl::Status DaemonClient::Unregister(absl::string_view buffer_id) const {
+  return UnregisterById(*connection_, deadline_, buffer_id);
+}
+
+}  // namespace kt::client

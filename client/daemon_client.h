@@ -1,0 +1,178 @@
+// kt::client::DaemonClient: the C++ client of kerntuned's KernTune service
+// (proto/kerntune/v1/kerntune.proto). Typed calls with a deadline each,
+// grpc::Status turned into absl::Status in one place, and RegisteredBuffer,
+// which ends its registration when it goes out of scope. No CUDA here: CUDA
+// IPC handles travel as 64 opaque bytes (client/cuda_ipc.h makes them).
+#ifndef KERNTUNE_CLIENT_DAEMON_CLIENT_H_
+#define KERNTUNE_CLIENT_DAEMON_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "kerntune/v1/kerntune.grpc.pb.h"
+
+namespace kt::client {
+
+namespace pb = ::kerntune::v1;
+
+// $XDG_RUNTIME_DIR/kerntune.sock, else /run/kerntune/kerntune.sock. Must
+// match server/server.cc DefaultSocketPath (the client does not link the
+// server); tests/client checks the two agree.
+std::string DefaultDaemonSocketPath();
+
+// A gRPC target from what a user writes: "" = the default socket;
+// "unix:PATH" as is; a path ("/..", "./..", "../..") = that socket;
+// "host:port" (or any gRPC URI such as "dns:///host:port") as is.
+// InvalidArgument for anything else ("--server=foo").
+absl::StatusOr<std::string> ResolveTarget(absl::string_view target);
+// True for "unix:" targets, the only ones that may register buffers or send
+// CUDA IPC handles (the daemon needs the peer's credentials).
+bool IsUnixTarget(absl::string_view resolved_target);
+
+// The one place a grpc::Status becomes an absl::Status: same code, same
+// message.
+absl::Status FromGrpcStatus(const grpc::Status& status);
+
+// Where a tensor lives, for RunArgs. Thin builders of the proto messages.
+pb::TensorRef InlineTensor(std::string bytes);
+pb::TensorRef BufferTensor(absl::string_view buffer_id, int64_t offset_bytes);
+pb::TensorRef IpcTensor(std::string handle, int32_t device_ordinal, int64_t offset_bytes);
+pb::OutputRef InlineOutput();
+pb::OutputRef BufferOutput(absl::string_view buffer_id, int64_t offset_bytes);
+pb::OutputRef IpcOutput(std::string handle, int32_t device_ordinal, int64_t offset_bytes);
+
+// One Run in typed form; MakeRunRequest turns it into the proto.
+struct RunArgs {
+  pb::Op op = pb::OP_UNSPECIFIED;
+  pb::DType dtype = pb::DTYPE_UNSPECIFIED;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  pb::TensorRef input;
+  pb::OutputRef output = InlineOutput();
+  // LayerNorm only. epsilon is required by the daemon (no silent default).
+  std::optional<pb::TensorRef> gamma;
+  std::optional<pb::TensorRef> beta;
+  double epsilon = 0;
+  bool want_mean_inv_std = false;  // stats returned inline
+  std::optional<pb::OutputRef> mean;  // or written to memory (both or neither)
+  std::optional<pb::OutputRef> inv_std;
+  // cudaIpcEventHandle_t bytes (64) or empty; device tensors only.
+  std::string wait_event;
+  std::string done_event;
+};
+pb::RunRequest MakeRunRequest(const RunArgs& args);
+
+struct DaemonClientOptions {
+  // As for ResolveTarget; empty = the default socket.
+  std::string target;
+  // Every call's deadline (DaemonClient::WithDeadline changes it).
+  absl::Duration deadline = absl::Seconds(60);
+  // false: a daemon that is not there fails the call at once (UNAVAILABLE)
+  // instead of waiting out the deadline for it to appear.
+  bool wait_for_ready = false;
+};
+
+class DaemonClient;
+namespace internal {
+struct DaemonConnection;  // channel, stub and target, shared by copies
+}  // namespace internal
+
+// One registration, owned by this process. Move-only; the destructor
+// unregisters it (an error there is written to stderr, not thrown: the
+// daemon also ends it when the lease runs out or this process dies). The
+// connection is shared, so a RegisteredBuffer may outlive its DaemonClient.
+class RegisteredBuffer {
+ public:
+  RegisteredBuffer() = default;
+  RegisteredBuffer(RegisteredBuffer&& other) noexcept;
+  RegisteredBuffer& operator=(RegisteredBuffer&& other) noexcept;
+  RegisteredBuffer(const RegisteredBuffer&) = delete;
+  RegisteredBuffer& operator=(const RegisteredBuffer&) = delete;
+  ~RegisteredBuffer();
+
+  bool valid() const { return connection_ != nullptr; }
+  const pb::BufferInfo& info() const { return info_; }
+  const std::string& id() const { return info_.buffer_id(); }
+  int64_t size_bytes() const { return info_.size_bytes(); }
+
+  // Slices of it, for RunArgs.
+  pb::TensorRef Tensor(int64_t offset_bytes) const { return BufferTensor(id(), offset_bytes); }
+  pb::OutputRef Output(int64_t offset_bytes) const { return BufferOutput(id(), offset_bytes); }
+
+  // Unregisters now and reports how it went; the object is then empty.
+  absl::Status Unregister();
+  // Forgets the registration without unregistering (it ends by lease or
+  // when this process exits); returns its id.
+  std::string Release();
+
+ private:
+  friend class DaemonClient;
+  using Connection = internal::DaemonConnection;
+  RegisteredBuffer(std::shared_ptr<const Connection> connection, absl::Duration deadline,
+                   pb::BufferInfo info)
+      : connection_(std::move(connection)), deadline_(deadline), info_(std::move(info)) {}
+
+  std::shared_ptr<const Connection> connection_;
+  absl::Duration deadline_;
+  pb::BufferInfo info_;
+};
+
+// A connection to one kerntuned. Cheap to copy (copies share the channel).
+// Errors keep the daemon's code; their message names the call and target,
+// e.g. "Run on unix:/run/kerntune/kerntune.sock: input.buffer ... not found".
+class DaemonClient {
+ public:
+  // Checks the target; the connection itself is made by the first call.
+  static absl::StatusOr<DaemonClient> Connect(const DaemonClientOptions& options);
+
+  // The same connection with another per-call deadline.
+  DaemonClient WithDeadline(absl::Duration deadline) const;
+
+  const std::string& target() const;
+
+  absl::StatusOr<pb::RunResponse> Run(const RunArgs& args) const {
+    return Run(MakeRunRequest(args));
+  }
+  absl::StatusOr<pb::RunResponse> Run(const pb::RunRequest& request) const;
+
+  absl::StatusOr<pb::ConfigChoice> GetConfig(pb::Op op, pb::DType dtype, int64_t rows,
+                                             int64_t cols) const;
+  absl::StatusOr<pb::ListConfigsResponse> ListConfigs() const;
+  absl::StatusOr<pb::GetStatusResponse> GetStatus() const;
+  // This process's registrations.
+  absl::StatusOr<std::vector<pb::BufferInfo>> ListBuffers() const;
+
+  // Registers a CUDA allocation by its cudaIpcMemHandle_t bytes (of the
+  // allocation's base). size_bytes 0 = the whole allocation; ttl_seconds 0 =
+  // the daemon's default idle lease.
+  absl::StatusOr<RegisteredBuffer> RegisterCudaIpc(std::string handle, int32_t device_ordinal,
+                                                   int64_t size_bytes, int64_t ttl_seconds,
+                                                   absl::string_view label) const;
+  // Registers a POSIX shared-memory object by its shm_open name.
+  absl::StatusOr<RegisteredBuffer> RegisterHostShm(absl::string_view name, int64_t size_bytes,
+                                                   int64_t ttl_seconds,
+                                                   absl::string_view label) const;
+  // By id: for a registration held elsewhere (RegisteredBuffer::Release).
+  absl::Status Unregister(absl::string_view buffer_id) const;
+
+ private:
+  using Connection = internal::DaemonConnection;
+  DaemonClient(std::shared_ptr<const Connection> connection, absl::Duration deadline)
+      : connection_(std::move(connection)), deadline_(deadline) {}
+  absl::StatusOr<RegisteredBuffer> Register(const pb::RegisterBufferRequest& request) const;
+
+  std::shared_ptr<const Connection> connection_;
+  absl::Duration deadline_;
+};
+
+}  // namespace kt::client
+
+#endif  // KERNTUNE_CLIENT_DAEMON_CLIENT_H_

@@ -1,0 +1,558 @@
+// `kerntune run` (run_cli.h).
+#include "client/run_cli.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/cli_common.h"
+#include "client/cuda_ipc.h"
+#include "client/daemon_cli_common.h"
+#include "client/daemon_client.h"
+#include "client/shared_memory.h"
+#include "kernels/host_dtype.h"
+#include "kernels/reference.h"
+#include "kernels/verify.h"
+
+namespace kt::client {
+namespace {
+
+constexpr absl::string_view kVerb = "run";
+constexpr char kLabel[] = "kerntune run";
+
+// Byte offsets of every tensor in one registered buffer (shm or IPC). 256-byte
+// aligned: any dtype offset rule and the kernels' widest packs are met.
+struct Layout {
+  int64_t x = 0, y = 0, gamma = -1, beta = -1, mean = -1, inv_std = -1;
+  int64_t total = 0;
+};
+
+int64_t AlignUp(int64_t value) { return (value + 255) / 256 * 256; }
+
+Layout MakeLayout(const kernels::HostProblem& p) {
+  Layout layout;
+  const int64_t tensor = static_cast<int64_t>(p.x.size());
+  int64_t next = 0;
+  auto place = [&next](int64_t bytes) {
+    const int64_t at = next;
+    next = AlignUp(next + bytes);
+    return at;
+  };
+  layout.x = place(tensor);
+  layout.y = place(tensor);
+  if (p.op == kernels::Op::kLayerNorm) {
+    layout.gamma = place(static_cast<int64_t>(p.gamma.size()));
+    layout.beta = place(static_cast<int64_t>(p.beta.size()));
+    layout.mean = place(p.shape.rows * 4);
+    layout.inv_std = place(p.shape.rows * 4);
+  }
+  layout.total = next;
+  return layout;
+}
+
+std::string Bytes(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
+
+// What came back from one Run, wherever it was written.
+struct Outputs {
+  std::string y;
+  std::vector<float> mean, inv_std;
+};
+
+RunArgs BaseArgs(const kernels::HostProblem& p) {
+  RunArgs args;
+  args.op = OpToProto(p.op);
+  args.dtype = DTypeToProto(p.dtype);
+  args.rows = p.shape.rows;
+  args.cols = p.shape.cols;
+  args.epsilon = p.epsilon;
+  return args;
+}
+
+// One way of moving the tensors: the request is built once and sent every
+// iteration; Fetch reads the outputs after a Run.
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  const pb::RunRequest& request() const { return request_; }
+  virtual absl::StatusOr<Outputs> Fetch(const pb::RunResponse& response) const = 0;
+
+ protected:
+  pb::RunRequest request_;
+};
+
+class InlineTransport final : public Transport {
+ public:
+  explicit InlineTransport(const kernels::HostProblem& p) {
+    RunArgs args = BaseArgs(p);
+    args.input = InlineTensor(Bytes(p.x));
+    args.output = InlineOutput();
+    if (p.op == kernels::Op::kLayerNorm) {
+      args.gamma = InlineTensor(Bytes(p.gamma));
+      args.beta = InlineTensor(Bytes(p.beta));
+      args.want_mean_inv_std = true;
+    }
+    request_ = MakeRunRequest(args);
+  }
+
+  absl::StatusOr<Outputs> Fetch(const pb::RunResponse& response) const override {
+    return Outputs{response.output_data(),
+                   {response.mean().begin(), response.mean().end()},
+                   {response.inv_std().begin(), response.inv_std().end()}};
+  }
+};
+
+// Every tensor as a slice of one registration.
+RunArgs BufferArgs(const kernels::HostProblem& p, const Layout& layout,
+                   const RegisteredBuffer& buffer) {
+  RunArgs args = BaseArgs(p);
+  args.input = buffer.Tensor(layout.x);
+  args.output = buffer.Output(layout.y);
+  if (p.op == kernels::Op::kLayerNorm) {
+    args.gamma = buffer.Tensor(layout.gamma);
+    args.beta = buffer.Tensor(layout.beta);
+    args.mean = buffer.Output(layout.mean);
+    args.inv_std = buffer.Output(layout.inv_std);
+  }
+  return args;
+}
+
+// NaN bit patterns in every dtype: an output the daemon never writes fails
+// the check.
+constexpr uint8_t kPoison = 0xff;
+
+class ShmTransport final : public Transport {
+ public:
+  static absl::StatusOr<std::unique_ptr<ShmTransport>> Create(const DaemonClient& client,
+                                                              const kernels::HostProblem& p) {
+    auto t = std::unique_ptr<ShmTransport>(new ShmTransport(p));
+    absl::StatusOr<SharedMemory> shm = SharedMemory::Create(t->layout_.total);
+    if (!shm.ok()) return shm.status();
+    t->shm_ = *std::move(shm);
+    uint8_t* base = t->shm_.data();
+    std::copy(p.x.begin(), p.x.end(), base + t->layout_.x);
+    std::fill_n(base + t->layout_.y, p.x.size(), kPoison);
+    if (p.op == kernels::Op::kLayerNorm) {
+      std::copy(p.gamma.begin(), p.gamma.end(), base + t->layout_.gamma);
+      std::copy(p.beta.begin(), p.beta.end(), base + t->layout_.beta);
+      std::fill_n(base + t->layout_.mean, p.shape.rows * 4, kPoison);
+      std::fill_n(base + t->layout_.inv_std, p.shape.rows * 4, kPoison);
+    }
+    absl::StatusOr<RegisteredBuffer> buffer =
+        client.RegisterHostShm(t->shm_.name(), 0, 0, kLabel);
+    if (!buffer.ok()) return buffer.status();
+    t->buffer_ = *std::move(buffer);
+    t->request_ = MakeRunRequest(BufferArgs(p, t->layout_, t->buffer_));
+    return t;
+  }
+
+  absl::StatusOr<Outputs> Fetch(const pb::RunResponse&) const override {
+    const uint8_t* base = shm_.data();
+    Outputs out;
+    out.y.assign(reinterpret_cast<const char*>(base + layout_.y), bytes_);
+    if (layout_.mean >= 0) {
+      const auto* mean = reinterpret_cast<const float*>(base + layout_.mean);
+      const auto* inv_std = reinterpret_cast<const float*>(base + layout_.inv_std);
+      out.mean.assign(mean, mean + rows_);
+      out.inv_std.assign(inv_std, inv_std + rows_);
+    }
+    return out;
+  }
+
+ private:
+  explicit ShmTransport(const kernels::HostProblem& p)
+      : layout_(MakeLayout(p)), bytes_(p.x.size()), rows_(p.shape.rows) {}
+
+  Layout layout_;
+  size_t bytes_;
+  int64_t rows_;
+  SharedMemory shm_;         // declared before buffer_: unregistered first, then unmapped
+  RegisteredBuffer buffer_;
+};
+
+class IpcTransport final : public Transport {
+ public:
+  static absl::StatusOr<std::unique_ptr<IpcTransport>> Create(const DaemonClient& client,
+                                                              const kernels::HostProblem& p,
+                                                              int device) {
+    auto t = std::unique_ptr<IpcTransport>(new IpcTransport(p));
+    absl::StatusOr<IpcAllocation> memory = IpcAllocation::Allocate(device, t->layout_.total);
+    if (!memory.ok()) return memory.status();
+    t->memory_ = *std::move(memory);
+    const Layout& at = t->layout_;
+    absl::Status s = t->memory_.CopyIn(at.x, p.x.data(), p.x.size());
+    if (s.ok()) s = t->memory_.Fill(at.y, kPoison, p.x.size());
+    if (s.ok() && p.op == kernels::Op::kLayerNorm) {
+      s = t->memory_.CopyIn(at.gamma, p.gamma.data(), p.gamma.size());
+      if (s.ok()) s = t->memory_.CopyIn(at.beta, p.beta.data(), p.beta.size());
+      if (s.ok()) s = t->memory_.Fill(at.mean, kPoison, p.shape.rows * 4);
+      if (s.ok()) s = t->memory_.Fill(at.inv_std, kPoison, p.shape.rows * 4);
+    }
+    if (!s.ok()) return s;
+    absl::StatusOr<RegisteredBuffer> buffer =
+        client.RegisterCudaIpc(t->memory_.handle(), device, 0, 0, kLabel);
+    if (!buffer.ok()) return buffer.status();
+    t->buffer_ = *std::move(buffer);
+    t->request_ = MakeRunRequest(BufferArgs(p, t->layout_, t->buffer_));
+    return t;
+  }
+
+  absl::StatusOr<Outputs> Fetch(const pb::RunResponse&) const override {
+    Outputs out;
+    out.y.resize(bytes_);
+    absl::Status s = memory_.CopyOut(layout_.y, out.y.data(), bytes_);
+    if (s.ok() && layout_.mean >= 0) {
+      out.mean.resize(rows_);
+      out.inv_std.resize(rows_);
+      s = memory_.CopyOut(layout_.mean, out.mean.data(), rows_ * 4);
+      if (s.ok()) s = memory_.CopyOut(layout_.inv_std, out.inv_std.data(), rows_ * 4);
+    }
+    if (!s.ok()) return s;
+    return out;
+  }
+
+ private:
+  explicit IpcTransport(const kernels::HostProblem& p)
+      : layout_(MakeLayout(p)), bytes_(p.x.size()), rows_(p.shape.rows) {}
+
+  Layout layout_;
+  size_t bytes_;
+  int64_t rows_;
+  IpcAllocation memory_;  // declared before buffer_: unregistered first, then freed
+  RegisteredBuffer buffer_;
+};
+
+struct ViaChoice {
+  Via via = Via::kInline;
+  std::string why;
+};
+
+// InvalidArgument = a usage error (exit 2).
+absl::StatusOr<ViaChoice> ChooseVia(Via requested, const DaemonClient& client, int device) {
+  const bool unix_socket = IsUnixTarget(client.target());
+  switch (requested) {
+    case Via::kInline:
+      return ViaChoice{Via::kInline, "asked"};
+    case Via::kShm:
+    case Via::kIpc:
+      if (!unix_socket) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--via=", ViaName(requested), " needs the daemon's Unix socket (--server=unix:PATH): "
+            "it knows who owns a buffer only from the socket's peer credentials"));
+      }
+      if (requested == Via::kIpc && device >= VisibleCudaDevices()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("--via=ipc needs CUDA device ", device, " in this process; ",
+                         VisibleCudaDevices(), " visible"));
+      }
+      return ViaChoice{requested, "asked"};
+    case Via::kAuto:
+      break;
+  }
+  if (!unix_socket) return ViaChoice{Via::kInline, "auto: not a Unix socket"};
+  if (device >= VisibleCudaDevices()) {
+    return ViaChoice{Via::kInline, "auto: no CUDA device in this process"};
+  }
+  absl::StatusOr<pb::GetStatusResponse> status = client.GetStatus();
+  if (!status.ok()) return status.status();
+  if (!status->cuda_ipc_supported()) {
+    return ViaChoice{Via::kInline,
+                     absl::StrCat("auto: the daemon (", status->backend(), ") takes no CUDA IPC")};
+  }
+  return ViaChoice{Via::kIpc, "auto: a GPU here and the daemon takes CUDA IPC"};
+}
+
+bool Within(double got, double want, const kernels::Tolerance& t) {
+  if (std::isnan(want)) return std::isnan(got);
+  if (std::isinf(want)) return got == want;
+  return std::fabs(got - want) <= t.atol + t.rtol * std::fabs(want);
+}
+
+struct Check {
+  int64_t bad = 0;
+  std::string first;  // the first bad element, or what else was wrong
+};
+
+void CheckFloats(absl::string_view name, const std::vector<float>& got,
+                 const std::vector<float>& want, Check& check) {
+  if (got.size() != want.size()) {
+    check.bad += static_cast<int64_t>(want.size());
+    if (check.first.empty()) {
+      check.first = absl::StrCat(name, ": ", got.size(), " values, want ", want.size());
+    }
+    return;
+  }
+  const kernels::Tolerance tolerance = kernels::StatsTolerance();
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (Within(got[i], want[i], tolerance)) continue;
+    if (check.bad++ == 0) {
+      check.first = absl::StrFormat("%s[%d] = %g, want %g", name, i, got[i], want[i]);
+    }
+  }
+}
+
+Check CheckOutputs(const kernels::HostProblem& p, const Outputs& got) {
+  Check check;
+  const int64_t n = p.shape.elements();
+  const size_t bytes = static_cast<size_t>(n) * kernels::DTypeSize(p.dtype);
+  if (got.y.size() != bytes) {
+    check.bad = n;
+    check.first = absl::StrCat("the output has ", got.y.size(), " bytes, want ", bytes);
+    return check;
+  }
+  const kernels::Tolerance tolerance = kernels::OutputTolerance(p.op, p.dtype);
+  for (int64_t i = 0; i < n; ++i) {
+    const double value = kernels::LoadAsDouble(p.dtype, got.y.data(), i);
+    if (Within(value, p.y_ref[i], tolerance)) continue;
+    if (check.bad++ == 0) {
+      check.first = absl::StrFormat("y[%d, %d] = %g, want %g", i / p.shape.cols,
+                                    i % p.shape.cols, value, p.y_ref[i]);
+    }
+  }
+  if (p.op == kernels::Op::kLayerNorm) {
+    CheckFloats("mean", got.mean, p.mean_ref, check);
+    CheckFloats("inv_std", got.inv_std, p.inv_std_ref, check);
+  }
+  return check;
+}
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+// The problem with its fp64 reference, for --epsilon too.
+absl::StatusOr<kernels::HostProblem> MakeCheckedProblem(kernels::Op op, kernels::DType dtype,
+                                                        kernels::Shape shape, uint64_t seed,
+                                                        double epsilon) {
+  absl::StatusOr<kernels::HostProblem> p =
+      kernels::MakeProblem(op, dtype, shape, seed, kernels::InputPattern::kNormal,
+                           /*with_affine=*/op == kernels::Op::kLayerNorm);
+  if (!p.ok() || op != kernels::Op::kLayerNorm || epsilon == p->epsilon) return p;
+  // MakeProblem uses the default epsilon; recompute the reference for this one.
+  p->epsilon = epsilon;
+  kernels::HostRowOpArgs args;
+  args.x = p->x.data();
+  args.y = p->y_ref.data();
+  args.gamma = p->gamma.data();
+  args.beta = p->beta.data();
+  args.mean = p->mean_ref.data();
+  args.inv_std = p->inv_std_ref.data();
+  args.epsilon = epsilon;
+  if (absl::Status s = kernels::RunReference(op, dtype, shape, args, 0, shape.rows,
+                                             kernels::DType::kFloat32);
+      !s.ok()) {
+    return s;
+  }
+  return p;
+}
+
+std::string DescribeConfig(const pb::ConfigChoice& choice) {
+  const absl::string_view source = ConfigSourceName(choice.source());
+  if (!choice.has_config()) {
+    return choice.source() == pb::CONFIG_SOURCE_CPU_REFERENCE
+               ? "fp64 reference on the CPU (source: cpu)"
+               : absl::StrCat("none reported (source: ", source, ")");
+  }
+  std::string text = absl::StrCat(choice.config().key(), " (source: ", source);
+  if (choice.has_tuned_shape()) {
+    absl::StrAppend(&text, absl::StrFormat("; tuned at %dx%d, %.2f us",
+                                           choice.tuned_shape().rows(),
+                                           choice.tuned_shape().cols(),
+                                           choice.tuned_median_us()));
+  }
+  return text + ")";
+}
+
+}  // namespace
+
+absl::StatusOr<Via> ParseVia(absl::string_view name) {
+  for (Via via : {Via::kAuto, Via::kIpc, Via::kShm, Via::kInline}) {
+    if (name == ViaName(via)) return via;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--via=", name, " must be auto, ipc, shm or inline"));
+}
+
+absl::string_view ViaName(Via via) {
+  switch (via) {
+    case Via::kAuto:
+      return "auto";
+    case Via::kIpc:
+      return "ipc";
+    case Via::kShm:
+      return "shm";
+    case Via::kInline:
+      return "inline";
+  }
+  return "?";
+}
+
+int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) {
+  // Flags first: every problem with them is a usage error.
+  absl::StatusOr<kernels::Op> op = kernels::ParseOp(o.op);
+  if (!op.ok()) return ReportError(kVerb, op.status(), err, kExitUsage);
+  if (!o.dtype || !o.rows || !o.cols) {
+    return ReportError(kVerb,
+                       absl::InvalidArgumentError(
+                           "--dtype, --rows and --cols are required (e.g. --dtype=float16 "
+                           "--rows=4096 --cols=1024)"),
+                       err, kExitUsage);
+  }
+  absl::StatusOr<kernels::DType> dtype = kernels::ParseDType(*o.dtype);
+  if (!dtype.ok()) return ReportError(kVerb, dtype.status(), err, kExitUsage);
+  for (const auto& [name, value] : {std::pair<const char*, int64_t>{"rows", *o.rows},
+                                    {"cols", *o.cols}}) {
+    if (value < 1) {
+      return ReportError(
+          kVerb, absl::InvalidArgumentError(absl::StrCat("--", name, "=", value, " must be >= 1")),
+          err, kExitUsage);
+    }
+  }
+  absl::StatusOr<Via> via = ParseVia(o.via);
+  if (!via.ok()) return ReportError(kVerb, via.status(), err, kExitUsage);
+  if (o.iterations < 1) {
+    return ReportError(kVerb,
+                       absl::InvalidArgumentError(
+                           absl::StrCat("--iterations=", o.iterations, " must be >= 1")),
+                       err, kExitUsage);
+  }
+  if (*op == kernels::Op::kLayerNorm && !(std::isfinite(o.epsilon) && o.epsilon > 0)) {
+    return ReportError(kVerb,
+                       absl::InvalidArgumentError(
+                           absl::StrCat("--epsilon=", o.epsilon, " must be finite and > 0")),
+                       err, kExitUsage);
+  }
+  DaemonClientOptions client_options;
+  client_options.target = o.server;
+  client_options.deadline = o.deadline;
+  absl::StatusOr<DaemonClient> client = DaemonClient::Connect(client_options);
+  if (!client.ok()) return ReportError(kVerb, client.status(), err, kExitUsage);
+
+  absl::StatusOr<ViaChoice> choice = ChooseVia(*via, *client, o.device);
+  if (!choice.ok()) {
+    return absl::IsInvalidArgument(choice.status())
+               ? ReportError(kVerb, choice.status(), err, kExitUsage)
+               : ReportDaemonError(kVerb, choice.status(), err);
+  }
+  const kernels::Shape shape{*o.rows, *o.cols};
+  absl::StatusOr<kernels::HostProblem> problem =
+      MakeCheckedProblem(*op, *dtype, shape, o.seed, o.epsilon);
+  if (!problem.ok()) return ReportError(kVerb, problem.status(), err);
+
+  std::unique_ptr<Transport> transport;
+  switch (choice->via) {
+    case Via::kShm:
+    case Via::kIpc: {
+      absl::StatusOr<std::unique_ptr<Transport>> made =
+          choice->via == Via::kShm
+              ? absl::StatusOr<std::unique_ptr<Transport>>(ShmTransport::Create(*client, *problem))
+              : absl::StatusOr<std::unique_ptr<Transport>>(
+                    IpcTransport::Create(*client, *problem, o.device));
+      if (!made.ok()) return ReportDaemonError(kVerb, made.status(), err);
+      transport = *std::move(made);
+      break;
+    }
+    default:
+      transport = std::make_unique<InlineTransport>(*problem);
+      break;
+  }
+
+  std::vector<double> kernel_us, round_trip_us;
+  pb::RunResponse response;
+  for (int i = 0; i < o.iterations; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<pb::RunResponse> ran = client->Run(transport->request());
+    const auto end = std::chrono::steady_clock::now();
+    if (!ran.ok()) return ReportDaemonError(kVerb, ran.status(), err);
+    round_trip_us.push_back(std::chrono::duration<double, std::micro>(end - start).count());
+    kernel_us.push_back(ran->kernel_time_us());
+    response = *std::move(ran);
+  }
+  absl::StatusOr<Outputs> outputs = transport->Fetch(response);
+  if (!outputs.ok()) return ReportError(kVerb, outputs.status(), err);
+  const Check check = CheckOutputs(*problem, *outputs);
+  const int64_t checked = shape.elements() +
+                          (*op == kernels::Op::kLayerNorm ? 2 * shape.rows : 0);
+
+  const pb::ConfigChoice& config = response.config();
+  const std::string point = DescribePoint(kernels::OpName(*op), kernels::DTypeName(*dtype),
+                                          shape.rows, shape.cols);
+  if (o.format == OutputFormat::kTable) {
+    const kernels::Tolerance tol = kernels::OutputTolerance(*op, *dtype);
+    WriteLabelledLines(
+        {{"run", absl::StrCat(point, " (seed ", o.seed, ")")},
+         {"server", client->target()},
+         {"via", absl::StrCat(ViaName(choice->via), " (", choice->why, ")")},
+         {"backend", response.backend()},
+         {"config", DescribeConfig(config)},
+         {"check", check.bad == 0
+                       ? absl::StrFormat("matches the fp64 reference (%d values; rtol %g, atol %g)",
+                                         checked, tol.rtol, tol.atol)
+                       : absl::StrCat("MISMATCH: ", check.bad, " of ", checked,
+                                      " values outside the tolerance; first ", check.first)},
+         {"kernel", absl::StrFormat("%.1f us median of %d%s", Median(kernel_us), o.iterations,
+                                    response.backend() == "cpu" ? " (the CPU reference)" : "")},
+         {"round trip",
+          absl::StrFormat("%.1f us median of %d, client side", Median(round_trip_us),
+                          o.iterations)}},
+        out);
+  } else {
+    Table table({{"server", "SERVER"},
+                 {"op", "OP"},
+                 {"dtype", "DTYPE"},
+                 {"rows", "ROWS"},
+                 {"cols", "COLS"},
+                 {"via", "VIA"},
+                 {"backend", "BACKEND"},
+                 {"config_source", "SOURCE"},
+                 {"config_key", "CONFIG"},
+                 {"tuned_rows", "TUNED ROWS"},
+                 {"tuned_cols", "TUNED COLS"},
+                 {"tuned_median_us", "TUNED US"},
+                 {"matches", "MATCHES"},
+                 {"bad_values", "BAD"},
+                 {"first_mismatch", "FIRST MISMATCH"},
+                 {"iterations", "ITERATIONS"},
+                 {"kernel_us_median", "KERNEL US"},
+                 {"round_trip_us_median", "ROUND TRIP US"}});
+    const bool tuned = config.has_tuned_shape();
+    table.AddRow({Cell::Text(client->target()),
+                  Cell::Text(std::string(kernels::OpName(*op))),
+                  Cell::Text(std::string(kernels::DTypeName(*dtype))),
+                  Cell::Int(shape.rows),
+                  Cell::Int(shape.cols),
+                  Cell::Text(std::string(ViaName(choice->via))),
+                  Cell::Text(response.backend()),
+                  Cell::Text(std::string(ConfigSourceName(config.source()))),
+                  config.has_config() ? Cell::Text(config.config().key()) : Cell::Null(),
+                  tuned ? Cell::Int(config.tuned_shape().rows()) : Cell::Null(),
+                  tuned ? Cell::Int(config.tuned_shape().cols()) : Cell::Null(),
+                  tuned ? Cell::Real(config.tuned_median_us()) : Cell::Null(),
+                  Cell::Bool(check.bad == 0),
+                  Cell::Int(check.bad),
+                  check.first.empty() ? Cell::Null() : Cell::Text(check.first),
+                  Cell::Int(o.iterations),
+                  Cell::Real(Median(kernel_us)),
+                  Cell::Real(Median(round_trip_us))});
+    if (o.format == OutputFormat::kJson) {
+      out << RowToJson(table, 0) << "\n";
+    } else {
+      Render(table, o.format, out);
+    }
+  }
+  if (check.bad != 0) {
+    return ReportError(kVerb,
+                       absl::DataLossError(absl::StrCat(
+                           point, ": the output does not match the fp64 reference (",
+                           check.bad, " bad values; first ", check.first, ")")),
+                       err);
+  }
+  return kExitOk;
+}
+
+}  // namespace kt::client

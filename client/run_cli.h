@@ -1,0 +1,54 @@
+// `kerntune run OP`: sends one random problem to a running kerntuned (inline
+// bytes, a registered shared-memory buffer or a registered CUDA IPC
+// allocation), checks the output against the fp64 reference, and prints the
+// config the daemon used with its source and the kernel and round-trip
+// times.
+#ifndef KERNTUNE_CLIENT_RUN_CLI_H_
+#define KERNTUNE_CLIENT_RUN_CLI_H_
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "client/output_format.h"
+
+namespace kt::client {
+
+// How the tensors reach the daemon.
+enum class Via {
+  kAuto,    // kIpc when this process sees a GPU and the daemon takes CUDA IPC, else kInline
+  kIpc,     // one registered cudaMalloc allocation (GPU daemon, Unix socket)
+  kShm,     // one registered POSIX shared-memory object (Unix socket)
+  kInline,  // bytes in the request and the reply
+};
+absl::StatusOr<Via> ParseVia(absl::string_view name);
+absl::string_view ViaName(Via via);
+
+// Flag values as the user typed them; RunRunCommand checks them (a bad or
+// missing one is a usage error naming the flag).
+struct RunCliOptions {
+  std::string server;  // client::ResolveTarget; empty = the default socket
+  std::string op;
+  std::optional<std::string> dtype;
+  std::optional<int64_t> rows;
+  std::optional<int64_t> cols;
+  std::string via = "auto";
+  int iterations = 10;    // Runs timed; the output of the last is checked
+  double epsilon = 1e-5;  // layer_norm
+  int device = 0;         // --via=ipc: CUDA device to allocate on, also the daemon's ordinal
+  uint64_t seed = 42;
+  OutputFormat format = OutputFormat::kTable;
+  absl::Duration deadline = absl::Seconds(120);  // per Run
+};
+
+// Exit kExitOk when the output matches, kExitFailure on a mismatch or a
+// failed call, kExitUsage for bad flags.
+int RunRunCommand(const RunCliOptions& options, std::ostream& out, std::ostream& err);
+
+}  // namespace kt::client
+
+#endif  // KERNTUNE_CLIENT_RUN_CLI_H_

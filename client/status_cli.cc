@@ -1,0 +1,148 @@
+// `kerntune status` (status_cli.h).
+#include "client/status_cli.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "client/cli_common.h"
+#include "client/daemon_cli_common.h"
+#include "client/daemon_client.h"
+#include "db/records.h"
+
+namespace kt::client {
+namespace {
+
+constexpr absl::string_view kVerb = "status";
+
+db::GpuSku SkuFromProto(const pb::GpuSku& sku) {
+  db::GpuSku out;
+  out.name = sku.name();
+  out.cc_major = sku.cc_major();
+  out.cc_minor = sku.cc_minor();
+  out.sm_count = sku.sm_count();
+  out.total_memory_bytes = sku.total_memory_bytes();
+  return out;
+}
+
+// "3d 04h 05m 06s", "2m 03s", "7s".
+std::string FormatUptime(int64_t seconds) {
+  const int64_t days = seconds / 86400, hours = seconds / 3600 % 24,
+                minutes = seconds / 60 % 60, secs = seconds % 60;
+  if (days > 0) return absl::StrFormat("%dd %02dh %02dm %02ds", days, hours, minutes, secs);
+  if (hours > 0) return absl::StrFormat("%dh %02dm %02ds", hours, minutes, secs);
+  if (minutes > 0) return absl::StrFormat("%dm %02ds", minutes, secs);
+  return absl::StrCat(secs, "s");
+}
+
+// "0 B", "512 B", "1.5 MiB", "2.0 GiB".
+std::string HumanBytes(int64_t bytes) {
+  if (bytes < 1024) return absl::StrCat(bytes, " B");
+  const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes) / 1024;
+  int unit = 0;
+  while (value >= 1024 && unit < 3) {
+    value /= 1024;
+    ++unit;
+  }
+  return absl::StrFormat("%.1f %s", value, units[unit]);
+}
+
+std::string Plural(int64_t count, absl::string_view one, absl::string_view many) {
+  return absl::StrCat(count, " ", count == 1 ? one : many);
+}
+
+void WriteText(const std::string& target, const pb::GetStatusResponse& s, std::ostream& out) {
+  LabelledLines lines;
+  lines.push_back({"kerntuned", absl::StrCat(s.version(), " (kernels ",
+                                             s.kernel_library_version(), ") at ", target)});
+  lines.push_back({"backend", absl::StrCat(s.backend(), ": ", s.backend_reason())});
+  if (s.devices().empty()) lines.push_back({"devices", "none"});
+  for (int i = 0; i < s.devices_size(); ++i) {
+    const pb::Device& device = s.devices(i);
+    lines.push_back({i == 0 ? "devices" : "",
+                     absl::StrCat(device.ordinal(), ": ",
+                                  SkuDescription(SkuFromProto(device.sku())))});
+  }
+  lines.push_back(
+      {"tuned", absl::StrCat(Plural(s.tuned_entries(), "entry", "entries"), " from ",
+                             s.database_path().empty() ? "(no store)" : s.database_path(),
+                             s.database_data_version() == 0
+                                 ? " (not loaded)"
+                                 : absl::StrCat(" (data version ", s.database_data_version(),
+                                                ")"))});
+  lines.push_back(
+      {"buffers", absl::StrCat(s.registered_buffers(), " registered, ",
+                               HumanBytes(s.registered_bytes()), ", owned by ",
+                               Plural(s.buffer_owners(), "process", "processes"),
+                               "; default lease ", s.default_buffer_ttl_seconds(), " s")});
+  lines.push_back({"cuda ipc", s.cuda_ipc_supported()
+                                   ? absl::StrCat("supported; ",
+                                                  Plural(s.open_ipc_mappings(), "mapping",
+                                                         "mappings"),
+                                                  " open")
+                                   : "not supported by this backend"});
+  lines.push_back({"uptime", FormatUptime(s.uptime_seconds())});
+  WriteLabelledLines(lines, out);
+}
+
+std::string DeviceJson(const pb::Device& device) {
+  const pb::GpuSku& sku = device.sku();
+  return absl::StrCat("{\"ordinal\": ", device.ordinal(), ", \"name\": ", JsonQuote(sku.name()),
+                      ", \"cc_major\": ", sku.cc_major(), ", \"cc_minor\": ", sku.cc_minor(),
+                      ", \"sm_count\": ", sku.sm_count(),
+                      ", \"total_memory_bytes\": ", sku.total_memory_bytes(), "}");
+}
+
+void WriteJson(const std::string& target, const pb::GetStatusResponse& s, std::ostream& out) {
+  std::vector<std::string> devices;
+  for (const pb::Device& device : s.devices()) devices.push_back(DeviceJson(device));
+  const std::vector<std::pair<std::string, std::string>> fields = {
+      {"server", JsonQuote(target)},
+      {"version", JsonQuote(s.version())},
+      {"kernel_library_version", JsonQuote(s.kernel_library_version())},
+      {"backend", JsonQuote(s.backend())},
+      {"backend_reason", JsonQuote(s.backend_reason())},
+      {"devices", absl::StrCat("[", absl::StrJoin(devices, ", "), "]")},
+      {"tuned_entries", absl::StrCat(s.tuned_entries())},
+      {"database_path", JsonQuote(s.database_path())},
+      {"database_data_version", absl::StrCat(s.database_data_version())},
+      {"registered_buffers", absl::StrCat(s.registered_buffers())},
+      {"registered_bytes", absl::StrCat(s.registered_bytes())},
+      {"buffer_owners", absl::StrCat(s.buffer_owners())},
+      {"open_ipc_mappings", absl::StrCat(s.open_ipc_mappings())},
+      {"default_buffer_ttl_seconds", absl::StrCat(s.default_buffer_ttl_seconds())},
+      {"cuda_ipc_supported", s.cuda_ipc_supported() ? "true" : "false"},
+      {"uptime_seconds", absl::StrCat(s.uptime_seconds())},
+  };
+  std::vector<std::string> members;
+  for (const auto& [key, value] : fields) members.push_back(absl::StrCat(JsonQuote(key), ": ", value));
+  out << "{" << absl::StrJoin(members, ",\n ") << "}\n";
+}
+
+}  // namespace
+
+int RunStatusCommand(const StatusCliOptions& options, std::ostream& out, std::ostream& err) {
+  if (options.format == OutputFormat::kCsv) {
+    return ReportError(kVerb,
+                       absl::InvalidArgumentError(
+                           "--format=csv does not fit the status (devices nest); use table or json"),
+                       err, kExitUsage);
+  }
+  DaemonClientOptions client_options;
+  client_options.target = options.server;
+  client_options.deadline = options.deadline;
+  absl::StatusOr<DaemonClient> client = DaemonClient::Connect(client_options);
+  if (!client.ok()) return ReportError(kVerb, client.status(), err, kExitUsage);
+  absl::StatusOr<pb::GetStatusResponse> status = client->GetStatus();
+  if (!status.ok()) return ReportDaemonError(kVerb, status.status(), err);
+  if (options.format == OutputFormat::kJson) {
+    WriteJson(client->target(), *status, out);
+  } else {
+    WriteText(client->target(), *status, out);
+  }
+  return kExitOk;
+}
+
+}  // namespace kt::client

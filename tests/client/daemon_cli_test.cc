@@ -1,0 +1,261 @@
+// `kerntune run` and `kerntune status` end to end: the real binary against a
+// real kerntuned (CPU backend) on a temp socket; and RunRunCommand against a
+// fake daemon that answers wrongly, which the check must catch.
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "client/cli_common.h"
+#include "client/run_cli.h"
+#include "client/status_cli.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "kerntune/v1/kerntune.grpc.pb.h"
+#include "kernels/reference.h"
+#include "tests/client/cpu_daemon.h"
+
+namespace kt::client {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::CpuDaemonTest;
+using testing::ProcessResult;
+using testing::RunProcess;
+
+ProcessResult Kerntune(std::vector<std::string> args) {
+  args.insert(args.begin(), KT_KERNTUNE_BINARY);
+  return RunProcess(args);
+}
+
+// Parses one JSON object; fails the test when it is not one.
+google::protobuf::Struct ParseJson(const std::string& text) {
+  google::protobuf::Struct parsed;
+  const auto status = google::protobuf::util::JsonStringToMessage(text, &parsed);
+  EXPECT_TRUE(status.ok()) << status.ToString() << "\n" << text;
+  return parsed;
+}
+
+class KerntuneDaemonVerbsTest : public CpuDaemonTest {};
+
+TEST_F(KerntuneDaemonVerbsTest, RunChecksEveryOpAndDtypeInline) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  for (const char* op : {"softmax", "log_softmax", "layer_norm"}) {
+    for (const char* dtype : {"float32", "float16", "bfloat16"}) {
+      const ProcessResult run =
+          Kerntune({"run", op, std::string("--dtype=") + dtype, "--rows=33", "--cols=1000",
+                    "--server=" + target(), "--via=inline", "--iterations=3"});
+      SCOPED_TRACE(std::string(op) + " " + dtype + "\n" + run.out + run.err);
+      EXPECT_EQ(run.code, 0);
+      EXPECT_THAT(run.out, HasSubstr("matches the fp64 reference"));
+      EXPECT_THAT(run.out, HasSubstr("(source: cpu)"));
+      EXPECT_THAT(run.out, HasSubstr("inline (asked)"));
+      EXPECT_THAT(run.out, HasSubstr("median of 3"));
+      EXPECT_EQ(run.err, "");
+    }
+  }
+}
+
+TEST_F(KerntuneDaemonVerbsTest, RunJsonAndAutoWithACpuDaemon) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  // auto: a CPU daemon takes no CUDA IPC, so inline whether or not a GPU is here.
+  const ProcessResult run =
+      Kerntune({"run", "layer_norm", "--dtype=bf16", "--rows=5", "--cols=77", "--epsilon=0.5",
+                "--server=" + target(), "--format=json", "--iterations=2"});
+  ASSERT_EQ(run.code, 0) << run.out << run.err;
+  const google::protobuf::Struct json = ParseJson(run.out);
+  const auto& f = json.fields();
+  EXPECT_EQ(f.at("op").string_value(), "layer_norm");
+  EXPECT_EQ(f.at("dtype").string_value(), "bfloat16");
+  EXPECT_EQ(f.at("rows").number_value(), 5);
+  EXPECT_EQ(f.at("via").string_value(), "inline");
+  EXPECT_EQ(f.at("backend").string_value(), "cpu");
+  EXPECT_EQ(f.at("config_source").string_value(), "cpu");
+  EXPECT_TRUE(f.at("config_key").has_null_value());
+  EXPECT_TRUE(f.at("matches").bool_value());
+  EXPECT_EQ(f.at("bad_values").number_value(), 0);
+  EXPECT_EQ(f.at("iterations").number_value(), 2);
+  EXPECT_GT(f.at("round_trip_us_median").number_value(), 0);
+  EXPECT_EQ(f.at("server").string_value(), target());
+}
+
+TEST_F(KerntuneDaemonVerbsTest, StatusAsTextAndJson) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  const ProcessResult text = Kerntune({"status", "--server=" + socket_});
+  ASSERT_EQ(text.code, 0) << text.out << text.err;
+  for (const char* line :
+       {"kerntuned  ", "backend    cpu: --cpu given\n", "devices    none\n",
+        "tuned      0 entries from ", "buffers    0 registered, 0 B, owned by 0 processes",
+        "cuda ipc   not supported by this backend\n", "uptime     "}) {
+    EXPECT_THAT(text.out, HasSubstr(line));
+  }
+  EXPECT_THAT(text.out, HasSubstr(" at " + target()));
+
+  const ProcessResult json = Kerntune({"status", "--server=" + target(), "--format=json"});
+  ASSERT_EQ(json.code, 0) << json.out << json.err;
+  const google::protobuf::Struct parsed = ParseJson(json.out);
+  const auto& f = parsed.fields();
+  EXPECT_EQ(f.at("backend").string_value(), "cpu");
+  EXPECT_EQ(f.at("backend_reason").string_value(), "--cpu given");
+  EXPECT_EQ(f.at("devices").list_value().values_size(), 0);
+  EXPECT_EQ(f.at("database_path").string_value(), dir_.File("none.db"));
+  EXPECT_FALSE(f.at("cuda_ipc_supported").bool_value());
+  for (const char* key : {"version", "kernel_library_version", "tuned_entries",
+                          "database_data_version", "registered_buffers", "registered_bytes",
+                          "buffer_owners", "open_ipc_mappings", "default_buffer_ttl_seconds",
+                          "uptime_seconds"}) {
+    EXPECT_TRUE(f.contains(key)) << key;
+  }
+}
+
+TEST_F(KerntuneDaemonVerbsTest, NoDaemonIsAClearFailure) {
+  const std::string nobody = "--server=unix:" + dir_.File("nobody.sock");
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"status", nobody},
+        {"run", "softmax", "--dtype=fp16", "--rows=2", "--cols=8", nobody}}) {
+    const ProcessResult run = Kerntune(args);
+    EXPECT_EQ(run.code, 1) << args[0];
+    EXPECT_THAT(run.err, HasSubstr(dir_.File("nobody.sock"))) << args[0];
+    EXPECT_THAT(run.err, HasSubstr("is kerntuned running there?")) << args[0];
+  }
+}
+
+TEST_F(KerntuneDaemonVerbsTest, UsageErrorsExitTwo) {
+  const std::string server = "--server=" + target();
+  const struct {
+    std::vector<std::string> args;
+    const char* message;
+  } cases[] = {
+      {{"run", "--dtype=fp16", "--rows=2", "--cols=8"}, "`kerntune run` takes OP"},
+      {{"run", "sofmax", "--dtype=fp16", "--rows=2", "--cols=8"}, "sofmax"},
+      {{"run", "softmax", "--rows=2", "--cols=8"}, "--dtype, --rows and --cols are required"},
+      {{"run", "softmax", "--dtype=fp16", "--rows=0", "--cols=8"}, "--rows=0 must be >= 1"},
+      {{"run", "softmax", "--dtype=fp16", "--rows=2", "--cols=8", "--via=carrier-pigeon"},
+       "--via=carrier-pigeon must be auto, ipc, shm or inline"},
+      {{"run", "softmax", "--dtype=fp16", "--rows=2", "--cols=8", "--iterations=0"},
+       "--iterations=0 must be >= 1"},
+      {{"run", "layer_norm", "--dtype=fp16", "--rows=2", "--cols=8", "--epsilon=0"},
+       "--epsilon=0 must be finite and > 0"},
+      {{"run", "softmax", "--dtype=fp16", "--rows=2", "--cols=8", "--via=shm",
+        "--server=localhost:7"},
+       "--via=shm needs the daemon's Unix socket"},
+      {{"status", "--server=nowhere"}, "--server=nowhere: expected unix:PATH"},
+      {{"status", "--format=csv", server}, "--format=csv does not fit the status"},
+      {{"status", "--db=x"}, "--db is not a flag of `kerntune status`"},
+  };
+  for (const auto& c : cases) {
+    const ProcessResult run = Kerntune(c.args);
+    EXPECT_EQ(run.code, 2) << c.args[0] << " " << c.message << "\n" << run.err;
+    EXPECT_THAT(run.err, HasSubstr(c.message));
+  }
+}
+
+TEST_F(KerntuneDaemonVerbsTest, IpcWithoutAGpuDaemonFails) {
+  // No GPU here: "needs CUDA device 0"; with one, the CPU daemon refuses the
+  // CUDA IPC registration. Either way a failure, never a silent fallback.
+  ASSERT_NO_FATAL_FAILURE(Start());
+  const ProcessResult run = Kerntune({"run", "softmax", "--dtype=fp32", "--rows=2", "--cols=8",
+                                      "--via=ipc", "--server=" + target()});
+  EXPECT_EQ(run.code, 1) << run.out << run.err;
+  EXPECT_THAT(run.out, Not(HasSubstr("matches")));
+}
+
+// A daemon that answers every Run with the wrong output.
+class WrongDaemon final : public pb::KernTune::Service {
+ public:
+  enum class Lie { kZeros, kShort, kNoStats };
+  explicit WrongDaemon(Lie lie) : lie_(lie) {}
+
+  grpc::Status Run(grpc::ServerContext*, const pb::RunRequest* request,
+                   pb::RunResponse* response) override {
+    const int64_t n = request->shape().rows() * request->shape().cols();
+    const size_t size = request->dtype() == pb::DTYPE_FLOAT32 ? 4 : 2;
+    switch (lie_) {
+      case Lie::kZeros:
+        response->set_output_data(std::string(n * size, '\0'));
+        break;
+      case Lie::kShort:
+        response->set_output_data(std::string(n * size - size, '\0'));
+        break;
+      case Lie::kNoStats: {
+        // The right output, but no mean / inv_std.
+        std::string y(n * size, '\0');
+        kernels::HostRowOpArgs args;
+        args.x = request->input().inline_data().data();
+        args.y = y.data();
+        args.gamma = request->layer_norm().gamma().inline_data().data();
+        args.beta = request->layer_norm().beta().inline_data().data();
+        args.epsilon = request->layer_norm().epsilon();
+        const kernels::DType dtype = size == 4 ? kernels::DType::kFloat32 : kernels::DType::kFloat16;
+        EXPECT_TRUE(kernels::RunReference(kernels::Op::kLayerNorm, dtype,
+                                          {request->shape().rows(), request->shape().cols()},
+                                          args, 0, request->shape().rows(), dtype)
+                        .ok());
+        response->set_output_data(std::move(y));
+        break;
+      }
+    }
+    response->set_backend("cpu");
+    response->mutable_config()->set_source(pb::CONFIG_SOURCE_CPU_REFERENCE);
+    return grpc::Status::OK;
+  }
+
+ private:
+  const Lie lie_;
+};
+
+class RunMismatchTest : public ::testing::Test {
+ protected:
+  int RunAgainst(WrongDaemon::Lie lie, const std::string& op, std::string* out,
+                 std::string* err) {
+    WrongDaemon service(lie);
+    const std::string target = "unix:" + dir_.File("wrong.sock");
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(target, grpc::InsecureServerCredentials());
+    builder.RegisterService(&service);
+    std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+    EXPECT_NE(server, nullptr);
+    RunCliOptions options;
+    options.server = target;
+    options.op = op;
+    options.dtype = "float16";
+    options.rows = 16;
+    options.cols = 64;
+    options.via = "inline";
+    options.iterations = 1;
+    std::ostringstream out_stream, err_stream;
+    const int code = RunRunCommand(options, out_stream, err_stream);
+    server->Shutdown();
+    *out = out_stream.str();
+    *err = err_stream.str();
+    return code;
+  }
+
+  kt::testing::ScopedTempDir dir_;
+};
+
+TEST_F(RunMismatchTest, WrongValuesFail) {
+  std::string out, err;
+  EXPECT_EQ(RunAgainst(WrongDaemon::Lie::kZeros, "softmax", &out, &err), kExitFailure);
+  EXPECT_THAT(out, HasSubstr("MISMATCH: 1024 of 1024 values outside the tolerance; first y[0, 0] = 0"));
+  EXPECT_THAT(err, HasSubstr("does not match the fp64 reference"));
+}
+
+TEST_F(RunMismatchTest, ATruncatedOutputFails) {
+  std::string out, err;
+  EXPECT_EQ(RunAgainst(WrongDaemon::Lie::kShort, "log_softmax", &out, &err), kExitFailure);
+  EXPECT_THAT(out, HasSubstr("the output has 2046 bytes, want 2048"));
+}
+
+TEST_F(RunMismatchTest, MissingLayerNormStatsFail) {
+  std::string out, err;
+  EXPECT_EQ(RunAgainst(WrongDaemon::Lie::kNoStats, "layer_norm", &out, &err), kExitFailure);
+  EXPECT_THAT(out, HasSubstr("MISMATCH: 32 of 1056 values outside the tolerance; first mean: 0 "
+                             "values, want 16"));
+}
+
+}  // namespace
+}  // namespace kt::client

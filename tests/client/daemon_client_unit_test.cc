@@ -1,0 +1,193 @@
+// The client library's pieces that need no daemon: targets, the default
+// socket (the same as the daemon's), the status mapping, shared memory.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <string>
+
+#include "client/daemon_client.h"
+#include "client/shared_memory.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/server.h"
+
+namespace kt::client {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Sets an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value != nullptr) {
+      setenv(name, value, 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      setenv(name_, old_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+TEST(DaemonClientTargetTest, DefaultSocketIsTheDaemons) {
+  {
+    ScopedEnv env("XDG_RUNTIME_DIR", "/run/user/1234");
+    EXPECT_EQ(DefaultDaemonSocketPath(), "/run/user/1234/kerntune.sock");
+    EXPECT_EQ(DefaultDaemonSocketPath(), server::DefaultSocketPath());
+    EXPECT_EQ(*ResolveTarget(""), "unix:/run/user/1234/kerntune.sock");
+  }
+  for (const char* unset : {static_cast<const char*>(nullptr), ""}) {
+    ScopedEnv env("XDG_RUNTIME_DIR", unset);
+    EXPECT_EQ(DefaultDaemonSocketPath(), "/run/kerntune/kerntune.sock");
+    EXPECT_EQ(DefaultDaemonSocketPath(), server::DefaultSocketPath());
+  }
+}
+
+TEST(DaemonClientTargetTest, ResolvesWhatUsersWrite) {
+  EXPECT_EQ(*ResolveTarget("unix:/tmp/k.sock"), "unix:/tmp/k.sock");
+  EXPECT_EQ(*ResolveTarget("unix:///tmp/k.sock"), "unix:///tmp/k.sock");
+  EXPECT_EQ(*ResolveTarget("/tmp/k.sock"), "unix:/tmp/k.sock");
+  EXPECT_EQ(*ResolveTarget("./k.sock"), "unix:./k.sock");
+  EXPECT_EQ(*ResolveTarget("localhost:50051"), "localhost:50051");
+  EXPECT_EQ(*ResolveTarget("dns:///node7:50051"), "dns:///node7:50051");
+  EXPECT_TRUE(IsUnixTarget("unix:/tmp/k.sock"));
+  EXPECT_FALSE(IsUnixTarget("localhost:50051"));
+  for (const char* bad : {"unix:", "kerntune.sock", "node7"}) {
+    const absl::StatusOr<std::string> target = ResolveTarget(bad);
+    EXPECT_TRUE(absl::IsInvalidArgument(target.status())) << bad;
+    EXPECT_THAT(target.status().message(), HasSubstr(absl::StrCat("--server=", bad))) << bad;
+  }
+  EXPECT_TRUE(absl::IsInvalidArgument(DaemonClient::Connect({"node7"}).status()));
+}
+
+TEST(DaemonClientStatusTest, EveryGrpcCodeKeepsItsMeaning) {
+  const struct {
+    grpc::StatusCode grpc;
+    absl::StatusCode absl;
+  } codes[] = {
+      {grpc::StatusCode::CANCELLED, absl::StatusCode::kCancelled},
+      {grpc::StatusCode::UNKNOWN, absl::StatusCode::kUnknown},
+      {grpc::StatusCode::INVALID_ARGUMENT, absl::StatusCode::kInvalidArgument},
+      {grpc::StatusCode::DEADLINE_EXCEEDED, absl::StatusCode::kDeadlineExceeded},
+      {grpc::StatusCode::NOT_FOUND, absl::StatusCode::kNotFound},
+      {grpc::StatusCode::ALREADY_EXISTS, absl::StatusCode::kAlreadyExists},
+      {grpc::StatusCode::PERMISSION_DENIED, absl::StatusCode::kPermissionDenied},
+      {grpc::StatusCode::RESOURCE_EXHAUSTED, absl::StatusCode::kResourceExhausted},
+      {grpc::StatusCode::FAILED_PRECONDITION, absl::StatusCode::kFailedPrecondition},
+      {grpc::StatusCode::ABORTED, absl::StatusCode::kAborted},
+      {grpc::StatusCode::OUT_OF_RANGE, absl::StatusCode::kOutOfRange},
+      {grpc::StatusCode::UNIMPLEMENTED, absl::StatusCode::kUnimplemented},
+      {grpc::StatusCode::INTERNAL, absl::StatusCode::kInternal},
+      {grpc::StatusCode::UNAVAILABLE, absl::StatusCode::kUnavailable},
+      {grpc::StatusCode::DATA_LOSS, absl::StatusCode::kDataLoss},
+      {grpc::StatusCode::UNAUTHENTICATED, absl::StatusCode::kUnauthenticated},
+  };
+  EXPECT_TRUE(FromGrpcStatus(grpc::Status::OK).ok());
+  for (const auto& c : codes) {
+    const absl::Status status = FromGrpcStatus(grpc::Status(c.grpc, "buffer_id=ab not found"));
+    EXPECT_EQ(status.code(), c.absl) << static_cast<int>(c.grpc);
+    EXPECT_EQ(status.message(), "buffer_id=ab not found");
+  }
+  // gRPC's own errors may carry no text; the code still shows.
+  EXPECT_THAT(FromGrpcStatus(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "")).message(),
+              HasSubstr("UNIMPLEMENTED"));
+}
+
+TEST(DaemonClientRunArgsTest, MakeRunRequestFillsOnlyWhatWasGiven) {
+  RunArgs args;
+  args.op = pb::OP_LAYER_NORM;
+  args.dtype = pb::DTYPE_BFLOAT16;
+  args.rows = 3;
+  args.cols = 5;
+  args.input = BufferTensor("00ff", 64);
+  args.output = IpcOutput(std::string(64, 'h'), 1, 128);
+  args.beta = InlineTensor("bb");
+  args.epsilon = 1e-3;
+  args.mean = BufferOutput("00ff", 0);
+  args.inv_std = BufferOutput("00ff", 16);
+  args.wait_event = std::string(64, 'w');
+  const pb::RunRequest request = MakeRunRequest(args);
+  EXPECT_EQ(request.op(), pb::OP_LAYER_NORM);
+  EXPECT_EQ(request.shape().rows(), 3);
+  EXPECT_EQ(request.input().buffer().buffer_id(), "00ff");
+  EXPECT_EQ(request.input().buffer().offset_bytes(), 64);
+  EXPECT_EQ(request.output().cuda_ipc().device_ordinal(), 1);
+  EXPECT_EQ(request.output().cuda_ipc().offset_bytes(), 128);
+  EXPECT_FALSE(request.layer_norm().has_gamma());
+  EXPECT_EQ(request.layer_norm().beta().inline_data(), "bb");
+  EXPECT_EQ(request.layer_norm().epsilon(), 1e-3);
+  EXPECT_EQ(request.layer_norm().inv_std().buffer().offset_bytes(), 16);
+  EXPECT_EQ(request.wait_event().size(), 64u);
+  EXPECT_TRUE(request.done_event().empty());
+
+  args.op = pb::OP_SOFTMAX;  // LayerNorm's fields are not sent for other ops
+  EXPECT_FALSE(MakeRunRequest(args).has_layer_norm());
+  EXPECT_TRUE(RunArgs().output.return_inline());
+}
+
+bool ShmExists(const std::string& name) {
+  const int fd = shm_open(name.c_str(), O_RDONLY, 0);
+  if (fd >= 0) close(fd);
+  return fd >= 0;
+}
+
+TEST(SharedMemoryTest, CreatesMapsAndUnlinks) {
+  std::string name;
+  {
+    absl::StatusOr<SharedMemory> shm = SharedMemory::Create(10000);
+    ASSERT_TRUE(shm.ok()) << shm.status();
+    name = shm->name();
+    EXPECT_EQ(name.rfind("/kerntune-", 0), 0u) << name;
+    EXPECT_EQ(shm->size(), 10000u);
+    EXPECT_EQ(shm->data()[9999], 0);
+    shm->data()[9999] = 7;
+    // Another mapping of the same object sees the write (what the daemon gets).
+    const int fd = shm_open(name.c_str(), O_RDONLY, 0);
+    ASSERT_GE(fd, 0);
+    struct stat info {};
+    ASSERT_EQ(fstat(fd, &info), 0);
+    EXPECT_EQ(info.st_size, 10000);
+    EXPECT_EQ(info.st_mode & 0777, 0600u);
+    EXPECT_EQ(info.st_uid, geteuid());
+    void* other = mmap(nullptr, 10000, PROT_READ, MAP_SHARED, fd, 0);
+    ASSERT_NE(other, MAP_FAILED);
+    EXPECT_EQ(static_cast<const uint8_t*>(other)[9999], 7);
+    munmap(other, 10000);
+    close(fd);
+
+    SharedMemory moved = *std::move(shm);
+    EXPECT_EQ(moved.name(), name);
+    EXPECT_TRUE(ShmExists(name));
+  }
+  EXPECT_FALSE(ShmExists(name));
+}
+
+TEST(SharedMemoryTest, RefusesBadNamesAndNeverAdoptsAnExistingObject) {
+  EXPECT_TRUE(absl::IsInvalidArgument(SharedMemory::Create(0).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(SharedMemory::Create(8, "no-slash").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(SharedMemory::Create(8, "/a/b").status()));
+  absl::StatusOr<SharedMemory> first = SharedMemory::Create(8);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const absl::StatusOr<SharedMemory> second = SharedMemory::Create(8, first->name());
+  EXPECT_TRUE(absl::IsAlreadyExists(second.status())) << second.status();
+  // The failed attempt did not unlink the first one's object.
+  EXPECT_TRUE(ShmExists(first->name()));
+}
+
+}  // namespace
+}  // namespace kt::client

@@ -1,0 +1,369 @@
+// kt_ipc_peer: one GPU client process of the multi-process CUDA IPC test
+// (ipc_gpu_test.cc). Exec'd by the test, never forked from it: CUDA and gRPC
+// are not fork-safe once used. Talks to the test over stdin/stdout:
+//   -> "id <buffer id>"        its registered cudaMalloc allocation
+//   <- "foreign <buffer id>"   another peer's; using or unregistering it
+//                              must be NOT_FOUND
+//   -> "done <failures>"       after every op x dtype x shape x mode ran and
+//                              was checked against the fp64 reference
+//   <- end of input            then it unregisters, frees and exits
+// Exit 0 only when nothing failed. Failures are described on stderr.
+//
+//   kt_ipc_peer TARGET SEED
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/cuda_ipc.h"
+#include "client/daemon_client.h"
+#include "kernels/host_dtype.h"
+#include "kernels/verify.h"
+
+namespace {
+
+namespace pb = ::kerntune::v1;
+using kt::client::CudaStatus;
+using kt::client::DaemonClient;
+using kt::client::IpcAllocation;
+using kt::client::IpcEvent;
+using kt::client::RegisteredBuffer;
+using kt::client::RunArgs;
+
+constexpr int kDevice = 0;
+// Where the tensors sit in the peer's one allocation.
+constexpr int64_t kX = 0, kY = 1 << 20, kGamma = 2 << 20, kBeta = (2 << 20) + (64 << 10),
+                  kMean = 3 << 20, kInvStd = (3 << 20) + (64 << 10), kBytes = 4 << 20;
+// Device memory the client's stream clears before it writes the inputs in
+// event mode: a daemon that does not wait on wait_event would read the
+// poisoned inputs while this runs.
+constexpr size_t kDelayBytes = size_t{512} << 20;
+constexpr int kDelayFills = 8;
+constexpr uint8_t kPoison = 0xff;  // NaN in every dtype
+
+enum class Mode { kRegistered, kRegisteredEvents, kOneOff, kOneOffEvents };
+
+const char* ModeName(Mode mode) {
+  switch (mode) {
+    case Mode::kRegistered:
+      return "registered";
+    case Mode::kRegisteredEvents:
+      return "registered+events";
+    case Mode::kOneOff:
+      return "one-off ipc";
+    case Mode::kOneOffEvents:
+      return "one-off ipc+events";
+  }
+  return "?";
+}
+
+pb::Op OpToProto(kt::kernels::Op op) {
+  switch (op) {
+    case kt::kernels::Op::kSoftmax:
+      return pb::OP_SOFTMAX;
+    case kt::kernels::Op::kLogSoftmax:
+      return pb::OP_LOG_SOFTMAX;
+    case kt::kernels::Op::kLayerNorm:
+      return pb::OP_LAYER_NORM;
+  }
+  return pb::OP_UNSPECIFIED;
+}
+
+pb::DType DTypeToProto(kt::kernels::DType dtype) {
+  switch (dtype) {
+    case kt::kernels::DType::kFloat32:
+      return pb::DTYPE_FLOAT32;
+    case kt::kernels::DType::kFloat16:
+      return pb::DTYPE_FLOAT16;
+    case kt::kernels::DType::kBFloat16:
+      return pb::DTYPE_BFLOAT16;
+  }
+  return pb::DTYPE_UNSPECIFIED;
+}
+
+bool Within(double got, double want, const kt::kernels::Tolerance& t) {
+  if (std::isnan(want)) return std::isnan(got);
+  if (std::isinf(want)) return got == want;
+  return std::fabs(got - want) <= t.atol + t.rtol * std::fabs(want);
+}
+
+class Peer {
+ public:
+  Peer(DaemonClient client, uint64_t seed) : client_(std::move(client)), seed_(seed) {}
+  ~Peer() {
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    if (delay_ != nullptr) cudaFree(delay_);
+  }
+  Peer(const Peer&) = delete;
+  Peer& operator=(const Peer&) = delete;
+
+  int failures() const { return failures_; }
+
+  void Fail(const std::string& what) {
+    ++failures_;
+    std::fprintf(stderr, "kt_ipc_peer %llu: FAIL %s\n", static_cast<unsigned long long>(seed_),
+                 what.c_str());
+  }
+
+  // Allocates, registers; false when that failed (nothing else can run).
+  bool Setup() {
+    absl::Status s = CudaStatus(cudaSetDevice(kDevice), "cudaSetDevice");
+    if (s.ok()) s = CudaStatus(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
+                               "cudaStreamCreate");
+    if (s.ok()) s = CudaStatus(cudaMalloc(&delay_, kDelayBytes), "cudaMalloc(delay)");
+    absl::StatusOr<IpcAllocation> memory = IpcAllocation::Allocate(kDevice, kBytes);
+    absl::StatusOr<IpcAllocation> one_off = IpcAllocation::Allocate(kDevice, kBytes);
+    absl::StatusOr<IpcEvent> wait = IpcEvent::Create(kDevice);
+    absl::StatusOr<IpcEvent> done = IpcEvent::Create(kDevice);
+    for (const absl::Status& status :
+         {s, memory.status(), one_off.status(), wait.status(), done.status()}) {
+      if (!status.ok()) {
+        Fail(status.ToString());
+        return false;
+      }
+    }
+    memory_ = *std::move(memory);
+    one_off_ = *std::move(one_off);
+    wait_ = *std::move(wait);
+    done_ = *std::move(done);
+    absl::StatusOr<RegisteredBuffer> buffer =
+        client_.RegisterCudaIpc(memory_.handle(), kDevice, 0, 0, "kt_ipc_peer");
+    if (!buffer.ok()) {
+      Fail(buffer.status().ToString());
+      return false;
+    }
+    buffer_ = *std::move(buffer);
+    if (buffer_.info().kind() != pb::BUFFER_KIND_CUDA_IPC || buffer_.size_bytes() != kBytes) {
+      Fail(absl::StrCat("registered as ", buffer_.info().ShortDebugString()));
+    }
+    return true;
+  }
+
+  const std::string& id() const { return buffer_.id(); }
+
+  void TryForeign(const std::string& foreign) {
+    RunArgs args;
+    args.op = pb::OP_SOFTMAX;
+    args.dtype = pb::DTYPE_FLOAT32;
+    args.rows = 1;
+    args.cols = 4;
+    args.input = kt::client::BufferTensor(foreign, 0);
+    args.output = buffer_.Output(kY);
+    const absl::Status run = client_.Run(args).status();
+    if (!absl::IsNotFound(run)) Fail(absl::StrCat("Run on another's buffer: ", run.ToString()));
+    const absl::Status unregister = client_.Unregister(foreign);
+    if (!absl::IsNotFound(unregister)) {
+      Fail(absl::StrCat("Unregister of another's buffer: ", unregister.ToString()));
+    }
+  }
+
+  void RunAll() {
+    const kt::kernels::Shape shapes[] = {{64, 1000}, {5, 4097}};
+    uint64_t seed = seed_ * 1000;
+    for (kt::kernels::Op op : kt::kernels::kAllOps) {
+      for (kt::kernels::DType dtype : kt::kernels::kAllDTypes) {
+        for (const kt::kernels::Shape& shape : shapes) {
+          for (Mode mode : {Mode::kRegistered, Mode::kRegisteredEvents, Mode::kOneOff,
+                            Mode::kOneOffEvents}) {
+            RunOne(op, dtype, shape, mode, ++seed);
+          }
+        }
+      }
+    }
+  }
+
+ private:
+  void RunOne(kt::kernels::Op op, kt::kernels::DType dtype, kt::kernels::Shape shape, Mode mode,
+              uint64_t seed) {
+    const std::string what =
+        absl::StrFormat("%s %s %dx%d %s", kt::kernels::OpName(op), kt::kernels::DTypeName(dtype),
+                        shape.rows, shape.cols, ModeName(mode));
+    const bool layer_norm = op == kt::kernels::Op::kLayerNorm;
+    absl::StatusOr<kt::kernels::HostProblem> p = kt::kernels::MakeProblem(
+        op, dtype, shape, seed, kt::kernels::InputPattern::kNormal, layer_norm);
+    if (!p.ok()) return Fail(absl::StrCat(what, ": ", p.status().ToString()));
+    const bool events = mode == Mode::kRegisteredEvents || mode == Mode::kOneOffEvents;
+    const bool one_off = mode == Mode::kOneOff || mode == Mode::kOneOffEvents;
+
+    // The registered allocation, or another one sent by handle with each Run.
+    const IpcAllocation& memory = one_off ? one_off_ : memory_;
+    // Every input and output poisoned and complete on the device first.
+    absl::Status s = memory.Fill(0, kPoison, kBytes);
+    if (s.ok() && !events) s = WriteInputsNow(memory, *p);
+    if (s.ok() && events) s = WriteInputsOnStream(memory, *p);  // then records wait_
+    if (!s.ok()) return Fail(absl::StrCat(what, ": ", s.ToString()));
+
+    RunArgs args;
+    args.op = OpToProto(op);
+    args.dtype = DTypeToProto(dtype);
+    args.rows = shape.rows;
+    args.cols = shape.cols;
+    args.epsilon = p->epsilon;
+    auto in = [&](int64_t offset) {
+      return one_off ? kt::client::IpcTensor(memory.handle(), kDevice, offset)
+                     : buffer_.Tensor(offset);
+    };
+    auto out = [&](int64_t offset) {
+      return one_off ? kt::client::IpcOutput(memory.handle(), kDevice, offset)
+                     : buffer_.Output(offset);
+    };
+    args.input = in(kX);
+    args.output = out(kY);
+    if (layer_norm) {
+      args.gamma = in(kGamma);
+      args.beta = in(kBeta);
+      args.mean = out(kMean);
+      args.inv_std = out(kInvStd);
+    }
+    if (events) {
+      args.wait_event = wait_.handle();
+      args.done_event = done_.handle();
+    }
+    absl::StatusOr<pb::RunResponse> response = client_.Run(args);
+    // The stream's copies read `p`, which this function owns: let them finish.
+    if (events) s = CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    if (!response.ok()) return Fail(absl::StrCat(what, ": ", response.status().ToString()));
+    if (!s.ok()) return Fail(absl::StrCat(what, ": ", s.ToString()));
+    if (events) {
+      // The reply came once the work was queued; done_ is recorded after it.
+      s = CudaStatus(cudaEventSynchronize(done_.event()), "cudaEventSynchronize(done)");
+      if (!s.ok()) return Fail(absl::StrCat(what, ": ", s.ToString()));
+    }
+    CheckResponse(what, *response, events);
+    CheckOutputs(what, memory, *p);
+  }
+
+  static absl::Status WriteInputsNow(const IpcAllocation& memory,
+                                     const kt::kernels::HostProblem& p) {
+    absl::Status s = memory.CopyIn(kX, p.x.data(), p.x.size());
+    if (s.ok() && !p.gamma.empty()) s = memory.CopyIn(kGamma, p.gamma.data(), p.gamma.size());
+    if (s.ok() && !p.beta.empty()) s = memory.CopyIn(kBeta, p.beta.data(), p.beta.size());
+    return s;
+  }
+
+  // Slow work, then the inputs, then wait_ on the client's stream; the host
+  // does not wait for any of it.
+  absl::Status WriteInputsOnStream(const IpcAllocation& memory,
+                                   const kt::kernels::HostProblem& p) {
+    auto* base = static_cast<uint8_t*>(memory.data());
+    absl::Status s;
+    for (int i = 0; s.ok() && i < kDelayFills; ++i) {
+      s = CudaStatus(cudaMemsetAsync(delay_, i, kDelayBytes, stream_), "cudaMemsetAsync(delay)");
+    }
+    const std::pair<int64_t, const std::vector<uint8_t>*> copies[] = {
+        {kX, &p.x}, {kGamma, &p.gamma}, {kBeta, &p.beta}};
+    for (const auto& [offset, bytes] : copies) {
+      if (!s.ok() || bytes->empty()) continue;
+      s = CudaStatus(cudaMemcpyAsync(base + offset, bytes->data(), bytes->size(),
+                                     cudaMemcpyHostToDevice, stream_),
+                     "cudaMemcpyAsync");
+    }
+    if (s.ok()) s = CudaStatus(cudaEventRecord(wait_.event(), stream_), "cudaEventRecord(wait)");
+    return s;
+  }
+
+  void CheckResponse(const std::string& what, const pb::RunResponse& r, bool events) {
+    if (r.backend() != "gpu") Fail(absl::StrCat(what, ": backend ", r.backend()));
+    if (!r.output_data().empty() || r.mean_size() != 0) {
+      Fail(absl::StrCat(what, ": outputs came back inline as well"));
+    }
+    const pb::ConfigSource source = r.config().source();
+    if (source == pb::CONFIG_SOURCE_UNSPECIFIED || source == pb::CONFIG_SOURCE_CPU_REFERENCE ||
+        r.config().config().key().empty()) {
+      Fail(absl::StrCat(what, ": config ", r.config().ShortDebugString()));
+    }
+    // With done_event the daemon does not wait for the kernel, so it has no time.
+    if (events ? r.kernel_time_us() != 0 : !(r.kernel_time_us() > 0)) {
+      Fail(absl::StrCat(what, ": kernel_time_us ", r.kernel_time_us()));
+    }
+  }
+
+  void CheckOutputs(const std::string& what, const IpcAllocation& memory,
+                    const kt::kernels::HostProblem& p) {
+    std::vector<uint8_t> y(p.x.size());
+    std::vector<float> mean(p.shape.rows), inv_std(p.shape.rows);
+    absl::Status s = memory.CopyOut(kY, y.data(), y.size());
+    if (s.ok() && p.op == kt::kernels::Op::kLayerNorm) {
+      s = memory.CopyOut(kMean, mean.data(), mean.size() * 4);
+      if (s.ok()) s = memory.CopyOut(kInvStd, inv_std.data(), inv_std.size() * 4);
+    }
+    if (!s.ok()) return Fail(absl::StrCat(what, ": ", s.ToString()));
+    const kt::kernels::Tolerance tolerance = kt::kernels::OutputTolerance(p.op, p.dtype);
+    int64_t bad = 0;
+    std::string first;
+    for (int64_t i = 0; i < p.shape.elements(); ++i) {
+      const double got = kt::kernels::LoadAsDouble(p.dtype, y.data(), i);
+      if (Within(got, p.y_ref[i], tolerance)) continue;
+      if (bad++ == 0) {
+        first = absl::StrFormat("y[%d, %d] = %g, want %g", i / p.shape.cols, i % p.shape.cols,
+                                got, p.y_ref[i]);
+      }
+    }
+    if (p.op == kt::kernels::Op::kLayerNorm) {
+      for (int64_t r = 0; r < p.shape.rows; ++r) {
+        for (const auto& [name, got, want] :
+             {std::tuple<const char*, float, float>{"mean", mean[r], p.mean_ref[r]},
+              {"inv_std", inv_std[r], p.inv_std_ref[r]}}) {
+          if (Within(got, want, kt::kernels::StatsTolerance())) continue;
+          if (bad++ == 0) first = absl::StrFormat("%s[%d] = %g, want %g", name, r, got, want);
+        }
+      }
+    }
+    if (bad > 0) Fail(absl::StrCat(what, ": ", bad, " values outside the tolerance; first ", first));
+  }
+
+  DaemonClient client_;
+  const uint64_t seed_;
+  int failures_ = 0;
+  cudaStream_t stream_ = nullptr;
+  void* delay_ = nullptr;
+  IpcEvent wait_, done_;
+  IpcAllocation one_off_;
+  IpcAllocation memory_;     // declared before buffer_: unregistered first, then freed
+  RegisteredBuffer buffer_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: kt_ipc_peer TARGET SEED\n");
+    return 2;
+  }
+  kt::client::DaemonClientOptions options;
+  options.target = argv[1];
+  options.deadline = absl::Seconds(60);
+  absl::StatusOr<DaemonClient> client = DaemonClient::Connect(options);
+  if (!client.ok()) {
+    std::fprintf(stderr, "kt_ipc_peer: %s\n", client.status().ToString().c_str());
+    return 1;
+  }
+  Peer peer(*client, std::strtoull(argv[2], nullptr, 10));
+  if (!peer.Setup()) {
+    std::printf("id none\n");
+    std::fflush(stdout);
+    return 1;
+  }
+  std::printf("id %s\n", peer.id().c_str());
+  std::fflush(stdout);
+  std::string line;
+  if (!std::getline(std::cin, line) || line.rfind("foreign ", 0) != 0) {
+    peer.Fail(absl::StrCat("expected \"foreign <id>\", got \"", line, "\""));
+  } else {
+    peer.TryForeign(line.substr(8));
+  }
+  peer.RunAll();
+  std::printf("done %d\n", peer.failures());
+  std::fflush(stdout);
+  while (std::getline(std::cin, line)) {
+  }
+  return peer.failures() == 0 ? 0 : 1;
+}
