@@ -15,7 +15,8 @@ torch's float64 result of the same input:
 Exits 1 on any wrong result, 77 (CTest: skipped) without torch or CUDA.
 
   python3 gpu_client_test.py            (CTest sets PYTHONPATH and KERNTUNED_BINARY)
-  bin/kt_python_client_gpu_test.py      (a bundle: finds ../python and bin/kerntuned)
+  python3 <bundle>/python/tests/torch_gpu_test.py
+                                        (finds <bundle>/python and <bundle>/bin/kerntuned)
 """
 
 import argparse
@@ -31,8 +32,9 @@ SKIP = 77
 
 
 def _import_or_skip():
-    # A bundle keeps the package in <prefix>/python beside <prefix>/bin.
-    bundled = os.path.join(os.path.dirname(HERE), "python")
+    # A bundle keeps the package in <prefix>/python and this file in
+    # <prefix>/python/tests.
+    bundled = os.path.dirname(HERE)
     if os.path.isdir(os.path.join(bundled, "kerntune")) and bundled not in sys.path:
         sys.path.append(bundled)
     try:

@@ -20,12 +20,19 @@ SERVING = 1
 
 
 def kerntuned_binary():
-    """$KERNTUNED_BINARY, else a kerntuned beside this file (a bundle's bin/), else None."""
+    """$KERNTUNED_BINARY, else a bundle's bin/kerntuned, else None.
+
+    In a bundle this file is <prefix>/python/tests/kerntuned_child.py.
+    """
     path = os.environ.get("KERNTUNED_BINARY", "")
     if path:
         return path
-    beside = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kerntuned")
-    return beside if os.access(beside, os.X_OK) else None
+    here = os.path.dirname(os.path.abspath(__file__))
+    for candidate in (os.path.join(here, "kerntuned"),
+                      os.path.join(here, os.pardir, os.pardir, "bin", "kerntuned")):
+        if os.access(candidate, os.X_OK):
+            return os.path.normpath(candidate)
+    return None
 
 
 def _varint(n):
