@@ -39,16 +39,16 @@ fi
 if [ "$what" = tests ] || [ "$what" = daemon ] || [ "$what" = all ]; then
   echo "== daemon GPU tests"
   export KERNTUNED_BINARY="$here/kerntuned"
-  timeout 180 "$here/kt_kerntuned_gpu_test" --gtest_brief=1 > "$out/daemon_gpu_test.log" 2>&1 \
+  timeout 90 "$here/kt_kerntuned_gpu_test" --gtest_brief=1 > "$out/daemon_gpu_test.log" 2>&1 \
     || status=1
   grep -E 'FAILED|PASSED|Failure|error' "$out/daemon_gpu_test.log" | head -20
   echo "== multi-process CUDA IPC (C++ clients)"
-  timeout 300 "$here/kt_client_gpu_test" --gtest_brief=1 > "$out/ipc_gpu_test.log" 2>&1 || status=1
+  timeout 150 "$here/kt_client_gpu_test" --gtest_brief=1 > "$out/ipc_gpu_test.log" 2>&1 || status=1
   grep -E 'FAILED|PASSED|Failure|error' "$out/ipc_gpu_test.log" | head -20
   python_test="$here/../python/tests/torch_gpu_test.py"
   if [ -f "$python_test" ]; then
     echo "== multi-process CUDA IPC (Python clients with torch)"
-    PYTHONPATH="$here/../python" PYTHONUNBUFFERED=1 timeout 300 python3 "$python_test" \
+    PYTHONPATH="$here/../python" PYTHONUNBUFFERED=1 timeout 120 python3 "$python_test" \
       > "$out/python_gpu_test.log" 2>&1 || status=1
     tail -5 "$out/python_gpu_test.log"
   fi
@@ -56,7 +56,7 @@ fi
 
 if [ "$what" = daemon ]; then
   echo "== compute-sanitizer memcheck over the daemon and its IPC clients"
-  timeout 240 compute-sanitizer --tool memcheck --target-processes all --error-exitcode 9 \
+  timeout 120 compute-sanitizer --tool memcheck --target-processes all --error-exitcode 9 \
     "$here/kt_client_gpu_test" --gtest_filter='*KerntuneRunThroughIpc*' \
     > "$out/sanitizer.log" 2>&1 || status=1
   grep -E 'ERROR SUMMARY|FAILED|PASSED|error' "$out/sanitizer.log" | head -10
@@ -67,7 +67,7 @@ if [ "$what" = daemon ]; then
     > "$out/kerntuned_bench.log" 2>&1 &
   daemon=$!
   for _ in $(seq 100); do [ -S "$socket" ] && break; sleep 0.1; done
-  timeout 200 "$here/kt_daemon_bench" --socket="$socket" --out="$out/daemon_bench.json" \
+  timeout 100 "$here/kt_daemon_bench" --socket="$socket" --out="$out/daemon_bench.json" \
     > "$out/daemon_bench.log" 2>&1 || status=1
   cat "$out/daemon_bench.log"
   kill -TERM "$daemon"; wait "$daemon" || status=1
