@@ -152,7 +152,10 @@ int main(int argc, char** argv) {
     FillRandom(buffer.device, 1024);
     const pb::RunRequest run = SoftmaxRequest(buffer, 1, 1024);
     grpc::GenericStub generic(channel);
-    grpc::ByteBuffer empty_request;  // HealthCheckRequest{} is zero bytes
+    // HealthCheckRequest{} serializes to zero bytes: one empty slice (a
+    // ByteBuffer with no slices at all is refused as an invalid message).
+    grpc::Slice empty_slice("", 0);
+    grpc::ByteBuffer empty_request(&empty_slice, 1);
     std::vector<double> run_us, echo_us, kernel_us;
     for (int i = 0; i < iterations + 200; ++i) {
       // Alternate so that both series see the same machine state.

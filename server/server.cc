@@ -254,7 +254,7 @@ absl::Status RunServer(const Options& options) {
   housekeeper.join();
   service.CloseClientMemory();
   unlink(options.socket_path.c_str());
-  std::fprintf(stderr, "kerntuned: stopped\n");
+  std::fprintf(stderr, "kerntuned: requests drained, client memory closed, socket removed\n");
   return absl::OkStatus();
 }
 
