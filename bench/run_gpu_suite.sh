@@ -3,7 +3,7 @@
 # kernel benchmark on the standard grid, and the PyTorch peers in the same
 # run. Results go to $OUT (or ./gpu-results).
 #
-#   bin/run_gpu_suite.sh [tests|daemon|bench|all|tune] [extra kt_kernel_bench flags...]
+#   bin/run_gpu_suite.sh [tests|daemon|daemon-bench|bench|all|tune] [extra kt_kernel_bench flags...]
 #
 # tests: the kernel and the daemon gpu-labelled tests; daemon: the latter,
 # then compute-sanitizer memcheck over the daemon and its IPC clients, and
@@ -60,7 +60,9 @@ if [ "$what" = daemon ]; then
     "$here/kt_client_gpu_test" --gtest_filter='*KerntuneRunThroughIpc*' \
     > "$out/sanitizer.log" 2>&1 || status=1
   grep -E 'ERROR SUMMARY|FAILED|PASSED|error' "$out/sanitizer.log" | head -10
+fi
 
+if [ "$what" = daemon ] || [ "$what" = daemon-bench ]; then
   echo "== daemon benchmark"
   socket=$(mktemp -u /tmp/kerntune-bench.XXXXXX.sock)
   "$here/kerntuned" --socket="$socket" --db="${TUNED_DB:-/nonexistent.db}" \
