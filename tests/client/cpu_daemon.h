@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "kernels/types.h"
 #include "tests/server/daemon_process.h"
+#include "tests/server/request_values.h"
 #include "tests/testing/scoped_temp_dir.h"
 
 namespace kt::client::testing {
@@ -43,11 +44,8 @@ struct ProcessResult {
 // Runs `argv` (argv[0] a path) to completion, capturing stdout and stderr.
 ProcessResult RunProcess(const std::vector<std::string>& argv);
 
-kernels::DType ToKernels(pb::DType dtype);
-kernels::Op ToKernels(pb::Op op);
-
-// n normal values (mean, stddev 2) in `dtype`'s storage bytes.
-std::string RandomTensor(kernels::DType dtype, int64_t n, std::mt19937_64& rng, double mean);
+using server::testing::RandomTensor;
+using server::testing::ToKernels;
 
 // What the CPU backend must return: the fp64 reference rounded once to the
 // storage dtype, and float stats (LayerNorm).

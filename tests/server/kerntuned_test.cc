@@ -36,6 +36,7 @@
 #include "tests/server/daemon_process.h"
 #include "tests/server/kerntuned_fixture.h"
 #include "tests/server/malformed_requests.h"
+#include "tests/server/request_values.h"
 #include "tests/testing/scoped_temp_dir.h"
 
 namespace kt::server {
@@ -48,6 +49,8 @@ using ::kt::server::testing::Clock;
 using ::kt::server::testing::Connect;
 using ::kt::server::testing::Daemon;
 using ::kt::server::testing::KerntunedBinary;
+using ::kt::server::testing::RandomTensor;
+using ::kt::server::testing::ToKernels;
 using ::kt::server::testing::Health;
 using ::kt::server::testing::WaitUntilServing;
 
@@ -56,34 +59,6 @@ using ::kt::server::testing::kStopDeadline;
 
 using KerntunedTest = ::kt::server::testing::KerntunedFixture;
 
-kernels::DType ToKernels(pb::DType dtype) {
-  switch (dtype) {
-    case pb::DTYPE_FLOAT16:
-      return kernels::DType::kFloat16;
-    case pb::DTYPE_BFLOAT16:
-      return kernels::DType::kBFloat16;
-    default:
-      return kernels::DType::kFloat32;
-  }
-}
-
-kernels::Op ToKernels(pb::Op op) {
-  switch (op) {
-    case pb::OP_LOG_SOFTMAX:
-      return kernels::Op::kLogSoftmax;
-    case pb::OP_LAYER_NORM:
-      return kernels::Op::kLayerNorm;
-    default:
-      return kernels::Op::kSoftmax;
-  }
-}
-
-std::string RandomTensor(kernels::DType dtype, int64_t n, std::mt19937_64& rng, double mean) {
-  std::normal_distribution<double> normal(mean, 2.0);
-  std::string bytes(n * kernels::DTypeSize(dtype), '\0');
-  for (int64_t i = 0; i < n; ++i) kernels::StoreFromDouble(dtype, bytes.data(), i, normal(rng));
-  return bytes;
-}
 
 TEST_F(KerntunedTest, RunsEveryOpAndDtypeLikeTheReference) {
   ASSERT_NO_FATAL_FAILURE(Start());
