@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "kernels/kernel_request.h"
+#include "kernels/op_functors.cuh"
 #include "kernels/row_kernels.cuh"
 
 namespace kt::kernels::internal {
@@ -64,28 +65,15 @@ cudaError_t LaunchOrQuery(Kernel kernel, const KernelRequest& req, dim3 block,
   return cudaPeekAtLastError();
 }
 
-// The storage-level functors of an op: plain loads; LayerNorm's store
-// applies the optional affine transform.
-template <Op op, typename T>
-auto MakeStore(const KernelRequest& req) {
-  if constexpr (op == Op::kLayerNorm) {
-    return AffineStore<T>{static_cast<T*>(req.y), req.cols,
-                          static_cast<const T*>(req.gamma),
-                          static_cast<const T*>(req.beta)};
-  } else {
-    return DirectStore<T>{static_cast<T*>(req.y), req.cols};
-  }
-}
-
 inline RowParams MakeParams(const KernelRequest& req) {
-  return RowParams{req.rows, req.cols, req.epsilon, req.mean, req.inv_std};
+  return RowParams{req.rows, req.cols, req.epsilon, req.mean, req.inv_std, req.row_scale};
 }
 
 template <Op op, DType dtype>
 cudaError_t RunWarpRowOp(const KernelRequest& req, KernelAction action,
                          cudaStream_t stream, int* active_blocks) {
   using T = typename StorageOf<dtype>::type;
-  const auto load = DirectLoad<T>{static_cast<const T*>(req.x), req.cols};
+  const auto load = MakeLoad<op, T>(req);
   const auto store = MakeStore<op, T>(req);
   const LaunchConfig& c = req.config;
   cudaError_t result = cudaErrorInvalidConfiguration;
@@ -138,7 +126,7 @@ template <Op op, DType dtype>
 cudaError_t RunBlockRowOp(const KernelRequest& req, KernelAction action,
                           cudaStream_t stream, int* active_blocks) {
   using T = typename StorageOf<dtype>::type;
-  const auto load = DirectLoad<T>{static_cast<const T*>(req.x), req.cols};
+  const auto load = MakeLoad<op, T>(req);
   const auto store = MakeStore<op, T>(req);
   using Load = decltype(load);
   using Store = decltype(store);

@@ -23,13 +23,20 @@ struct KernelRequest {
   int64_t max_smem_per_block_optin = 0;
   int64_t rows = 0;
   int64_t cols = 0;
+  int64_t inner = 1;  // kAxis: (rows = outer, cols = dim, inner)
   const void* x = nullptr;
   void* y = nullptr;
+  // The operands the op takes (op_args.h); the others are null.
   const void* gamma = nullptr;
   const void* beta = nullptr;
   float* mean = nullptr;
   float* inv_std = nullptr;
+  float* row_scale = nullptr;
   float epsilon = 1e-5f;
+  float scale = 1.f;
+  const void* mask = nullptr;
+  int64_t mask_rows = 1;  // >= 1 always, so kernels may take row % mask_rows
+  bool causal = false;
   LaunchConfig config;
   int cols_per_thread = 0;  // kWarp only: WarpColsPerThread(config, cols)
 };
@@ -55,9 +62,16 @@ cudaError_t RunWarpRowOp(const KernelRequest&, KernelAction, cudaStream_t,
 template <Op op, DType dtype>
 cudaError_t RunBlockRowOp(const KernelRequest&, KernelAction, cudaStream_t,
                           int*);
+template <Op op, DType dtype>
+cudaError_t RunSplitRowOp(const KernelRequest&, KernelAction, cudaStream_t,
+                          int*);
+// Softmax and log-softmax only.
+template <Op op, DType dtype>
+cudaError_t RunAxisOp(const KernelRequest&, KernelAction, cudaStream_t, int*);
 
 // Selects the entry for (op, dtype, impl): the single place that maps the
-// runtime enums onto the compiled families.
+// runtime enums onto the compiled families. Null for a combination with no
+// family (kAxis of an op that reduces the last axis only).
 RowOpEntry SelectEntry(Op op, DType dtype, Impl impl);
 
 // OK when `device` is a real GPU and the calling thread's current CUDA

@@ -7,17 +7,35 @@
 namespace kt::kernels::internal {
 namespace {
 
+template <Op op, DType dtype>
+RowOpEntry SelectFamily(Impl impl) {
+  switch (impl) {
+    case Impl::kWarp:
+      return &RunWarpRowOp<op, dtype>;
+    case Impl::kBlockSmem:
+    case Impl::kBlockUncached:
+      return &RunBlockRowOp<op, dtype>;
+    case Impl::kSplitRow:
+      return &RunSplitRowOp<op, dtype>;
+    case Impl::kAxis:
+      if constexpr (op == Op::kSoftmax || op == Op::kLogSoftmax) {
+        return &RunAxisOp<op, dtype>;
+      } else {
+        return nullptr;
+      }
+  }
+  return nullptr;
+}
+
 template <Op op>
 RowOpEntry SelectForOp(DType dtype, Impl impl) {
-  const bool warp = impl == Impl::kWarp;
   switch (dtype) {
     case DType::kFloat32:
-      return warp ? &RunWarpRowOp<op, DType::kFloat32> : &RunBlockRowOp<op, DType::kFloat32>;
+      return SelectFamily<op, DType::kFloat32>(impl);
     case DType::kFloat16:
-      return warp ? &RunWarpRowOp<op, DType::kFloat16> : &RunBlockRowOp<op, DType::kFloat16>;
+      return SelectFamily<op, DType::kFloat16>(impl);
     case DType::kBFloat16:
-      return warp ? &RunWarpRowOp<op, DType::kBFloat16>
-                  : &RunBlockRowOp<op, DType::kBFloat16>;
+      return SelectFamily<op, DType::kBFloat16>(impl);
   }
   return nullptr;
 }
@@ -32,6 +50,12 @@ RowOpEntry SelectEntry(Op op, DType dtype, Impl impl) {
       return SelectForOp<Op::kLogSoftmax>(dtype, impl);
     case Op::kLayerNorm:
       return SelectForOp<Op::kLayerNorm>(dtype, impl);
+    case Op::kRmsNorm:
+      return SelectForOp<Op::kRmsNorm>(dtype, impl);
+    case Op::kReduceScale:
+      return SelectForOp<Op::kReduceScale>(dtype, impl);
+    case Op::kScaledMaskedSoftmax:
+      return SelectForOp<Op::kScaledMaskedSoftmax>(dtype, impl);
   }
   return nullptr;
 }

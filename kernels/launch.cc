@@ -2,6 +2,7 @@
 // the compiled kernel family for (op, dtype, impl).
 #include "kernels/launch.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -24,19 +25,44 @@ int64_t CommonAlignment(std::initializer_list<const void*> pointers) {
   return alignment;
 }
 
-absl::Status CheckArgs(Op op, DType dtype, const RowOpArgs& args) {
+absl::Status CheckArgs(Op op, DType dtype, Shape shape, const RowOpArgs& args) {
   if (args.x == nullptr) return absl::InvalidArgumentError("x is null");
   if (args.y == nullptr) return absl::InvalidArgumentError("y is null");
+  const auto refuse = [&](const char* operand) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(OpName(op), " takes no ", operand, "; pass null"));
+  };
+  if (args.gamma != nullptr && !TakesGamma(op)) return refuse("gamma");
+  if (args.beta != nullptr && !TakesBeta(op)) return refuse("beta");
+  if (args.mean != nullptr && op != Op::kLayerNorm) return refuse("mean output");
+  if (args.inv_std != nullptr && op != Op::kLayerNorm && op != Op::kRmsNorm) {
+    return refuse("inv_std output");
+  }
+  if (args.row_scale != nullptr && op != Op::kReduceScale) return refuse("row_scale output");
+  const bool masked = op == Op::kScaledMaskedSoftmax;
+  if (!masked && (args.mask != nullptr || args.causal)) return refuse("mask");
   const int64_t element = static_cast<int64_t>(DTypeSize(dtype));
-  for (const void* p : {args.x, static_cast<const void*>(args.y), args.gamma, args.beta}) {
+  for (const void* p : {args.x, static_cast<const void*>(args.y), args.gamma, args.beta,
+                        args.mask}) {
     if (p != nullptr && reinterpret_cast<uintptr_t>(p) % element != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "pointer ", absl::Hex(reinterpret_cast<uintptr_t>(p)), " is not aligned to the ", element, "-byte ", DTypeName(dtype)));
     }
   }
-  if (op == Op::kLayerNorm && !(std::isfinite(args.epsilon) && args.epsilon > 0)) {
+  if (TakesEpsilon(op) && !(std::isfinite(args.epsilon) && args.epsilon > 0)) {
     return absl::InvalidArgumentError(
         absl::StrCat("epsilon=", args.epsilon, " must be finite and > 0"));
+  }
+  if (masked) {
+    if (!std::isfinite(args.scale)) {
+      return absl::InvalidArgumentError(absl::StrCat("scale=", args.scale, " must be finite"));
+    }
+    if ((args.mask != nullptr || args.causal) &&
+        (args.mask_rows < 1 || shape.rows % args.mask_rows != 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("mask_rows=", args.mask_rows,
+                       " (the query length) must be >= 1 and divide rows=", shape.rows));
+    }
   }
   return absl::OkStatus();
 }
@@ -46,15 +72,13 @@ absl::Status CheckArgs(Op op, DType dtype, const RowOpArgs& args) {
 absl::StatusOr<LaunchConfig> Launch(Op op, DType dtype, Shape shape, const RowOpArgs& args,
                                     const LaunchConfig& config, const DeviceInfo& device,
                                     cudaStream_t stream) {
-  if (absl::Status s = CheckArgs(op, dtype, args); !s.ok()) return s;
+  if (absl::Status s = CheckArgs(op, dtype, shape, args); !s.ok()) return s;
   if (absl::Status s = internal::CheckCurrentDevice(device); !s.ok()) return s;
 
   LaunchConfig effective = config;
-  const bool layer_norm = op == Op::kLayerNorm;
-  effective.pack_size = NarrowPackSize(
-      config.pack_size, dtype, shape.cols,
-      CommonAlignment({args.x, args.y, layer_norm ? args.gamma : nullptr,
-                       layer_norm ? args.beta : nullptr}));
+  effective.pack_size =
+      NarrowPackSize(config.pack_size, dtype, PackedLength(shape, config.impl),
+                     CommonAlignment({args.x, args.y, args.gamma, args.beta, args.mask}));
   if (absl::Status s = ValidateConfig(op, dtype, shape, effective, device); !s.ok()) {
     return s;
   }
@@ -65,17 +89,22 @@ absl::StatusOr<LaunchConfig> Launch(Op op, DType dtype, Shape shape, const RowOp
   request.max_smem_per_block_optin = device.max_smem_per_block_optin;
   request.rows = shape.rows;
   request.cols = shape.cols;
+  request.inner = shape.inner;
   request.x = args.x;
   request.y = args.y;
-  if (layer_norm) {
-    request.gamma = args.gamma;
-    request.beta = args.beta;
-    request.mean = args.mean;
-    request.inv_std = args.inv_std;
-    request.epsilon = static_cast<float>(args.epsilon);
-  }
+  request.gamma = args.gamma;
+  request.beta = args.beta;
+  request.mean = args.mean;
+  request.inv_std = args.inv_std;
+  request.row_scale = args.row_scale;
+  request.epsilon = static_cast<float>(args.epsilon);
+  request.scale = static_cast<float>(args.scale);
+  request.mask = args.mask;
+  request.mask_rows = std::max<int64_t>(args.mask_rows, 1);
+  request.causal = args.causal;
   request.config = effective;
   request.cols_per_thread = WarpColsPerThread(effective, shape.cols);
+  // ValidateConfig has refused every (op, impl) without a kernel family.
   const cudaError_t err = internal::SelectEntry(op, dtype, effective.impl)(
       request, internal::KernelAction::kLaunch, stream, nullptr);
   if (err != cudaSuccess) {

@@ -9,27 +9,14 @@
 #include "absl/status/statusor.h"
 #include "kernels/device_info.h"
 #include "kernels/launch_config.h"
+#include "kernels/op_args.h"
 #include "kernels/types.h"
 
 namespace kt::kernels {
 
-// Device pointers of one launch. x and y are (rows, cols) row-major and
-// contiguous in the storage dtype; y may equal x (in place) but must not
-// otherwise overlap it.
-struct RowOpArgs {
-  const void* x = nullptr;
-  void* y = nullptr;
-  // LayerNorm only; each may be null. gamma/beta: cols elements of the
-  // storage dtype. mean/inv_std: rows floats.
-  const void* gamma = nullptr;
-  const void* beta = nullptr;
-  float* mean = nullptr;
-  float* inv_std = nullptr;
-  double epsilon = 1e-5;
-};
-
-// Validates `config` for the problem (ValidateConfig), narrows the pack size
-// if a pointer is not aligned to it, and launches on `stream` (which must
+// Validates the operands (op_args.h: which ones the op takes, the mask's
+// query length, epsilon) and `config` for the problem (ValidateConfig),
+// narrows the pack size if a pointer is not aligned to it, and launches on `stream` (which must
 // belong to `device`'s ordinal, the current device). Returns the config that
 // was actually launched. Launch errors (cudaPeekAtLastError) are returned,
 // never swallowed. An invalid config is never launched.

@@ -5,11 +5,14 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <optional>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "kernels/config_rules.h"
 #include "kernels/kernel_request.h"
 
 namespace kt::kernels {
@@ -44,18 +47,27 @@ int EstimateActiveBlocks(const LaunchConfig& config, int64_t smem_bytes,
   return blocks;
 }
 
-absl::Status CheckShape(DType dtype, Shape shape) {
+absl::Status CheckShape(Op op, DType dtype, Shape shape) {
   if (shape.rows < 1) {
     return absl::InvalidArgumentError(absl::StrCat("rows=", shape.rows, " must be >= 1"));
   }
   if (shape.cols < 1) {
     return absl::InvalidArgumentError(absl::StrCat("cols=", shape.cols, " must be >= 1"));
   }
+  if (shape.inner < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("inner=", shape.inner, " must be >= 1"));
+  }
+  if (shape.inner > 1 && !SupportsInnerAxis(op)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        OpName(op), " reduces the last axis only; inner=", shape.inner, " must be 1"));
+  }
   const int64_t max_elements =
       std::numeric_limits<int64_t>::max() / static_cast<int64_t>(DTypeSize(dtype));
-  if (shape.rows > max_elements / shape.cols) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rows=", shape.rows, " x cols=", shape.cols, " overflows a 64-bit byte count"));
+  if (shape.rows > max_elements / shape.cols ||
+      shape.rows * shape.cols > max_elements / shape.inner) {
+    return absl::InvalidArgumentError(absl::StrCat("rows=", shape.rows, " x cols=", shape.cols,
+                                                   " x inner=", shape.inner,
+                                                   " overflows a 64-bit byte count"));
   }
   return absl::OkStatus();
 }
@@ -113,6 +125,33 @@ std::vector<int> UsefulBlockSizes(int64_t num_packs) {
   return sizes;
 }
 
+// The warp and block configs worth timing for a last-axis problem.
+void AppendRowCandidates(DType dtype, Shape shape, std::vector<LaunchConfig>& candidates) {
+  for (int pack : kPackSizes) {
+    if (pack * DTypeSize(dtype) > 16 || shape.cols % pack != 0) continue;
+    if (shape.cols <= kMaxWarpCols) {
+      // The narrowest group that covers the row with one pack per lane; wider
+      // groups would only idle lanes.
+      const int group = std::min<int>(32, NextPowerOfTwo((shape.cols + pack - 1) / pack));
+      for (int rows_per_access : {1, 2}) {
+        if (rows_per_access == 2 && group == 32) continue;
+        for (int block : kWarpBlockSizes) {
+          for (int waves : kGridWavesChoices) {
+            candidates.push_back({Impl::kWarp, block, pack, group, rows_per_access, waves});
+          }
+        }
+      }
+    }
+    for (Impl impl : {Impl::kBlockSmem, Impl::kBlockUncached}) {
+      for (int block : UsefulBlockSizes(shape.cols / pack)) {
+        for (int waves : kGridWavesChoices) {
+          candidates.push_back({impl, block, pack, 32, 1, waves});
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 absl::string_view ImplName(Impl impl) {
@@ -123,39 +162,48 @@ absl::string_view ImplName(Impl impl) {
       return "block_smem";
     case Impl::kBlockUncached:
       return "block_uncached";
+    case Impl::kSplitRow:
+      return "split_row";
+    case Impl::kAxis:
+      return "axis";
   }
   return "unknown";
 }
 
 absl::StatusOr<Impl> ParseImpl(absl::string_view name) {
-  for (Impl impl : {Impl::kWarp, Impl::kBlockSmem, Impl::kBlockUncached}) {
+  for (Impl impl :
+       {Impl::kWarp, Impl::kBlockSmem, Impl::kBlockUncached, Impl::kSplitRow, Impl::kAxis}) {
     if (name == ImplName(impl)) return impl;
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      "impl=\"", name, "\" is not one of warp, block_smem, block_uncached"));
+      "impl=\"", name, "\" is not one of warp, block_smem, block_uncached, split_row, axis"));
 }
 
 std::string ConfigKey(const LaunchConfig& c) {
-  return absl::StrCat(ImplName(c.impl), "/b", c.block_size, "/p", c.pack_size, "/g",
-                      c.thread_group_width, "/r", c.rows_per_access, "/w", c.grid_waves);
+  std::string key =
+      absl::StrCat(ImplName(c.impl), "/b", c.block_size, "/p", c.pack_size, "/g",
+                   c.thread_group_width, "/r", c.rows_per_access, "/w", c.grid_waves);
+  // Keys of the other impls stay as they were before split existed.
+  if (c.split != 1) absl::StrAppend(&key, "/s", c.split);
+  return key;
 }
 
 absl::StatusOr<LaunchConfig> ParseLaunchConfig(absl::string_view key) {
   const std::vector<absl::string_view> parts = absl::StrSplit(key, '/');
   const auto bad = [&](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "config \"", key, "\" is not of the form impl/b<block>/p<pack>/g<group>/r<rows>/w<waves>: ",
+        "config \"", key, "\" is not of the form impl/b<block>/p<pack>/g<group>/r<rows>/w<waves>[/s<split>]: ",
         why));
   };
-  if (parts.size() != 6) return bad("expected 6 fields");
+  if (parts.size() != 6 && parts.size() != 7) return bad("expected 6 or 7 fields");
   LaunchConfig c;
   absl::StatusOr<Impl> impl = ParseImpl(parts[0]);
   if (!impl.ok()) return bad(impl.status().message());
   c.impl = *impl;
-  const char prefixes[] = {'b', 'p', 'g', 'r', 'w'};
-  int* fields[] = {&c.block_size, &c.pack_size, &c.thread_group_width, &c.rows_per_access,
-                   &c.grid_waves};
-  for (int i = 0; i < 5; ++i) {
+  const char prefixes[] = {'b', 'p', 'g', 'r', 'w', 's'};
+  int* fields[] = {&c.block_size,      &c.pack_size,  &c.thread_group_width,
+                   &c.rows_per_access, &c.grid_waves, &c.split};
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
     const absl::string_view part = parts[i + 1];
     if (part.empty() || part[0] != prefixes[i] || !absl::SimpleAtoi(part.substr(1), fields[i])) {
       return bad(absl::StrCat("field \"", part, "\" should be ", std::string(1, prefixes[i]),
@@ -180,22 +228,41 @@ int WarpColsPerThread(const LaunchConfig& c, int64_t cols) {
   return 0;
 }
 
-int64_t SharedMemoryBytes(Impl impl, DType dtype, int64_t cols) {
-  return impl == Impl::kBlockSmem ? cols * static_cast<int64_t>(DTypeSize(dtype)) : 0;
+int64_t SharedMemoryBytes(Op op, DType dtype, Shape shape, const LaunchConfig& config) {
+  switch (config.impl) {
+    case Impl::kBlockSmem:
+      // The masked softmax caches x * scale + mask, in float.
+      return shape.cols * (op == Op::kScaledMaskedSoftmax
+                               ? static_cast<int64_t>(sizeof(float))
+                               : static_cast<int64_t>(DTypeSize(dtype)));
+    case Impl::kSplitRow:
+      return internal::SplitRowSharedMemoryBytes(op, dtype, shape, config);
+    case Impl::kAxis:
+      return internal::AxisSharedMemoryBytes(op, dtype, shape, config);
+    case Impl::kWarp:
+    case Impl::kBlockUncached:
+      break;
+  }
+  return 0;
 }
 
-int NarrowPackSize(int pack_size, DType dtype, int64_t cols, int64_t alignment_bytes) {
+int NarrowPackSize(int pack_size, DType dtype, int64_t vector_length, int64_t alignment_bytes) {
   const int64_t element = static_cast<int64_t>(DTypeSize(dtype));
   int pack = pack_size;
-  while (pack > 1 && (cols % pack != 0 || alignment_bytes % (pack * element) != 0)) {
+  while (pack > 1 &&
+         (vector_length % pack != 0 || alignment_bytes % (pack * element) != 0)) {
     pack /= 2;
   }
   return pack;
 }
 
+int64_t PackedLength(Shape shape, Impl impl) {
+  return impl == Impl::kAxis ? shape.inner : shape.cols;
+}
+
 absl::StatusOr<int> ActiveBlocksPerSm(Op op, DType dtype, Shape shape,
                                       const LaunchConfig& config, const DeviceInfo& device) {
-  const int64_t smem = SharedMemoryBytes(config.impl, dtype, shape.cols);
+  const int64_t smem = SharedMemoryBytes(op, dtype, shape, config);
   if (!device.has_gpu()) return EstimateActiveBlocks(config, smem, device);
   if (absl::Status s = internal::CheckCurrentDevice(device); !s.ok()) return s;
   internal::KernelRequest request;
@@ -204,11 +271,17 @@ absl::StatusOr<int> ActiveBlocksPerSm(Op op, DType dtype, Shape shape,
   request.max_smem_per_block_optin = device.max_smem_per_block_optin;
   request.rows = shape.rows;
   request.cols = shape.cols;
+  request.inner = shape.inner;
   request.config = config;
   request.cols_per_thread = WarpColsPerThread(config, shape.cols);
+  const internal::RowOpEntry entry = internal::SelectEntry(op, dtype, config.impl);
+  if (entry == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(OpName(op), " has no ", ImplName(config.impl), " kernel"));
+  }
   int active = 0;
-  const cudaError_t err = internal::SelectEntry(op, dtype, config.impl)(
-      request, internal::KernelAction::kQueryOccupancy, nullptr, &active);
+  const cudaError_t err =
+      entry(request, internal::KernelAction::kQueryOccupancy, nullptr, &active);
   if (err == cudaErrorInvalidConfiguration) {
     return absl::InternalError(absl::StrCat("no compiled kernel instance for ",
                                             ConfigKey(config), " at cols=", shape.cols));
@@ -222,7 +295,7 @@ absl::StatusOr<int> ActiveBlocksPerSm(Op op, DType dtype, Shape shape,
 
 absl::Status ValidateConfig(Op op, DType dtype, Shape shape, const LaunchConfig& config,
                             const DeviceInfo& device) {
-  if (absl::Status s = CheckShape(dtype, shape); !s.ok()) return s;
+  if (absl::Status s = CheckShape(op, dtype, shape); !s.ok()) return s;
   if (!Contains(kPackSizes, config.pack_size)) {
     return absl::InvalidArgumentError(
         absl::StrCat("pack_size=", config.pack_size, " must be 1, 2, 4 or 8"));
@@ -233,24 +306,52 @@ absl::Status ValidateConfig(Op op, DType dtype, Shape shape, const LaunchConfig&
         "pack_size=", config.pack_size, " is ", pack_bytes, " bytes per access for ",
         DTypeName(dtype), "; the limit is 16"));
   }
-  if (shape.cols % config.pack_size != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "pack_size=", config.pack_size, " does not divide cols=", shape.cols));
+  const int64_t packed_length = PackedLength(shape, config.impl);
+  if (packed_length % config.pack_size != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pack_size=", config.pack_size, " does not divide ",
+                     config.impl == Impl::kAxis ? "inner=" : "cols=", packed_length));
   }
   if (config.grid_waves < 0 || config.grid_waves > 1024) {
     return absl::InvalidArgumentError(
         absl::StrCat("grid_waves=", config.grid_waves, " must be in [0, 1024]"));
   }
-  const absl::Status knobs = config.impl == Impl::kWarp ? CheckWarpKnobs(dtype, shape, config)
-                                                        : CheckBlockKnobs(config);
+  if (config.impl != Impl::kSplitRow && config.split != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("split=", config.split, " must be 1 for ", ImplName(config.impl)));
+  }
+  // The middle-axis layout has its own kernel; the row kernels need inner 1.
+  if ((shape.inner > 1) != (config.impl == Impl::kAxis)) {
+    return absl::InvalidArgumentError(
+        shape.inner > 1
+            ? absl::StrCat(ImplName(config.impl), " serves the last axis only; inner=",
+                           shape.inner, " needs impl axis")
+            : std::string("impl axis serves inner > 1; inner=1 uses the row impls"));
+  }
+  absl::Status knobs;
+  switch (config.impl) {
+    case Impl::kWarp:
+      knobs = CheckWarpKnobs(dtype, shape, config);
+      break;
+    case Impl::kBlockSmem:
+    case Impl::kBlockUncached:
+      knobs = CheckBlockKnobs(config);
+      break;
+    case Impl::kSplitRow:
+      knobs = internal::CheckSplitRowKnobs(op, dtype, shape, config, device);
+      break;
+    case Impl::kAxis:
+      knobs = internal::CheckAxisKnobs(op, dtype, shape, config, device);
+      break;
+  }
   if (!knobs.ok()) return knobs;
 
-  const int64_t smem = SharedMemoryBytes(config.impl, dtype, shape.cols);
+  const int64_t smem = SharedMemoryBytes(op, dtype, shape, config);
   if (smem + kStaticSmemAllowance > device.max_smem_per_block_optin) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "block_smem needs ", smem, " bytes of shared memory for cols=", shape.cols, " (",
-        DTypeName(dtype), "); ", device.name, " allows ", device.max_smem_per_block_optin,
-        " per block"));
+        ImplName(config.impl), " needs ", smem, " bytes of shared memory per block for cols=",
+        shape.cols, " (", DTypeName(dtype), "); ", device.name, " allows ",
+        device.max_smem_per_block_optin, " per block"));
   }
   absl::StatusOr<int> active = ActiveBlocksPerSm(op, dtype, shape, config, device);
   if (!active.ok()) return active.status();
@@ -264,30 +365,13 @@ absl::Status ValidateConfig(Op op, DType dtype, Shape shape, const LaunchConfig&
 
 absl::StatusOr<std::vector<LaunchConfig>> EnumerateConfigs(Op op, DType dtype, Shape shape,
                                                            const DeviceInfo& device) {
-  if (absl::Status s = CheckShape(dtype, shape); !s.ok()) return s;
+  if (absl::Status s = CheckShape(op, dtype, shape); !s.ok()) return s;
   std::vector<LaunchConfig> candidates;
-  for (int pack : kPackSizes) {
-    if (pack * DTypeSize(dtype) > 16 || shape.cols % pack != 0) continue;
-    if (shape.cols <= kMaxWarpCols) {
-      // The narrowest group that covers the row with one pack per lane; wider
-      // groups would only idle lanes.
-      const int group = std::min<int>(32, NextPowerOfTwo((shape.cols + pack - 1) / pack));
-      for (int rows_per_access : {1, 2}) {
-        if (rows_per_access == 2 && group == 32) continue;
-        for (int block : kWarpBlockSizes) {
-          for (int waves : kGridWavesChoices) {
-            candidates.push_back({Impl::kWarp, block, pack, group, rows_per_access, waves});
-          }
-        }
-      }
-    }
-    for (Impl impl : {Impl::kBlockSmem, Impl::kBlockUncached}) {
-      for (int block : UsefulBlockSizes(shape.cols / pack)) {
-        for (int waves : kGridWavesChoices) {
-          candidates.push_back({impl, block, pack, 32, 1, waves});
-        }
-      }
-    }
+  if (shape.inner > 1) {
+    internal::AppendAxisCandidates(op, dtype, shape, device, candidates);
+  } else {
+    AppendRowCandidates(dtype, shape, candidates);
+    internal::AppendSplitRowCandidates(op, dtype, shape, device, candidates);
   }
   std::vector<LaunchConfig> legal;
   for (const LaunchConfig& config : candidates) {
@@ -304,7 +388,20 @@ absl::StatusOr<std::vector<LaunchConfig>> EnumerateConfigs(Op op, DType dtype, S
 
 absl::StatusOr<LaunchConfig> HeuristicConfig(Op op, DType dtype, Shape shape,
                                              const DeviceInfo& device) {
-  if (absl::Status s = CheckShape(dtype, shape); !s.ok()) return s;
+  if (absl::Status s = CheckShape(op, dtype, shape); !s.ok()) return s;
+  if (shape.inner > 1) {
+    absl::StatusOr<LaunchConfig> axis = internal::AxisHeuristic(op, dtype, shape, device);
+    if (!axis.ok()) return axis.status();
+    if (absl::Status s = ValidateConfig(op, dtype, shape, *axis, device); !s.ok()) {
+      return absl::InternalError(absl::StrCat("the axis heuristic chose ", ConfigKey(*axis),
+                                              ", which is not valid: ", s.message()));
+    }
+    return axis;
+  }
+  if (std::optional<LaunchConfig> split = internal::SplitRowHeuristic(op, dtype, shape, device);
+      split.has_value() && ValidateConfig(op, dtype, shape, *split, device).ok()) {
+    return *split;
+  }
   // Widest vector access the row length allows (pointers are checked at launch).
   const int pack = NarrowPackSize(16 / static_cast<int>(DTypeSize(dtype)), dtype, shape.cols,
                                   /*alignment_bytes=*/16);

@@ -25,9 +25,20 @@ enum class Impl {
   // One block per row, re-reading the row from global memory (twice for
   // softmax thanks to an online max/sum, twice for LayerNorm). No size limit.
   kBlockUncached,
+  // `split` blocks (a thread-block cluster) share one row, each caching its
+  // slice in shared memory and exchanging partial statistics through
+  // distributed shared memory: for few, very long rows, where one block per
+  // row would leave most SMs idle.
+  kSplitRow,
+  // Softmax / log-softmax along a middle axis (Shape::inner > 1): blockDim
+  // = (thread_group_width along the reduced axis, block_size /
+  // thread_group_width across inner), pack_size consecutive inner elements
+  // per thread; a block reduction only when thread_group_width > 1.
+  kAxis,
 };
 
-absl::string_view ImplName(Impl impl);  // "warp", "block_smem", "block_uncached"
+// "warp", "block_smem", "block_uncached", "split_row", "axis"
+absl::string_view ImplName(Impl impl);
 absl::StatusOr<Impl> ParseImpl(absl::string_view name);
 
 struct LaunchConfig {
@@ -50,13 +61,16 @@ struct LaunchConfig {
   // waves of resident blocks (k * active blocks per SM * SM count), blocks
   // looping over the remaining rows.
   int grid_waves = 0;
+  // Blocks sharing one row: the cluster size of kSplitRow (2..16); 1 for
+  // every other impl.
+  int split = 1;
 
   friend bool operator==(const LaunchConfig& a, const LaunchConfig& b) {
     return a.impl == b.impl && a.block_size == b.block_size &&
            a.pack_size == b.pack_size &&
            a.thread_group_width == b.thread_group_width &&
            a.rows_per_access == b.rows_per_access &&
-           a.grid_waves == b.grid_waves;
+           a.grid_waves == b.grid_waves && a.split == b.split;
   }
   friend bool operator!=(const LaunchConfig& a, const LaunchConfig& b) {
     return !(a == b);
@@ -64,7 +78,8 @@ struct LaunchConfig {
 };
 
 // "warp/b128/p8/g32/r1/w0" style key: stable, used in logs, the CLI and the
-// database. ParseLaunchConfig is its inverse.
+// database; kSplitRow adds the split: "split_row/b256/p8/g32/r1/w0/s8".
+// ParseLaunchConfig is its inverse (a missing /s field means split 1).
 std::string ConfigKey(const LaunchConfig& config);
 absl::StatusOr<LaunchConfig> ParseLaunchConfig(absl::string_view key);
 
@@ -85,8 +100,9 @@ inline constexpr int64_t kMaxWarpCols = 32 * kMaxWarpColsPerThread;  // 2048
 // instance it selects. 0 when no instance fits (cols too long for the config).
 int WarpColsPerThread(const LaunchConfig& config, int64_t cols);
 
-// Dynamic shared memory a config needs for rows of `cols` (bytes).
-int64_t SharedMemoryBytes(Impl impl, DType dtype, int64_t cols);
+// Dynamic shared memory one block of `config` needs for the problem (bytes).
+int64_t SharedMemoryBytes(Op op, DType dtype, Shape shape,
+                          const LaunchConfig& config);
 
 // Resident blocks per SM for this config's kernel instance: the CUDA
 // occupancy calculator on a real device, an estimate from thread and
@@ -112,11 +128,15 @@ absl::StatusOr<std::vector<LaunchConfig>> EnumerateConfigs(
 absl::StatusOr<LaunchConfig> HeuristicConfig(Op op, DType dtype, Shape shape,
                                              const DeviceInfo& device);
 
-// Largest pack size <= `pack_size` that divides `cols` and keeps every access
-// aligned given the pointers' `alignment_bytes` (the gcd of their addresses'
-// low bits). Launch uses this to fall back instead of a misaligned access.
-int NarrowPackSize(int pack_size, DType dtype, int64_t cols,
+// Largest pack size <= `pack_size` that divides `vector_length` (cols, or
+// inner for kAxis) and keeps every access aligned given the pointers'
+// `alignment_bytes` (the gcd of their addresses' low bits). Launch uses this
+// to fall back instead of a misaligned access.
+int NarrowPackSize(int pack_size, DType dtype, int64_t vector_length,
                    int64_t alignment_bytes);
+
+// The length packs divide: shape.inner for kAxis, shape.cols otherwise.
+int64_t PackedLength(Shape shape, Impl impl);
 
 }  // namespace kt::kernels
 

@@ -14,23 +14,49 @@ namespace kt::kernels {
 
 void ReferenceRow(Op op, int64_t cols, const double* x, const double* gamma,
                   const double* beta, double epsilon, double* y, double* mean,
-                  double* inv_std) {
-  if (op == Op::kLayerNorm) {
-    double sum = 0;
-    for (int64_t c = 0; c < cols; ++c) sum += x[c];
-    const double row_mean = sum / static_cast<double>(cols);
-    double squares = 0;
-    for (int64_t c = 0; c < cols; ++c) squares += (x[c] - row_mean) * (x[c] - row_mean);
-    const double row_inv_std = 1.0 / std::sqrt(squares / static_cast<double>(cols) + epsilon);
-    for (int64_t c = 0; c < cols; ++c) {
-      double v = (x[c] - row_mean) * row_inv_std;
-      if (gamma != nullptr) v *= gamma[c];
-      if (beta != nullptr) v += beta[c];
-      y[c] = v;
+                  double* inv_std, double* row_scale) {
+  const double n = static_cast<double>(cols);
+  switch (op) {
+    case Op::kLayerNorm: {
+      double sum = 0;
+      for (int64_t c = 0; c < cols; ++c) sum += x[c];
+      const double row_mean = sum / n;
+      double squares = 0;
+      for (int64_t c = 0; c < cols; ++c) squares += (x[c] - row_mean) * (x[c] - row_mean);
+      const double row_inv_std = 1.0 / std::sqrt(squares / n + epsilon);
+      for (int64_t c = 0; c < cols; ++c) {
+        double v = (x[c] - row_mean) * row_inv_std;
+        if (gamma != nullptr) v *= gamma[c];
+        if (beta != nullptr) v += beta[c];
+        y[c] = v;
+      }
+      if (mean != nullptr) *mean = row_mean;
+      if (inv_std != nullptr) *inv_std = row_inv_std;
+      return;
     }
-    if (mean != nullptr) *mean = row_mean;
-    if (inv_std != nullptr) *inv_std = row_inv_std;
-    return;
+    case Op::kRmsNorm: {
+      double squares = 0;
+      for (int64_t c = 0; c < cols; ++c) squares += x[c] * x[c];
+      const double inv_rms = 1.0 / std::sqrt(squares / n + epsilon);
+      for (int64_t c = 0; c < cols; ++c) {
+        y[c] = x[c] * inv_rms * (gamma != nullptr ? gamma[c] : 1.0);
+      }
+      if (inv_std != nullptr) *inv_std = inv_rms;
+      return;
+    }
+    case Op::kReduceScale: {
+      // max ignores NaN like fmax; a NaN element stays NaN in y.
+      double abs_max = 0;
+      for (int64_t c = 0; c < cols; ++c) abs_max = std::fmax(abs_max, std::fabs(x[c]));
+      const double inv = abs_max > 0 ? 1.0 / abs_max : 0.0;
+      for (int64_t c = 0; c < cols; ++c) y[c] = x[c] * inv;
+      if (row_scale != nullptr) *row_scale = abs_max;
+      return;
+    }
+    case Op::kSoftmax:
+    case Op::kLogSoftmax:
+    case Op::kScaledMaskedSoftmax:
+      break;
   }
   // max ignores NaN like fmax; NaN still reaches every output through the sum.
   double row_max = -std::numeric_limits<double>::infinity();
@@ -38,8 +64,8 @@ void ReferenceRow(Op op, int64_t cols, const double* x, const double* gamma,
   double sum = 0;
   for (int64_t c = 0; c < cols; ++c) sum += std::exp(x[c] - row_max);
   for (int64_t c = 0; c < cols; ++c) {
-    y[c] = op == Op::kSoftmax ? std::exp(x[c] - row_max) / sum
-                              : x[c] - row_max - std::log(sum);
+    y[c] = op == Op::kLogSoftmax ? x[c] - row_max - std::log(sum)
+                                 : std::exp(x[c] - row_max) / sum;
   }
 }
 
@@ -48,38 +74,67 @@ absl::Status RunReference(Op op, DType dtype, Shape shape, const HostRowOpArgs& 
   if (args.x == nullptr || args.y == nullptr) {
     return absl::InvalidArgumentError("x and y must not be null");
   }
-  if (shape.rows < 1 || shape.cols < 1) {
+  if (shape.rows < 1 || shape.cols < 1 || shape.inner < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("shape (", shape.rows, ", ", shape.cols,
+                                                   ", ", shape.inner,
+                                                   ") must be at least (1, 1, 1)"));
+  }
+  if (shape.inner > 1 && !SupportsInnerAxis(op)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("shape (", shape.rows, ", ", shape.cols, ") must be at least (1, 1)"));
+        absl::StrCat(OpName(op), " reduces the last axis only (inner=", shape.inner, ")"));
   }
   if (row_begin < 0 || row_end > shape.rows || row_begin > row_end) {
     return absl::InvalidArgumentError(absl::StrCat("row range [", row_begin, ", ", row_end,
                                                    ") is outside rows=", shape.rows));
   }
+  const bool masked = op == Op::kScaledMaskedSoftmax;
+  if (masked && (args.mask != nullptr || args.causal) &&
+      (args.mask_rows < 1 || shape.rows % args.mask_rows != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mask_rows=", args.mask_rows, " must be >= 1 and divide rows=", shape.rows));
+  }
   const int64_t cols = shape.cols;
-  const bool layer_norm = op == Op::kLayerNorm;
-  std::vector<double> gamma, beta;
-  if (layer_norm && args.gamma != nullptr) {
-    gamma.resize(cols);
-    for (int64_t c = 0; c < cols; ++c) gamma[c] = LoadAsDouble(dtype, args.gamma, c);
-  }
-  if (layer_norm && args.beta != nullptr) {
-    beta.resize(cols);
-    for (int64_t c = 0; c < cols; ++c) beta[c] = LoadAsDouble(dtype, args.beta, c);
-  }
+  const int64_t inner = shape.inner;
+  const auto load_vector = [&](const void* data) {
+    std::vector<double> v;
+    if (data == nullptr) return v;
+    v.resize(cols);
+    for (int64_t c = 0; c < cols; ++c) v[c] = LoadAsDouble(dtype, data, c);
+    return v;
+  };
+  const std::vector<double> gamma = load_vector(TakesGamma(op) ? args.gamma : nullptr);
+  const std::vector<double> beta = load_vector(TakesBeta(op) ? args.beta : nullptr);
+  const double neg_inf = -std::numeric_limits<double>::infinity();
 
+  // A "line" is what one reduction sees: a row, or for inner > 1 the cols
+  // elements (o, *, i) of stride inner.
   auto run_rows = [&](int64_t first, int64_t last) {
     std::vector<double> x(cols), y(cols);
     for (int64_t row = first; row < last; ++row) {
-      const int64_t base = row * cols;
-      for (int64_t c = 0; c < cols; ++c) x[c] = LoadAsDouble(dtype, args.x, base + c);
-      double mean = 0, inv_std = 0;
-      ReferenceRow(op, cols, x.data(), gamma.empty() ? nullptr : gamma.data(),
-                   beta.empty() ? nullptr : beta.data(), args.epsilon, y.data(), &mean,
-                   &inv_std);
-      for (int64_t c = 0; c < cols; ++c) StoreFromDouble(y_dtype, args.y, base + c, y[c]);
-      if (layer_norm && args.mean != nullptr) args.mean[row] = static_cast<float>(mean);
-      if (layer_norm && args.inv_std != nullptr) args.inv_std[row] = static_cast<float>(inv_std);
+      const int64_t query = masked && args.mask_rows > 0 ? row % args.mask_rows : 0;
+      for (int64_t i = 0; i < inner; ++i) {
+        const int64_t base = row * cols * inner + i;
+        for (int64_t c = 0; c < cols; ++c) x[c] = LoadAsDouble(dtype, args.x, base + c * inner);
+        if (masked) {
+          for (int64_t c = 0; c < cols; ++c) {
+            x[c] *= args.scale;
+            if (args.mask != nullptr) x[c] += LoadAsDouble(dtype, args.mask, query * cols + c);
+            if (args.causal && c > query) x[c] = neg_inf;
+          }
+        }
+        double mean = 0, inv_std = 0, row_scale = 0;
+        ReferenceRow(op, cols, x.data(), gamma.empty() ? nullptr : gamma.data(),
+                     beta.empty() ? nullptr : beta.data(), args.epsilon, y.data(), &mean,
+                     &inv_std, &row_scale);
+        for (int64_t c = 0; c < cols; ++c) StoreFromDouble(y_dtype, args.y, base + c * inner, y[c]);
+        if (op == Op::kLayerNorm && args.mean != nullptr) args.mean[row] = static_cast<float>(mean);
+        if ((op == Op::kLayerNorm || op == Op::kRmsNorm) && args.inv_std != nullptr) {
+          args.inv_std[row] = static_cast<float>(inv_std);
+        }
+        if (op == Op::kReduceScale && args.row_scale != nullptr) {
+          args.row_scale[row] = static_cast<float>(row_scale);
+        }
+      }
     }
   };
 
@@ -88,7 +143,7 @@ absl::Status RunReference(Op op, DType dtype, Shape shape, const HostRowOpArgs& 
   // Small problems are not worth a thread each.
   const int64_t min_elements_per_thread = 1 << 16;
   threads = static_cast<int>(std::clamp<int64_t>(
-      rows * cols / min_elements_per_thread, 1, std::min<int64_t>(threads, rows)));
+      rows * cols * inner / min_elements_per_thread, 1, std::min<int64_t>(threads, rows)));
   if (threads <= 1) {
     run_rows(row_begin, row_end);
     return absl::OkStatus();

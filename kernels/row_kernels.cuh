@@ -16,7 +16,8 @@ struct RowParams {
   int64_t cols;
   float epsilon;    // LayerNorm only
   float* mean;      // LayerNorm only, may be null: rows floats
-  float* inv_std;   // LayerNorm only, may be null: rows floats
+  float* inv_std;   // LayerNorm (RMSNorm: 1 / rms) only, may be null: rows floats
+  float* row_scale; // ReduceScale only, may be null: rows floats
 };
 
 template <Op op>

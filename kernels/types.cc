@@ -16,9 +16,33 @@ absl::string_view OpName(Op op) {
       return "log_softmax";
     case Op::kLayerNorm:
       return "layer_norm";
+    case Op::kRmsNorm:
+      return "rms_norm";
+    case Op::kReduceScale:
+      return "reduce_scale";
+    case Op::kScaledMaskedSoftmax:
+      return "scaled_masked_softmax";
   }
   return "unknown";
 }
+
+bool SupportsInnerAxis(Op op) { return op == Op::kSoftmax || op == Op::kLogSoftmax; }
+
+int RowStatsCount(Op op) {
+  switch (op) {
+    case Op::kLayerNorm:
+      return 2;
+    case Op::kRmsNorm:
+    case Op::kReduceScale:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+bool TakesGamma(Op op) { return op == Op::kLayerNorm || op == Op::kRmsNorm; }
+bool TakesBeta(Op op) { return op == Op::kLayerNorm; }
+bool TakesEpsilon(Op op) { return op == Op::kLayerNorm || op == Op::kRmsNorm; }
 
 absl::string_view DTypeName(DType dtype) {
   switch (dtype) {
@@ -39,8 +63,12 @@ absl::StatusOr<Op> ParseOp(absl::string_view name) {
   }
   if (lower == "logsoftmax") return Op::kLogSoftmax;
   if (lower == "layernorm") return Op::kLayerNorm;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "op=\"", name, "\" is not one of softmax, log_softmax, layer_norm"));
+  if (lower == "rmsnorm") return Op::kRmsNorm;
+  if (lower == "attention_softmax") return Op::kScaledMaskedSoftmax;
+  return absl::InvalidArgumentError(
+      absl::StrCat("op=\"", name,
+                   "\" is not one of softmax, log_softmax, layer_norm, rms_norm, "
+                   "reduce_scale, scaled_masked_softmax"));
 }
 
 absl::StatusOr<DType> ParseDType(absl::string_view name) {
@@ -82,14 +110,13 @@ absl::StatusOr<std::vector<DType>> ParseDTypeList(absl::string_view names) {
 size_t DTypeSize(DType dtype) { return dtype == DType::kFloat32 ? 4 : 2; }
 
 int64_t MinimumBytesMoved(Op op, DType dtype, Shape shape, bool has_gamma,
-                          bool has_beta, bool has_stats) {
+                          bool has_beta, bool has_stats, int64_t mask_rows) {
   const int64_t element = static_cast<int64_t>(DTypeSize(dtype));
   int64_t bytes = 2 * shape.elements() * element;
-  if (op == Op::kLayerNorm) {
-    if (has_gamma) bytes += shape.cols * element;
-    if (has_beta) bytes += shape.cols * element;
-    if (has_stats) bytes += 2 * shape.rows * static_cast<int64_t>(sizeof(float));
-  }
+  if (has_gamma && TakesGamma(op)) bytes += shape.cols * element;
+  if (has_beta && TakesBeta(op)) bytes += shape.cols * element;
+  if (has_stats) bytes += RowStatsCount(op) * shape.rows * static_cast<int64_t>(sizeof(float));
+  if (op == Op::kScaledMaskedSoftmax) bytes += mask_rows * shape.cols * element;
   return bytes;
 }
 

@@ -13,25 +13,59 @@
 
 namespace kt::kernels {
 
-// Row-wise ops over a (rows, cols) view, reduced along cols (the last axis).
-enum class Op { kSoftmax, kLogSoftmax, kLayerNorm };
+// Row-wise ops over a (rows, cols) view, reduced along cols (the last axis);
+// softmax and log-softmax also along a middle axis (Shape::inner > 1).
+//  - kRmsNorm: y = x / sqrt(mean(x^2) + eps) * weight (weight optional).
+//  - kReduceScale: y = x / max|x| per row, the row's max|x| returned as its
+//    scale (per-row quantization); an all-zero row gives zeros, scale 0.
+//  - kScaledMaskedSoftmax: attention's softmax(x * scale + mask) over the
+//    last axis of (batch, heads, q, k), with an additive (q, k) mask shared
+//    by every batch and head and/or a causal (top-left aligned) mask.
+enum class Op {
+  kSoftmax,
+  kLogSoftmax,
+  kLayerNorm,
+  kRmsNorm,
+  kReduceScale,
+  kScaledMaskedSoftmax,
+};
 
 // Storage dtype of inputs and outputs. Compute is always float32.
 enum class DType { kFloat32, kFloat16, kBFloat16 };
 
+// (rows, cols) reduced along cols; with inner > 1 the tensor is
+// (outer = rows, dim = cols, inner), element (o, d, i) at (o * dim + d) *
+// inner + i, reduced along dim: softmax on a middle axis of an N-d tensor.
 struct Shape {
   int64_t rows = 0;
   int64_t cols = 0;
-  int64_t elements() const { return rows * cols; }
+  int64_t inner = 1;
+  int64_t elements() const { return rows * cols * inner; }
+  friend bool operator==(const Shape& a, const Shape& b) {
+    return a.rows == b.rows && a.cols == b.cols && a.inner == b.inner;
+  }
+  friend bool operator!=(const Shape& a, const Shape& b) { return !(a == b); }
 };
 
-inline constexpr Op kAllOps[] = {Op::kSoftmax, Op::kLogSoftmax, Op::kLayerNorm};
+inline constexpr Op kAllOps[] = {Op::kSoftmax,    Op::kLogSoftmax,  Op::kLayerNorm,
+                                 Op::kRmsNorm,    Op::kReduceScale, Op::kScaledMaskedSoftmax};
+
+// Which ops accept which operands. Reduced along a middle axis (inner > 1):
+// softmax and log-softmax only.
+bool SupportsInnerAxis(Op op);
+// Per-row float outputs: LayerNorm mean + inv_std, RMSNorm inv_rms (in the
+// inv_std slot), ReduceScale the scale (in the row_scale slot).
+int RowStatsCount(Op op);
+// gamma/beta: LayerNorm both, RMSNorm gamma only (its weight).
+bool TakesGamma(Op op);
+bool TakesBeta(Op op);
+bool TakesEpsilon(Op op);
 inline constexpr DType kAllDTypes[] = {DType::kFloat32, DType::kFloat16,
                                        DType::kBFloat16};
 
 // Canonical lower-case names used on the CLI, in the database and in the
-// proto: "softmax", "log_softmax", "layer_norm"; "float32", "float16",
-// "bfloat16".
+// proto: "softmax", "log_softmax", "layer_norm", "rms_norm", "reduce_scale",
+// "scaled_masked_softmax"; "float32", "float16", "bfloat16".
 absl::string_view OpName(Op op);
 absl::string_view DTypeName(DType dtype);
 absl::StatusOr<Op> ParseOp(absl::string_view name);
@@ -47,10 +81,11 @@ absl::StatusOr<std::vector<DType>> ParseDTypeList(absl::string_view names);
 size_t DTypeSize(DType dtype);
 
 // Bytes an op must move at minimum: input read once, output written once,
-// plus LayerNorm's gamma/beta reads and mean/inv_std writes when present.
+// plus the gamma/beta reads and per-row stats writes the op takes when
+// present, and a scaled-masked softmax's (mask_rows, cols) mask read once.
 // This is the numerator of every GB/s figure kerntune reports.
 int64_t MinimumBytesMoved(Op op, DType dtype, Shape shape, bool has_gamma,
-                          bool has_beta, bool has_stats);
+                          bool has_beta, bool has_stats, int64_t mask_rows = 0);
 
 }  // namespace kt::kernels
 

@@ -7,6 +7,7 @@
 #include <limits>
 #include <random>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -54,28 +55,31 @@ void FillNormal(DType dtype, void* data, int64_t first, int64_t last, uint64_t s
   for (int64_t i = first; i < last; ++i) StoreFromDouble(dtype, data, i, normal(rng));
 }
 
-// Special-value rows, cycling with the row index:
+// Special-value lines (a row, or a strided line of a middle-axis problem),
+// cycling with the line index:
 //   0: -inf everywhere but one finite value   1: all equal
 //   2: huge magnitudes                         3: normal values and one NaN
 //   4: all -inf                                5: large offset, small spread
-void FillSpecialRow(Op op, DType dtype, void* data, int64_t row, int64_t cols, uint64_t seed) {
+// ReduceScale also meets all zeros (case 1 is 0 there).
+void FillSpecialLine(Op op, DType dtype, void* data, int64_t line, int64_t base, int64_t cols,
+                     int64_t stride, uint64_t seed) {
   const double inf = std::numeric_limits<double>::infinity();
-  const int64_t base = row * cols;
-  std::mt19937_64 rng(SplitMix64(seed ^ static_cast<uint64_t>(row)));
+  std::mt19937_64 rng(SplitMix64(seed ^ static_cast<uint64_t>(line)));
   std::normal_distribution<double> normal(0.0, 1.0);
   std::uniform_real_distribution<double> uniform(0.5, 1.0);
   const int64_t chosen = static_cast<int64_t>(rng() % static_cast<uint64_t>(cols));
   // Largest magnitude whose squares and exps stay meaningful in float
   // compute: LayerNorm squares deviations, softmax subtracts the max first.
-  const double huge = dtype == DType::kFloat16 ? 6e4 : (op == Op::kLayerNorm ? 1e15 : 1e30);
+  const bool squares = op == Op::kLayerNorm || op == Op::kRmsNorm;
+  const double huge = dtype == DType::kFloat16 ? 6e4 : (squares ? 1e15 : 1e30);
   for (int64_t c = 0; c < cols; ++c) {
     double v = 0;
-    switch (row % 6) {
+    switch (line % 6) {
       case 0:
         v = c == chosen ? normal(rng) : -inf;
         break;
       case 1:
-        v = 3.25;
+        v = op == Op::kReduceScale ? 0.0 : 3.25;
         break;
       case 2:
         v = (rng() % 2 ? huge : -huge) * uniform(rng);
@@ -90,8 +94,34 @@ void FillSpecialRow(Op op, DType dtype, void* data, int64_t row, int64_t cols, u
         v = 100.0 + normal(rng);
         break;
     }
-    StoreFromDouble(dtype, data, base + c, v);
+    StoreFromDouble(dtype, data, base + c * stride, v);
   }
+}
+
+// The scaled-masked softmax's (mask_rows, cols) additive mask: N(0, 1) with
+// 1 in 8 entries -inf; with special values, every third query row is -inf
+// but for one column (the output must be exactly one-hot there).
+void FillMask(DType dtype, void* data, int64_t mask_rows, int64_t cols, uint64_t seed,
+              bool special) {
+  const double inf = std::numeric_limits<double>::infinity();
+  std::mt19937_64 rng(SplitMix64(seed ^ 0x6d61736bull));
+  std::normal_distribution<double> normal(0.0, 1.0);
+  for (int64_t q = 0; q < mask_rows; ++q) {
+    const int64_t kept = static_cast<int64_t>(rng() % static_cast<uint64_t>(cols));
+    for (int64_t c = 0; c < cols; ++c) {
+      double v = rng() % 8 == 0 ? -inf : normal(rng);
+      if (special && q % 3 == 0) v = c == kept ? 0.0 : -inf;
+      StoreFromDouble(dtype, data, q * cols + c, v);
+    }
+  }
+}
+
+// The largest divisor of rows that is <= cols: square attention blocks.
+int64_t DefaultQueryLength(int64_t rows, int64_t cols) {
+  for (int64_t q = std::min(rows, cols); q > 1; --q) {
+    if (rows % q == 0) return q;
+  }
+  return 1;
 }
 
 absl::StatusOr<DeviceBuffer> UploadBytes(const void* host, size_t bytes) {
@@ -157,13 +187,14 @@ Tolerance OutputTolerance(Op op, DType dtype) {
   // atol: softmax outputs can be tiny, so only a floor under the smallest
   // representable steps; log-softmax and LayerNorm outputs are O(1)
   // differences, so their absolute error scales with the storage step at 1.
+  const bool probabilities = op == Op::kSoftmax || op == Op::kScaledMaskedSoftmax;
   switch (dtype) {
     case DType::kFloat32:
-      return {1e-4, op == Op::kSoftmax ? 1e-12 : 1e-4};
+      return {1e-4, probabilities ? 1e-12 : 1e-4};
     case DType::kFloat16:
-      return {2e-3, op == Op::kSoftmax ? 1e-7 : 2e-3};
+      return {2e-3, probabilities ? 1e-7 : 2e-3};
     case DType::kBFloat16:
-      return {1.6e-2, op == Op::kSoftmax ? 1e-12 : 1.6e-2};
+      return {1.6e-2, probabilities ? 1e-12 : 1.6e-2};
   }
   return {};
 }
@@ -172,18 +203,37 @@ Tolerance StatsTolerance() { return {1e-4, 1e-4}; }
 
 absl::StatusOr<HostProblem> MakeProblem(Op op, DType dtype, Shape full_shape, uint64_t seed,
                                         InputPattern pattern, bool with_affine, int threads,
-                                        int64_t distinct_rows) {
-  if (full_shape.rows < 1 || full_shape.cols < 1) {
+                                        int64_t distinct_rows,
+                                        const AttentionOptions& attention) {
+  if (full_shape.rows < 1 || full_shape.cols < 1 || full_shape.inner < 1) {
     return absl::InvalidArgumentError(absl::StrCat("shape (", full_shape.rows, ", ",
-                                                   full_shape.cols, ") must be at least (1, 1)"));
+                                                   full_shape.cols, ", ", full_shape.inner,
+                                                   ") must be at least (1, 1, 1)"));
   }
   HostProblem p;
   p.op = op;
   p.dtype = dtype;
   p.shape = full_shape;
   p.stored_rows = distinct_rows > 0 ? std::min(full_shape.rows, distinct_rows) : full_shape.rows;
+  const bool masked = op == Op::kScaledMaskedSoftmax;
+  if (masked) {
+    p.scale = attention.scale != 0 ? attention.scale
+                                   : 1.0 / std::sqrt(static_cast<double>(full_shape.cols));
+    p.causal = attention.causal;
+    if (attention.with_mask || attention.causal) {
+      p.mask_rows = attention.mask_rows > 0
+                        ? attention.mask_rows
+                        : DefaultQueryLength(full_shape.rows, full_shape.cols);
+      if (full_shape.rows % p.mask_rows != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "mask_rows=", p.mask_rows, " does not divide rows=", full_shape.rows));
+      }
+      // Whole (batch, head) blocks, so a repeated row keeps its query index.
+      p.stored_rows = (p.stored_rows + p.mask_rows - 1) / p.mask_rows * p.mask_rows;
+    }
+  }
   // Everything below works on the stored rows only.
-  const Shape shape{p.stored_rows, full_shape.cols};
+  const Shape shape{p.stored_rows, full_shape.cols, full_shape.inner};
   const size_t element = DTypeSize(dtype);
   const int64_t n = shape.elements();
   p.x.resize(static_cast<size_t>(n) * element);
@@ -194,27 +244,51 @@ absl::StatusOr<HostProblem> MakeProblem(Op op, DType dtype, Shape full_shape, ui
       FillNormal(dtype, p.x.data(), first, last, seed, mean, 2.0);
     });
   } else {
-    ParallelChunks(shape.rows, std::max<int64_t>(1, kChunk / shape.cols), threads,
+    const int64_t lines = shape.rows * shape.inner;
+    ParallelChunks(lines, std::max<int64_t>(1, kChunk / shape.cols), threads,
                    [&](int64_t first, int64_t last) {
-                     for (int64_t row = first; row < last; ++row) {
-                       FillSpecialRow(op, dtype, p.x.data(), row, shape.cols, seed);
+                     for (int64_t line = first; line < last; ++line) {
+                       const int64_t row = line / shape.inner;
+                       const int64_t i = line % shape.inner;
+                       FillSpecialLine(op, dtype, p.x.data(), line,
+                                       row * shape.cols * shape.inner + i, shape.cols,
+                                       shape.inner, seed);
                      }
                    });
   }
   HostRowOpArgs args;
+  if (with_affine && TakesGamma(op)) {
+    p.gamma.resize(shape.cols * element);
+    FillNormal(dtype, p.gamma.data(), 0, shape.cols, seed ^ 0x6a6d, 1.0, 0.5);
+    args.gamma = p.gamma.data();
+  }
+  if (with_affine && TakesBeta(op)) {
+    p.beta.resize(shape.cols * element);
+    FillNormal(dtype, p.beta.data(), 0, shape.cols, seed ^ 0x6265, 0.0, 0.5);
+    args.beta = p.beta.data();
+  }
   if (op == Op::kLayerNorm) {
-    if (with_affine) {
-      p.gamma.resize(shape.cols * element);
-      p.beta.resize(shape.cols * element);
-      FillNormal(dtype, p.gamma.data(), 0, shape.cols, seed ^ 0x6a6d, 1.0, 0.5);
-      FillNormal(dtype, p.beta.data(), 0, shape.cols, seed ^ 0x6265, 0.0, 0.5);
-      args.gamma = p.gamma.data();
-      args.beta = p.beta.data();
-    }
     p.mean_ref.resize(shape.rows);
-    p.inv_std_ref.resize(shape.rows);
     args.mean = p.mean_ref.data();
+  }
+  if (op == Op::kLayerNorm || op == Op::kRmsNorm) {
+    p.inv_std_ref.resize(shape.rows);
     args.inv_std = p.inv_std_ref.data();
+  }
+  if (op == Op::kReduceScale) {
+    p.row_scale_ref.resize(shape.rows);
+    args.row_scale = p.row_scale_ref.data();
+  }
+  if (masked) {
+    args.scale = p.scale;
+    args.causal = p.causal;
+    args.mask_rows = p.mask_rows;
+    if (attention.with_mask) {
+      p.mask.resize(p.mask_rows * shape.cols * element);
+      FillMask(dtype, p.mask.data(), p.mask_rows, shape.cols, seed,
+               pattern == InputPattern::kSpecialValues);
+      args.mask = p.mask.data();
+    }
   }
   p.y_ref.resize(n);
   args.x = p.x.data();
@@ -237,8 +311,13 @@ RowOpArgs DeviceProblem::Args(bool with_stats) const {
   if (with_stats) {
     args.mean = static_cast<float*>(mean.data());
     args.inv_std = static_cast<float*>(inv_std.data());
+    args.row_scale = static_cast<float*>(row_scale.data());
   }
   args.epsilon = epsilon;
+  args.scale = scale;
+  args.mask = mask.data();
+  args.mask_rows = mask_rows;
+  args.causal = causal;
   return args;
 }
 
@@ -272,10 +351,13 @@ absl::StatusOr<DeviceProblem> Upload(const HostProblem& problem) {
   d.dtype = problem.dtype;
   d.shape = problem.shape;
   d.epsilon = problem.epsilon;
+  d.scale = problem.scale;
+  d.mask_rows = problem.mask_rows;
+  d.causal = problem.causal;
   const int64_t rows = problem.shape.rows;
   const int64_t stored = problem.stored_rows;
-  const size_t row_bytes = problem.shape.cols * DTypeSize(problem.dtype);
-  const bool stats = !problem.mean_ref.empty();
+  const int64_t row_elements = problem.shape.cols * problem.shape.inner;
+  const size_t row_bytes = row_elements * DTypeSize(problem.dtype);
   const auto assign = [](DeviceBuffer& target, absl::StatusOr<DeviceBuffer> source) {
     if (!source.ok()) return source.status();
     target = *std::move(source);
@@ -285,19 +367,21 @@ absl::StatusOr<DeviceProblem> Upload(const HostProblem& problem) {
   if (s.ok()) s = assign(d.y, DeviceBuffer::Allocate(rows * row_bytes));
   if (s.ok()) s = assign(d.gamma, UploadVector(problem.gamma));
   if (s.ok()) s = assign(d.beta, UploadVector(problem.beta));
+  if (s.ok()) s = assign(d.mask, UploadVector(problem.mask));
   if (s.ok()) {
     s = assign(d.y_ref, UploadRepeated(problem.y_ref.data(), stored, rows,
-                                       problem.shape.cols * sizeof(float)));
+                                       row_elements * sizeof(float)));
   }
-  if (s.ok() && stats) {
-    s = assign(d.mean_ref, UploadRepeated(problem.mean_ref.data(), stored, rows, sizeof(float)));
+  // Each per-row output the op has: its reference, and room for the result.
+  const std::pair<const std::vector<float>*, std::pair<DeviceBuffer*, DeviceBuffer*>>
+      row_outputs[] = {{&problem.mean_ref, {&d.mean_ref, &d.mean}},
+                       {&problem.inv_std_ref, {&d.inv_std_ref, &d.inv_std}},
+                       {&problem.row_scale_ref, {&d.row_scale_ref, &d.row_scale}}};
+  for (const auto& [reference, buffers] : row_outputs) {
+    if (!s.ok() || reference->empty()) continue;
+    s = assign(*buffers.first, UploadRepeated(reference->data(), stored, rows, sizeof(float)));
+    if (s.ok()) s = assign(*buffers.second, DeviceBuffer::Allocate(rows * sizeof(float)));
   }
-  if (s.ok() && stats) {
-    s = assign(d.inv_std_ref,
-               UploadRepeated(problem.inv_std_ref.data(), stored, rows, sizeof(float)));
-  }
-  if (s.ok() && stats) s = assign(d.mean, DeviceBuffer::Allocate(rows * sizeof(float)));
-  if (s.ok() && stats) s = assign(d.inv_std, DeviceBuffer::Allocate(rows * sizeof(float)));
   // The device-to-device copies that replicate rows are asynchronous to the
   // host and run on the legacy default stream, which callers' non-blocking
   // streams do not wait for: finish them before anyone launches or checks.
@@ -307,7 +391,7 @@ absl::StatusOr<DeviceProblem> Upload(const HostProblem& problem) {
 }
 
 absl::Status PoisonOutputs(DeviceProblem& problem, cudaStream_t stream) {
-  for (DeviceBuffer* b : {&problem.y, &problem.mean, &problem.inv_std}) {
+  for (DeviceBuffer* b : {&problem.y, &problem.mean, &problem.inv_std, &problem.row_scale}) {
     if (b->bytes() == 0) continue;
     // All-ones bits are a NaN in float32, float16 and bfloat16 alike.
     if (absl::Status s = CudaStatus(cudaMemsetAsync(b->data(), 0xff, b->bytes(), stream),
@@ -329,15 +413,21 @@ absl::StatusOr<CheckReport> CheckOutputs(const DeviceProblem& problem, bool chec
     int64_t count;
     Tolerance tolerance;
     int64_t row_length;  // for (row, col) in messages
+    int64_t inner;       // for (row, col, inner) in messages
   };
+  const Shape& shape = problem.shape;
   std::vector<Output> outputs = {{"y", problem.dtype, &problem.y, &problem.y_ref,
-                                  problem.shape.elements(),
-                                  OutputTolerance(problem.op, problem.dtype), problem.shape.cols}};
-  if (problem.op == Op::kLayerNorm && check_stats) {
-    outputs.push_back({"mean", DType::kFloat32, &problem.mean, &problem.mean_ref,
-                       problem.shape.rows, StatsTolerance(), 1});
-    outputs.push_back({"inv_std", DType::kFloat32, &problem.inv_std, &problem.inv_std_ref,
-                       problem.shape.rows, StatsTolerance(), 1});
+                                  shape.elements(), OutputTolerance(problem.op, problem.dtype),
+                                  shape.cols * shape.inner, shape.inner}};
+  if (check_stats) {
+    for (const auto& [name, got, want] :
+         {std::tuple{"mean", &problem.mean, &problem.mean_ref},
+          std::tuple{"inv_std", &problem.inv_std, &problem.inv_std_ref},
+          std::tuple{"row_scale", &problem.row_scale, &problem.row_scale_ref}}) {
+      if (want->bytes() == 0) continue;
+      outputs.push_back(
+          {name, DType::kFloat32, got, want, shape.rows, StatsTolerance(), 1, 1});
+    }
   }
   CheckReport report;
   for (const Output& o : outputs) {
@@ -351,10 +441,12 @@ absl::StatusOr<CheckReport> CheckOutputs(const DeviceProblem& problem, bool chec
     if (report.detail.empty()) {
       const double got = ReadElement(o.dtype, o.got->data(), r->first_bad);
       const double want = ReadElement(DType::kFloat32, o.want->data(), r->first_bad);
-      report.detail = absl::StrCat(r->bad, " bad ", o.name, " elements; first at (row ",
-                                   r->first_bad / o.row_length, ", col ",
-                                   r->first_bad % o.row_length, "): got ", got, ", want ", want,
-                                   " (rtol ", o.tolerance.rtol, ", atol ", o.tolerance.atol, ")");
+      const int64_t in_row = r->first_bad % o.row_length;
+      report.detail = absl::StrCat(
+          r->bad, " bad ", o.name, " elements; first at (row ", r->first_bad / o.row_length,
+          ", col ", in_row / o.inner,
+          o.inner > 1 ? absl::StrCat(", inner ", in_row % o.inner) : std::string(), "): got ",
+          got, ", want ", want, " (rtol ", o.tolerance.rtol, ", atol ", o.tolerance.atol, ")");
     }
   }
   return report;

@@ -45,9 +45,9 @@ struct Tolerance {
 
 // Per op and dtype: the storage rounding of the output (2^-24, 2^-11, 2^-8
 // relative) with headroom for float32 compute, and an absolute floor for
-// outputs that are differences of O(1) values (log-softmax, LayerNorm).
+// outputs that are differences of O(1) values (log-softmax, the norms).
 Tolerance OutputTolerance(Op op, DType dtype);
-// For LayerNorm's float32 mean and inv_std outputs.
+// For the float32 per-row outputs (mean, inv_std, row_scale).
 Tolerance StatsTolerance();
 
 // Input generator for a problem's rows.
@@ -56,22 +56,38 @@ enum class InputPattern {
   kSpecialValues,  // rows cycle through the special cases listed in verify.cc
 };
 
+// The scaled-masked softmax's extra inputs.
+struct AttentionOptions {
+  double scale = 0;        // 0: 1 / sqrt(cols), as attention uses
+  bool with_mask = true;   // an additive (mask_rows, cols) mask: N(0, 1), 1 in 8 -inf
+  bool causal = false;
+  int64_t mask_rows = 0;   // the query length; 0: the largest divisor of rows <= cols
+};
+
 // A problem on the host: inputs in the storage dtype, references in float
 // (fp64 results rounded once to float). Only the first `stored_rows` rows are
 // held here; Upload repeats them to fill `shape.rows` (benchmarks use a few
 // hundred distinct random rows so huge shapes need no huge reference).
+// A masked problem stores a multiple of mask_rows rows, so repeated rows
+// keep their query index. Rows of a middle-axis problem (inner > 1) are its
+// outer slices of cols * inner elements.
 struct HostProblem {
   Op op = Op::kSoftmax;
   DType dtype = DType::kFloat32;
   Shape shape;
   int64_t stored_rows = 0;
   double epsilon = 1e-5;
+  double scale = 1.0;      // scaled-masked softmax
+  int64_t mask_rows = 0;   // scaled-masked softmax (0 without mask and causal)
+  bool causal = false;
   std::vector<uint8_t> x;
-  std::vector<uint8_t> gamma;  // LayerNorm with affine only, else empty
-  std::vector<uint8_t> beta;
+  std::vector<uint8_t> gamma;  // with_affine: LayerNorm, RMSNorm; else empty
+  std::vector<uint8_t> beta;   // with_affine: LayerNorm
+  std::vector<uint8_t> mask;   // scaled-masked softmax with a mask
   std::vector<float> y_ref;
-  std::vector<float> mean_ref;     // LayerNorm only
-  std::vector<float> inv_std_ref;  // LayerNorm only
+  std::vector<float> mean_ref;       // LayerNorm only
+  std::vector<float> inv_std_ref;    // LayerNorm, RMSNorm (1 / rms)
+  std::vector<float> row_scale_ref;  // ReduceScale only
 };
 
 // Draws inputs from `seed` (the same seed gives the same data whatever the
@@ -79,7 +95,8 @@ struct HostProblem {
 // min(shape.rows, distinct_rows) distinct rows (0 = every row distinct).
 absl::StatusOr<HostProblem> MakeProblem(Op op, DType dtype, Shape shape, uint64_t seed,
                                         InputPattern pattern, bool with_affine,
-                                        int threads = 0, int64_t distinct_rows = 0);
+                                        int threads = 0, int64_t distinct_rows = 0,
+                                        const AttentionOptions& attention = {});
 
 // A problem on the device, with room for outputs and the references.
 struct DeviceProblem {
@@ -87,17 +104,21 @@ struct DeviceProblem {
   DType dtype = DType::kFloat32;
   Shape shape;
   double epsilon = 1e-5;
-  DeviceBuffer x, y, gamma, beta, mean, inv_std;
-  DeviceBuffer y_ref, mean_ref, inv_std_ref;
+  double scale = 1.0;
+  int64_t mask_rows = 0;
+  bool causal = false;
+  DeviceBuffer x, y, gamma, beta, mask, mean, inv_std, row_scale;
+  DeviceBuffer y_ref, mean_ref, inv_std_ref, row_scale_ref;
 
-  // Launch arguments: every buffer present; LayerNorm's mean/inv_std only if
-  // `with_stats` (the kernels must also work without them).
+  // Launch arguments: every input present; the per-row outputs (mean,
+  // inv_std, row_scale) only if `with_stats` (the kernels must also work
+  // without them).
   RowOpArgs Args(bool with_stats = true) const;
 };
 
 absl::StatusOr<DeviceProblem> Upload(const HostProblem& problem);
 
-// Fills every output (y, mean, inv_std) with NaN bit patterns so an element a
+// Fills every output (y and the per-row outputs) with NaN bit patterns so an element a
 // kernel forgets to write fails the check.
 absl::Status PoisonOutputs(DeviceProblem& problem, cudaStream_t stream);
 
@@ -118,8 +139,8 @@ struct CheckReport {
   std::string detail;  // first failure: which output, (row, col), got, want
 };
 
-// Compares y (and mean/inv_std when `check_stats`) with the references on
-// the device. The stream is synchronized.
+// Compares y (and the op's per-row outputs when `check_stats`) with the
+// references on the device. The stream is synchronized.
 absl::StatusOr<CheckReport> CheckOutputs(const DeviceProblem& problem, bool check_stats,
                                          cudaStream_t stream);
 
