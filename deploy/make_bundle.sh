@@ -5,11 +5,17 @@
 # <dest>/lib, found through the binaries' RPATH $ORIGIN/../lib. A GPU host
 # with only the NVIDIA driver runs it as is.
 #
-#   deploy/make_bundle.sh [build-dir] [dest]      (defaults: build dist)
+#   deploy/make_bundle.sh [build-dir] [dest] [archive.tar.gz]
+#                                      (defaults: build dist, no archive)
+#
+# With an archive path it also packs the bundle into one gzip tarball
+# (`tar -xzf` on the host): the kernels' device code compresses about 3:1,
+# which matters when the bundle travels over a size-limited channel.
 set -euo pipefail
 
 build=${1:-build}
 dest=${2:-dist}
+archive=${3:-}
 
 [ -d "$build" ] || { echo "make_bundle: no build directory '$build'" >&2; exit 2; }
 rm -rf "$dest"
@@ -46,3 +52,8 @@ for binary in "$dest"/bin/*; do
 done
 
 echo "bundle: $dest ($(ls "$dest/bin" | wc -l) programs, $count bundled libraries, $(du -sh "$dest" | cut -f1))"
+if [ -n "$archive" ]; then
+  mkdir -p "$(dirname "$archive")"
+  tar -C "$dest" -czf "$archive" .
+  echo "archive: $archive ($(du -sh "$archive" | cut -f1); unpack with tar -xzf)"
+fi

@@ -129,8 +129,10 @@ TEST(LaunchConfigTest, EnumerationIsLegalUniqueAndCoversEachImplWhereItFits) {
           impls.insert(c.impl);
         }
         EXPECT_EQ(impls.count(Impl::kWarp) > 0, cols <= kMaxWarpCols) << "cols=" << cols;
-        EXPECT_EQ(impls.count(Impl::kBlockSmem) > 0,
-                  cols * static_cast<int64_t>(DTypeSize(dtype)) <= 200 * 1024)
+        // The masked softmax caches float logits, the others the storage dtype.
+        const int64_t cached_bytes =
+            op == Op::kScaledMaskedSoftmax ? 4 : static_cast<int64_t>(DTypeSize(dtype));
+        EXPECT_EQ(impls.count(Impl::kBlockSmem) > 0, cols * cached_bytes <= 200 * 1024)
             << "cols=" << cols;
         EXPECT_TRUE(impls.count(Impl::kBlockUncached)) << "cols=" << cols;
         absl::StatusOr<LaunchConfig> heuristic = HeuristicConfig(op, dtype, shape, H100());
