@@ -255,7 +255,8 @@ TEST_P(AxisGpuTest, HeuristicMatchesTheReference) {
 }
 
 // Illegal configs are refused before anything is launched: the poisoned
-// output stays untouched.
+// output stays untouched. (A pack that does not divide inner is not among
+// them: Launch narrows it, like a misaligned pointer.)
 TEST_P(AxisGpuTest, IllegalConfigIsNeverLaunched) {
   const Shape shape{3, 40, 6};
   absl::StatusOr<HostProblem> host =
@@ -269,7 +270,6 @@ TEST_P(AxisGpuTest, IllegalConfigIsNeverLaunched) {
            LaunchConfig{Impl::kAxis, 128, 1, 3, 1, 0},        // group width not a power of 2
            LaunchConfig{Impl::kAxis, 128, 1, 256, 1, 0},      // group wider than the block
            LaunchConfig{Impl::kAxis, 96, 1, 32, 1, 0},        // block size
-           LaunchConfig{Impl::kAxis, 128, 4, 32, 1, 0},       // pack 4 does not divide 6
            LaunchConfig{Impl::kAxis, 128, 1, 32, 2, 0},       // rows_per_access
        }) {
     absl::StatusOr<LaunchConfig> launched =
