@@ -30,10 +30,13 @@ enum class Impl {
   // distributed shared memory: for few, very long rows, where one block per
   // row would leave most SMs idle.
   kSplitRow,
-  // Softmax / log-softmax along a middle axis (Shape::inner > 1): blockDim
-  // = (thread_group_width along the reduced axis, block_size /
-  // thread_group_width across inner), pack_size consecutive inner elements
-  // per thread; a block reduction only when thread_group_width > 1.
+  // Softmax / log-softmax along a middle axis (Shape::inner > 1): columns of
+  // pack_size consecutive inner elements (outer and inner flattened), blockDim
+  // = (block_size / thread_group_width columns across inner,
+  // thread_group_width threads along the reduced axis), so a warp's lanes
+  // run along inner (contiguous) first. Lines of up to 16 entries per thread
+  // stay in registers and are read once, longer ones twice; a block
+  // reduction only when thread_group_width > 1 (axis_plan.h).
   kAxis,
 };
 
@@ -46,12 +49,15 @@ struct LaunchConfig {
   // Threads per block. Warp: a multiple of 32 up to 1024 (the block holds
   // block_size / thread_group_width thread groups). Block impls: one of
   // kBlockImplBlockSizes (a template parameter of the CUB block reduction).
+  // Axis: 128, 256, 512 or 1024.
   int block_size = 128;
   // Elements per vector access: 1, 2, 4 or 8, at most 16 bytes, dividing
-  // cols. Launch narrows it when a pointer is not aligned to the full pack.
+  // cols (inner for kAxis). Launch narrows it when a pointer is not aligned
+  // to the full pack.
   int pack_size = 1;
   // Lanes per row for kWarp: 1, 2, 4, 8, 16 or 32. Must be 32 for block impls
-  // (where it has no meaning) so that equal configs compare equal.
+  // (where it has no meaning) so that equal configs compare equal. kAxis:
+  // threads along the reduced axis, a power of two in [1, block_size].
   int thread_group_width = 32;
   // Rows each thread group handles per step for kWarp: 1 or 2 (2 only when
   // thread_group_width < 32). Must be 1 for block impls.

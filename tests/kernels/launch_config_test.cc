@@ -4,8 +4,10 @@
 
 #include <set>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/axis_plan.h"
 
 namespace kt::kernels {
 namespace {
@@ -174,6 +176,169 @@ TEST(LaunchConfigTest, DescribedDeviceCannotLaunchButCanPlan) {
   EXPECT_EQ(*active, 1);  // 128 KiB of 228 KiB per SM
   active = ActiveBlocksPerSm(Op::kSoftmax, DType::kFloat16, {8, 1024}, Warp(128, 8, 32), H100());
   EXPECT_EQ(*active, 16);  // thread-limited: 2048 / 128
+}
+
+
+// --- The middle-axis impl (kAxis): shapes (outer, dim, inner) with inner > 1.
+
+LaunchConfig Axis(int block, int pack, int group, int waves = 0) {
+  return {Impl::kAxis, block, pack, group, 1, waves};
+}
+
+// Seed 001: [128,128,16,16] axis 0 and [512,896,4,12] axis 1.
+constexpr Shape kAxisSeedA{1, 128, 32768};
+constexpr Shape kAxisSeedB{512, 896, 48};
+
+TEST(LaunchConfigTest, AxisRefusesIllegalKnobsWithTheKnobNamed) {
+  const Shape shape{8, 100, 48};
+  EXPECT_TRUE(ValidateConfig(Op::kSoftmax, DType::kFloat32, shape, Axis(256, 4, 16), H100()).ok());
+  ExpectRefused(Op::kSoftmax, DType::kFloat32, shape, Axis(96, 4, 16),
+                absl::StatusCode::kInvalidArgument, "block_size=96");
+  ExpectRefused(Op::kSoftmax, DType::kFloat32, shape, Axis(2048, 4, 16),
+                absl::StatusCode::kInvalidArgument, "block_size=2048");
+  ExpectRefused(Op::kSoftmax, DType::kFloat32, shape, Axis(256, 4, 3),
+                absl::StatusCode::kInvalidArgument, "thread_group_width=3");
+  ExpectRefused(Op::kSoftmax, DType::kFloat32, shape, Axis(256, 4, 0),
+                absl::StatusCode::kInvalidArgument, "thread_group_width=0");
+  ExpectRefused(Op::kSoftmax, DType::kFloat32, shape, Axis(256, 4, 512),
+                absl::StatusCode::kInvalidArgument, "thread_group_width=512");
+  ExpectRefused(Op::kLogSoftmax, DType::kFloat16, shape, {Impl::kAxis, 256, 8, 16, 2, 0},
+                absl::StatusCode::kInvalidArgument, "rows_per_access=2");
+  ExpectRefused(Op::kLogSoftmax, DType::kFloat16, shape, {Impl::kAxis, 256, 8, 16, 1, 0, 2},
+                absl::StatusCode::kInvalidArgument, "split=2");
+  ExpectRefused(Op::kSoftmax, DType::kFloat32, {8, 100, 6}, Axis(256, 4, 16),
+                absl::StatusCode::kInvalidArgument, "does not divide inner=6");
+  ExpectRefused(Op::kSoftmax, DType::kFloat32, shape, Axis(256, 8, 16),
+                absl::StatusCode::kInvalidArgument, "16");  // 32-byte access
+  ExpectRefused(Op::kSoftmax, DType::kFloat32, shape, Axis(256, 4, 16, 2000),
+                absl::StatusCode::kInvalidArgument, "grid_waves=2000");
+  // Every group width up to the block is legal, whatever dim is.
+  for (int group = 1; group <= 1024; group *= 2) {
+    EXPECT_TRUE(
+        ValidateConfig(Op::kSoftmax, DType::kBFloat16, shape, Axis(1024, 8, group), H100()).ok())
+        << group;
+  }
+}
+
+TEST(LaunchConfigTest, RowImplsRefuseInnerAndAxisRefusesInnerOne) {
+  const Shape middle{8, 100, 48};
+  for (const LaunchConfig& row :
+       {Warp(128, 4, 32), Block(Impl::kBlockSmem, 256, 4), Block(Impl::kBlockUncached, 256, 4),
+        LaunchConfig{Impl::kSplitRow, 256, 4, 32, 1, 0, 2}}) {
+    ExpectRefused(Op::kSoftmax, DType::kFloat32, middle, row, absl::StatusCode::kInvalidArgument,
+                  "inner=48");
+  }
+  ExpectRefused(Op::kSoftmax, DType::kFloat32, {8, 100}, Axis(256, 4, 16),
+                absl::StatusCode::kInvalidArgument, "inner=1");
+  ExpectRefused(Op::kLogSoftmax, DType::kFloat16, {8, 100, 1}, Axis(128, 1, 1),
+                absl::StatusCode::kInvalidArgument, "inner=1");
+}
+
+TEST(LaunchConfigTest, OpsOfTheLastAxisRefuseInner) {
+  const Shape middle{8, 100, 48};
+  for (Op op : {Op::kLayerNorm, Op::kRmsNorm, Op::kReduceScale, Op::kScaledMaskedSoftmax}) {
+    ExpectRefused(op, DType::kFloat32, middle, Axis(256, 4, 16),
+                  absl::StatusCode::kInvalidArgument, "inner=48 must be 1");
+    EXPECT_EQ(EnumerateConfigs(op, DType::kFloat32, middle, H100()).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << OpName(op);
+    EXPECT_EQ(HeuristicConfig(op, DType::kFloat32, middle, H100()).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << OpName(op);
+  }
+  // Even with inner 1, the axis kernel serves softmax and log-softmax only.
+  ExpectRefused(Op::kLayerNorm, DType::kFloat32, {8, 100}, Axis(256, 4, 16),
+                absl::StatusCode::kInvalidArgument, "inner=1");
+}
+
+TEST(LaunchConfigTest, AxisCachedRowsPicksTheSmallestInstance) {
+  using internal::AxisCachedRows;
+  EXPECT_EQ(AxisCachedRows(1, 1, 8), 1);
+  EXPECT_EQ(AxisCachedRows(2, 1, 4), 2);
+  EXPECT_EQ(AxisCachedRows(128, 16, 4), 8);    // seed A's default
+  EXPECT_EQ(AxisCachedRows(896, 128, 4), 8);   // seed B's: 7 rows used
+  EXPECT_EQ(AxisCachedRows(896, 64, 4), 0);    // 14 rows x 4 > 32 values: two passes
+  EXPECT_EQ(AxisCachedRows(896, 64, 2), 16);
+  EXPECT_EQ(AxisCachedRows(4099, 256, 1), 0);  // 16 x 256 = 4096 < 4099
+  EXPECT_EQ(AxisCachedRows(4099, 512, 1), 16);
+  EXPECT_EQ(AxisCachedRows(20000, 1024, 1), 0);
+  EXPECT_EQ(AxisCachedRows(33, 8, 8), 0);      // 5 rows x 8 > 32 values
+}
+
+TEST(LaunchConfigTest, AxisSharedMemoryIsTheTwoReductionBuffers) {
+  const Shape shape{1, 128, 32768};
+  // No reduction across threads along dim.
+  EXPECT_EQ(SharedMemoryBytes(Op::kSoftmax, DType::kFloat32, shape, Axis(256, 4, 1)), 0);
+  // 16 columns: a warp holds 2 dim lanes, 8 warp rows x 16 columns x 4
+  // elements, two buffers of floats.
+  EXPECT_EQ(SharedMemoryBytes(Op::kSoftmax, DType::kFloat32, shape, Axis(256, 4, 16)),
+            2 * 8 * 16 * 4 * 4);
+  // 64 columns: one dim lane a warp, 4 rows x 64 x 2.
+  EXPECT_EQ(SharedMemoryBytes(Op::kSoftmax, DType::kFloat32, shape, Axis(256, 2, 4)),
+            2 * 4 * 64 * 2 * 4);
+  // One column: 32 dim lanes a warp, 32 warp rows.
+  EXPECT_EQ(SharedMemoryBytes(Op::kSoftmax, DType::kFloat16, shape, Axis(1024, 8, 1024)),
+            2 * 32 * 1 * 8 * 4);
+}
+
+TEST(LaunchConfigTest, AxisEnumerationIsLegalUniqueSmallAndHoldsTheHeuristic) {
+  const std::vector<Shape> shapes = {kAxisSeedA, kAxisSeedB, {3, 1, 48},   {1, 2, 2},
+                                     {5, 2, 3},  {300, 127, 3}, {2, 4099, 2}, {1, 4099, 48},
+                                     {1, 20000, 2}, {1, 1 << 20, 2}, {64, 1000, 48}};
+  for (Op op : {Op::kSoftmax, Op::kLogSoftmax}) {
+    for (DType dtype : kAllDTypes) {
+      for (const Shape& shape : shapes) {
+        SCOPED_TRACE(::testing::Message() << OpName(op) << " " << DTypeName(dtype) << " ("
+                                          << shape.rows << ", " << shape.cols << ", "
+                                          << shape.inner << ")");
+        absl::StatusOr<std::vector<LaunchConfig>> configs =
+            EnumerateConfigs(op, dtype, shape, H100());
+        ASSERT_TRUE(configs.ok()) << configs.status();
+        ASSERT_FALSE(configs->empty());
+        EXPECT_LE(configs->size(), 64u);  // tens, not hundreds
+        std::set<std::string> keys;
+        bool cached = false;
+        for (const LaunchConfig& c : *configs) {
+          EXPECT_EQ(c.impl, Impl::kAxis);
+          EXPECT_TRUE(ValidateConfig(op, dtype, shape, c, H100()).ok()) << ConfigKey(c);
+          EXPECT_TRUE(keys.insert(ConfigKey(c)).second) << "duplicate " << ConfigKey(c);
+          cached |= internal::AxisCachedRows(shape.cols, c.thread_group_width, c.pack_size) > 0;
+        }
+        // Lines up to 16 x 1024 long can be cached in registers.
+        EXPECT_EQ(cached, shape.cols <= 16 * 1024);
+        absl::StatusOr<LaunchConfig> heuristic = HeuristicConfig(op, dtype, shape, H100());
+        ASSERT_TRUE(heuristic.ok()) << heuristic.status();
+        EXPECT_TRUE(keys.count(ConfigKey(*heuristic)))
+            << "heuristic " << ConfigKey(*heuristic) << " not enumerated";
+      }
+    }
+  }
+}
+
+TEST(LaunchConfigTest, AxisHeuristicCachesTheLineAndFillsTheDevice) {
+  // Seed A: 16-byte packs, 8 rows of 16 lanes cached per thread (131072
+  // threads), 16 columns of 16 bytes per block row.
+  absl::StatusOr<LaunchConfig> c = HeuristicConfig(Op::kLogSoftmax, DType::kFloat32,
+                                                   kAxisSeedA, H100());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(ConfigKey(*c), "axis/b256/p4/g16/r1/w0");
+  // Seed B: 896 = 7 rows x 128 lanes; blocks capped at 512 threads.
+  c = HeuristicConfig(Op::kLogSoftmax, DType::kFloat32, kAxisSeedB, H100());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(ConfigKey(*c), "axis/b512/p4/g128/r1/w0");
+  // 16-bit packs of 8 hold 4 rows: twice the lanes along dim.
+  c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, kAxisSeedA, H100());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(ConfigKey(*c), "axis/b512/p8/g32/r1/w0");
+  // Odd inner: scalar access.
+  c = HeuristicConfig(Op::kSoftmax, DType::kBFloat16, {300, 127, 3}, H100());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->pack_size, 1);
+  // Lines too long to cache: the two-pass kernel with a full block along dim.
+  c = HeuristicConfig(Op::kSoftmax, DType::kFloat32, {1, 1 << 20, 2}, H100());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(internal::AxisCachedRows(1 << 20, c->thread_group_width, c->pack_size), 0);
+  EXPECT_EQ(c->thread_group_width, 1024);
 }
 
 }  // namespace
