@@ -1,5 +1,7 @@
-// kt_kernel_bench: the standard grid of shared/PERF.md with the heuristic
-// config (and, for --sweep-dtypes, every enumerated config), on the GPU.
+// kt_kernel_bench: the standard grid of shared/PERF.md (every op in the
+// groups of its kind, tuner/grid.h: the attention group's masked softmax and
+// the axis group's middle-axis softmax included) with the heuristic config
+// (and, for --sweep-dtypes, every enumerated config), on the GPU.
 // Every timed variant is first checked against the fp64 reference; figures
 // are GB/s of the minimum bytes moved and % of the measured copy roofline.
 #include <cuda_runtime_api.h>
@@ -31,9 +33,15 @@
 #include "tuner/grid.h"
 
 ABSL_FLAG(std::string, out, "", "write results as JSON to this file");
-ABSL_FLAG(std::string, groups, "main,few_rows,attention", "grid groups to run");
-ABSL_FLAG(std::string, ops, "softmax,log_softmax,layer_norm", "ops to run");
+ABSL_FLAG(std::string, groups, "main,few_rows,attention,axis",
+          "grid groups to run (tuner/grid.h: each op runs in the groups of its kind)");
+ABSL_FLAG(std::string, ops,
+          "softmax,log_softmax,layer_norm,rms_norm,reduce_scale,scaled_masked_softmax",
+          "ops to run");
 ABSL_FLAG(std::string, dtypes, "float32,float16,bfloat16", "dtypes to run");
+ABSL_FLAG(bool, causal, false,
+          "scaled_masked_softmax points: add the causal mask to the additive (s, s) one (as "
+          "torch_bench.py --causal)");
 ABSL_FLAG(std::string, sweep_dtypes, "",
           "also time every enumerated config of the main group for these dtypes");
 ABSL_FLAG(int, reps, 50, "timed repetitions per variant (median reported)");
@@ -56,6 +64,7 @@ struct Options {
   std::vector<Op> ops;
   std::vector<DType> dtypes;
   std::vector<DType> sweep_dtypes;
+  bool causal = false;
   int reps = 50;
   int sweep_reps = 15;
   int device = 0;
@@ -63,7 +72,13 @@ struct Options {
   std::string db_path;
 };
 
-// Tuned configs of this GPU from the store, by "op dtype rows cols".
+// The key of a point in the map of tuned configs.
+std::string TunedKey(absl::string_view op, absl::string_view dtype, int64_t rows, int64_t cols,
+                     int64_t inner) {
+  return absl::StrCat(op, " ", dtype, " ", rows, " ", cols, " ", inner);
+}
+
+// Tuned configs of this GPU from the store, by TunedKey.
 absl::StatusOr<std::map<std::string, LaunchConfig>> LoadTunedConfigs(
     const std::string& path, const kernels::DeviceInfo& device) {
   std::map<std::string, LaunchConfig> tuned;
@@ -77,15 +92,16 @@ absl::StatusOr<std::map<std::string, LaunchConfig>> LoadTunedConfigs(
   for (const db::BestConfig& row : *rows) {
     absl::StatusOr<LaunchConfig> config = kernels::ParseLaunchConfig(row.config.key);
     if (!config.ok()) return config.status();
-    tuned[absl::StrCat(row.point.op, " ", row.point.dtype, " ", row.point.rows, " ",
-                       row.point.cols)] = *config;
+    tuned[TunedKey(row.point.op, row.point.dtype, row.point.rows, row.point.cols,
+                   row.point.inner)] = *config;
   }
   return tuned;
 }
 
+// The tuner's figure: minimum bytes (the mask, ReduceScale's scales and the
+// norms' weights included: tuner::PointBytes) over time.
 double Gbps(const tuner::GridPoint& p, double us) {
-  const int64_t bytes = kernels::MinimumBytesMoved(p.op, p.dtype, p.shape, true, true, false);
-  return static_cast<double>(bytes) / (us * 1e3);
+  return static_cast<double>(tuner::PointBytes(p)) / (us * 1e3);
 }
 
 std::string JsonString(absl::string_view s) {
@@ -109,7 +125,10 @@ std::string PointJson(const tuner::GridPoint& p) {
   return absl::StrCat("\"group\":", JsonString(p.group), ",\"op\":",
                       JsonString(kernels::OpName(p.op)), ",\"dtype\":",
                       JsonString(kernels::DTypeName(p.dtype)), ",\"rows\":", p.shape.rows,
-                      ",\"cols\":", p.shape.cols);
+                      ",\"cols\":", p.shape.cols, ",\"inner\":", p.shape.inner,
+                      ",\"mask\":", p.with_mask ? "true" : "false", ",\"causal\":",
+                      p.causal ? "true" : "false", ",\"mask_rows\":", p.mask_rows,
+                      ",\"bytes\":", tuner::PointBytes(p));
 }
 
 std::string UtcNow() {
@@ -130,6 +149,9 @@ absl::Status Run(const Options& o) {
   absl::StatusOr<std::vector<tuner::GridPoint>> grid =
       tuner::StandardGrid(o.groups, o.ops, o.dtypes);
   if (!grid.ok()) return grid.status();
+  if (o.causal) {
+    for (tuner::GridPoint& p : *grid) p.causal = p.op == Op::kScaledMaskedSoftmax;
+  }
   absl::StatusOr<std::map<std::string, LaunchConfig>> tuned = LoadTunedConfigs(o.db_path, device);
   if (!tuned.ok()) return tuned.status();
   if (!o.db_path.empty()) std::printf("%zu tuned configs for this GPU\n", tuned->size());
@@ -145,7 +167,18 @@ absl::Status Run(const Options& o) {
   int failures = 0;
   for (const tuner::GridPoint& p : *grid) {
     absl::StatusOr<LaunchConfig> config = kernels::HeuristicConfig(p.op, p.dtype, p.shape, device);
-    if (!config.ok()) return config.status();
+    if (!config.ok()) {
+      // A point no kernel serves (yet): recorded as a failure, the run goes on.
+      ++failures;
+      results.push_back(absl::StrCat("{", PointJson(p), ",\"config\":null,\"passed\":false,",
+                                     "\"detail\":", JsonString(config.status().ToString()),
+                                     ",\"median_us\":null,\"gbps\":null,\"tuned\":null}"));
+      std::printf("%-9s %-21s %-8s %s  NO CONFIG: %s\n", p.group.c_str(),
+                  kernels::OpName(p.op).data(), kernels::DTypeName(p.dtype).data(),
+                  tuner::PointName(p).c_str(), config.status().ToString().c_str());
+      std::fflush(stdout);
+      continue;
+    }
     absl::StatusOr<std::unique_ptr<tuner::PointMeasurer>> measurer = (*backend)->Prepare(p);
     if (!measurer.ok()) return measurer.status();
     absl::StatusOr<tuner::CandidateMeasurement> m = (*measurer)->Measure(*config, timing);
@@ -165,9 +198,8 @@ absl::Status Run(const Options& o) {
     // The tuned config, timed the same way in the same run.
     std::string tuned_json = "null";
     double tuned_gbps = NAN;
-    const auto found = tuned->find(absl::StrCat(kernels::OpName(p.op), " ",
-                                                kernels::DTypeName(p.dtype), " ", p.shape.rows,
-                                                " ", p.shape.cols));
+    const auto found = tuned->find(TunedKey(kernels::OpName(p.op), kernels::DTypeName(p.dtype),
+                                            p.shape.rows, p.shape.cols, p.shape.inner));
     if (found != tuned->end()) {
       absl::StatusOr<tuner::CandidateMeasurement> t =
           (*measurer)->Measure(found->second, has_graph ? graph_timing : timing);
@@ -191,9 +223,10 @@ absl::Status Run(const Options& o) {
         ",\"gbps\":", JsonNumber(gbps), ",\"graph_gbps\":", JsonNumber(graph_gbps),
         ",\"pct_copy\":", JsonNumber(100 * gbps / *copy_gbps), ",\"tuned\":", tuned_json,
         "}"));
-    std::printf("%s\n", absl::StrFormat("%-9s %-11s %-8s %7d %6d  %-24s %6.0f %5.1f%% %6s%s%s",
+    std::printf("%s\n", absl::StrFormat("%-9s %-21s %-8s %7d %6d %6d  %-27s %6.0f %5.1f%% %6s%s%s",
                                         p.group, kernels::OpName(p.op),
                                         kernels::DTypeName(p.dtype), p.shape.rows, p.shape.cols,
+                                        p.shape.inner,
                                         kernels::ConfigKey(*config), gbps,
                                         100 * gbps / *copy_gbps,
                                         has_graph ? absl::StrFormat("%.0f", graph_gbps) : "-",
@@ -276,6 +309,7 @@ int main(int argc, char** argv) {
   o.ops = *ops;
   o.dtypes = *dtypes;
   o.sweep_dtypes = *sweep;
+  o.causal = absl::GetFlag(FLAGS_causal);
   o.reps = absl::GetFlag(FLAGS_reps);
   o.sweep_reps = absl::GetFlag(FLAGS_sweep_reps);
   o.device = absl::GetFlag(FLAGS_device);

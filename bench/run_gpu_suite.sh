@@ -12,8 +12,16 @@
 # tune: `kerntune tune` over the standard grid into $OUT/tuning.db, resuming
 # from $RESUME_DB when given (a database an earlier, cut-off call brought
 # back) and stopped cleanly with SIGINT after $TUNE_LIMIT_S seconds if set.
-# bench: the kernel benchmark and the PyTorch peers in one run; with
-# $TUNED_DB, tuned and heuristic configs are timed side by side.
+# $TUNE_GROUPS, $TUNE_OPS and $TUNE_DTYPES narrow it (comma lists; default
+# every group — main, few_rows, attention, axis — and every op, each op in
+# the groups of its kind).
+# bench: the kernel benchmark and the PyTorch peers in one run, over
+# $BENCH_GROUPS and $BENCH_OPS (default: all, the attention group's
+# scaled_masked_softmax and the axis group included; ATTENTION_CAUSAL=1 adds
+# the causal mask to the masked softmax on both sides); with $TUNED_DB, tuned
+# and heuristic configs are timed side by side, and bench/summarize.py's
+# table (kerntune's best vs the best peer per point) goes to
+# $OUT/summary.md when python3 can read both files.
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -82,8 +90,13 @@ if [ "$what" = tune ]; then
   limit=()
   [ -n "${TUNE_LIMIT_S:-}" ] && limit=(timeout -s INT "$TUNE_LIMIT_S")
   start=$(date +%s)
-  "${limit[@]}" "$here/kerntune" tune --db="$out/tuning.db" > "$out/tune_summary.txt" \
-    2> "$out/tune.log"
+  tune_flags=()
+  [ -n "${TUNE_GROUPS:-}" ] && tune_flags+=(--groups="$TUNE_GROUPS")
+  [ -n "${TUNE_OPS:-}" ] && tune_flags+=(--ops="$TUNE_OPS")
+  [ -n "${TUNE_DTYPES:-}" ] && tune_flags+=(--dtypes="$TUNE_DTYPES")
+  echo "tune flags: ${tune_flags[*]:-(the whole standard grid)}"
+  "${limit[@]}" "$here/kerntune" tune --db="$out/tuning.db" "${tune_flags[@]}" \
+    > "$out/tune_summary.txt" 2> "$out/tune.log"
   tune_status=$?
   echo "tune wall time: $(( $(date +%s) - start )) s (exit $tune_status)" | tee -a "$out/tune_summary.txt"
   tail -4 "$out/tune_summary.txt"
@@ -93,6 +106,19 @@ if [ "$what" = tune ]; then
 fi
 
 [ -n "${TUNED_DB:-}" ] && bench_flags=(--db="$TUNED_DB")
+peer_flags=()
+if [ -n "${BENCH_GROUPS:-}" ]; then
+  bench_flags+=(--groups="$BENCH_GROUPS")
+  peer_flags+=(--groups "$BENCH_GROUPS")
+fi
+if [ -n "${BENCH_OPS:-}" ]; then
+  bench_flags+=(--ops="$BENCH_OPS")
+  peer_flags+=(--ops "$BENCH_OPS")
+fi
+if [ "${ATTENTION_CAUSAL:-0}" = 1 ]; then
+  bench_flags+=(--causal)
+  peer_flags+=(--causal)
+fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   echo "== kernel benchmark"
   "$here/kt_kernel_bench" --out "$out/kernel_bench.json" --commit "${KT_COMMIT:-}" \
@@ -100,7 +126,12 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
   tail -3 "$out/kernel_bench.log"
   echo "== PyTorch peers"
   PYTHONUNBUFFERED=1 python3 "$here/torch_bench.py" --out "$out/torch_bench.json" \
-    > "$out/torch_bench.log" 2>&1 || status=1
+    "${peer_flags[@]}" > "$out/torch_bench.log" 2>&1 || status=1
   tail -2 "$out/torch_bench.log"
+  if [ -f "$here/summarize.py" ] && [ -f "$out/kernel_bench.json" ] && \
+     [ -f "$out/torch_bench.json" ]; then
+    python3 "$here/summarize.py" "$out/kernel_bench.json" "$out/torch_bench.json" \
+      > "$out/summary.md" 2> "$out/summarize.log" && tail -4 "$out/summary.md"
+  fi
 fi
 exit $status

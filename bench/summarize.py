@@ -2,17 +2,24 @@
 """Side-by-side Markdown tables of kt_kernel_bench and torch_bench results.
 
 Reads the two JSON files of one GPU run (same machine, same copy roofline)
-and prints, per grid point, kerntune's heuristic config and GB/s beside
-PyTorch eager and torch.compile. Launch-bound points (under ~20 us) are
-compared on CUDA-graph replay figures where both sides have them, since the
-per-launch figures of the two tools time host overhead differently.
+and prints, per grid point (op, dtype, rows, cols, inner), kerntune's
+heuristic config and GB/s, its tuned config when the run had a tuning store,
+and PyTorch eager and torch.compile; then kerntune's best (tuned, else the
+heuristic) over the best peer of the point. Launch-bound points (under ~20
+us) are compared on CUDA-graph replay figures where both sides have them,
+since the per-launch figures of the two tools time host overhead
+differently. Both tools count the same bytes (tuner::PointBytes), so every
+GB/s ratio is a time ratio.
 
   python3 bench/summarize.py kernel_bench.json torch_bench.json > summary.md
 """
 
 import argparse
 import json
+import math
 import sys
+
+GROUPS = ("main", "few_rows", "attention", "axis")
 
 
 def load(path):
@@ -20,14 +27,43 @@ def load(path):
         return json.load(f)
 
 
-def fair_pair(ours, peer):
+def ours_pair(ours, peer, graph_replay=None):
     """(our GB/s, peer GB/s, basis) on a common basis: graph replay when both
-    timed one, else the per-launch event figures."""
-    if peer is None:
-        return ours["gbps"], None, "event"
-    if ours.get("graph_gbps") and peer.get("graph_gbps"):
-        return ours["graph_gbps"], peer["graph_gbps"], "graph"
-    return ours["gbps"], peer["gbps"], "event"
+    timed one, else the per-launch event figures. `ours` is a result (or its
+    tuned entry, whose graph_replay says which basis its one figure is on)."""
+    if peer is None or peer.get("gbps") is None:
+        return ours.get("gbps"), None, "event"
+    if graph_replay is None:
+        if ours.get("graph_gbps") and peer.get("graph_gbps"):
+            return ours["graph_gbps"], peer["graph_gbps"], "graph"
+        return ours.get("gbps"), peer["gbps"], "event"
+    if graph_replay and peer.get("graph_gbps"):
+        return ours.get("gbps"), peer["graph_gbps"], "graph"
+    return ours.get("gbps"), peer["gbps"], "event"
+
+
+def best_peer(ours, peers, graph_replay=None):
+    """(our GB/s, best peer GB/s, basis, peer mode) over the peers that passed."""
+    best = None
+    for mode, peer in peers.items():
+        if peer is None or not peer.get("passed"):
+            continue
+        a, b, basis = ours_pair(ours, peer, graph_replay)
+        if b is not None and (best is None or b > best[1]):
+            best = (a, b, basis, mode)
+    return best
+
+
+def ratio(a, b, basis):
+    if not a or not b:
+        return "-"
+    return f"{a / b:.2f}{'g' if basis == 'graph' else ''}"
+
+
+def number(value, digits=0):
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:.{digits}f}"
 
 
 def main():
@@ -42,62 +78,82 @@ def main():
     args = parser.parse_args()
     ours = load(args.kernel_bench)
     torch = load(args.torch_bench)
-    peers = {(r["group"], r["op"], r["dtype"], r["rows"], r["cols"], r["mode"]): r
-             for r in torch["results"]}
+    peers = {(r["group"], r["op"], r["dtype"], r["rows"], r["cols"], r.get("inner", 1),
+              r["mode"]): r for r in torch["results"]}
     copy = ours["copy_gbps"]
     out = sys.stdout
     out.write(f"GPU: {ours['gpu']}; copy roofline {copy:.0f} GB/s (kt_kernel_bench), "
               f"{torch['copy_gbps']:.0f} GB/s (torch_bench); torch {torch['torch']}, "
               f"triton {torch['triton']}; commit {ours['commit']}; {ours['date']}\n\n")
-    out.write("GB/s = (bytes read + bytes written) / median time. `vs eager` and "
-              "`vs compile` are our GB/s over theirs on the same basis "
-              "(graph replay for launch-bound points, marked g).\n\n")
+    out.write("GB/s = (bytes read + bytes written) / median time, the same bytes for both "
+              "tools. `vs eager` and `vs compile` are our heuristic's GB/s over theirs on the "
+              "same basis (graph replay for launch-bound points, marked g); `best vs peer` is "
+              "kerntune's best (tuned when the run had a store, else the heuristic) over the "
+              "faster peer that passed its check.\n\n")
 
     slower_than_eager, below_target, slower_than_compile = [], [], []
     tuned_slower, tuned_below_target, tuned_slower_than_compile = [], [], []
-    for group in ("main", "few_rows", "attention"):
+    behind_best_peer, ratios = [], []
+    for group in GROUPS:
         rows = [r for r in ours["results"] if r["group"] == group]
         if not rows:
             continue
         out.write(f"### {group}\n\n")
-        out.write("| op | dtype | rows | cols | config | GB/s | % copy | graph GB/s "
-                  "| tuned GB/s | eager GB/s | compile GB/s | vs eager | vs compile |\n")
-        out.write("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+        out.write("| op | dtype | rows | cols | inner | config | GB/s | % copy | graph GB/s "
+                  "| tuned GB/s | eager GB/s | compile GB/s | vs eager | vs compile "
+                  "| best peer | best vs peer |\n")
+        out.write("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
         for r in rows:
-            key = (r["group"], r["op"], r["dtype"], r["rows"], r["cols"])
+            inner = r.get("inner", 1)
+            key = (r["group"], r["op"], r["dtype"], r["rows"], r["cols"], inner)
             eager = peers.get(key + ("eager",))
             compiled = peers.get(key + ("compile",))
-            a, b, basis = fair_pair(r, eager)
-            c, d, cbasis = fair_pair(r, compiled)
-            vs_eager = f"{a / b:.2f}{'g' if basis == 'graph' else ''}" if b else "-"
-            vs_compile = f"{c / d:.2f}{'g' if cbasis == 'graph' else ''}" if d else "-"
-            graph = f"{r['graph_gbps']:.0f}" if r.get("graph_gbps") else "-"
+            a, b, basis = ours_pair(r, eager)
+            c, d, cbasis = ours_pair(r, compiled)
+            graph = number(r.get("graph_gbps"))
             t = r.get("tuned")
-            tuned = f"{t['gbps']:.0f} `{t['config']}`" if t and t.get("gbps") else "-"
-            if t and t.get("gbps"):
-                heuristic = r["graph_gbps"] if t.get("graph_replay") else r["gbps"]
-                if t["gbps"] < heuristic:
+            has_tuned = bool(t and t.get("gbps"))
+            tuned = f"{t['gbps']:.0f} `{t['config']}`" if has_tuned else "-"
+            if has_tuned:
+                heuristic = r.get("graph_gbps") if t.get("graph_replay") else r.get("gbps")
+                if heuristic and t["gbps"] < heuristic:
                     tuned_slower.append((key, t["gbps"], heuristic))
                 if (group == "main" and r["cols"] >= 1024
                         and 100 * t["gbps"] / copy < args.tuned_target_pct):
                     tuned_below_target.append((key, 100 * t["gbps"] / copy))
-                if compiled:
+                if compiled and compiled.get("gbps"):
                     peer = compiled["graph_gbps"] if t.get("graph_replay") and compiled.get(
                         "graph_gbps") else compiled["gbps"]
                     if t["gbps"] < peer:
                         tuned_slower_than_compile.append((key, t["gbps"], peer))
-            out.write(f"| {r['op']} | {r['dtype']} | {r['rows']} | {r['cols']} | "
-                      f"`{r['config']}` | {r['gbps']:.0f} | {r['pct_copy']:.1f} | {graph} | "
-                      f"{tuned} | "
-                      f"{eager['gbps'] if eager else float('nan'):.0f} | "
-                      f"{compiled['gbps'] if compiled else float('nan'):.0f} | "
-                      f"{vs_eager} | {vs_compile} |\n")
-            if b and a < b:
+            # kerntune's best against the best peer of the point.
+            modes = {"eager": eager, "compile": compiled}
+            best = (best_peer(t, modes, bool(t.get("graph_replay"))) if has_tuned
+                    else best_peer(r, modes) if r.get("passed") else None)
+            if best:
+                x, y, bbasis, mode = best
+                best_text = f"{y:.0f} {mode}{' g' if bbasis == 'graph' else ''}"
+                vs_best = ratio(x, y, bbasis)
+                if x and y:
+                    ratios.append(x / y)
+                    if x < y:
+                        behind_best_peer.append((key, x, y))
+            else:
+                best_text, vs_best = "-", "-"
+            config = f"`{r['config']}`" if r.get("config") else "none"
+            out.write(f"| {r['op']} | {r['dtype']} | {r['rows']} | {r['cols']} | {inner} | "
+                      f"{config} | {number(r.get('gbps'))} | {number(r.get('pct_copy'), 1)} | "
+                      f"{graph} | {tuned} | "
+                      f"{number(eager.get('gbps') if eager else None)} | "
+                      f"{number(compiled.get('gbps') if compiled else None)} | "
+                      f"{ratio(a, b, basis)} | {ratio(c, d, cbasis)} | "
+                      f"{best_text} | {vs_best} |\n")
+            if a and b and a < b:
                 slower_than_eager.append((key, a, b))
-            if d and c < d:
+            if c and d and c < d:
                 slower_than_compile.append(key)
             if (group == "main" and r["dtype"] != "float32" and r["cols"] >= 1024
-                    and r["pct_copy"] < args.target_pct):
+                    and r.get("pct_copy") is not None and r["pct_copy"] < args.target_pct):
                 below_target.append((key, r["pct_copy"]))
         out.write("\n")
 
@@ -119,8 +175,10 @@ def main():
             out.write(f"  - {describe(item)}\n")
 
     out.write("### Checks\n\n")
-    check("kerntune outputs failing the fp64 check",
-          [r for r in ours["results"] if not r["passed"]])
+    check("kerntune outputs failing the fp64 check (or with no config)",
+          [r for r in ours["results"] if not r["passed"]],
+          lambda r: f"{r['group']} {r['op']} {r['dtype']} {r['rows']}x{r['cols']}"
+                    f"x{r.get('inner', 1)}: {r.get('detail', '')}")
     check("points slower than torch eager", slower_than_eager, gbps_pair)
     check(f"16-bit main points with cols >= 1024 under {args.target_pct:.0f}% of copy",
           below_target, pct)
@@ -131,6 +189,13 @@ def main():
         check(f"tuned, main, cols >= 1024 under {args.tuned_target_pct:.0f}% of copy",
               tuned_below_target, pct)
         check("tuned configs slower than torch.compile", tuned_slower_than_compile, gbps_pair)
+    check("points where kerntune's best is behind the best peer", behind_best_peer, gbps_pair,
+          total=f" of {len(ratios)} compared")
+    if ratios:
+        geomean = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+        out.write(f"- kerntune's best over the best peer: geometric mean {geomean:.2f}x, "
+                  f"min {min(ratios):.2f}x, max {max(ratios):.2f}x over {len(ratios)} points\n")
+
 
 if __name__ == "__main__":
     main()

@@ -5,24 +5,39 @@ Times the PyTorch peers of kerntune's row-wise ops on the standard grid of
 shared/PERF.md, on the GPU machine, in the same run as kerntune's own C++
 benchmark, so that the two sets of figures share one copy roofline:
 
-  softmax      torch.softmax(x, -1)
-  log_softmax  torch.log_softmax(x, -1)
-  layer_norm   F.layer_norm(x, (cols,), weight, bias, eps=1e-5), with weight
-               and bias in the input dtype (kerntune's LayerNorm reads gamma
-               and beta too)
+  softmax        torch.softmax(x, dim): the last axis, or dim 1 of an
+                 (outer, dim, inner) tensor (axis group)
+  log_softmax    torch.log_softmax(x, dim), likewise
+  layer_norm     F.layer_norm(x, (cols,), weight, bias, eps=1e-5), with weight
+                 and bias in the input dtype (kerntune's LayerNorm reads gamma
+                 and beta too)
+  rms_norm       F.rms_norm(x, (cols,), weight, eps=1e-6) (torch >= 2.4; else
+                 x * rsqrt(mean(x^2) + eps) * weight, recorded as rms_norm_impl)
+  reduce_scale   scale = x.abs().amax(dim=-1, keepdim=True); y = x / scale
+  scaled_masked_softmax
+                 torch.softmax(x * scale + mask, -1) on (batch 32, heads 64, s, s)
+                 with an (s, s) additive mask in the input dtype (N(0, 1), 1 in 8
+                 entries -inf, never on the diagonal) and scale 1/sqrt(s); with
+                 --causal also x.masked_fill(triu(ones(s, s), 1), -inf)
 
 each eagerly and under torch.compile(dynamic=False, fullgraph=True).
 
-Grid (groups): "main" rows=49152 x cols 32..32768; "few_rows" rows {1,8,64} x
-cols {4096,32768,131072}; "attention" (32*64*s, s) for s in {16,...,512}.
-Every op runs on every point, in float32, float16 and bfloat16.
+Grid (groups, as tuner/grid.h): "main" rows=49152 x cols 32..32768 and
+"few_rows" rows {1,8,64} x cols {4096,32768,131072} for the row ops (softmax,
+log_softmax, layer_norm, rms_norm, reduce_scale); "attention" (32*64*s, s)
+for s in {16,...,512}: softmax and scaled_masked_softmax; "axis" (outer, dim,
+inner) = (1, 128, 32768) and (512, 896, 48) (seed 001): softmax and
+log_softmax along dim. Each in float32, float16 and bfloat16.
 
 Method (PERF.md):
   * Roofline: a 1 GiB device-to-device copy (dst.copy_(src), uint8), counting
     read + write bytes, median of the repetitions; every figure is reported in
     GB/s (bytes moved / median time, 1 GB = 1e9 bytes) and as % of the copy.
-    Bytes moved = input read + output written, plus gamma and beta reads for
-    layer_norm (mean/rstd are not counted: the forward does not return them).
+    Bytes moved are kerntune's (tuner::PointBytes), so a GB/s ratio is a time
+    ratio: input read + output written, plus gamma and beta reads for
+    layer_norm, the weight for rms_norm, the mask for scaled_masked_softmax,
+    and rows float32 scales for reduce_scale (mean/rstd are not counted: the
+    forwards do not return them).
   * Timing: CUDA events around each launch after a warm-up; median, p10 and
     p90 over the repetitions. Launches go back to back, so for tiny points
     median_us includes host launch overhead (for torch.compile: guards and
@@ -35,16 +50,16 @@ Method (PERF.md):
     also timed under CUDA-graph replay: one graph of 20 launches on distinct
     inputs, L2 flushed by reading a 4 x L2 buffer before each replay, time
     divided by 20. A failed capture gives graph_median_us = null.
-  * Correctness: each peer's output is compared with the same op computed by
-    torch in float64 on the GPU from the same input, before its time is
-    trusted: pass when |out - ref| <= atol + rtol * |ref| everywhere
-    (float32 1e-4; float16 2e-3 + 2e-3 rel; bfloat16 1.6e-2 + 1.6e-2 rel).
+  * Correctness: each peer's output (both outputs of reduce_scale) is
+    compared with the same op computed by torch in float64 on the GPU from
+    the same input, before its time is trusted: pass when |out - ref| <= atol
+    + rtol * |ref| everywhere, NaN only where the reference has NaN (float32
+    1e-4; float16 2e-3 + 2e-3 rel; bfloat16 1.6e-2 + 1.6e-2 rel).
   * torch.compile: dynamo is reset before every (op, dtype, shape), errors are
     not suppressed and a recompile is an error, so a compiled figure can never
     silently be an eager one; the first call (compile + autotune) is timed on
     the wall clock and reported as compile_s (shorter when Inductor's on-disk
     cache already holds the kernel); a failure is recorded and the run goes on.
-    The full grid compiles 225 shapes, about 1 s each on a cold H100.
   * A point whose buffers do not fit in free GPU memory is skipped with the
     reason recorded.
 
@@ -53,6 +68,7 @@ Needs torch only to run: `--help` works without it.
 Examples:
   python3 bench/torch_bench.py --out bench/results/torch.json
   python3 bench/torch_bench.py --quick --groups main --dtypes float16 --modes eager
+  python3 bench/torch_bench.py --groups attention,axis --ops softmax,scaled_masked_softmax
 """
 
 import argparse
@@ -65,19 +81,33 @@ import time
 import warnings
 from datetime import datetime, timezone
 
-OPS = ("softmax", "log_softmax", "layer_norm")
+OPS = ("softmax", "log_softmax", "layer_norm", "rms_norm", "reduce_scale",
+       "scaled_masked_softmax")
 DTYPES = ("float32", "float16", "bfloat16")
 DTYPE_SIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
-GROUPS = ("main", "few_rows", "attention")
+GROUPS = ("main", "few_rows", "attention", "axis")
 MODES = ("eager", "compile")
+
+# The ops of each group (tuner/grid.h).
+ROW_OPS = ("softmax", "log_softmax", "layer_norm", "rms_norm", "reduce_scale")
+GROUP_OPS = {
+    "main": ROW_OPS,
+    "few_rows": ROW_OPS,
+    "attention": ("softmax", "scaled_masked_softmax"),
+    "axis": ("softmax", "log_softmax"),
+}
 
 MAIN_ROWS = 49152
 MAIN_COLS = (32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 FEW_ROWS = (1, 8, 64)
 FEW_COLS = (4096, 32768, 131072)
+ATTENTION_BATCH, ATTENTION_HEADS = 32, 64
 ATTENTION_S = (16, 32, 64, 128, 512)
+AXIS_SHAPES = ((1, 128, 32768), (512, 896, 48))  # (outer, dim, inner), seed 001
 
 LAYER_NORM_EPS = 1e-5
+RMS_NORM_EPS = 1e-6
+MASK_MASKED_FRACTION = 8  # 1 in 8 mask entries is -inf (kernels/verify.h)
 # (atol, rtol) against the float64 reference.
 TOLERANCE = {"float32": (1e-4, 0.0), "float16": (2e-3, 2e-3), "bfloat16": (1.6e-2, 1.6e-2)}
 
@@ -94,8 +124,9 @@ DEFAULT_REPS, DEFAULT_WARMUP = 100, 10
 QUICK_REPS, QUICK_WARMUP = 20, 3
 
 SHORT_NAMES = {
-    "main": "main", "few_rows": "few", "attention": "attn",
-    "softmax": "smax", "log_softmax": "lsmax", "layer_norm": "ln",
+    "main": "main", "few_rows": "few", "attention": "attn", "axis": "axis",
+    "softmax": "smax", "log_softmax": "lsmax", "layer_norm": "ln", "rms_norm": "rms",
+    "reduce_scale": "rscl", "scaled_masked_softmax": "msmax",
     "float32": "f32", "float16": "f16", "bfloat16": "bf16",
 }
 
@@ -129,8 +160,9 @@ def csv_ints(text):
 
 def parse_args(argv):
     p = argparse.ArgumentParser(
-        description="Time PyTorch peers (eager and torch.compile) of softmax, log_softmax "
-                    "and layer_norm on kerntune's standard grid (see shared/PERF.md).")
+        description="Time PyTorch peers (eager and torch.compile) of kerntune's ops "
+                    "(softmax, log_softmax, layer_norm, rms_norm, reduce_scale, "
+                    "scaled_masked_softmax) on its standard grid (see shared/PERF.md).")
     p.add_argument("--ops", type=csv_list("ops", OPS), default=list(OPS),
                    help="comma list of ops (default: all)")
     p.add_argument("--dtypes", type=csv_list("dtypes", DTYPES), default=list(DTYPES),
@@ -149,6 +181,9 @@ def parse_args(argv):
     p.add_argument("--graph-below-us", type=float, default=20.0,
                    help="also time under CUDA-graph replay when the median or the ideal "
                         "copy-speed time is below this (default 20)")
+    p.add_argument("--causal", action="store_true",
+                   help="scaled_masked_softmax: add the causal mask to the additive one "
+                        "(as kt_kernel_bench --causal)")
     p.add_argument("--out", help="write the JSON results here (default: stdout summary only)")
     args = p.parse_args(argv)
     if args.reps is None:
@@ -160,25 +195,57 @@ def parse_args(argv):
     return args
 
 
+class Point:
+    """One grid point: the kerntune view (rows, cols, inner) and the tensor torch sees."""
+
+    def __init__(self, group, rows, cols, inner=1):
+        self.group, self.rows, self.cols, self.inner = group, rows, cols, inner
+        if inner > 1:
+            self.shape, self.dim = (rows, cols, inner), 1  # softmax along the middle axis
+        elif group == "attention":
+            # (batch, heads, q, k) with q = k = s: the masked peer adds an (s, s) mask.
+            self.shape = (ATTENTION_BATCH, ATTENTION_HEADS, cols, cols)
+            self.dim = -1
+        else:
+            self.shape, self.dim = (rows, cols), -1
+        self.elements = rows * cols * inner
+
+    def ops(self, wanted):
+        return [op for op in GROUP_OPS[self.group] if op in wanted]
+
+
 def grid_points(groups, rows_filter, cols_filter):
-    """The (group, rows, cols) points of the standard grid, restricted by the filters."""
+    """The points of the standard grid, restricted by the filters."""
     points = []
     if "main" in groups:
-        points += [("main", MAIN_ROWS, c) for c in MAIN_COLS]
+        points += [Point("main", MAIN_ROWS, c) for c in MAIN_COLS]
     if "few_rows" in groups:
-        points += [("few_rows", r, c) for r in FEW_ROWS for c in FEW_COLS]
+        points += [Point("few_rows", r, c) for r in FEW_ROWS for c in FEW_COLS]
     if "attention" in groups:
-        points += [("attention", 32 * 64 * s, s) for s in ATTENTION_S]
-    return [(g, r, c) for g, r, c in points
-            if (not rows_filter or r in rows_filter) and (not cols_filter or c in cols_filter)]
+        points += [Point("attention", ATTENTION_BATCH * ATTENTION_HEADS * s, s)
+                   for s in ATTENTION_S]
+    if "axis" in groups:
+        points += [Point("axis", *shape) for shape in AXIS_SHAPES]
+    return [p for p in points
+            if (not rows_filter or p.rows in rows_filter)
+            and (not cols_filter or p.cols in cols_filter)]
 
 
-def bytes_moved(op, rows, cols, dtype):
-    """Input read + output written, plus gamma and beta for layer_norm."""
+def bytes_moved(op, point, dtype, masked=True):
+    """kerntune's bytes for the point (tuner::PointBytes): input read + output
+    written, plus gamma and beta for layer_norm, the weight for rms_norm, the
+    float32 scales for reduce_scale and the (s, s) mask for
+    scaled_masked_softmax."""
     size = DTYPE_SIZE[dtype]
-    moved = 2 * rows * cols * size
+    moved = 2 * point.elements * size
     if op == "layer_norm":
-        moved += 2 * cols * size
+        moved += 2 * point.cols * size
+    if op == "rms_norm":
+        moved += point.cols * size
+    if op == "reduce_scale":
+        moved += point.rows * 4
+    if op == "scaled_masked_softmax" and masked:
+        moved += point.cols * point.cols * size
     return moved
 
 
@@ -198,32 +265,74 @@ def percentiles(samples):
     return deciles[0], statistics.median(samples), deciles[8]
 
 
-def build_peers():
-    """The PyTorch peer of each op; each takes (x, weight, bias), weight/bias used by layer_norm."""
+def make_peer(op, point, causal):
+    """The PyTorch peer of `op` at `point`: fn(x, *extra), the extra tensors
+    (weight, bias, mask) as make_extra gives them. Returns (fn, impl note)."""
     import torch
     import torch.nn.functional as F
 
-    def softmax(x, weight, bias):
-        return torch.softmax(x, -1)
+    dim = point.dim
+    if op == "softmax":
+        return (lambda x: torch.softmax(x, dim)), None
+    if op == "log_softmax":
+        return (lambda x: torch.log_softmax(x, dim)), None
+    if op == "layer_norm":
+        return (lambda x, weight, bias: F.layer_norm(x, (x.shape[-1],), weight, bias,
+                                                     eps=LAYER_NORM_EPS)), None
+    if op == "rms_norm":
+        if hasattr(F, "rms_norm"):
+            return (lambda x, weight: F.rms_norm(x, (x.shape[-1],), weight,
+                                                 eps=RMS_NORM_EPS)), "F.rms_norm"
+        def rms_norm(x, weight):  # torch < 2.4: the usual composition
+            rms = torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + RMS_NORM_EPS)
+            return (x.float() * rms).to(x.dtype) * weight
+        return rms_norm, "rsqrt(mean(x^2) + eps) composition"
+    if op == "reduce_scale":
+        def reduce_scale(x):
+            scale = x.abs().amax(dim=-1, keepdim=True)
+            return x / scale, scale
+        return reduce_scale, None
+    if op == "scaled_masked_softmax":
+        scale = 1.0 / math.sqrt(point.cols)
+        if causal:
+            upper = torch.ones(point.cols, point.cols, dtype=torch.bool,
+                               device="cuda").triu(1)
 
-    def log_softmax(x, weight, bias):
-        return torch.log_softmax(x, -1)
+            def masked_softmax(x, mask):
+                return torch.softmax((x * scale + mask).masked_fill(upper, -math.inf), -1)
+        else:
+            def masked_softmax(x, mask):
+                return torch.softmax(x * scale + mask, -1)
+        return masked_softmax, None
+    raise ValueError(op)
 
-    def layer_norm(x, weight, bias):
-        return F.layer_norm(x, (x.shape[-1],), weight, bias, eps=LAYER_NORM_EPS)
 
-    return {"softmax": softmax, "log_softmax": log_softmax, "layer_norm": layer_norm}
+def make_extra(op, point, dtype):
+    """The extra inputs of `op`: weights N(1, 0.5) / N(0, 0.5) and the mask."""
+    import torch
+    cols = point.cols
+    if op == "layer_norm":
+        return (1 + 0.5 * torch.randn(cols, dtype=dtype, device="cuda"),
+                0.5 * torch.randn(cols, dtype=dtype, device="cuda"))
+    if op == "rms_norm":
+        return (1 + 0.5 * torch.randn(cols, dtype=dtype, device="cuda"),)
+    if op == "scaled_masked_softmax":
+        mask = torch.randn(cols, cols, dtype=torch.float32, device="cuda")
+        masked = torch.randint(0, MASK_MASKED_FRACTION, (cols, cols), device="cuda") == 0
+        masked.fill_diagonal_(False)  # every query keeps its own column, even causal
+        return (mask.masked_fill(masked, -math.inf).to(dtype),)
+    return ()
 
 
 class InputRing:
-    """Random-normal (rows, cols) inputs: `sets` aligned views into one pool, used in turn."""
+    """Random-normal inputs of one shape: `sets` aligned views into one pool, used in turn."""
 
-    def __init__(self, rows, cols, dtype, sets):
+    def __init__(self, shape, dtype, sets):
         import torch
-        n = rows * cols
+        n = math.prod(shape)
         stride = -(-n // ALIGN_ELEMS) * ALIGN_ELEMS
         self.pool = torch.randn(sets * stride, dtype=dtype, device="cuda")
-        self.xs = [self.pool[k * stride:k * stride + n].view(rows, cols) for k in range(sets)]
+        self.xs = [self.pool[k * stride:k * stride + n].view(shape) for k in range(sets)]
         self.sets = sets
         self._next = 0
 
@@ -242,7 +351,6 @@ class PeerBench:
         import torch._dynamo
         self.torch = torch
         self.args = args
-        self.peers = build_peers()
         torch._dynamo.config.suppress_errors = False
         torch._dynamo.config.error_on_recompile = True
         props = torch.cuda.get_device_properties(0)
@@ -327,27 +435,37 @@ class PeerBench:
 
     # --- correctness -------------------------------------------------------
 
-    def check(self, op, dtype, out, x, extra):
-        """(max abs error or None if non-finite, passed) against torch in float64, by row chunks."""
+    def check(self, fn, dtype, out, x, extra):
+        """(max abs error or None if non-finite, passed) against the same peer in float64,
+        by chunks of the leading dimension (every op reduces a later one)."""
         torch = self.torch
         atol, rtol = TOLERANCE[dtype]
-        rows, cols = x.shape
-        chunk = max(1, REF_CHUNK_BYTES // (cols * 8))
-        extra64 = tuple(None if t is None else t.double() for t in extra)
+        per_slice = max(1, x.numel() // x.shape[0])
+        chunk = max(1, REF_CHUNK_BYTES // (per_slice * 8))
+        extra64 = tuple(t.double() for t in extra)
+        outs = out if isinstance(out, tuple) else (out,)
         worst, passed = 0.0, True
-        for r0 in range(0, rows, chunk):
-            ref = self.peers[op](x[r0:r0 + chunk].double(), *extra64)
-            diff = (out[r0:r0 + chunk].double() - ref).abs().nan_to_num(nan=math.inf)
-            passed = passed and bool((diff <= atol + rtol * ref.abs()).all())
-            worst = max(worst, diff.max().item())
+        for r0 in range(0, x.shape[0], chunk):
+            refs = fn(x[r0:r0 + chunk].double(), *extra64)
+            refs = refs if isinstance(refs, tuple) else (refs,)
+            for got, ref in zip(outs, refs):
+                got = got[r0:r0 + chunk].double()
+                both_nan = got.isnan() & ref.isnan()
+                diff = (got - ref).abs().nan_to_num(nan=math.inf).masked_fill(both_nan, 0)
+                bound = atol + rtol * ref.abs().nan_to_num(nan=0.0, posinf=0.0)
+                passed = passed and bool((diff <= bound).all())
+                worst = max(worst, diff.max().item())
         return (worst if math.isfinite(worst) else None), passed
 
     # --- one measurement -----------------------------------------------------
 
-    def measure(self, op, dtype, mode, ring, extra, result):
+    def measure(self, op, point, dtype, mode, ring, extra, result):
         """Fills `result` for one (op, dtype, mode) on the ring's shape."""
         torch = self.torch
-        fn = self.peers[op]
+        fn, impl = make_peer(op, point, self.args.causal)
+        if impl:
+            result["impl"] = impl
+        reference = fn
         k = ring.advance()
         if mode == "compile":
             torch._dynamo.reset()
@@ -358,11 +476,12 @@ class PeerBench:
             result["compile_s"] = round(time.perf_counter() - t0, 3)
         else:
             out = fn(ring.xs[k], *extra)
-        result["max_abs_err"], result["passed"] = self.check(op, dtype, out, ring.xs[k], extra)
+        result["max_abs_err"], result["passed"] = self.check(reference, dtype, out,
+                                                             ring.xs[k], extra)
         del out
 
         p10, median, p90 = percentiles(self.time_launches(fn, ring, extra))
-        moved = bytes_moved(op, result["rows"], result["cols"], dtype)
+        moved = result["bytes"]
         result.update(median_us=round(median, 3), p10_us=round(p10, 3), p90_us=round(p90, 3),
                       gbps=round(moved / (median * 1e-6) / 1e9, 1))
         result["pct_copy"] = round(100 * result["gbps"] / self.copy_gbps, 1)
@@ -379,19 +498,25 @@ class PeerBench:
 
     # --- grid --------------------------------------------------------------
 
-    def new_result(self, group, op, dtype, rows, cols, mode):
-        return {"group": group, "op": op, "dtype": dtype, "rows": rows, "cols": cols,
-                "mode": mode, "median_us": None, "p10_us": None, "p90_us": None,
+    def new_result(self, point, op, dtype, mode):
+        masked = op == "scaled_masked_softmax"
+        return {"group": point.group, "op": op, "dtype": dtype, "rows": point.rows,
+                "cols": point.cols, "inner": point.inner, "shape": list(point.shape),
+                "dim": point.dim, "mask": masked,
+                "causal": masked and self.args.causal,
+                "mask_rows": point.cols if masked else 0,
+                "bytes": bytes_moved(op, point, dtype), "mode": mode,
+                "median_us": None, "p10_us": None, "p90_us": None,
                 "graph_median_us": None, "graph_gbps": None, "gbps": None, "pct_copy": None,
                 "max_abs_err": None, "passed": None, "compile_s": None, "error": None,
                 "graph_error": None}
 
-    def run_point(self, group, rows, cols, dtype, progress):
-        """All ops and modes on one (rows, cols, dtype), sharing one input ring."""
+    def run_point(self, point, dtype, ops, progress):
+        """The point's ops and modes on one dtype, sharing one input ring."""
         torch = self.torch
         args = self.args
         size = DTYPE_SIZE[dtype]
-        n = rows * cols
+        n = point.elements
         torch.cuda.empty_cache()
         free = torch.cuda.mem_get_info()[0]
         sets = rotation_sets(2 * n * size, self.l2_bytes, free)
@@ -403,21 +528,19 @@ class PeerBench:
             skip = f"skipped: needs ~{need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free"
         else:
             try:
-                ring = InputRing(rows, cols, getattr(torch, dtype), sets)
-                weight = torch.randn(cols, dtype=getattr(torch, dtype), device="cuda")
-                bias = torch.randn(cols, dtype=getattr(torch, dtype), device="cuda")
+                ring = InputRing(point.shape, getattr(torch, dtype), sets)
             except torch.OutOfMemoryError as exc:
                 skip = f"skipped: {short_error(exc)}"
 
-        for op in args.ops:
-            extra = (weight, bias) if skip is None and op == "layer_norm" else (None, None)
+        for op in ops:
             for mode in args.modes:
-                result = self.new_result(group, op, dtype, rows, cols, mode)
+                result = self.new_result(point, op, dtype, mode)
                 if skip is not None:
                     result["error"] = skip
                 else:
                     try:
-                        self.measure(op, dtype, mode, ring, extra, result)
+                        extra = make_extra(op, point, getattr(torch, dtype))
+                        self.measure(op, point, dtype, mode, ring, extra, result)
                     except Exception as exc:
                         result["error"] = short_error(exc)
                         torch.cuda.empty_cache()
@@ -425,8 +548,13 @@ class PeerBench:
                 log(f"[{next(progress)}] {format_progress(result)} (sets {sets})")
 
 
+def point_text(r):
+    inner = r.get("inner", 1)
+    return f"{r['rows']}x{r['cols']}" + (f"x{inner}" if inner > 1 else "")
+
+
 def format_progress(r):
-    head = f"{r['group']} {r['op']} {r['dtype']} {r['rows']}x{r['cols']} {r['mode']}:"
+    head = f"{r['group']} {r['op']} {r['dtype']} {point_text(r)} {r['mode']}:"
     if r["compile_s"] is not None:
         head += f" compile {r['compile_s']:.2f}s"
     if r["median_us"] is None:
@@ -446,7 +574,8 @@ def format_table(results, copy_gbps):
     """One aligned line per (group, op, dtype, rows, cols): eager and compile GB/s."""
     by_key = {}
     for r in results:
-        by_key.setdefault((r["group"], r["op"], r["dtype"], r["rows"], r["cols"]), {})[r["mode"]] = r
+        key = (r["group"], r["op"], r["dtype"], r["rows"], r["cols"], r.get("inner", 1))
+        by_key.setdefault(key, {})[r["mode"]] = r
 
     def cell(r):
         if r is None:
@@ -458,12 +587,14 @@ def format_table(results, copy_gbps):
     order = {name: i for names in (GROUPS, OPS, DTYPES) for i, name in enumerate(names)}
     lines = [f"GB/s (copy roofline {copy_gbps:.0f} GB/s); '!' = failed fp64 check, "
              "err/skip: see JSON; graph-replay figures in JSON",
-             f"{'grp':<4} {'op':<5} {'dt':<4} {'rows':>7} {'cols':>6} {'eager':>6} {'compl':>6}"]
-    for key in sorted(by_key, key=lambda k: (order[k[0]], order[k[1]], order[k[2]], k[3], k[4])):
-        group, op, dtype, rows, cols = key
+             f"{'grp':<4} {'op':<5} {'dt':<4} {'rows':>7} {'cols':>6} {'inner':>6} "
+             f"{'eager':>6} {'compl':>6}"]
+    for key in sorted(by_key, key=lambda k: (order[k[0]], order[k[1]], order[k[2]], k[3], k[4],
+                                             k[5])):
+        group, op, dtype, rows, cols, inner = key
         modes = by_key[key]
         lines.append(f"{SHORT_NAMES[group]:<4} {SHORT_NAMES[op]:<5} {SHORT_NAMES[dtype]:<4} "
-                     f"{rows:>7} {cols:>6} {cell(modes.get('eager')):>6} "
+                     f"{rows:>7} {cols:>6} {inner:>6} {cell(modes.get('eager')):>6} "
                      f"{cell(modes.get('compile')):>6}")
     return "\n".join(lines)
 
@@ -478,8 +609,9 @@ def write_json(path, doc):
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     points = grid_points(args.groups, args.rows, args.cols)
-    if not points:
-        sys.exit("no grid points match the filters")
+    if not any(p.ops(args.ops) for p in points):
+        sys.exit("no grid points match the filters (each op runs in the groups of its kind: "
+                 + "; ".join(f"{g}: {','.join(ops)}" for g, ops in GROUP_OPS.items()) + ")")
 
     import torch
     if not torch.cuda.is_available():
@@ -499,16 +631,20 @@ def main(argv=None):
            "torch": torch.__version__, "triton": triton_version, "cuda": torch.version.cuda,
            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
            "copy_gbps": round(bench.copy_gbps, 1), "l2_bytes_assumed": bench.l2_bytes,
-           "reps": args.reps, "warmup": args.warmup, "results": bench.results}
+           "reps": args.reps, "warmup": args.warmup, "causal": args.causal,
+           "results": bench.results}
+    runs = sum(len(p.ops(args.ops)) for p in points) * len(args.dtypes) * len(args.modes)
     log(f"{doc['gpu']} torch {doc['torch']} triton {doc['triton']} cuda {doc['cuda']}; "
-        f"copy {bench.copy_gbps:.0f} GB/s; {len(points)} points x {len(args.dtypes)} dtypes x "
-        f"{len(args.ops)} ops x {len(args.modes)} modes; reps {args.reps} warmup {args.warmup}")
+        f"copy {bench.copy_gbps:.0f} GB/s; {len(points)} points x {len(args.dtypes)} dtypes, "
+        f"{runs} (op, dtype, point, mode) runs; reps {args.reps} warmup {args.warmup}")
 
-    total = len(points) * len(args.dtypes) * len(args.ops) * len(args.modes)
-    progress = (f"{i}/{total}" for i in range(1, total + 1))
-    for group, rows, cols in points:
+    progress = (f"{i}/{runs}" for i in range(1, runs + 1))
+    for point in points:
+        ops = point.ops(args.ops)
+        if not ops:
+            continue
         for dtype in args.dtypes:
-            bench.run_point(group, rows, cols, dtype, progress)
+            bench.run_point(point, dtype, ops, progress)
             if args.out:
                 write_json(args.out, doc)
 

@@ -39,6 +39,8 @@ absl::StatusOr<SplitCommandLine> SplitArgs(absl::Span<char* const> args) {
     const size_t equals = body.find('=');
     const bool has_value = equals != absl::string_view::npos;
     flag.name = std::string(body.substr(0, equals));
+    // --mask-rows is --mask_rows: flag names are identifiers.
+    std::replace(flag.name.begin(), flag.name.end(), '-', '_');
     absl::CommandLineFlag* defined = absl::FindCommandLineFlag(flag.name);
     if (has_value) {
       flag.value = std::string(body.substr(equals + 1));

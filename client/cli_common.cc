@@ -121,8 +121,10 @@ std::string FormatCudaVersion(int version) {
 }
 
 std::string DescribePoint(absl::string_view op, absl::string_view dtype,
-                          int64_t rows, int64_t cols) {
-  return absl::StrCat(op, " ", dtype, " ", rows, "x", cols);
+                          int64_t rows, int64_t cols, int64_t inner) {
+  std::string point = absl::StrCat(op, " ", dtype, " ", rows, "x", cols);
+  if (inner > 1) absl::StrAppend(&point, "x", inner);
+  return point;
 }
 
 bool IsStale(absl::string_view kernel_version) {
@@ -149,7 +151,7 @@ int ReportError(absl::string_view verb, const absl::Status& status,
 absl::StatusOr<PointFilter> MakePointFilter(
     const std::optional<std::string>& gpu, const std::optional<std::string>& op,
     const std::optional<std::string>& dtype, std::optional<int64_t> rows,
-    std::optional<int64_t> cols) {
+    std::optional<int64_t> cols, std::optional<int64_t> inner) {
   PointFilter filter;
   if (gpu.has_value()) filter.gpu = ParseGpuSelector(*gpu);
   if (op.has_value()) {
@@ -176,8 +178,13 @@ absl::StatusOr<PointFilter> MakePointFilter(
     return absl::InvalidArgumentError(
         absl::StrCat("--cols=", *cols, " must be >= 1"));
   }
+  if (inner.has_value() && *inner < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--inner=", *inner, " must be >= 1"));
+  }
   filter.rows = rows;
   filter.cols = cols;
+  filter.inner = inner;
   return filter;
 }
 

@@ -54,9 +54,9 @@ std::string SkuDescription(const db::GpuSku& sku);
 std::string FormatBytes(int64_t bytes);
 // cudaDriverGetVersion style 12040 -> "12.4"; 0 -> "unknown".
 std::string FormatCudaVersion(int version);
-// "softmax float16 49152x4096"
+// "softmax float16 49152x4096"; "softmax float16 512x896x48" when inner > 1.
 std::string DescribePoint(absl::string_view op, absl::string_view dtype,
-                          int64_t rows, int64_t cols);
+                          int64_t rows, int64_t cols, int64_t inner = 1);
 
 // True when a result was measured by another kernel library version than
 // the one linked in (kernels::kKernelLibraryVersion), unknown included.
@@ -79,13 +79,14 @@ struct PointFilter {
   std::optional<std::string> dtype;
   std::optional<int64_t> rows;
   std::optional<int64_t> cols;
+  std::optional<int64_t> inner;
 };
 // Checks and canonicalises the raw flag values: InvalidArgument naming the
 // flag and value ("--op=sofmax: ...", "--rows=0 must be >= 1").
 absl::StatusOr<PointFilter> MakePointFilter(
     const std::optional<std::string>& gpu, const std::optional<std::string>& op,
     const std::optional<std::string>& dtype, std::optional<int64_t> rows,
-    std::optional<int64_t> cols);
+    std::optional<int64_t> cols, std::optional<int64_t> inner = std::nullopt);
 
 }  // namespace kt::client
 

@@ -1,6 +1,7 @@
 // Writing and validating tuned-config files.
 #include "client/config_file.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -40,6 +41,7 @@ TunedConfig ToProto(const db::BestConfig& row) {
   entry.set_dtype(row.point.dtype);
   entry.set_rows(row.point.rows);
   entry.set_cols(row.point.cols);
+  entry.set_inner(row.point.inner);
   kerntune::v1::LaunchConfig& config = *entry.mutable_config();
   config.set_impl(row.config.impl);
   config.set_block_size(row.config.block_size);
@@ -48,6 +50,7 @@ TunedConfig ToProto(const db::BestConfig& row) {
   config.set_rows_per_access(row.config.rows_per_access);
   config.set_grid_waves(row.config.grid_waves);
   config.set_key(row.config.key);
+  config.set_split(row.config.split);
   entry.set_median_us(row.median_us);
   if (row.spread_low_us) entry.set_spread_low_us(*row.spread_low_us);
   if (row.spread_high_us) entry.set_spread_high_us(*row.spread_high_us);
@@ -186,6 +189,9 @@ absl::Status CheckConfigAgrees(const kerntune::v1::LaunchConfig& fields,
   if (fields.grid_waves() != from_key.grid_waves) {
     return mismatch("grid_waves", fields.grid_waves(), from_key.grid_waves);
   }
+  // Files written before split existed have none: 1.
+  const int split = fields.split() == 0 ? 1 : fields.split();
+  if (split != from_key.split) return mismatch("split", fields.split(), from_key.split);
   return absl::OkStatus();
 }
 
@@ -204,6 +210,16 @@ absl::StatusOr<db::BestConfig> CheckEntry(const TunedConfig& entry,
     return absl::InvalidArgumentError(
         absl::StrCat("cols=", entry.cols(), " must be >= 1"));
   }
+  // Files written before inner existed have none: a last-axis point.
+  if (entry.inner() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "inner=", entry.inner(), " must be >= 1 (0 or absent means 1, the last axis)"));
+  }
+  const int64_t inner = std::max<int64_t>(entry.inner(), 1);
+  if (inner > 1 && !kernels::SupportsInnerAxis(*op)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "inner=", inner, ": ", kernels::OpName(*op), " reduces the last axis only"));
+  }
   if (!entry.has_config() || entry.config().key().empty()) {
     return absl::InvalidArgumentError("config.key is missing");
   }
@@ -214,7 +230,7 @@ absl::StatusOr<db::BestConfig> CheckEntry(const TunedConfig& entry,
       !agrees.ok()) {
     return agrees;
   }
-  const kernels::Shape shape{entry.rows(), entry.cols()};
+  const kernels::Shape shape{entry.rows(), entry.cols(), inner};
   if (absl::Status valid =
           kernels::ValidateConfig(*op, *dtype, shape, *config, device);
       !valid.ok()) {
@@ -262,12 +278,14 @@ absl::StatusOr<db::BestConfig> CheckEntry(const TunedConfig& entry,
   row.point.dtype = std::string(kernels::DTypeName(*dtype));
   row.point.rows = entry.rows();
   row.point.cols = entry.cols();
+  row.point.inner = inner;
   row.config.impl = entry.config().impl();
   row.config.block_size = config->block_size;
   row.config.pack_size = config->pack_size;
   row.config.thread_group_width = config->thread_group_width;
   row.config.rows_per_access = config->rows_per_access;
   row.config.grid_waves = config->grid_waves;
+  row.config.split = config->split;
   row.config.key = kernels::ConfigKey(*config);
   row.median_us = entry.median_us();
   if (entry.has_spread_low_us()) row.spread_low_us = entry.spread_low_us();
@@ -381,7 +399,7 @@ absl::StatusOr<ParsedConfigFile> ParseConfigFile(absl::string_view json) {
   parsed.exported_by = header.exported_by();
 
   // Point -> index of the entry that first claimed it.
-  std::map<std::tuple<std::string, std::string, int64_t, int64_t>, size_t> seen;
+  std::map<std::tuple<std::string, std::string, int64_t, int64_t, int64_t>, size_t> seen;
   const int count = entries.list_value().values_size();
   parsed.entries = static_cast<size_t>(count);
   for (int i = 0; i < count; ++i) {
@@ -403,8 +421,8 @@ absl::StatusOr<ParsedConfigFile> ParseConfigFile(absl::string_view json) {
           {index, absl::StrCat("not a TunedConfig: ", ProtoMessage(entry_status))});
       continue;
     }
-    const std::string point =
-        DescribePoint(entry.op(), entry.dtype(), entry.rows(), entry.cols());
+    const std::string point = DescribePoint(entry.op(), entry.dtype(), entry.rows(),
+                                            entry.cols(), entry.inner());
     absl::StatusOr<db::BestConfig> row = CheckEntry(entry, *device);
     if (!row.ok()) {
       parsed.skipped.push_back(
@@ -413,7 +431,7 @@ absl::StatusOr<ParsedConfigFile> ParseConfigFile(absl::string_view json) {
     }
     const auto [it, inserted] = seen.emplace(
         std::make_tuple(row->point.op, row->point.dtype, row->point.rows,
-                        row->point.cols),
+                        row->point.cols, row->point.inner),
         index);
     if (!inserted) {
       parsed.skipped.push_back(

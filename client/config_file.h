@@ -56,10 +56,13 @@ struct ParsedConfigFile {
 // kConfigFileFormat, a format_version missing or newer than
 // kConfigFileVersion (FailedPrecondition), an incomplete SKU or one whose
 // architecture kerntune does not know. Every entry is checked on its own:
-// op and dtype known, rows and cols >= 1, the config key parses and agrees
-// with the config's fields, kernels::ValidateConfig accepts it on the SKU
-// (kernels::DescribeSku), times finite and > 0, no duplicate point. Entries
-// that fail go to `skipped` with their index and reason.
+// op and dtype known, rows and cols >= 1, inner absent/0 (read as 1) or >= 1
+// and > 1 only for softmax / log_softmax, the config key parses and agrees
+// with the config's fields (a missing split reads as 1),
+// kernels::ValidateConfig accepts it on the SKU (kernels::DescribeSku),
+// times finite and > 0, no duplicate point. Entries that fail go to
+// `skipped` with their index and reason. Files written before inner and
+// split existed import as last-axis points with split 1.
 absl::StatusOr<ParsedConfigFile> ParseConfigFile(absl::string_view json);
 
 }  // namespace kt::client

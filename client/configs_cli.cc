@@ -32,7 +32,9 @@ Table BestConfigTable() {
       {"dtype", "DTYPE"},
       {"rows", "ROWS"},
       {"cols", "COLS"},
+      {"inner", "INNER"},
       {"config", "CONFIG"},
+      {"split", "SPLIT"},
       {"median_us", "TIME US"},
       {"spread_low_us", "LOW US", Visibility::kScriptsOnly},
       {"spread_high_us", "HIGH US", Visibility::kScriptsOnly},
@@ -63,7 +65,9 @@ void AddBestConfigRow(const db::BestConfig& best, const std::string& gpu_name,
       Cell::Text(best.point.dtype),
       Cell::Int(best.point.rows),
       Cell::Int(best.point.cols),
+      Cell::Int(best.point.inner),
       Cell::Text(best.config.key),
+      Cell::Int(best.config.split),
       Cell::Real(best.median_us),
       Cell::OptionalReal(best.spread_low_us),
       Cell::OptionalReal(best.spread_high_us),
@@ -95,7 +99,8 @@ absl::StatusOr<std::map<int64_t, std::string>> GpuNames(db::TuningStore& store) 
 }
 
 absl::StatusOr<PointFilter> CheckFlags(const PointFlags& flags) {
-  return MakePointFilter(flags.gpu, flags.op, flags.dtype, flags.rows, flags.cols);
+  return MakePointFilter(flags.gpu, flags.op, flags.dtype, flags.rows, flags.cols,
+                         flags.inner);
 }
 
 db::BestConfigFilter ToStoreFilter(const PointFilter& filter) {
@@ -106,6 +111,7 @@ db::BestConfigFilter ToStoreFilter(const PointFilter& filter) {
   store_filter.dtype = filter.dtype;
   store_filter.rows = filter.rows;
   store_filter.cols = filter.cols;
+  store_filter.inner = filter.inner;
   return store_filter;
 }
 
@@ -117,6 +123,7 @@ Table CandidateTable(const db::BestConfig& best,
       {"rank", "#"},
       {"chosen", ""},
       {"config", "CONFIG"},
+      {"split", "SPLIT", Visibility::kScriptsOnly},
       {"status", "STATUS"},
       {"occupancy", "OCC"},
       {"median_us", "MEDIAN US"},
@@ -139,6 +146,7 @@ Table CandidateTable(const db::BestConfig& best,
         Cell::Int(++rank),
         Cell::Bool(chosen).ShowAs(chosen ? "*" : ""),
         Cell::Text(candidate.config.key),
+        Cell::Int(candidate.config.split),
         Cell::Text(std::string(db::CandidateStatusName(candidate.status))),
         Cell::Int(candidate.occupancy),
         Cell::OptionalReal(candidate.median_us),
@@ -161,9 +169,18 @@ void WriteBestConfigText(const db::BestConfig& best, const db::Gpu& gpu,
                          std::ostream& out) {
   std::vector<std::pair<std::string, std::string>> lines;
   lines.push_back({"gpu", absl::StrCat(gpu.id, ": ", SkuDescription(gpu.sku))});
-  lines.push_back({"point", DescribePoint(best.point.op, best.point.dtype,
-                                          best.point.rows, best.point.cols)});
+  lines.push_back({"point", DescribePoint(best.point.op, best.point.dtype, best.point.rows,
+                                          best.point.cols, best.point.inner)});
+  if (best.point.inner > 1) {
+    lines.push_back({"inner", absl::StrCat(best.point.inner, " (reduced along the middle axis of (",
+                                           best.point.rows, ", ", best.point.cols, ", ",
+                                           best.point.inner, "))")});
+  }
   lines.push_back({"config", best.config.key});
+  lines.push_back({"split", best.config.split == 1
+                                ? std::string("1 (one block per row)")
+                                : absl::StrCat(best.config.split,
+                                               " blocks share each row (a thread-block cluster)")});
   std::string time = absl::StrFormat("%.2f us", best.median_us);
   if (best.spread_low_us && best.spread_high_us) {
     absl::StrAppend(&time, absl::StrFormat(" (spread %.2f .. %.2f us)",
@@ -237,7 +254,7 @@ int RunConfigsList(const ConfigsListOptions& options, std::ostream& out,
 
   if (rows->empty() && options.format == OutputFormat::kTable) {
     const bool filtered = !filter->gpu.empty() || filter->op || filter->dtype ||
-                          filter->rows || filter->cols;
+                          filter->rows || filter->cols || filter->inner;
     out << (filtered ? "no tuned configs match the filters in "
                      : "no tuned configs in ")
         << (*store)->path() << "\n";
@@ -270,6 +287,8 @@ int RunConfigsShow(const ConfigsShowOptions& options, std::ostream& out,
   }
   absl::StatusOr<PointFilter> filter = CheckFlags(point);
   if (!filter.ok()) return ReportError(kVerb, filter.status(), err, kExitUsage);
+  // A point: without --inner, the last-axis one.
+  if (!filter->inner) filter->inner = 1;
   absl::StatusOr<std::unique_ptr<db::TuningStore>> store =
       OpenStore(options.db_path);
   if (!store.ok()) return ReportError(kVerb, store.status(), err);
@@ -277,8 +296,8 @@ int RunConfigsShow(const ConfigsShowOptions& options, std::ostream& out,
       (*store)->ListBestConfigs(ToStoreFilter(*filter));
   if (!rows.ok()) return ReportError(kVerb, rows.status(), err);
 
-  const std::string described =
-      DescribePoint(*filter->op, *filter->dtype, *filter->rows, *filter->cols);
+  const std::string described = DescribePoint(*filter->op, *filter->dtype, *filter->rows,
+                                              *filter->cols, *filter->inner);
   if (rows->empty()) {
     return ReportError(
         kVerb,

@@ -21,6 +21,8 @@ struct PointFlags {
   std::optional<std::string> dtype = std::nullopt;
   std::optional<int64_t> rows = std::nullopt;
   std::optional<int64_t> cols = std::nullopt;
+  // The trailing extent of a middle-axis point; show: unset means 1.
+  std::optional<int64_t> inner = std::nullopt;
 };
 
 struct ConfigsListOptions {
@@ -29,17 +31,17 @@ struct ConfigsListOptions {
   PointFlags filter;
 };
 
-// One row per tuned point: the chosen config, its time, GB/s, % of copy,
-// the heuristic's config and time, the speedup, graph replay and the kernel
-// version (stale ones marked). Exit code kExitOk / kExitFailure / kExitUsage.
+// One row per tuned point (inner included): the chosen config and its
+// split, its time, GB/s, % of copy, the heuristic's config and time, the
+// speedup, graph replay and the kernel version (stale ones marked). Exit code kExitOk / kExitFailure / kExitUsage.
 int RunConfigsList(const ConfigsListOptions& options, std::ostream& out,
                    std::ostream& err);
 
 struct ConfigsShowOptions {
   std::string db_path;
   OutputFormat format = OutputFormat::kTable;
-  // op, dtype, rows and cols are required; gpu when several GPUs have the
-  // point.
+  // op, dtype, rows and cols are required (inner defaults to 1, the last
+  // axis); gpu when several GPUs have the point.
   PointFlags point;
   // Also every candidate measured for the point, fastest first, unmeasured
   // last. CSV then holds the candidates only.

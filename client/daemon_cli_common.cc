@@ -52,6 +52,12 @@ pb::Op OpToProto(kernels::Op op) {
       return pb::OP_LOG_SOFTMAX;
     case kernels::Op::kLayerNorm:
       return pb::OP_LAYER_NORM;
+    case kernels::Op::kRmsNorm:
+      return pb::OP_RMS_NORM;
+    case kernels::Op::kReduceScale:
+      return pb::OP_REDUCE_SCALE;
+    case kernels::Op::kScaledMaskedSoftmax:
+      return pb::OP_SCALED_MASKED_SOFTMAX;
   }
   return pb::OP_UNSPECIFIED;
 }

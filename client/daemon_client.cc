@@ -201,16 +201,41 @@ pb::RunRequest MakeRunRequest(const RunArgs& args) {
   request.set_dtype(args.dtype);
   request.mutable_shape()->set_rows(args.rows);
   request.mutable_shape()->set_cols(args.cols);
+  if (args.inner != 1) request.mutable_shape()->set_inner(args.inner);
   *request.mutable_input() = args.input;
   *request.mutable_output() = args.output;
-  if (args.op == pb::OP_LAYER_NORM) {
-    pb::LayerNormParams* params = request.mutable_layer_norm();
-    if (args.gamma) *params->mutable_gamma() = *args.gamma;
-    if (args.beta) *params->mutable_beta() = *args.beta;
-    params->set_epsilon(args.epsilon);
-    params->set_want_mean_inv_std(args.want_mean_inv_std);
-    if (args.mean) *params->mutable_mean() = *args.mean;
-    if (args.inv_std) *params->mutable_inv_std() = *args.inv_std;
+  switch (args.op) {
+    case pb::OP_LAYER_NORM: {
+      pb::LayerNormParams* params = request.mutable_layer_norm();
+      if (args.gamma) *params->mutable_gamma() = *args.gamma;
+      if (args.beta) *params->mutable_beta() = *args.beta;
+      params->set_epsilon(args.epsilon);
+      params->set_want_mean_inv_std(args.want_mean_inv_std);
+      if (args.mean) *params->mutable_mean() = *args.mean;
+      if (args.inv_std) *params->mutable_inv_std() = *args.inv_std;
+      break;
+    }
+    case pb::OP_RMS_NORM: {
+      pb::RmsNormParams* params = request.mutable_rms_norm();
+      if (args.gamma) *params->mutable_weight() = *args.gamma;
+      params->set_epsilon(args.epsilon);
+      params->set_want_inv_rms(args.want_inv_rms);
+      if (args.inv_std) *params->mutable_inv_rms() = *args.inv_std;
+      break;
+    }
+    case pb::OP_REDUCE_SCALE:
+      if (args.row_scale) *request.mutable_reduce_scale()->mutable_row_scale() = *args.row_scale;
+      break;
+    case pb::OP_SCALED_MASKED_SOFTMAX: {
+      pb::ScaledMaskedSoftmaxParams* params = request.mutable_scaled_masked_softmax();
+      if (args.scale) params->set_scale(*args.scale);
+      if (args.mask) *params->mutable_mask() = *args.mask;
+      params->set_mask_rows(args.mask_rows);
+      params->set_causal(args.causal);
+      break;
+    }
+    default:
+      break;
   }
   request.set_wait_event(args.wait_event);
   request.set_done_event(args.done_event);
@@ -285,12 +310,13 @@ absl::StatusOr<pb::RunResponse> DaemonClient::Run(const pb::RunRequest& request)
 }
 
 absl::StatusOr<pb::ConfigChoice> DaemonClient::GetConfig(pb::Op op, pb::DType dtype, int64_t rows,
-                                                         int64_t cols) const {
+                                                         int64_t cols, int64_t inner) const {
   pb::GetConfigRequest request;
   request.set_op(op);
   request.set_dtype(dtype);
   request.mutable_shape()->set_rows(rows);
   request.mutable_shape()->set_cols(cols);
+  if (inner != 1) request.mutable_shape()->set_inner(inner);
   absl::StatusOr<pb::GetConfigResponse> response =
       Call(*connection_, deadline_, "GetConfig", &pb::KernTune::Stub::GetConfig, request);
   if (!response.ok()) return response.status();

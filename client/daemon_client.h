@@ -55,15 +55,28 @@ struct RunArgs {
   pb::DType dtype = pb::DTYPE_UNSPECIFIED;
   int64_t rows = 0;
   int64_t cols = 0;
+  // > 1: softmax / log_softmax along the middle axis of (rows, cols, inner).
+  int64_t inner = 1;
   pb::TensorRef input;
   pb::OutputRef output = InlineOutput();
-  // LayerNorm only. epsilon is required by the daemon (no silent default).
+  // LayerNorm and RMSNorm. epsilon is required by the daemon (no silent
+  // default). RMSNorm: gamma is its weight (beta and mean unused), inv_std
+  // its 1/rms written to memory, want_inv_rms the same returned inline.
   std::optional<pb::TensorRef> gamma;
   std::optional<pb::TensorRef> beta;
   double epsilon = 0;
-  bool want_mean_inv_std = false;  // stats returned inline
+  bool want_mean_inv_std = false;  // LayerNorm stats returned inline
+  bool want_inv_rms = false;       // RMSNorm's 1/rms returned inline
   std::optional<pb::OutputRef> mean;  // or written to memory (both or neither)
   std::optional<pb::OutputRef> inv_std;
+  // ReduceScale: where the per-row scales go; unset = returned inline.
+  std::optional<pb::OutputRef> row_scale;
+  // ScaledMaskedSoftmax: scale (unset: the daemon's 1), an additive
+  // (mask_rows, cols) mask, the query length, causal.
+  std::optional<double> scale;
+  std::optional<pb::TensorRef> mask;
+  int64_t mask_rows = 0;
+  bool causal = false;
   // cudaIpcEventHandle_t bytes (64) or empty; device tensors only.
   std::string wait_event;
   std::string done_event;
@@ -144,7 +157,7 @@ class DaemonClient {
   absl::StatusOr<pb::RunResponse> Run(const pb::RunRequest& request) const;
 
   absl::StatusOr<pb::ConfigChoice> GetConfig(pb::Op op, pb::DType dtype, int64_t rows,
-                                             int64_t cols) const;
+                                             int64_t cols, int64_t inner = 1) const;
   absl::StatusOr<pb::ListConfigsResponse> ListConfigs() const;
   absl::StatusOr<pb::GetStatusResponse> GetStatus() const;
   // This process's registrations.

@@ -64,6 +64,12 @@ absl::Status RunOnCpu(const DemoOptions& o) {
   args.beta = host->beta.empty() ? nullptr : host->beta.data();
   args.mean = mean.data();
   args.inv_std = inv_std.data();
+  args.epsilon = host->epsilon;
+  // The scaled-masked softmax's scale, mask and query length as drawn.
+  args.scale = host->scale;
+  args.mask = host->mask.empty() ? nullptr : host->mask.data();
+  args.mask_rows = host->mask_rows;
+  args.causal = host->causal;
   const auto start = std::chrono::steady_clock::now();
   if (absl::Status s = kernels::RunReference(o.op, o.dtype, o.shape, args, 0, o.shape.rows,
                                              o.dtype);

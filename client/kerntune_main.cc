@@ -35,7 +35,8 @@ ABSL_FLAG(std::string, format, "table",
 ABSL_FLAG(std::optional<std::string>, gpu, std::nullopt,
           "GPU id (`kerntune gpus`) or a case-insensitive substring of its name");
 ABSL_FLAG(std::optional<std::string>, op, std::nullopt,
-          "softmax, log_softmax or layer_norm (demo: default softmax)");
+          "softmax, log_softmax, layer_norm, rms_norm, reduce_scale or scaled_masked_softmax "
+          "(demo: default softmax)");
 ABSL_FLAG(std::optional<std::string>, dtype, std::nullopt,
           "float32, float16 or bfloat16 (demo: default float16)");
 // Strings so that `tune` can take lists; every other verb takes one integer
@@ -46,10 +47,22 @@ ABSL_FLAG(std::optional<std::string>, rows, std::nullopt,
 ABSL_FLAG(std::optional<std::string>, cols, std::nullopt,
           "cols of the (rows, cols) input, the reduced axis (demo: default 1024; tune: "
           "a comma list)");
-ABSL_FLAG(std::string, ops, "softmax,log_softmax,layer_norm", "tune: ops to tune");
+ABSL_FLAG(std::optional<std::string>, inner, std::nullopt,
+          "the trailing extent of a (rows, cols, inner) input reduced along its middle axis "
+          "cols: softmax and log_softmax along any axis of a contiguous tensor (rows = the "
+          "product of the sizes before the axis, cols = its size, inner = the product after "
+          "it). Default 1, the last axis (tune: a comma list with --rows and --cols; configs: "
+          "a filter, show: default 1)");
+ABSL_FLAG(std::string, ops,
+          "softmax,log_softmax,layer_norm,rms_norm,reduce_scale,scaled_masked_softmax",
+          "tune: ops to tune (each in the groups of its kind: see --groups)");
 ABSL_FLAG(std::string, dtypes, "float32,float16,bfloat16", "tune: dtypes to tune");
-ABSL_FLAG(std::string, groups, "main,few_rows,attention",
-          "tune: groups of the standard grid (main, few_rows, attention)");
+ABSL_FLAG(std::string, groups, "main,few_rows,attention,axis",
+          "tune: groups of the standard grid: main (rows 49152, cols 32..32768) and few_rows "
+          "(rows 1, 8, 64; cols 4096..131072) for the row ops; attention ((32*64*s, s), s in "
+          "16..512) for softmax and scaled_masked_softmax (an (s, s) mask); axis (seed 001's "
+          "middle-axis shapes (1, 128, 32768) and (512, 896, 48)) for softmax and "
+          "log_softmax");
 ABSL_FLAG(bool, force, false,
           "tune: re-measure points the store already has for this GPU and kernel version");
 ABSL_FLAG(int, device, 0,
@@ -67,7 +80,18 @@ ABSL_FLAG(std::string, via, "auto",
           "inline), ipc (registered cudaMalloc memory), shm (registered POSIX shared "
           "memory) or inline (bytes in the messages)");
 ABSL_FLAG(int, iterations, 10, "run: Runs to time (medians reported; the last is checked)");
-ABSL_FLAG(double, epsilon, 1e-5, "run layer_norm: epsilon");
+ABSL_FLAG(double, epsilon, 1e-5, "run layer_norm, rms_norm: epsilon");
+ABSL_FLAG(bool, mask, false,
+          "run scaled_masked_softmax: send an additive random (mask_rows, cols) mask, 1 in 8 "
+          "entries -inf");
+ABSL_FLAG(bool, causal, false,
+          "run scaled_masked_softmax: the causal mask (column c of query q masked when c > q)");
+ABSL_FLAG(std::optional<double>, scale, std::nullopt,
+          "run scaled_masked_softmax: x is multiplied by it before the mask (default "
+          "1/sqrt(cols))");
+ABSL_FLAG(std::optional<int64_t>, mask_rows, std::nullopt,
+          "run scaled_masked_softmax: the query length q (rows = batch x heads x q); default "
+          "the largest divisor of --rows that is <= --cols");
 
 namespace {
 
@@ -119,7 +143,8 @@ std::optional<int64_t> SingleIntFlag(const std::optional<std::string>& flag) {
 absl::Status CheckShapeFlags(bool lists_allowed) {
   for (const auto& [name, flag] :
        {std::pair<const char*, std::optional<std::string>>{"rows", absl::GetFlag(FLAGS_rows)},
-        {"cols", absl::GetFlag(FLAGS_cols)}}) {
+        {"cols", absl::GetFlag(FLAGS_cols)},
+        {"inner", absl::GetFlag(FLAGS_inner)}}) {
     if (!flag) continue;
     absl::StatusOr<std::vector<int64_t>> values = ParseIntList(name, *flag);
     if (!values.ok()) return values.status();
@@ -132,9 +157,12 @@ absl::Status CheckShapeFlags(bool lists_allowed) {
 }
 
 kt::client::PointFlags PointFlags() {
-  return {absl::GetFlag(FLAGS_gpu), absl::GetFlag(FLAGS_op),
-          absl::GetFlag(FLAGS_dtype), SingleIntFlag(absl::GetFlag(FLAGS_rows)),
-          SingleIntFlag(absl::GetFlag(FLAGS_cols))};
+  return {absl::GetFlag(FLAGS_gpu),
+          absl::GetFlag(FLAGS_op),
+          absl::GetFlag(FLAGS_dtype),
+          SingleIntFlag(absl::GetFlag(FLAGS_rows)),
+          SingleIntFlag(absl::GetFlag(FLAGS_cols)),
+          SingleIntFlag(absl::GetFlag(FLAGS_inner))};
 }
 
 int Demo(const std::vector<std::string>&) {
@@ -212,6 +240,9 @@ int Tune(const std::vector<std::string>&) {
   // CheckShapeFlags has already parsed these.
   if (absl::GetFlag(FLAGS_rows)) o.rows = *ParseIntList("rows", *absl::GetFlag(FLAGS_rows));
   if (absl::GetFlag(FLAGS_cols)) o.cols = *ParseIntList("cols", *absl::GetFlag(FLAGS_cols));
+  if (absl::GetFlag(FLAGS_inner)) {
+    o.inner = *ParseIntList("inner", *absl::GetFlag(FLAGS_inner));
+  }
   o.force = absl::GetFlag(FLAGS_force);
   o.device = absl::GetFlag(FLAGS_device);
   o.repetitions = absl::GetFlag(FLAGS_reps);
@@ -230,9 +261,14 @@ int RunVerb(const std::vector<std::string>& positional) {
   o.dtype = absl::GetFlag(FLAGS_dtype);
   o.rows = SingleIntFlag(absl::GetFlag(FLAGS_rows));
   o.cols = SingleIntFlag(absl::GetFlag(FLAGS_cols));
+  o.inner = SingleIntFlag(absl::GetFlag(FLAGS_inner));
   o.via = absl::GetFlag(FLAGS_via);
   o.iterations = absl::GetFlag(FLAGS_iterations);
   o.epsilon = absl::GetFlag(FLAGS_epsilon);
+  o.mask = absl::GetFlag(FLAGS_mask);
+  o.causal = absl::GetFlag(FLAGS_causal);
+  o.scale = absl::GetFlag(FLAGS_scale);
+  o.mask_rows = absl::GetFlag(FLAGS_mask_rows);
   o.device = absl::GetFlag(FLAGS_device);
   o.format = FormatFlag();
   return kt::client::RunRunCommand(o, std::cout, std::cerr);
@@ -251,37 +287,40 @@ const std::vector<Verb>& Verbs() {
        {"op", "dtype", "rows", "cols", "cpu"}, 0, Demo},
       {{"tune"}, "",
        "tune on this machine's GPU: every config of every point of the standard "
-       "grid (or --rows x --cols), checked against the fp64 reference and timed; "
-       "results go to the tuning store. Interrupted runs resume where they "
+       "grid (or --rows x --cols [x --inner]), checked against the fp64 reference and "
+       "timed; results go to the tuning store. Interrupted runs resume where they "
        "stopped. Exit 130 when interrupted by Ctrl-C",
-       {"db", "ops", "dtypes", "groups", "rows", "cols", "force", "device", "reps"}, 0, Tune},
+       {"db", "ops", "dtypes", "groups", "rows", "cols", "inner", "force", "device", "reps"}, 0,
+       Tune},
       {{"gpus"}, "", "GPU SKUs in the tuning store, with counts of runs, "
        "best configs and candidates",
        {"db", "format"}, 0, Gpus},
       {{"configs", "list"}, "",
        "the chosen config of every tuned point: time, GB/s, % of copy, the "
        "heuristic and the speedup over it, kernel version (stale marked)",
-       {"db", "format", "gpu", "op", "dtype", "rows", "cols"}, 0, ConfigsList},
+       {"db", "format", "gpu", "op", "dtype", "rows", "cols", "inner"}, 0, ConfigsList},
       {{"configs", "show"}, "",
        "one point's chosen config; with --candidates every config measured "
        "for it, fastest first (why this config)",
-       {"db", "format", "gpu", "op", "dtype", "rows", "cols", "candidates"}, 0,
+       {"db", "format", "gpu", "op", "dtype", "rows", "cols", "inner", "candidates"}, 0,
        ConfigsShow},
       {{"configs", "export"}, "",
        "write one GPU SKU's tuned configs to standard output as a versioned "
        "JSON file (client/README.md)",
-       {"db", "gpu", "op", "dtype", "rows", "cols"}, 0, ConfigsExport},
+       {"db", "gpu", "op", "dtype", "rows", "cols", "inner"}, 0, ConfigsExport},
       {{"configs", "import"}, "FILE",
        "import a file written by `configs export` (FILE - = standard input); "
        "every entry is checked, bad ones are skipped and reported. Exit 0: "
        "all imported, 1: some skipped, 2: unreadable file",
        {"db", "format"}, 1, ConfigsImport},
       {{"run"}, "OP",
-       "send one random OP (softmax, log_softmax, layer_norm) problem to a running "
-       "kerntuned, check the output against the fp64 reference, and print the config "
-       "it used with its source (tuned, nearest, heuristic, cpu), the kernel time and "
-       "the round-trip time. Exit 1 on a mismatch or a failed call",
-       {"server", "dtype", "rows", "cols", "via", "iterations", "epsilon", "device", "format"},
+       "send one random OP (softmax, log_softmax, layer_norm, rms_norm, reduce_scale, "
+       "scaled_masked_softmax) problem to a running kerntuned, check every output against "
+       "the fp64 reference, and print the config it used with its source (tuned, nearest, "
+       "heuristic, cpu), the kernel time and the round-trip time. Exit 1 on a mismatch or a "
+       "failed call",
+       {"server", "dtype", "rows", "cols", "inner", "via", "iterations", "epsilon", "mask",
+        "causal", "scale", "mask_rows", "device", "format"},
        1, RunVerb},
       {{"status"}, "",
        "what a running kerntuned reports: version, backend and why, devices, tuned "

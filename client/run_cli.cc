@@ -27,7 +27,8 @@ constexpr char kLabel[] = "kerntune run";
 // Byte offsets of every tensor in one registered buffer (shm or IPC). 256-byte
 // aligned: any dtype offset rule and the kernels' widest packs are met.
 struct Layout {
-  int64_t x = 0, y = 0, gamma = -1, beta = -1, mean = -1, inv_std = -1;
+  int64_t x = 0, y = 0, gamma = -1, beta = -1, mask = -1;
+  int64_t mean = -1, inv_std = -1, row_scale = -1;
   int64_t total = 0;
 };
 
@@ -44,12 +45,12 @@ Layout MakeLayout(const kernels::HostProblem& p) {
   };
   layout.x = place(tensor);
   layout.y = place(tensor);
-  if (p.op == kernels::Op::kLayerNorm) {
-    layout.gamma = place(static_cast<int64_t>(p.gamma.size()));
-    layout.beta = place(static_cast<int64_t>(p.beta.size()));
-    layout.mean = place(p.shape.rows * 4);
-    layout.inv_std = place(p.shape.rows * 4);
-  }
+  if (!p.gamma.empty()) layout.gamma = place(static_cast<int64_t>(p.gamma.size()));
+  if (!p.beta.empty()) layout.beta = place(static_cast<int64_t>(p.beta.size()));
+  if (!p.mask.empty()) layout.mask = place(static_cast<int64_t>(p.mask.size()));
+  if (!p.mean_ref.empty()) layout.mean = place(p.shape.rows * 4);
+  if (!p.inv_std_ref.empty()) layout.inv_std = place(p.shape.rows * 4);
+  if (!p.row_scale_ref.empty()) layout.row_scale = place(p.shape.rows * 4);
   layout.total = next;
   return layout;
 }
@@ -59,7 +60,7 @@ std::string Bytes(const std::vector<uint8_t>& v) { return std::string(v.begin(),
 // What came back from one Run, wherever it was written.
 struct Outputs {
   std::string y;
-  std::vector<float> mean, inv_std;
+  std::vector<float> mean, inv_std, row_scale;
 };
 
 RunArgs BaseArgs(const kernels::HostProblem& p) {
@@ -68,7 +69,13 @@ RunArgs BaseArgs(const kernels::HostProblem& p) {
   args.dtype = DTypeToProto(p.dtype);
   args.rows = p.shape.rows;
   args.cols = p.shape.cols;
+  args.inner = p.shape.inner;
   args.epsilon = p.epsilon;
+  if (p.op == kernels::Op::kScaledMaskedSoftmax) {
+    args.scale = p.scale;
+    args.mask_rows = p.mask_rows;
+    args.causal = p.causal;
+  }
   return args;
 }
 
@@ -90,18 +97,19 @@ class InlineTransport final : public Transport {
     RunArgs args = BaseArgs(p);
     args.input = InlineTensor(Bytes(p.x));
     args.output = InlineOutput();
-    if (p.op == kernels::Op::kLayerNorm) {
-      args.gamma = InlineTensor(Bytes(p.gamma));
-      args.beta = InlineTensor(Bytes(p.beta));
-      args.want_mean_inv_std = true;
-    }
-    request_ = MakeRunRequest(args);
+    if (!p.gamma.empty()) args.gamma = InlineTensor(Bytes(p.gamma));
+    if (!p.beta.empty()) args.beta = InlineTensor(Bytes(p.beta));
+    if (!p.mask.empty()) args.mask = InlineTensor(Bytes(p.mask));
+    args.want_mean_inv_std = p.op == kernels::Op::kLayerNorm;
+    args.want_inv_rms = p.op == kernels::Op::kRmsNorm;
+    request_ = MakeRunRequest(args);  // ReduceScale's scales come back inline
   }
 
   absl::StatusOr<Outputs> Fetch(const pb::RunResponse& response) const override {
     return Outputs{response.output_data(),
                    {response.mean().begin(), response.mean().end()},
-                   {response.inv_std().begin(), response.inv_std().end()}};
+                   {response.inv_std().begin(), response.inv_std().end()},
+                   {response.row_scale().begin(), response.row_scale().end()}};
   }
 };
 
@@ -111,12 +119,12 @@ RunArgs BufferArgs(const kernels::HostProblem& p, const Layout& layout,
   RunArgs args = BaseArgs(p);
   args.input = buffer.Tensor(layout.x);
   args.output = buffer.Output(layout.y);
-  if (p.op == kernels::Op::kLayerNorm) {
-    args.gamma = buffer.Tensor(layout.gamma);
-    args.beta = buffer.Tensor(layout.beta);
-    args.mean = buffer.Output(layout.mean);
-    args.inv_std = buffer.Output(layout.inv_std);
-  }
+  if (layout.gamma >= 0) args.gamma = buffer.Tensor(layout.gamma);
+  if (layout.beta >= 0) args.beta = buffer.Tensor(layout.beta);
+  if (layout.mask >= 0) args.mask = buffer.Tensor(layout.mask);
+  if (layout.mean >= 0) args.mean = buffer.Output(layout.mean);
+  if (layout.inv_std >= 0) args.inv_std = buffer.Output(layout.inv_std);
+  if (layout.row_scale >= 0) args.row_scale = buffer.Output(layout.row_scale);
   return args;
 }
 
@@ -133,13 +141,15 @@ class ShmTransport final : public Transport {
     if (!shm.ok()) return shm.status();
     t->shm_ = *std::move(shm);
     uint8_t* base = t->shm_.data();
-    std::copy(p.x.begin(), p.x.end(), base + t->layout_.x);
-    std::fill_n(base + t->layout_.y, p.x.size(), kPoison);
-    if (p.op == kernels::Op::kLayerNorm) {
-      std::copy(p.gamma.begin(), p.gamma.end(), base + t->layout_.gamma);
-      std::copy(p.beta.begin(), p.beta.end(), base + t->layout_.beta);
-      std::fill_n(base + t->layout_.mean, p.shape.rows * 4, kPoison);
-      std::fill_n(base + t->layout_.inv_std, p.shape.rows * 4, kPoison);
+    const Layout& at = t->layout_;
+    std::copy(p.x.begin(), p.x.end(), base + at.x);
+    std::fill_n(base + at.y, p.x.size(), kPoison);
+    for (const auto& [offset, bytes] : {std::pair(at.gamma, &p.gamma), std::pair(at.beta, &p.beta),
+                                        std::pair(at.mask, &p.mask)}) {
+      if (offset >= 0) std::copy(bytes->begin(), bytes->end(), base + offset);
+    }
+    for (int64_t offset : {at.mean, at.inv_std, at.row_scale}) {
+      if (offset >= 0) std::fill_n(base + offset, p.shape.rows * 4, kPoison);
     }
     absl::StatusOr<RegisteredBuffer> buffer =
         client.RegisterHostShm(t->shm_.name(), 0, 0, kLabel);
@@ -153,11 +163,12 @@ class ShmTransport final : public Transport {
     const uint8_t* base = shm_.data();
     Outputs out;
     out.y.assign(reinterpret_cast<const char*>(base + layout_.y), bytes_);
-    if (layout_.mean >= 0) {
-      const auto* mean = reinterpret_cast<const float*>(base + layout_.mean);
-      const auto* inv_std = reinterpret_cast<const float*>(base + layout_.inv_std);
-      out.mean.assign(mean, mean + rows_);
-      out.inv_std.assign(inv_std, inv_std + rows_);
+    for (auto [offset, values] : {std::pair(layout_.mean, &out.mean),
+                                  std::pair(layout_.inv_std, &out.inv_std),
+                                  std::pair(layout_.row_scale, &out.row_scale)}) {
+      if (offset < 0) continue;
+      const auto* floats = reinterpret_cast<const float*>(base + offset);
+      values->assign(floats, floats + rows_);
     }
     return out;
   }
@@ -185,11 +196,12 @@ class IpcTransport final : public Transport {
     const Layout& at = t->layout_;
     absl::Status s = t->memory_.CopyIn(at.x, p.x.data(), p.x.size());
     if (s.ok()) s = t->memory_.Fill(at.y, kPoison, p.x.size());
-    if (s.ok() && p.op == kernels::Op::kLayerNorm) {
-      s = t->memory_.CopyIn(at.gamma, p.gamma.data(), p.gamma.size());
-      if (s.ok()) s = t->memory_.CopyIn(at.beta, p.beta.data(), p.beta.size());
-      if (s.ok()) s = t->memory_.Fill(at.mean, kPoison, p.shape.rows * 4);
-      if (s.ok()) s = t->memory_.Fill(at.inv_std, kPoison, p.shape.rows * 4);
+    for (const auto& [offset, bytes] : {std::pair(at.gamma, &p.gamma), std::pair(at.beta, &p.beta),
+                                        std::pair(at.mask, &p.mask)}) {
+      if (s.ok() && offset >= 0) s = t->memory_.CopyIn(offset, bytes->data(), bytes->size());
+    }
+    for (int64_t offset : {at.mean, at.inv_std, at.row_scale}) {
+      if (s.ok() && offset >= 0) s = t->memory_.Fill(offset, kPoison, p.shape.rows * 4);
     }
     if (!s.ok()) return s;
     absl::StatusOr<RegisteredBuffer> buffer =
@@ -204,11 +216,12 @@ class IpcTransport final : public Transport {
     Outputs out;
     out.y.resize(bytes_);
     absl::Status s = memory_.CopyOut(layout_.y, out.y.data(), bytes_);
-    if (s.ok() && layout_.mean >= 0) {
-      out.mean.resize(rows_);
-      out.inv_std.resize(rows_);
-      s = memory_.CopyOut(layout_.mean, out.mean.data(), rows_ * 4);
-      if (s.ok()) s = memory_.CopyOut(layout_.inv_std, out.inv_std.data(), rows_ * 4);
+    for (auto [offset, values] : {std::pair(layout_.mean, &out.mean),
+                                  std::pair(layout_.inv_std, &out.inv_std),
+                                  std::pair(layout_.row_scale, &out.row_scale)}) {
+      if (!s.ok() || offset < 0) continue;
+      values->resize(rows_);
+      s = memory_.CopyOut(offset, values->data(), rows_ * 4);
     }
     if (!s.ok()) return s;
     return out;
@@ -304,18 +317,26 @@ Check CheckOutputs(const kernels::HostProblem& p, const Outputs& got) {
     return check;
   }
   const kernels::Tolerance tolerance = kernels::OutputTolerance(p.op, p.dtype);
+  const int64_t inner = p.shape.inner;
   for (int64_t i = 0; i < n; ++i) {
     const double value = kernels::LoadAsDouble(p.dtype, got.y.data(), i);
     if (Within(value, p.y_ref[i], tolerance)) continue;
     if (check.bad++ == 0) {
-      check.first = absl::StrFormat("y[%d, %d] = %g, want %g", i / p.shape.cols,
-                                    i % p.shape.cols, value, p.y_ref[i]);
+      const int64_t row = i / (p.shape.cols * inner);
+      const int64_t col = i / inner % p.shape.cols;
+      check.first =
+          inner == 1
+              ? absl::StrFormat("y[%d, %d] = %g, want %g", row, col, value, p.y_ref[i])
+              : absl::StrFormat("y[%d, %d, %d] = %g, want %g", row, col, i % inner, value,
+                                p.y_ref[i]);
     }
   }
-  if (p.op == kernels::Op::kLayerNorm) {
-    CheckFloats("mean", got.mean, p.mean_ref, check);
-    CheckFloats("inv_std", got.inv_std, p.inv_std_ref, check);
+  if (!p.mean_ref.empty()) CheckFloats("mean", got.mean, p.mean_ref, check);
+  if (!p.inv_std_ref.empty()) {
+    CheckFloats(p.op == kernels::Op::kRmsNorm ? "inv_rms" : "inv_std", got.inv_std,
+                p.inv_std_ref, check);
   }
+  if (!p.row_scale_ref.empty()) CheckFloats("row_scale", got.row_scale, p.row_scale_ref, check);
   return check;
 }
 
@@ -326,22 +347,22 @@ double Median(std::vector<double> values) {
 }
 
 // The problem with its fp64 reference, for --epsilon too.
-absl::StatusOr<kernels::HostProblem> MakeCheckedProblem(kernels::Op op, kernels::DType dtype,
-                                                        kernels::Shape shape, uint64_t seed,
-                                                        double epsilon) {
-  absl::StatusOr<kernels::HostProblem> p =
-      kernels::MakeProblem(op, dtype, shape, seed, kernels::InputPattern::kNormal,
-                           /*with_affine=*/op == kernels::Op::kLayerNorm);
-  if (!p.ok() || op != kernels::Op::kLayerNorm || epsilon == p->epsilon) return p;
+absl::StatusOr<kernels::HostProblem> MakeCheckedProblem(
+    kernels::Op op, kernels::DType dtype, kernels::Shape shape, uint64_t seed, double epsilon,
+    const kernels::AttentionOptions& attention) {
+  absl::StatusOr<kernels::HostProblem> p = kernels::MakeProblem(
+      op, dtype, shape, seed, kernels::InputPattern::kNormal,
+      /*with_affine=*/kernels::TakesGamma(op), /*threads=*/0, /*distinct_rows=*/0, attention);
+  if (!p.ok() || !kernels::TakesEpsilon(op) || epsilon == p->epsilon) return p;
   // MakeProblem uses the default epsilon; recompute the reference for this one.
   p->epsilon = epsilon;
   kernels::HostRowOpArgs args;
   args.x = p->x.data();
   args.y = p->y_ref.data();
-  args.gamma = p->gamma.data();
-  args.beta = p->beta.data();
-  args.mean = p->mean_ref.data();
-  args.inv_std = p->inv_std_ref.data();
+  args.gamma = p->gamma.empty() ? nullptr : p->gamma.data();
+  args.beta = p->beta.empty() ? nullptr : p->beta.data();
+  args.mean = p->mean_ref.empty() ? nullptr : p->mean_ref.data();
+  args.inv_std = p->inv_std_ref.empty() ? nullptr : p->inv_std_ref.data();
   args.epsilon = epsilon;
   if (absl::Status s = kernels::RunReference(op, dtype, shape, args, 0, shape.rows,
                                              kernels::DType::kFloat32);
@@ -360,10 +381,10 @@ std::string DescribeConfig(const pb::ConfigChoice& choice) {
   }
   std::string text = absl::StrCat(choice.config().key(), " (source: ", source);
   if (choice.has_tuned_shape()) {
-    absl::StrAppend(&text, absl::StrFormat("; tuned at %dx%d, %.2f us",
-                                           choice.tuned_shape().rows(),
-                                           choice.tuned_shape().cols(),
-                                           choice.tuned_median_us()));
+    const pb::Shape& tuned = choice.tuned_shape();
+    absl::StrAppend(&text, "; tuned at ", tuned.rows(), "x", tuned.cols(),
+                    tuned.inner() > 1 ? absl::StrCat("x", tuned.inner()) : std::string(),
+                    absl::StrFormat(", %.2f us", choice.tuned_median_us()));
   }
   return text + ")";
 }
@@ -421,11 +442,71 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
                            absl::StrCat("--iterations=", o.iterations, " must be >= 1")),
                        err, kExitUsage);
   }
-  if (*op == kernels::Op::kLayerNorm && !(std::isfinite(o.epsilon) && o.epsilon > 0)) {
+  if (kernels::TakesEpsilon(*op) && !(std::isfinite(o.epsilon) && o.epsilon > 0)) {
     return ReportError(kVerb,
                        absl::InvalidArgumentError(
                            absl::StrCat("--epsilon=", o.epsilon, " must be finite and > 0")),
                        err, kExitUsage);
+  }
+  const int64_t inner = o.inner.value_or(1);
+  if (inner < 1) {
+    return ReportError(
+        kVerb, absl::InvalidArgumentError(absl::StrCat("--inner=", inner, " must be >= 1")), err,
+        kExitUsage);
+  }
+  if (inner > 1 && !kernels::SupportsInnerAxis(*op)) {
+    return ReportError(kVerb,
+                       absl::InvalidArgumentError(absl::StrCat(
+                           "--inner=", inner, ": ", kernels::OpName(*op),
+                           " reduces the last axis only (softmax and log_softmax take --inner)")),
+                       err, kExitUsage);
+  }
+  kernels::AttentionOptions attention;
+  attention.with_mask = o.mask;
+  attention.causal = o.causal;
+  if (*op != kernels::Op::kScaledMaskedSoftmax) {
+    if (o.mask || o.causal || o.scale || o.mask_rows) {
+      return ReportError(kVerb,
+                         absl::InvalidArgumentError(absl::StrCat(
+                             "--mask, --causal, --scale and --mask_rows are flags of "
+                             "scaled_masked_softmax, not ",
+                             kernels::OpName(*op))),
+                         err, kExitUsage);
+    }
+  } else {
+    if (o.scale) {
+      if (!std::isfinite(*o.scale)) {
+        return ReportError(kVerb,
+                           absl::InvalidArgumentError(
+                               absl::StrCat("--scale=", *o.scale, " must be finite")),
+                           err, kExitUsage);
+      }
+      // AttentionOptions reads 0 as "1/sqrt(cols)"; a scale of 0 is not
+      // worth a special case here.
+      if (*o.scale == 0) {
+        return ReportError(
+            kVerb, absl::InvalidArgumentError("--scale=0: give a non-zero scale"), err,
+            kExitUsage);
+      }
+      attention.scale = *o.scale;
+    }
+    if (o.mask_rows) {
+      if (*o.mask_rows < 1 || *o.rows % *o.mask_rows != 0) {
+        return ReportError(kVerb,
+                           absl::InvalidArgumentError(absl::StrCat(
+                               "--mask_rows=", *o.mask_rows, " must be >= 1 and divide --rows=",
+                               *o.rows, " (it is the query length q of (batch, heads, q, k))")),
+                           err, kExitUsage);
+      }
+      if (!o.mask && !o.causal) {
+        return ReportError(kVerb,
+                           absl::InvalidArgumentError(
+                               "--mask_rows needs --mask or --causal (the query length of "
+                               "the mask)"),
+                           err, kExitUsage);
+      }
+      attention.mask_rows = *o.mask_rows;
+    }
   }
   DaemonClientOptions client_options;
   client_options.target = o.server;
@@ -439,9 +520,9 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
                ? ReportError(kVerb, choice.status(), err, kExitUsage)
                : ReportDaemonError(kVerb, choice.status(), err);
   }
-  const kernels::Shape shape{*o.rows, *o.cols};
+  const kernels::Shape shape{*o.rows, *o.cols, inner};
   absl::StatusOr<kernels::HostProblem> problem =
-      MakeCheckedProblem(*op, *dtype, shape, o.seed, o.epsilon);
+      MakeCheckedProblem(*op, *dtype, shape, o.seed, o.epsilon, attention);
   if (!problem.ok()) return ReportError(kVerb, problem.status(), err);
 
   std::unique_ptr<Transport> transport;
@@ -476,12 +557,16 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
   absl::StatusOr<Outputs> outputs = transport->Fetch(response);
   if (!outputs.ok()) return ReportError(kVerb, outputs.status(), err);
   const Check check = CheckOutputs(*problem, *outputs);
-  const int64_t checked = shape.elements() +
-                          (*op == kernels::Op::kLayerNorm ? 2 * shape.rows : 0);
+  const int64_t checked = shape.elements() + kernels::RowStatsCount(*op) * shape.rows;
 
   const pb::ConfigChoice& config = response.config();
-  const std::string point = DescribePoint(kernels::OpName(*op), kernels::DTypeName(*dtype),
-                                          shape.rows, shape.cols);
+  std::string point = DescribePoint(kernels::OpName(*op), kernels::DTypeName(*dtype),
+                                    shape.rows, shape.cols, shape.inner);
+  if (*op == kernels::Op::kScaledMaskedSoftmax) {
+    absl::StrAppend(&point, absl::StrFormat(" scale %g", problem->scale));
+    if (!problem->mask.empty()) absl::StrAppend(&point, ", mask of ", problem->mask_rows, " rows");
+    if (problem->causal) absl::StrAppend(&point, ", causal (q = ", problem->mask_rows, ")");
+  }
   if (o.format == OutputFormat::kTable) {
     const kernels::Tolerance tol = kernels::OutputTolerance(*op, *dtype);
     WriteLabelledLines(
@@ -507,6 +592,7 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
                  {"dtype", "DTYPE"},
                  {"rows", "ROWS"},
                  {"cols", "COLS"},
+                 {"inner", "INNER"},
                  {"via", "VIA"},
                  {"backend", "BACKEND"},
                  {"config_source", "SOURCE"},
@@ -526,6 +612,7 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
                   Cell::Text(std::string(kernels::DTypeName(*dtype))),
                   Cell::Int(shape.rows),
                   Cell::Int(shape.cols),
+                  Cell::Int(shape.inner),
                   Cell::Text(std::string(ViaName(choice->via))),
                   Cell::Text(response.backend()),
                   Cell::Text(std::string(ConfigSourceName(config.source()))),

@@ -36,9 +36,19 @@ struct RunCliOptions {
   std::optional<std::string> dtype;
   std::optional<int64_t> rows;
   std::optional<int64_t> cols;
+  // softmax / log_softmax along a middle axis: (rows, cols, inner), reduced
+  // along cols. Unset: 1, the last axis.
+  std::optional<int64_t> inner;
   std::string via = "auto";
   int iterations = 10;    // Runs timed; the output of the last is checked
-  double epsilon = 1e-5;  // layer_norm
+  double epsilon = 1e-5;  // layer_norm, rms_norm
+  // scaled_masked_softmax: an additive random (mask_rows, cols) mask (1 in
+  // 8 entries -inf), the causal mask, the scale (unset: 1/sqrt(cols)), and
+  // the query length (unset: the largest divisor of rows <= cols).
+  bool mask = false;
+  bool causal = false;
+  std::optional<double> scale;
+  std::optional<int64_t> mask_rows;
   int device = 0;         // --via=ipc: CUDA device to allocate on, also the daemon's ordinal
   uint64_t seed = 42;
   OutputFormat format = OutputFormat::kTable;

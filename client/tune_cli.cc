@@ -52,9 +52,21 @@ int RunTuneCommand(const TuneCliOptions& o, std::ostream& out, std::ostream& err
            "standard grid)\n";
     return 2;
   }
+  if (!o.inner.empty() && o.rows.empty()) {
+    err << "kerntune tune: --inner takes --rows and --cols (a custom grid); the standard grid's "
+           "middle-axis points are --groups=axis\n";
+    return 2;
+  }
   absl::StatusOr<std::vector<tuner::GridPoint>> grid =
-      o.rows.empty() ? tuner::StandardGrid(o.groups, o.ops, o.dtypes)
-                     : tuner::CustomGrid(o.ops, o.dtypes, o.rows, o.cols);
+      o.rows.empty()
+          ? tuner::StandardGrid(o.groups, o.ops, o.dtypes)
+          : tuner::CustomGrid(o.ops, o.dtypes, o.rows, o.cols,
+                              o.inner.empty() ? std::vector<int64_t>{1} : o.inner);
+  if (grid.ok() && grid->empty()) {
+    err << "kerntune tune: the custom grid has no point (--inner > 1 is for softmax and "
+           "log_softmax only)\n";
+    return 2;
+  }
   if (!grid.ok()) {
     err << "kerntune tune: " << grid.status().message() << "\n";
     return 2;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <iterator>
 #include <vector>
 
 #include "kernels/types.h"
@@ -16,13 +17,14 @@ struct TuneCliOptions {
   std::string db_path;  // empty: db::DefaultDatabasePath()
   // The standard grid's groups, unless rows and cols are both given (then
   // every op x dtype x rows x cols).
-  std::vector<std::string> groups = {"main", "few_rows", "attention"};
-  std::vector<kernels::Op> ops = {kernels::Op::kSoftmax, kernels::Op::kLogSoftmax,
-                                  kernels::Op::kLayerNorm};
+  std::vector<std::string> groups = {"main", "few_rows", "attention", "axis"};
+  std::vector<kernels::Op> ops = {std::begin(kernels::kAllOps), std::end(kernels::kAllOps)};
   std::vector<kernels::DType> dtypes = {kernels::DType::kFloat32, kernels::DType::kFloat16,
                                         kernels::DType::kBFloat16};
   std::vector<int64_t> rows;
   std::vector<int64_t> cols;
+  // Custom grid only (with rows and cols): the inner extents; empty = {1}.
+  std::vector<int64_t> inner;
   bool force = false;
   int device = 0;
   int repetitions = 30;

@@ -59,17 +59,21 @@ struct Environment {
   }
 };
 
-// One tuning problem on one GPU SKU.
+// One tuning problem on one GPU SKU: kernels::Shape as stored. inner > 1 is
+// a middle-axis problem, an (outer = rows, dim = cols, inner) tensor reduced
+// along cols; 1 for every last-axis problem (and for rows written before
+// schema v3).
 struct PointKey {
   int64_t gpu_id = 0;
-  std::string op;     // "softmax", "log_softmax", "layer_norm", ...
+  std::string op;     // "softmax", "log_softmax", "layer_norm", "rms_norm", ...
   std::string dtype;  // "float32", "float16", "bfloat16"
   int64_t rows = 0;
   int64_t cols = 0;
+  int64_t inner = 1;
 
   friend bool operator==(const PointKey& a, const PointKey& b) {
     return a.gpu_id == b.gpu_id && a.op == b.op && a.dtype == b.dtype &&
-           a.rows == b.rows && a.cols == b.cols;
+           a.rows == b.rows && a.cols == b.cols && a.inner == b.inner;
   }
   friend bool operator!=(const PointKey& a, const PointKey& b) {
     return !(a == b);
@@ -78,20 +82,26 @@ struct PointKey {
 
 // kernels::LaunchConfig as stored, plus its ConfigKey.
 struct ConfigRecord {
-  std::string impl;  // "warp", "block_smem", "block_uncached"
+  // "warp", "block_smem", "block_uncached", "split_row", "axis"
+  std::string impl;
   int block_size = 0;
   int pack_size = 0;
   int thread_group_width = 0;
   int rows_per_access = 0;
   int grid_waves = 0;
   std::string key;  // kernels::ConfigKey, e.g. "warp/b128/p8/g32/r1/w0"
+  // Blocks sharing one row (split_row's cluster size); 1 for every other
+  // impl and for rows written before schema v3. Last so that the older
+  // brace initialisers keep meaning what they did.
+  int split = 1;
 
   friend bool operator==(const ConfigRecord& a, const ConfigRecord& b) {
     return a.impl == b.impl && a.block_size == b.block_size &&
            a.pack_size == b.pack_size &&
            a.thread_group_width == b.thread_group_width &&
            a.rows_per_access == b.rows_per_access &&
-           a.grid_waves == b.grid_waves && a.key == b.key;
+           a.grid_waves == b.grid_waves && a.key == b.key &&
+           a.split == b.split;
   }
 };
 
@@ -176,6 +186,7 @@ struct BestConfigFilter {
   std::optional<std::string> dtype;
   std::optional<int64_t> rows;
   std::optional<int64_t> cols;
+  std::optional<int64_t> inner;
 };
 
 }  // namespace kt::db

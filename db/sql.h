@@ -137,7 +137,65 @@ CREATE TABLE meta (
 INSERT INTO meta (key, value) VALUES ('data_version', 0);
 )sql";
 
-inline constexpr const char* kMigrations[] = {kMigrationV1, kMigrationV2};
+// v3: middle-axis problems and split rows. Points gain `inner` (the
+// trailing extent of an (outer, dim, inner) tensor reduced along dim; 1 for
+// every last-axis problem) and configs the knob `split` (blocks per row of
+// the split_row impl; 1 for every other impl). best_configs' primary key
+// must include inner, and SQLite cannot alter a primary key: the table is
+// rebuilt (create the new one, copy, drop the old, rename), which keeps
+// every row with inner 1 and split 1. Nothing references best_configs, so
+// the drop needs no foreign-key care. The per-point index gains inner too.
+inline constexpr char kMigrationV3[] = R"sql(
+ALTER TABLE candidates ADD COLUMN inner INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE candidates ADD COLUMN split INTEGER NOT NULL DEFAULT 1;
+DROP INDEX candidates_by_point;
+CREATE INDEX candidates_by_point ON candidates (gpu_id, op, dtype, rows, cols, inner);
+CREATE TABLE best_configs_v3 (
+  gpu_id INTEGER NOT NULL REFERENCES gpus (id),
+  op TEXT NOT NULL,
+  dtype TEXT NOT NULL,
+  rows INTEGER NOT NULL,
+  cols INTEGER NOT NULL,
+  inner INTEGER NOT NULL DEFAULT 1,
+  impl TEXT NOT NULL,
+  block_size INTEGER NOT NULL,
+  pack_size INTEGER NOT NULL,
+  thread_group_width INTEGER NOT NULL,
+  rows_per_access INTEGER NOT NULL,
+  grid_waves INTEGER NOT NULL,
+  split INTEGER NOT NULL DEFAULT 1,
+  config_key TEXT NOT NULL,
+  median_us REAL NOT NULL,
+  spread_low_us REAL,
+  spread_high_us REAL,
+  gbps REAL NOT NULL,
+  pct_of_copy REAL NOT NULL,
+  graph_replay INTEGER NOT NULL DEFAULT 0,
+  heuristic_key TEXT NOT NULL,
+  heuristic_us REAL,
+  run_id INTEGER REFERENCES runs (id),
+  driver_version INTEGER NOT NULL DEFAULT 0,
+  runtime_version INTEGER NOT NULL DEFAULT 0,
+  kernel_version TEXT NOT NULL DEFAULT '',
+  updated_at INTEGER NOT NULL,
+  PRIMARY KEY (gpu_id, op, dtype, rows, cols, inner)
+);
+INSERT INTO best_configs_v3 (gpu_id, op, dtype, rows, cols, inner, impl,
+  block_size, pack_size, thread_group_width, rows_per_access, grid_waves,
+  split, config_key, median_us, spread_low_us, spread_high_us, gbps,
+  pct_of_copy, graph_replay, heuristic_key, heuristic_us, run_id,
+  driver_version, runtime_version, kernel_version, updated_at)
+SELECT gpu_id, op, dtype, rows, cols, 1, impl, block_size, pack_size,
+  thread_group_width, rows_per_access, grid_waves, 1, config_key, median_us,
+  spread_low_us, spread_high_us, gbps, pct_of_copy, graph_replay,
+  heuristic_key, heuristic_us, run_id, driver_version, runtime_version,
+  kernel_version, updated_at
+FROM best_configs;
+DROP TABLE best_configs;
+ALTER TABLE best_configs_v3 RENAME TO best_configs;
+)sql";
+
+inline constexpr const char* kMigrations[] = {kMigrationV1, kMigrationV2, kMigrationV3};
 inline constexpr int kSchemaVersion =
     static_cast<int>(sizeof(kMigrations) / sizeof(kMigrations[0]));
 
@@ -193,50 +251,53 @@ inline constexpr char kSelectRuns[] =
 
 // --- candidates ---------------------------------------------------------------
 #define KT_SQL_CANDIDATE_COLUMNS                                              \
-  "id, run_id, gpu_id, op, dtype, rows, cols, impl, block_size, pack_size,"   \
-  " thread_group_width, rows_per_access, grid_waves, config_key, status,"     \
-  " message, occupancy, median_us, spread_low_us, spread_high_us,"            \
-  " repetitions, gbps, pct_of_copy, graph_replay, correct"
+  "id, run_id, gpu_id, op, dtype, rows, cols, inner, impl, block_size,"       \
+  " pack_size, thread_group_width, rows_per_access, grid_waves, split,"       \
+  " config_key, status, message, occupancy, median_us, spread_low_us,"        \
+  " spread_high_us, repetitions, gbps, pct_of_copy, graph_replay, correct"
 
 inline constexpr char kInsertCandidate[] =
-    "INSERT INTO candidates (run_id, gpu_id, op, dtype, rows, cols, impl,"
-    " block_size, pack_size, thread_group_width, rows_per_access, grid_waves,"
-    " config_key, status, message, occupancy, median_us, spread_low_us,"
-    " spread_high_us, repetitions, gbps, pct_of_copy, graph_replay, correct)"
+    "INSERT INTO candidates (run_id, gpu_id, op, dtype, rows, cols, inner,"
+    " impl, block_size, pack_size, thread_group_width, rows_per_access,"
+    " grid_waves, split, config_key, status, message, occupancy, median_us,"
+    " spread_low_us, spread_high_us, repetitions, gbps, pct_of_copy,"
+    " graph_replay, correct)"
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
-    " ?, ?, ?)";
-// ?1..?5: the point; ?6: run id or NULL for every run. Fastest first,
+    " ?, ?, ?, ?, ?)";
+// ?1..?6: the point; ?7: run id or NULL for every run. Fastest first,
 // unmeasured (NULL time) last.
 inline constexpr char kSelectCandidatesOfPoint[] =
     "SELECT " KT_SQL_CANDIDATE_COLUMNS " FROM candidates"
     " WHERE gpu_id = ?1 AND op = ?2 AND dtype = ?3 AND rows = ?4 AND cols = ?5"
-    " AND (?6 IS NULL OR run_id = ?6)"
+    " AND inner = ?6 AND (?7 IS NULL OR run_id = ?7)"
     " ORDER BY median_us IS NULL, median_us, run_id, id";
 
 // --- best configs -------------------------------------------------------------
 #define KT_SQL_BEST_COLUMNS                                                   \
-  "b.gpu_id, b.op, b.dtype, b.rows, b.cols, b.impl, b.block_size,"            \
+  "b.gpu_id, b.op, b.dtype, b.rows, b.cols, b.inner, b.impl, b.block_size,"   \
   " b.pack_size, b.thread_group_width, b.rows_per_access, b.grid_waves,"      \
-  " b.config_key, b.median_us, b.spread_low_us, b.spread_high_us, b.gbps,"    \
-  " b.pct_of_copy, b.graph_replay, b.heuristic_key, b.heuristic_us,"          \
+  " b.split, b.config_key, b.median_us, b.spread_low_us, b.spread_high_us,"   \
+  " b.gbps, b.pct_of_copy, b.graph_replay, b.heuristic_key, b.heuristic_us,"  \
   " b.run_id, b.driver_version, b.runtime_version, b.kernel_version,"         \
   " b.updated_at"
-#define KT_SQL_BEST_ORDER " ORDER BY b.gpu_id, b.op, b.dtype, b.rows, b.cols"
+#define KT_SQL_BEST_ORDER \
+  " ORDER BY b.gpu_id, b.op, b.dtype, b.rows, b.cols, b.inner"
 
 inline constexpr char kUpsertBestConfig[] =
-    "INSERT INTO best_configs (gpu_id, op, dtype, rows, cols, impl,"
+    "INSERT INTO best_configs (gpu_id, op, dtype, rows, cols, inner, impl,"
     " block_size, pack_size, thread_group_width, rows_per_access, grid_waves,"
-    " config_key, median_us, spread_low_us, spread_high_us, gbps, pct_of_copy,"
-    " graph_replay, heuristic_key, heuristic_us, run_id, driver_version,"
-    " runtime_version, kernel_version, updated_at)"
+    " split, config_key, median_us, spread_low_us, spread_high_us, gbps,"
+    " pct_of_copy, graph_replay, heuristic_key, heuristic_us, run_id,"
+    " driver_version, runtime_version, kernel_version, updated_at)"
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
-    " ?, ?, ?, ?)"
-    " ON CONFLICT (gpu_id, op, dtype, rows, cols) DO UPDATE SET"
+    " ?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (gpu_id, op, dtype, rows, cols, inner) DO UPDATE SET"
     " impl = excluded.impl, block_size = excluded.block_size,"
     " pack_size = excluded.pack_size,"
     " thread_group_width = excluded.thread_group_width,"
     " rows_per_access = excluded.rows_per_access,"
-    " grid_waves = excluded.grid_waves, config_key = excluded.config_key,"
+    " grid_waves = excluded.grid_waves, split = excluded.split,"
+    " config_key = excluded.config_key,"
     " median_us = excluded.median_us, spread_low_us = excluded.spread_low_us,"
     " spread_high_us = excluded.spread_high_us, gbps = excluded.gbps,"
     " pct_of_copy = excluded.pct_of_copy,"
@@ -250,10 +311,11 @@ inline constexpr char kUpsertBestConfig[] =
 inline constexpr char kSelectBestConfigOfPoint[] =
     "SELECT " KT_SQL_BEST_COLUMNS " FROM best_configs b"
     " WHERE b.gpu_id = ? AND b.op = ? AND b.dtype = ? AND b.rows = ?"
-    " AND b.cols = ?";
+    " AND b.cols = ? AND b.inner = ?";
 inline constexpr char kPointCompleteForKernelVersion[] =
     "SELECT EXISTS (SELECT 1 FROM best_configs WHERE gpu_id = ? AND op = ?"
-    " AND dtype = ? AND rows = ? AND cols = ? AND kernel_version = ?)";
+    " AND dtype = ? AND rows = ? AND cols = ? AND inner = ?"
+    " AND kernel_version = ?)";
 // Every filter is optional: NULL matches all. ?2 is a case-insensitive
 // substring of the GPU name.
 inline constexpr char kSelectBestConfigsFiltered[] =
@@ -263,7 +325,7 @@ inline constexpr char kSelectBestConfigsFiltered[] =
     " AND (?2 IS NULL OR instr(lower(g.name), lower(?2)) > 0)"
     " AND (?3 IS NULL OR b.op = ?3) AND (?4 IS NULL OR b.dtype = ?4)"
     " AND (?5 IS NULL OR b.rows = ?5) AND (?6 IS NULL OR b.cols = ?6)"
-    KT_SQL_BEST_ORDER;
+    " AND (?7 IS NULL OR b.inner = ?7)" KT_SQL_BEST_ORDER;
 inline constexpr char kSelectBestConfigsOfSku[] =
     "SELECT " KT_SQL_BEST_COLUMNS
     " FROM best_configs b JOIN gpus g ON g.id = b.gpu_id"

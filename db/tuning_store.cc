@@ -26,8 +26,10 @@ absl::Status Annotate(const absl::Status& status, absl::string_view context) {
 }
 
 std::string DescribePoint(const PointKey& point) {
-  return absl::StrCat("gpu ", point.gpu_id, " ", point.op, " ", point.dtype,
-                      " ", point.rows, "x", point.cols);
+  std::string text = absl::StrCat("gpu ", point.gpu_id, " ", point.op, " ",
+                                  point.dtype, " ", point.rows, "x", point.cols);
+  if (point.inner != 1) absl::StrAppend(&text, "x", point.inner);
+  return text;
 }
 
 // Reads the columns of the current row left to right, in the order of the
@@ -71,6 +73,7 @@ PointKey ReadPoint(ColumnReader& row) {
   point.dtype = row.Text();
   point.rows = row.Int64();
   point.cols = row.Int64();
+  point.inner = row.Int64();
   return point;
 }
 
@@ -82,6 +85,7 @@ ConfigRecord ReadConfig(ColumnReader& row) {
   config.thread_group_width = row.Int();
   config.rows_per_access = row.Int();
   config.grid_waves = row.Int();
+  config.split = row.Int();
   config.key = row.Text();
   return config;
 }
@@ -150,9 +154,10 @@ absl::Status InsertCandidate(Statement& insert, const Candidate& c) {
   insert.Reset();
   return insert
       .BindAll(c.run_id, c.point.gpu_id, c.point.op, c.point.dtype,
-               c.point.rows, c.point.cols, c.config.impl, c.config.block_size,
-               c.config.pack_size, c.config.thread_group_width,
-               c.config.rows_per_access, c.config.grid_waves, c.config.key,
+               c.point.rows, c.point.cols, c.point.inner, c.config.impl,
+               c.config.block_size, c.config.pack_size,
+               c.config.thread_group_width, c.config.rows_per_access,
+               c.config.grid_waves, c.config.split, c.config.key,
                CandidateStatusName(c.status), c.message, c.occupancy,
                c.median_us, c.spread_low_us, c.spread_high_us, c.repetitions,
                c.gbps, c.pct_of_copy, c.graph_replay, c.correct)
@@ -163,9 +168,10 @@ absl::Status UpsertBestConfig(Statement& upsert, const BestConfig& b) {
   upsert.Reset();
   return upsert
       .BindAll(b.point.gpu_id, b.point.op, b.point.dtype, b.point.rows,
-               b.point.cols, b.config.impl, b.config.block_size,
-               b.config.pack_size, b.config.thread_group_width,
-               b.config.rows_per_access, b.config.grid_waves, b.config.key,
+               b.point.cols, b.point.inner, b.config.impl,
+               b.config.block_size, b.config.pack_size,
+               b.config.thread_group_width, b.config.rows_per_access,
+               b.config.grid_waves, b.config.split, b.config.key,
                b.median_us, b.spread_low_us, b.spread_high_us, b.gbps,
                b.pct_of_copy, b.graph_replay, b.heuristic_key,
                b.heuristic_us, b.run_id, b.env.driver_version,
@@ -526,7 +532,7 @@ absl::StatusOr<bool> TuningStore::IsPointComplete(
   KT_DB_ASSIGN_OR_RETURN(Statement select,
                          db_->Prepare(sql::kPointCompleteForKernelVersion));
   select.BindAll(point.gpu_id, point.op, point.dtype, point.rows, point.cols,
-                 kernel_version);
+                 point.inner, kernel_version);
   KT_DB_ASSIGN_OR_RETURN(bool has_row, select.Step());
   return has_row && select.ColumnBool(0);
 }
@@ -534,7 +540,8 @@ absl::StatusOr<bool> TuningStore::IsPointComplete(
 absl::StatusOr<BestConfig> TuningStore::GetBestConfig(const PointKey& point) {
   KT_DB_ASSIGN_OR_RETURN(Statement select,
                          db_->Prepare(sql::kSelectBestConfigOfPoint));
-  select.BindAll(point.gpu_id, point.op, point.dtype, point.rows, point.cols);
+  select.BindAll(point.gpu_id, point.op, point.dtype, point.rows, point.cols,
+                 point.inner);
   KT_DB_ASSIGN_OR_RETURN(bool has_row, select.Step());
   if (!has_row) {
     return absl::NotFoundError(absl::StrCat(
@@ -561,7 +568,7 @@ absl::StatusOr<std::vector<BestConfig>> TuningStore::ListBestConfigs(
   KT_DB_ASSIGN_OR_RETURN(Statement select,
                          db_->Prepare(sql::kSelectBestConfigsFiltered));
   select.BindAll(filter.gpu_id, filter.gpu_name, filter.op, filter.dtype,
-                 filter.rows, filter.cols);
+                 filter.rows, filter.cols, filter.inner);
   return QueryBestConfigs(select);
 }
 
@@ -579,7 +586,7 @@ absl::StatusOr<std::vector<Candidate>> TuningStore::ListCandidates(
   KT_DB_ASSIGN_OR_RETURN(Statement select,
                          db_->Prepare(sql::kSelectCandidatesOfPoint));
   select.BindAll(point.gpu_id, point.op, point.dtype, point.rows, point.cols,
-                 run_id);
+                 point.inner, run_id);
   std::vector<Candidate> candidates;
   while (true) {
     KT_DB_ASSIGN_OR_RETURN(bool has_row, select.Step());

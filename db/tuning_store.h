@@ -107,7 +107,7 @@ class TuningStore {
                                        absl::string_view kernel_version);
   // NotFound when the point has no best row.
   absl::StatusOr<BestConfig> GetBestConfig(const PointKey& point);
-  // Ordered by gpu id, op, dtype, rows, cols.
+  // Ordered by gpu id, op, dtype, rows, cols, inner.
   absl::StatusOr<std::vector<BestConfig>> ListBestConfigs(
       const BestConfigFilter& filter);
   // Every best row of one SKU (what the daemon loads); empty when the SKU is

@@ -20,11 +20,13 @@
 namespace kt::server {
 
 struct RunResult {
-  // Only the outputs returned inline are filled: rows * cols elements of
-  // the request's dtype, and rows floats for each statistic.
+  // Only the outputs returned inline are filled: rows * cols * inner
+  // elements of the request's dtype, and rows floats for each per-row
+  // output (inv_std holds RMSNorm's 1/rms, row_scale ReduceScale's scales).
   std::string output;
   std::vector<float> mean;
   std::vector<float> inv_std;
+  std::vector<float> row_scale;
   // Empty on the CPU backend (no launch config there).
   std::optional<ConfigChoice> config;
   double kernel_time_us = 0;

@@ -79,11 +79,12 @@ absl::Status ConfigCache::Load() {
     TunedEntry entry;
     entry.op = *op;
     entry.dtype = *dtype;
-    entry.shape = kernels::Shape{row.point.rows, row.point.cols};
+    entry.shape = kernels::Shape{row.point.rows, row.point.cols, row.point.inner};
     entry.config = *config;
     entry.median_us = row.median_us;
     entry.kernel_version = row.env.kernel_version;
-    entries[Key{entry.op, entry.dtype, entry.shape.rows, entry.shape.cols}] = std::move(entry);
+    entries[Key{entry.op, entry.dtype, entry.shape.inner, entry.shape.rows, entry.shape.cols}] =
+        std::move(entry);
   }
   absl::MutexLock lock(&mu_);
   entries_ = std::move(entries);
@@ -97,15 +98,17 @@ absl::StatusOr<ConfigChoice> ConfigCache::Lookup(kernels::Op op, kernels::DType 
   std::optional<TunedEntry> nearest;
   {
     absl::MutexLock lock(&mu_);
-    auto it = entries_.find(Key{op, dtype, shape.rows, shape.cols});
+    auto it = entries_.find(Key{op, dtype, shape.inner, shape.rows, shape.cols});
     if (it != entries_.end()) {
       exact = it->second;
     } else {
-      // Nearest in log space: a 2x change of rows costs as much as a 2x
-      // change of cols. Ties go to the first in (rows, cols) order.
+      // Nearest in log space among the entries of the same op, dtype and
+      // inner: a 2x change of rows costs as much as a 2x change of cols.
+      // Ties go to the first in (rows, cols) order.
       double best = std::numeric_limits<double>::infinity();
-      for (auto e = entries_.lower_bound(Key{op, dtype, 0, 0});
-           e != entries_.end() && std::get<0>(e->first) == op && std::get<1>(e->first) == dtype;
+      for (auto e = entries_.lower_bound(Key{op, dtype, shape.inner, 0, 0});
+           e != entries_.end() && std::get<0>(e->first) == op && std::get<1>(e->first) == dtype &&
+           std::get<2>(e->first) == shape.inner;
            ++e) {
         const double distance =
             std::fabs(std::log(static_cast<double>(e->second.shape.rows) / shape.rows)) +

@@ -1,7 +1,9 @@
 // ConfigCache: the tuned configs of this GPU's SKU, in memory, and the rule
 // that picks the config of a request: the exact tuned point, else the nearest
-// tuned point of the same op and dtype when its config is legal for the
-// shape, else the heuristic. Reloads when the tuning store's data changes.
+// tuned point of the same op, dtype and inner (a middle-axis problem is
+// never served by a last-axis config, nor one inner by another's) when its
+// config is legal for the shape, else the heuristic. Reloads when the tuning
+// store's data changes.
 #ifndef KERNTUNE_SERVER_CONFIG_CACHE_H_
 #define KERNTUNE_SERVER_CONFIG_CACHE_H_
 
@@ -68,8 +70,8 @@ class ConfigCache {
   // Returns whether it reloaded. On error the old entries stay.
   absl::StatusOr<bool> ReloadIfChanged();
 
-  // The config to launch for a problem. Errors only when even the heuristic
-  // has none (a shape no kernel can run).
+  // The config to launch for a problem (shape.inner included). Errors only
+  // when even the heuristic has none (a shape no kernel can run).
   absl::StatusOr<ConfigChoice> Lookup(kernels::Op op, kernels::DType dtype,
                                       kernels::Shape shape) const;
 
@@ -81,7 +83,9 @@ class ConfigCache {
   const db::GpuSku& sku() const { return sku_; }
 
  private:
-  using Key = std::tuple<kernels::Op, kernels::DType, int64_t, int64_t>;
+  // (op, dtype, inner, rows, cols): the entries one lookup may choose among
+  // (same op, dtype, inner) are adjacent.
+  using Key = std::tuple<kernels::Op, kernels::DType, int64_t, int64_t, int64_t>;
   ConfigCache(std::string db_path, kernels::DeviceInfo device);
   // Opens the store when not yet open. False when the file does not exist.
   absl::StatusOr<bool> EnsureOpen() ABSL_EXCLUSIVE_LOCKS_REQUIRED(store_mu_);

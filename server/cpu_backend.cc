@@ -34,18 +34,21 @@ absl::StatusOr<RunResult> CpuBackend::Execute(const RunRequest& request) {
   if (!request.wait_event.empty() || !request.done_event.empty()) {
     return absl::FailedPreconditionError("the CPU backend cannot wait on or record CUDA events");
   }
-  if (request.output.where == TensorView::Where::kDevice ||
-      request.mean.where == TensorView::Where::kDevice ||
-      request.inv_std.where == TensorView::Where::kDevice) {
-    return absl::FailedPreconditionError("the CPU backend cannot write device memory");
+  for (const TensorView* view : {&request.output, &request.mean, &request.inv_std,
+                                 &request.row_scale}) {
+    if (view->where == TensorView::Where::kDevice) {
+      return absl::FailedPreconditionError("the CPU backend cannot write device memory");
+    }
   }
-  std::string input_copy, gamma_copy, beta_copy;
+  std::string input_copy, gamma_copy, beta_copy, mask_copy;
   absl::StatusOr<const void*> x = Readable(request.input, input_copy);
   if (!x.ok()) return x.status();
   absl::StatusOr<const void*> gamma = Readable(request.gamma, gamma_copy);
   if (!gamma.ok()) return gamma.status();
   absl::StatusOr<const void*> beta = Readable(request.beta, beta_copy);
   if (!beta.ok()) return beta.status();
+  absl::StatusOr<const void*> mask = Readable(request.mask, mask_copy);
+  if (!mask.ok()) return mask.status();
 
   // Outputs are computed into the response (inline) or a private buffer
   // copied to client memory afterwards.
@@ -54,24 +57,35 @@ absl::StatusOr<RunResult> CpuBackend::Execute(const RunRequest& request) {
   std::string& y = request.output.where == TensorView::Where::kInline ? result.output : output_copy;
   y.resize(static_cast<size_t>(request.tensor_bytes()));
   const size_t rows = static_cast<size_t>(request.shape.rows);
-  std::vector<float> mean_copy, inv_std_copy;
-  std::vector<float>& mean =
-      request.mean.where == TensorView::Where::kInline ? result.mean : mean_copy;
-  std::vector<float>& inv_std =
-      request.inv_std.where == TensorView::Where::kInline ? result.inv_std : inv_std_copy;
-  if (request.has_stats()) {
-    mean.resize(rows);
-    inv_std.resize(rows);
-  }
+  std::vector<float> mean_copy, inv_std_copy, row_scale_copy;
+  // A per-row output the request asked for: sized, and its pointer for the
+  // reference; null when absent.
+  const auto stats = [rows](const TensorView& view, std::vector<float>& inline_values,
+                            std::vector<float>& copy) -> std::vector<float>* {
+    if (!view.present()) return nullptr;
+    std::vector<float>& values = view.where == TensorView::Where::kInline ? inline_values : copy;
+    values.resize(rows);
+    return &values;
+  };
+  std::vector<float>* mean = stats(request.mean, result.mean, mean_copy);
+  std::vector<float>* inv_std = stats(request.inv_std, result.inv_std, inv_std_copy);
+  std::vector<float>* row_scale = stats(request.row_scale, result.row_scale, row_scale_copy);
 
   kernels::HostRowOpArgs args;
   args.x = *x;
   args.y = y.data();
   args.gamma = *gamma;
   args.beta = *beta;
-  args.mean = request.has_stats() ? mean.data() : nullptr;
-  args.inv_std = request.has_stats() ? inv_std.data() : nullptr;
-  if (request.op == kernels::Op::kLayerNorm) args.epsilon = request.epsilon;
+  args.mean = mean != nullptr ? mean->data() : nullptr;
+  args.inv_std = inv_std != nullptr ? inv_std->data() : nullptr;
+  args.row_scale = row_scale != nullptr ? row_scale->data() : nullptr;
+  if (kernels::TakesEpsilon(request.op)) args.epsilon = request.epsilon;
+  if (request.op == kernels::Op::kScaledMaskedSoftmax) {
+    args.scale = request.scale;
+    args.mask = *mask;
+    args.mask_rows = request.mask_rows;
+    args.causal = request.causal;
+  }
   const auto start = std::chrono::steady_clock::now();
   if (absl::Status s = kernels::RunReference(request.op, request.dtype, request.shape, args, 0,
                                              request.shape.rows, request.dtype, threads_);
@@ -81,10 +95,11 @@ absl::StatusOr<RunResult> CpuBackend::Execute(const RunRequest& request) {
   result.kernel_time_us =
       std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
 
-  for (auto [view, data] : {std::pair(&request.output, static_cast<const void*>(y.data())),
-                            std::pair(&request.mean, static_cast<const void*>(mean.data())),
-                            std::pair(&request.inv_std,
-                                      static_cast<const void*>(inv_std.data()))}) {
+  for (auto [view, data] :
+       {std::pair(&request.output, static_cast<const void*>(y.data())),
+        std::pair(&request.mean, static_cast<const void*>(args.mean)),
+        std::pair(&request.inv_std, static_cast<const void*>(args.inv_std)),
+        std::pair(&request.row_scale, static_cast<const void*>(args.row_scale))}) {
     if (view->where != TensorView::Where::kClientHost) continue;
     if (absl::Status s = CopyToClientHost(view->data, data, view->bytes); !s.ok()) return s;
   }

@@ -321,7 +321,7 @@ absl::StatusOr<RunResult> GpuBackend::ExecuteOn(Lane& lane, const RunRequest& re
     return staged.device->data();
   };
 
-  Staged x, gamma, beta, y, mean, inv_std;
+  Staged x, gamma, beta, mask, y, mean, inv_std, row_scale;
   kernels::RowOpArgs args;
   absl::StatusOr<void*> pointer = device_input(request.input, x);
   if (!pointer.ok()) return pointer.status();
@@ -330,13 +330,24 @@ absl::StatusOr<RunResult> GpuBackend::ExecuteOn(Lane& lane, const RunRequest& re
   args.gamma = *pointer;
   if ((pointer = device_input(request.beta, beta)); !pointer.ok()) return pointer.status();
   args.beta = *pointer;
+  if ((pointer = device_input(request.mask, mask)); !pointer.ok()) return pointer.status();
+  args.mask = *pointer;
   if ((pointer = device_output(request.output, y)); !pointer.ok()) return pointer.status();
   args.y = *pointer;
   if ((pointer = device_output(request.mean, mean)); !pointer.ok()) return pointer.status();
   args.mean = static_cast<float*>(*pointer);
   if ((pointer = device_output(request.inv_std, inv_std)); !pointer.ok()) return pointer.status();
   args.inv_std = static_cast<float*>(*pointer);
-  if (request.op == kernels::Op::kLayerNorm) args.epsilon = request.epsilon;
+  if ((pointer = device_output(request.row_scale, row_scale)); !pointer.ok()) {
+    return pointer.status();
+  }
+  args.row_scale = static_cast<float*>(*pointer);
+  if (kernels::TakesEpsilon(request.op)) args.epsilon = request.epsilon;
+  if (request.op == kernels::Op::kScaledMaskedSoftmax) {
+    args.scale = request.scale;
+    args.mask_rows = request.mask_rows;
+    args.causal = request.causal;
+  }
 
   if (absl::Status s = CudaError(cudaEventRecord(lane.start, stream), "cudaEventRecord"); !s.ok()) {
     return s;
@@ -353,8 +364,10 @@ absl::StatusOr<RunResult> GpuBackend::ExecuteOn(Lane& lane, const RunRequest& re
   // Staged outputs come back to the response (inline) or to a private copy
   // that goes to client shared memory after the stream finishes.
   RunResult result;
-  const std::pair<const TensorView*, Staged*> outputs[] = {
-      {&request.output, &y}, {&request.mean, &mean}, {&request.inv_std, &inv_std}};
+  const std::pair<const TensorView*, Staged*> outputs[] = {{&request.output, &y},
+                                                           {&request.mean, &mean},
+                                                           {&request.inv_std, &inv_std},
+                                                           {&request.row_scale, &row_scale}};
   bool staged_outputs = false;
   for (auto [view, staged] : outputs) {
     if (staged->device == nullptr) continue;
@@ -365,7 +378,9 @@ absl::StatusOr<RunResult> GpuBackend::ExecuteOn(Lane& lane, const RunRequest& re
         result.output.resize(static_cast<size_t>(view->bytes));
         host = result.output.data();
       } else {
-        std::vector<float>& stats = view == &request.mean ? result.mean : result.inv_std;
+        std::vector<float>& stats = view == &request.mean      ? result.mean
+                                    : view == &request.inv_std ? result.inv_std
+                                                               : result.row_scale;
         stats.resize(static_cast<size_t>(request.shape.rows));
         host = reinterpret_cast<char*>(stats.data());
       }

@@ -1,6 +1,7 @@
 // Request validation for the daemon (see run_request.h).
 #include "server/run_request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <tuple>
@@ -156,10 +157,17 @@ absl::StatusOr<kernels::Op> OpFromProto(pb::Op op, absl::string_view field) {
       return kernels::Op::kLogSoftmax;
     case pb::OP_LAYER_NORM:
       return kernels::Op::kLayerNorm;
+    case pb::OP_RMS_NORM:
+      return kernels::Op::kRmsNorm;
+    case pb::OP_REDUCE_SCALE:
+      return kernels::Op::kReduceScale;
+    case pb::OP_SCALED_MASKED_SOFTMAX:
+      return kernels::Op::kScaledMaskedSoftmax;
     default:
       return absl::InvalidArgumentError(absl::StrCat(
           field, "=", static_cast<int>(op), " (", pb::Op_Name(op),
-          ") must be OP_SOFTMAX, OP_LOG_SOFTMAX or OP_LAYER_NORM"));
+          ") must be OP_SOFTMAX, OP_LOG_SOFTMAX, OP_LAYER_NORM, OP_RMS_NORM, OP_REDUCE_SCALE "
+          "or OP_SCALED_MASKED_SOFTMAX"));
   }
 }
 
@@ -186,6 +194,12 @@ pb::Op OpToProto(kernels::Op op) {
       return pb::OP_LOG_SOFTMAX;
     case kernels::Op::kLayerNorm:
       return pb::OP_LAYER_NORM;
+    case kernels::Op::kRmsNorm:
+      return pb::OP_RMS_NORM;
+    case kernels::Op::kReduceScale:
+      return pb::OP_REDUCE_SCALE;
+    case kernels::Op::kScaledMaskedSoftmax:
+      return pb::OP_SCALED_MASKED_SOFTMAX;
   }
   return pb::OP_UNSPECIFIED;
 }
@@ -202,7 +216,8 @@ pb::DType DTypeToProto(kernels::DType dtype) {
   return pb::DTYPE_UNSPECIFIED;
 }
 
-absl::StatusOr<kernels::Shape> ValidateShape(const pb::Shape& shape, kernels::DType dtype) {
+absl::StatusOr<kernels::Shape> ValidateShape(const pb::Shape& shape, kernels::Op op,
+                                             kernels::DType dtype) {
   if (shape.rows() < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("shape.rows=", shape.rows(), " must be >= 1"));
@@ -211,65 +226,60 @@ absl::StatusOr<kernels::Shape> ValidateShape(const pb::Shape& shape, kernels::DT
     return absl::InvalidArgumentError(
         absl::StrCat("shape.cols=", shape.cols(), " must be >= 1"));
   }
+  if (shape.inner() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shape.inner=", shape.inner(), " must be >= 1 (0, unset, means 1: the last axis)"));
+  }
+  const int64_t inner = std::max<int64_t>(shape.inner(), 1);
+  if (inner > 1 && !kernels::SupportsInnerAxis(op)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shape.inner=", inner, ": op=", kernels::OpName(op),
+        " reduces the last axis only (inner 0 or 1); only softmax and log_softmax reduce a "
+        "middle axis"));
+  }
   const int64_t size = static_cast<int64_t>(kernels::DTypeSize(dtype));
   const int64_t max = std::numeric_limits<int64_t>::max();
-  if (shape.rows() > max / shape.cols() || shape.rows() * shape.cols() > max / size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("shape.rows=", shape.rows(), " x shape.cols=", shape.cols(), " x ", size,
-                     " bytes overflows a 64-bit byte count"));
+  if (shape.rows() > max / shape.cols() || shape.rows() * shape.cols() > max / inner ||
+      shape.rows() * shape.cols() * inner > max / size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shape.rows=", shape.rows(), " x shape.cols=", shape.cols(),
+        inner > 1 ? absl::StrCat(" x shape.inner=", inner) : std::string(), " x ", size,
+        " bytes overflows a 64-bit byte count"));
   }
-  return kernels::Shape{shape.rows(), shape.cols()};
+  return kernels::Shape{shape.rows(), shape.cols(), inner};
 }
 
-absl::StatusOr<RunRequest> ValidateRunRequest(const pb::RunRequest& request,
-                                              int64_t max_request_bytes) {
-  RunRequest run;
-  absl::StatusOr<kernels::Op> op = OpFromProto(request.op(), "op");
-  if (!op.ok()) return op.status();
-  absl::StatusOr<kernels::DType> dtype = DTypeFromProto(request.dtype(), "dtype");
-  if (!dtype.ok()) return dtype.status();
-  absl::StatusOr<kernels::Shape> shape = ValidateShape(request.shape(), *dtype);
-  if (!shape.ok()) return shape.status();
-  run.op = *op;
-  run.dtype = *dtype;
-  run.shape = *shape;
-  const int64_t bytes = run.tensor_bytes();
-  const int64_t element = static_cast<int64_t>(kernels::DTypeSize(run.dtype));
-  // The limit guards the daemon's own memory: it applies when a tensor
-  // travels in the messages, not to client memory referenced in place.
-  const bool travels_inline = request.input().has_inline_data() ||
-                              (!request.output().has_buffer() && !request.output().has_cuda_ipc());
-  if (travels_inline && bytes > max_request_bytes) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("shape.rows=", run.shape.rows, " x shape.cols=", run.shape.cols, " is ",
-                     bytes, " bytes per tensor, over the daemon's limit of ",
-                     max_request_bytes, " for inline tensors (--max_request_bytes)"));
-  }
-  if (absl::Status s = CheckInput(request.input(), "input", bytes, element, run.input); !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = CheckOutput(request.output(), "output", bytes, element, run.output);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = CheckEvent(request.wait_event(), "wait_event"); !s.ok()) return s;
-  if (absl::Status s = CheckEvent(request.done_event(), "done_event"); !s.ok()) return s;
-  run.wait_event = request.wait_event();
-  run.done_event = request.done_event();
+namespace {
 
-  const bool is_layer_norm = run.op == kernels::Op::kLayerNorm;
-  if (!is_layer_norm) {
-    if (request.has_layer_norm()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "layer_norm is set but op=", kernels::OpName(run.op), " takes no LayerNorm parameters"));
-    }
-    return run;
+// Stage 1 of per-row float32 statistics written to client memory (they
+// cannot be "returned inline" through an OutputRef: a flag asks for that).
+absl::Status CheckStatsRef(const pb::OutputRef& ref, absl::string_view field,
+                           absl::string_view inline_flag, int64_t bytes, TensorView& view) {
+  if (!ref.has_buffer() && !ref.has_cuda_ipc()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, " must name client memory (.buffer or .cuda_ipc); for inline statistics set ",
+        inline_flag));
   }
+  if (absl::Status s = CheckMemoryRef(ref, field, sizeof(float)); !s.ok()) return s;
+  view.bytes = bytes;
+  return absl::OkStatus();
+}
+
+absl::Status CheckEpsilon(double epsilon, absl::string_view field) {
+  if (!std::isfinite(epsilon) || epsilon <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, "=", epsilon, " must be finite and > 0"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateLayerNorm(const pb::RunRequest& request, RunRequest& run) {
   if (!request.has_layer_norm()) {
     return absl::InvalidArgumentError(
         "layer_norm is not set: op=layer_norm needs layer_norm.epsilon");
   }
   const pb::LayerNormParams& params = request.layer_norm();
+  const int64_t element = static_cast<int64_t>(kernels::DTypeSize(run.dtype));
   const int64_t param_bytes = run.shape.cols * element;
   if (params.has_gamma()) {
     if (absl::Status s = CheckInput(params.gamma(), "layer_norm.gamma", param_bytes, element,
@@ -285,10 +295,7 @@ absl::StatusOr<RunRequest> ValidateRunRequest(const pb::RunRequest& request,
       return s;
     }
   }
-  if (!std::isfinite(params.epsilon()) || params.epsilon() <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "layer_norm.epsilon=", params.epsilon(), " must be finite and > 0"));
-  }
+  if (absl::Status s = CheckEpsilon(params.epsilon(), "layer_norm.epsilon"); !s.ok()) return s;
   run.epsilon = params.epsilon();
   const int64_t stats_bytes = run.shape.rows * static_cast<int64_t>(sizeof(float));
   if (params.has_mean() != params.has_inv_std()) {
@@ -304,18 +311,186 @@ absl::StatusOr<RunRequest> ValidateRunRequest(const pb::RunRequest& request,
     for (auto [ref, field, view] : {std::tuple(&params.mean(), "layer_norm.mean", &run.mean),
                                     std::tuple(&params.inv_std(), "layer_norm.inv_std",
                                                &run.inv_std)}) {
-      if (!ref->has_buffer() && !ref->has_cuda_ipc()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            field, " must name client memory (.buffer or .cuda_ipc); for inline statistics "
-            "set layer_norm.want_mean_inv_std"));
+      if (absl::Status s =
+              CheckStatsRef(*ref, field, "layer_norm.want_mean_inv_std", stats_bytes, *view);
+          !s.ok()) {
+        return s;
       }
-      if (absl::Status s = CheckMemoryRef(*ref, field, sizeof(float)); !s.ok()) return s;
-      view->bytes = stats_bytes;
     }
   } else if (params.want_mean_inv_std()) {
     run.mean = {TensorView::Where::kInline, nullptr, stats_bytes};
     run.inv_std = {TensorView::Where::kInline, nullptr, stats_bytes};
   }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateRmsNorm(const pb::RunRequest& request, RunRequest& run) {
+  if (!request.has_rms_norm()) {
+    return absl::InvalidArgumentError("rms_norm is not set: op=rms_norm needs rms_norm.epsilon");
+  }
+  const pb::RmsNormParams& params = request.rms_norm();
+  const int64_t element = static_cast<int64_t>(kernels::DTypeSize(run.dtype));
+  if (params.has_weight()) {
+    if (absl::Status s = CheckInput(params.weight(), "rms_norm.weight",
+                                    run.shape.cols * element, element, run.gamma);
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (absl::Status s = CheckEpsilon(params.epsilon(), "rms_norm.epsilon"); !s.ok()) return s;
+  run.epsilon = params.epsilon();
+  const int64_t stats_bytes = run.shape.rows * static_cast<int64_t>(sizeof(float));
+  if (params.has_inv_rms()) {
+    if (params.want_inv_rms()) {
+      return absl::InvalidArgumentError(
+          "rms_norm.want_inv_rms returns 1/rms inline; it cannot be combined with "
+          "rms_norm.inv_rms");
+    }
+    return CheckStatsRef(params.inv_rms(), "rms_norm.inv_rms", "rms_norm.want_inv_rms",
+                         stats_bytes, run.inv_std);
+  }
+  if (params.want_inv_rms()) run.inv_std = {TensorView::Where::kInline, nullptr, stats_bytes};
+  return absl::OkStatus();
+}
+
+absl::Status ValidateReduceScale(const pb::RunRequest& request, RunRequest& run) {
+  // The scales are half of the result: always written, inline unless the
+  // request names memory for them.
+  return CheckOutput(request.reduce_scale().row_scale(), "reduce_scale.row_scale",
+                     run.shape.rows * static_cast<int64_t>(sizeof(float)), sizeof(float),
+                     run.row_scale);
+}
+
+absl::Status ValidateScaledMaskedSoftmax(const pb::RunRequest& request,
+                                         int64_t max_request_bytes, RunRequest& run) {
+  const pb::ScaledMaskedSoftmaxParams& params = request.scaled_masked_softmax();
+  if (params.has_scale() && !std::isfinite(params.scale())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "scaled_masked_softmax.scale=", params.scale(), " must be finite"));
+  }
+  run.scale = params.has_scale() ? params.scale() : 1.0;
+  run.causal = params.causal();
+  const int64_t mask_rows = params.mask_rows();
+  if (mask_rows < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "scaled_masked_softmax.mask_rows=", mask_rows, " must be >= 0"));
+  }
+  if ((params.has_mask() || params.causal()) && mask_rows < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "scaled_masked_softmax.mask_rows=", mask_rows, " must be >= 1 with ",
+        params.has_mask() ? "a mask" : "causal",
+        ": it is the query length q of the (batch, heads, q, k) input"));
+  }
+  if (mask_rows > 0 && run.shape.rows % mask_rows != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "scaled_masked_softmax.mask_rows=", mask_rows, " does not divide shape.rows=",
+        run.shape.rows, " (rows are batch x heads x q, the query index is row % mask_rows)"));
+  }
+  run.mask_rows = mask_rows;
+  if (params.has_mask()) {
+    // mask_rows divides rows, so the mask is no larger than the input,
+    // whose byte count is known not to overflow.
+    const int64_t element = static_cast<int64_t>(kernels::DTypeSize(run.dtype));
+    const int64_t mask_bytes = mask_rows * run.shape.cols * element;
+    if (params.mask().has_inline_data() && mask_bytes > max_request_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "scaled_masked_softmax.mask is ", mask_bytes, " bytes, over the daemon's limit of ",
+          max_request_bytes, " for inline tensors (--max_request_bytes)"));
+    }
+    return CheckInput(params.mask(), "scaled_masked_softmax.mask", mask_bytes, element,
+                      run.mask);
+  }
+  return absl::OkStatus();
+}
+
+// The names the op's operands go by in messages.
+struct OperandNames {
+  const char* gamma = "layer_norm.gamma";
+  const char* inv_std = "layer_norm.inv_std";
+};
+
+OperandNames NamesOf(kernels::Op op) {
+  if (op == kernels::Op::kRmsNorm) return {"rms_norm.weight", "rms_norm.inv_rms"};
+  return {};
+}
+
+}  // namespace
+
+absl::StatusOr<RunRequest> ValidateRunRequest(const pb::RunRequest& request,
+                                              int64_t max_request_bytes) {
+  RunRequest run;
+  absl::StatusOr<kernels::Op> op = OpFromProto(request.op(), "op");
+  if (!op.ok()) return op.status();
+  absl::StatusOr<kernels::DType> dtype = DTypeFromProto(request.dtype(), "dtype");
+  if (!dtype.ok()) return dtype.status();
+  absl::StatusOr<kernels::Shape> shape = ValidateShape(request.shape(), *op, *dtype);
+  if (!shape.ok()) return shape.status();
+  run.op = *op;
+  run.dtype = *dtype;
+  run.shape = *shape;
+  const int64_t bytes = run.tensor_bytes();
+  const int64_t element = static_cast<int64_t>(kernels::DTypeSize(run.dtype));
+  // The limit guards the daemon's own memory: it applies when a tensor
+  // travels in the messages, not to client memory referenced in place.
+  const bool travels_inline = request.input().has_inline_data() ||
+                              (!request.output().has_buffer() && !request.output().has_cuda_ipc());
+  if (travels_inline && bytes > max_request_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "shape.rows=", run.shape.rows, " x shape.cols=", run.shape.cols,
+        run.shape.inner > 1 ? absl::StrCat(" x shape.inner=", run.shape.inner) : std::string(),
+        " is ", bytes, " bytes per tensor, over the daemon's limit of ", max_request_bytes,
+        " for inline tensors (--max_request_bytes)"));
+  }
+  if (absl::Status s = CheckInput(request.input(), "input", bytes, element, run.input); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckOutput(request.output(), "output", bytes, element, run.output);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckEvent(request.wait_event(), "wait_event"); !s.ok()) return s;
+  if (absl::Status s = CheckEvent(request.done_event(), "done_event"); !s.ok()) return s;
+  run.wait_event = request.wait_event();
+  run.done_event = request.done_event();
+
+  // Each op's parameters, and no other op's.
+  const struct {
+    const char* field;
+    bool set;
+    kernels::Op op;
+  } params[] = {
+      {"layer_norm", request.has_layer_norm(), kernels::Op::kLayerNorm},
+      {"rms_norm", request.has_rms_norm(), kernels::Op::kRmsNorm},
+      {"reduce_scale", request.has_reduce_scale(), kernels::Op::kReduceScale},
+      {"scaled_masked_softmax", request.has_scaled_masked_softmax(),
+       kernels::Op::kScaledMaskedSoftmax},
+  };
+  for (const auto& p : params) {
+    if (p.set && p.op != run.op) {
+      return absl::InvalidArgumentError(absl::StrCat(p.field, " is set but op=",
+                                                     kernels::OpName(run.op), " takes no ",
+                                                     p.field, " parameters"));
+    }
+  }
+  absl::Status status;
+  switch (run.op) {
+    case kernels::Op::kLayerNorm:
+      status = ValidateLayerNorm(request, run);
+      break;
+    case kernels::Op::kRmsNorm:
+      status = ValidateRmsNorm(request, run);
+      break;
+    case kernels::Op::kReduceScale:
+      status = ValidateReduceScale(request, run);
+      break;
+    case kernels::Op::kScaledMaskedSoftmax:
+      status = ValidateScaledMaskedSoftmax(request, max_request_bytes, run);
+      break;
+    case kernels::Op::kSoftmax:
+    case kernels::Op::kLogSoftmax:
+      break;
+  }
+  if (!status.ok()) return status;
   return run;
 }
 
@@ -327,28 +502,69 @@ absl::Status ResolveTensorRefs(const pb::RunRequest& request, TensorResolver& re
   if (absl::Status s = Resolve(request.output(), "output", resolver, run.output, run); !s.ok()) {
     return s;
   }
-  if (run.op == kernels::Op::kLayerNorm) {
-    const pb::LayerNormParams& params = request.layer_norm();
-    for (auto [ref, field, view] :
-         {std::tuple(&params.gamma(), "layer_norm.gamma", &run.gamma),
-          std::tuple(&params.beta(), "layer_norm.beta", &run.beta)}) {
-      if (absl::Status s = Resolve(*ref, field, resolver, *view, run); !s.ok()) return s;
+  const OperandNames names = NamesOf(run.op);
+  switch (run.op) {
+    case kernels::Op::kLayerNorm: {
+      const pb::LayerNormParams& params = request.layer_norm();
+      for (auto [ref, field, view] :
+           {std::tuple(&params.gamma(), "layer_norm.gamma", &run.gamma),
+            std::tuple(&params.beta(), "layer_norm.beta", &run.beta)}) {
+        if (absl::Status s = Resolve(*ref, field, resolver, *view, run); !s.ok()) return s;
+      }
+      for (auto [ref, field, view] :
+           {std::tuple(&params.mean(), "layer_norm.mean", &run.mean),
+            std::tuple(&params.inv_std(), "layer_norm.inv_std", &run.inv_std)}) {
+        if (absl::Status s = Resolve(*ref, field, resolver, *view, run); !s.ok()) return s;
+      }
+      break;
     }
-    for (auto [ref, field, view] :
-         {std::tuple(&params.mean(), "layer_norm.mean", &run.mean),
-          std::tuple(&params.inv_std(), "layer_norm.inv_std", &run.inv_std)}) {
-      if (absl::Status s = Resolve(*ref, field, resolver, *view, run); !s.ok()) return s;
+    case kernels::Op::kRmsNorm: {
+      const pb::RmsNormParams& params = request.rms_norm();
+      if (absl::Status s = Resolve(params.weight(), names.gamma, resolver, run.gamma, run);
+          !s.ok()) {
+        return s;
+      }
+      if (absl::Status s = Resolve(params.inv_rms(), names.inv_std, resolver, run.inv_std, run);
+          !s.ok()) {
+        return s;
+      }
+      break;
     }
+    case kernels::Op::kReduceScale:
+      if (absl::Status s = Resolve(request.reduce_scale().row_scale(), "reduce_scale.row_scale",
+                                   resolver, run.row_scale, run);
+          !s.ok()) {
+        return s;
+      }
+      break;
+    case kernels::Op::kScaledMaskedSoftmax:
+      if (absl::Status s = Resolve(request.scaled_masked_softmax().mask(),
+                                   "scaled_masked_softmax.mask", resolver, run.mask, run);
+          !s.ok()) {
+        return s;
+      }
+      break;
+    case kernels::Op::kSoftmax:
+    case kernels::Op::kLogSoftmax:
+      break;
   }
 
   // Outputs may not overlap anything else, except the output exactly on
   // the input (the kernels support in place).
   const std::pair<const TensorView*, const char*> outputs[] = {
-      {&run.output, "output"}, {&run.mean, "layer_norm.mean"}, {&run.inv_std, "layer_norm.inv_std"}};
+      {&run.output, "output"},
+      {&run.mean, "layer_norm.mean"},
+      {&run.inv_std, names.inv_std},
+      {&run.row_scale, "reduce_scale.row_scale"}};
   const std::pair<const TensorView*, const char*> all[] = {
-      {&run.input, "input"},         {&run.gamma, "layer_norm.gamma"},
-      {&run.beta, "layer_norm.beta"}, {&run.output, "output"},
-      {&run.mean, "layer_norm.mean"}, {&run.inv_std, "layer_norm.inv_std"}};
+      {&run.input, "input"},
+      {&run.gamma, names.gamma},
+      {&run.beta, "layer_norm.beta"},
+      {&run.mask, "scaled_masked_softmax.mask"},
+      {&run.output, "output"},
+      {&run.mean, "layer_norm.mean"},
+      {&run.inv_std, names.inv_std},
+      {&run.row_scale, "reduce_scale.row_scale"}};
   for (const auto& [out, out_name] : outputs) {
     for (const auto& [other, other_name] : all) {
       if (out == other || !Overlap(*out, *other)) continue;

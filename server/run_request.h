@@ -1,6 +1,6 @@
 // Request validation, in two stages, before anything runs:
 //  1. ValidateRunRequest: the request on its own (op, dtype, shape, sizes,
-//     the form of every tensor reference, LayerNorm parameters, events).
+//     the form of every tensor reference, the op's parameters, events).
 //  2. ResolveTensorRefs: buffer ids and CUDA IPC handles become addresses in
 //     memory the daemon has opened, each tensor checked to lie inside its
 //     allocation, aligned, and the outputs checked not to overlap anything
@@ -52,11 +52,21 @@ struct RunRequest {
   kernels::Shape shape;
   TensorView input;
   TensorView output;
-  TensorView gamma;  // layer_norm, optional
-  TensorView beta;
-  TensorView mean;  // layer_norm statistics, rows float32 each, optional
+  TensorView gamma;  // layer_norm; rms_norm's weight. Optional
+  TensorView beta;   // layer_norm, optional
+  // Per-row float32 outputs, rows values each, optional: layer_norm's mean
+  // and inv_std, rms_norm's 1/rms in inv_std; reduce_scale's scales
+  // (always present: they are half of its result).
+  TensorView mean;
   TensorView inv_std;
-  double epsilon = 0;
+  TensorView row_scale;
+  double epsilon = 0;  // layer_norm, rms_norm
+  // scaled_masked_softmax: scale, the optional (mask_rows, cols) mask in the
+  // request's dtype, the query length (0 without mask and causal), causal.
+  double scale = 1.0;
+  TensorView mask;
+  int64_t mask_rows = 0;
+  bool causal = false;
   // cudaIpcEventHandle_t bytes, or empty.
   std::string wait_event;
   std::string done_event;
@@ -65,8 +75,8 @@ struct RunRequest {
   // Client memory the views point into, held open while the Run uses it.
   std::vector<std::shared_ptr<const ClientMemory>> memory;
 
+  // Bytes of the input (and of the output): rows * cols * inner elements.
   int64_t tensor_bytes() const;
-  bool has_stats() const { return mean.present(); }
 };
 
 // Opens what tensor references name, for ResolveTensorRefs: the service
@@ -91,14 +101,18 @@ absl::StatusOr<kernels::DType> DTypeFromProto(kerntune::v1::DType dtype,
 kerntune::v1::Op OpToProto(kernels::Op op);
 kerntune::v1::DType DTypeToProto(kernels::DType dtype);
 
-// op and dtype known, rows >= 1, cols >= 1, rows * cols * dtype size without
-// overflow.
-absl::StatusOr<kernels::Shape> ValidateShape(const kerntune::v1::Shape& shape,
+// rows >= 1, cols >= 1, inner 0 (read as 1) or >= 1, inner > 1 only for an
+// op that reduces a middle axis (softmax, log_softmax), and rows * cols *
+// inner * dtype size without overflow.
+absl::StatusOr<kernels::Shape> ValidateShape(const kerntune::v1::Shape& shape, kernels::Op op,
                                              kernels::DType dtype);
 
 // Stage 1, in order: op, dtype, shape, size limit (ResourceExhausted beyond
-// max_request_bytes when a tensor travels inline), input, output, LayerNorm
-// parameters, events. Inline views are filled; references are left for
+// max_request_bytes when a tensor travels inline), input, output, events,
+// then the op's parameters: each op's message (layer_norm, rms_norm,
+// reduce_scale, scaled_masked_softmax) is refused on any other op, and
+// every operand in it is sized from rows / cols / mask_rows and checked
+// like the input. Inline views are filled; references are left for
 // ResolveTensorRefs.
 absl::StatusOr<RunRequest> ValidateRunRequest(const kerntune::v1::RunRequest& request,
                                               int64_t max_request_bytes);

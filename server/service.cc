@@ -38,6 +38,13 @@ void ConfigToProto(const kernels::LaunchConfig& config, pb::LaunchConfig* out) {
   out->set_rows_per_access(config.rows_per_access);
   out->set_grid_waves(config.grid_waves);
   out->set_key(kernels::ConfigKey(config));
+  out->set_split(config.split);
+}
+
+void ShapeToProto(const kernels::Shape& shape, pb::Shape* out) {
+  out->set_rows(shape.rows);
+  out->set_cols(shape.cols);
+  out->set_inner(shape.inner);
 }
 
 // A missing choice means the CPU reference ran.
@@ -49,8 +56,7 @@ void ChoiceToProto(const std::optional<ConfigChoice>& choice, pb::ConfigChoice* 
   ConfigToProto(choice->config, out->mutable_config());
   out->set_source(SourceToProto(choice->source));
   if (choice->tuned) {
-    out->mutable_tuned_shape()->set_rows(choice->tuned->shape.rows);
-    out->mutable_tuned_shape()->set_cols(choice->tuned->shape.cols);
+    ShapeToProto(choice->tuned->shape, out->mutable_tuned_shape());
     out->set_tuned_median_us(choice->tuned->median_us);
   }
 }
@@ -257,6 +263,7 @@ grpc::Status KernTuneService::Run(grpc::ServerContext* context, const pb::RunReq
   *response->mutable_output_data() = std::move(result->output);
   response->mutable_mean()->Add(result->mean.begin(), result->mean.end());
   response->mutable_inv_std()->Add(result->inv_std.begin(), result->inv_std.end());
+  response->mutable_row_scale()->Add(result->row_scale.begin(), result->row_scale.end());
   ChoiceToProto(result->config, response->mutable_config());
   response->set_kernel_time_us(result->kernel_time_us);
   response->set_backend(backend_.name());
@@ -271,7 +278,7 @@ grpc::Status KernTuneService::GetConfig(grpc::ServerContext* context,
   if (!op.ok()) return Fail("GetConfig", context, op.status());
   absl::StatusOr<kernels::DType> dtype = DTypeFromProto(request->dtype(), "dtype");
   if (!dtype.ok()) return Fail("GetConfig", context, dtype.status());
-  absl::StatusOr<kernels::Shape> shape = ValidateShape(request->shape(), *dtype);
+  absl::StatusOr<kernels::Shape> shape = ValidateShape(request->shape(), *op, *dtype);
   if (!shape.ok()) return Fail("GetConfig", context, shape.status());
   const ConfigCache* cache = backend_.config_cache();
   if (cache == nullptr) {
@@ -295,8 +302,7 @@ grpc::Status KernTuneService::ListConfigs(grpc::ServerContext* context,
     pb::TunedEntry* out = response->add_entries();
     out->set_op(OpToProto(entry.op));
     out->set_dtype(DTypeToProto(entry.dtype));
-    out->mutable_shape()->set_rows(entry.shape.rows);
-    out->mutable_shape()->set_cols(entry.shape.cols);
+    ShapeToProto(entry.shape, out->mutable_shape());
     ConfigToProto(entry.config, out->mutable_config());
     out->set_median_us(entry.median_us);
     out->set_kernel_version(entry.kernel_version);

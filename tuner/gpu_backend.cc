@@ -83,7 +83,7 @@ class GpuPointMeasurer final : public PointMeasurer {
       return m;
     }
     absl::StatusOr<kernels::CheckReport> report =
-        kernels::CheckOutputs(problem_, /*check_stats=*/false, stream_);
+        kernels::CheckOutputs(problem_, TimedWithRowOutputs(point_.op), stream_);
     if (!report.ok()) return report.status();  // a kernel fault: stop the run
     m.correct = report->passed;
     if (!m.correct) {
@@ -119,10 +119,11 @@ class GpuPointMeasurer final : public PointMeasurer {
  private:
   int Sets() const { return 1 + static_cast<int>(extra_x_.size()); }
 
-  // Launch on rotation set rep % Sets(). LayerNorm writes no statistics
-  // here (PyTorch's forward returns none either), so bytes match the peers.
+  // Launch on rotation set rep % Sets(). The per-row outputs are written
+  // only when they are the op's result (TimedWithRowOutputs: ReduceScale's
+  // scale), so bytes match the peers'.
   absl::Status Launch(const kernels::LaunchConfig& config, int rep) {
-    kernels::RowOpArgs args = problem_.Args(/*with_stats=*/false);
+    kernels::RowOpArgs args = problem_.Args(TimedWithRowOutputs(point_.op));
     const int set = rep % Sets();
     if (set > 0) {
       args.x = extra_x_[set - 1].data();
@@ -148,7 +149,8 @@ db::GpuSku SkuOf(const kernels::DeviceInfo& device) {
 
 db::ConfigRecord ConfigRecordOf(const kernels::LaunchConfig& c) {
   return {std::string(kernels::ImplName(c.impl)), c.block_size, c.pack_size,
-          c.thread_group_width, c.rows_per_access, c.grid_waves, kernels::ConfigKey(c)};
+          c.thread_group_width, c.rows_per_access, c.grid_waves, kernels::ConfigKey(c),
+          c.split};
 }
 
 absl::StatusOr<std::unique_ptr<GpuBackend>> GpuBackend::Create(int ordinal) {
@@ -182,11 +184,25 @@ absl::StatusOr<double> GpuBackend::MeasureCopyGbps() {
   return tuner::MeasureCopyGbps(size_t{1} << 30, 20, stream_);
 }
 
+kernels::AttentionOptions AttentionOf(const GridPoint& point) {
+  kernels::AttentionOptions attention;
+  attention.with_mask = point.with_mask;
+  attention.causal = point.causal;
+  attention.mask_rows = point.mask_rows;
+  return attention;
+}
+
 absl::StatusOr<std::unique_ptr<PointMeasurer>> GpuBackend::Prepare(const GridPoint& point) {
+  // Distinct rows of a middle-axis problem are outer slices of cols * inner
+  // elements: fewer of them keep the reference as cheap.
+  const int64_t distinct_rows =
+      std::max<int64_t>(1, kDistinctRows / std::max<int64_t>(1, point.shape.inner));
   absl::StatusOr<kernels::HostProblem> host = kernels::MakeProblem(
       point.op, point.dtype, point.shape,
-      /*seed=*/0x6b74756e ^ static_cast<uint64_t>(point.shape.cols * 131 + point.shape.rows),
-      kernels::InputPattern::kNormal, /*with_affine=*/true, /*threads=*/0, kDistinctRows);
+      /*seed=*/0x6b74756e ^ static_cast<uint64_t>(point.shape.cols * 131 + point.shape.rows +
+                                                   point.shape.inner * 7919),
+      kernels::InputPattern::kNormal, /*with_affine=*/true, /*threads=*/0, distinct_rows,
+      AttentionOf(point));
   if (!host.ok()) return host.status();
   absl::StatusOr<kernels::DeviceProblem> problem = kernels::Upload(*host);
   if (!problem.ok()) return problem.status();

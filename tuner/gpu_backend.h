@@ -9,9 +9,14 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "kernels/verify.h"
 #include "tuner/backend.h"
 
 namespace kt::tuner {
+
+// The scaled-masked softmax inputs a grid point asks for, as
+// kernels::MakeProblem takes them.
+kernels::AttentionOptions AttentionOf(const GridPoint& point);
 
 class GpuBackend final : public Backend {
  public:

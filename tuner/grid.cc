@@ -10,9 +10,26 @@
 namespace kt::tuner {
 namespace {
 
+using kernels::Op;
+
 template <typename T>
 void AddUnique(std::vector<T>& values, const T& value) {
   if (std::find(values.begin(), values.end(), value) == values.end()) values.push_back(value);
+}
+
+// The query length a custom scaled-masked softmax point gets: the largest
+// divisor of rows that is at most cols (kernels::AttentionOptions' default).
+int64_t DefaultQueryLength(int64_t rows, int64_t cols) {
+  for (int64_t q = std::min(rows, cols); q > 1; --q) {
+    if (rows % q == 0) return q;
+  }
+  return 1;
+}
+
+bool InGroup(const std::string& group, Op op) {
+  if (group == "attention") return op == Op::kSoftmax || op == Op::kScaledMaskedSoftmax;
+  if (group == "axis") return kernels::SupportsInnerAxis(op);
+  return op != Op::kScaledMaskedSoftmax;  // main, few_rows: the row ops
 }
 
 }  // namespace
@@ -24,33 +41,53 @@ absl::StatusOr<std::vector<GridPoint>> StandardGrid(const std::vector<std::strin
     if (std::find(std::begin(kStandardGroups), std::end(kStandardGroups), g) ==
         std::end(kStandardGroups)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("group=\"", g, "\" is not one of main, few_rows, attention"));
+          absl::StrCat("group=\"", g, "\" is not one of main, few_rows, attention, axis"));
     }
   }
-  const auto wants = [&](const char* g) {
-    return std::find(groups.begin(), groups.end(), g) != groups.end();
+  const auto wants = [&](const char* g, Op op) {
+    return std::find(groups.begin(), groups.end(), g) != groups.end() && InGroup(g, op);
   };
   std::vector<GridPoint> points;
   for (kernels::Op op : ops) {
     for (kernels::DType dtype : dtypes) {
-      if (wants("main")) {
+      if (wants("main", op)) {
         for (int64_t cols : {32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768}) {
           points.push_back({"main", op, dtype, {49152, cols}});
         }
       }
-      if (wants("few_rows")) {
+      if (wants("few_rows", op)) {
         for (int64_t rows : {1, 8, 64}) {
           for (int64_t cols : {4096, 32768, 131072}) {
             points.push_back({"few_rows", op, dtype, {rows, cols}});
           }
         }
       }
-      if (wants("attention")) {
+      if (wants("attention", op)) {
         for (int64_t s : {16, 32, 64, 128, 512}) {
-          points.push_back({"attention", op, dtype, {32 * 64 * s, s}});
+          GridPoint p{"attention", op, dtype, {32 * 64 * s, s}};
+          if (op == Op::kScaledMaskedSoftmax) {
+            p.with_mask = true;
+            p.mask_rows = s;
+          }
+          points.push_back(p);
         }
       }
+      if (wants("axis", op)) {
+        // Seed 001: softmax over dim 0 of [128, 128, 16, 16] (1, 128, 32768)
+        // and over dim 1 of [512, 896, 4, 12] (512, 896, 48).
+        points.push_back({"axis", op, dtype, {1, 128, 32768}});
+        points.push_back({"axis", op, dtype, {512, 896, 48}});
+      }
     }
+  }
+  if (points.empty() && !ops.empty() && !dtypes.empty() && !groups.empty()) {
+    std::vector<std::string> op_names;
+    for (Op op : ops) op_names.push_back(std::string(kernels::OpName(op)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "groups=", absl::StrJoin(groups, ","), " hold no point of ops=",
+        absl::StrJoin(op_names, ","),
+        " (main and few_rows: the row ops; attention: softmax and scaled_masked_softmax; "
+        "axis: softmax and log_softmax)"));
   }
   return points;
 }
@@ -58,18 +95,32 @@ absl::StatusOr<std::vector<GridPoint>> StandardGrid(const std::vector<std::strin
 absl::StatusOr<std::vector<GridPoint>> CustomGrid(const std::vector<kernels::Op>& ops,
                                                   const std::vector<kernels::DType>& dtypes,
                                                   const std::vector<int64_t>& rows,
-                                                  const std::vector<int64_t>& cols) {
+                                                  const std::vector<int64_t>& cols,
+                                                  const std::vector<int64_t>& inner) {
   for (int64_t r : rows) {
     if (r < 1) return absl::InvalidArgumentError(absl::StrCat("rows=", r, " must be >= 1"));
   }
   for (int64_t c : cols) {
     if (c < 1) return absl::InvalidArgumentError(absl::StrCat("cols=", c, " must be >= 1"));
   }
+  for (int64_t i : inner) {
+    if (i < 1) return absl::InvalidArgumentError(absl::StrCat("inner=", i, " must be >= 1"));
+  }
   std::vector<GridPoint> points;
   for (kernels::Op op : ops) {
     for (kernels::DType dtype : dtypes) {
       for (int64_t r : rows) {
-        for (int64_t c : cols) points.push_back({"custom", op, dtype, {r, c}});
+        for (int64_t c : cols) {
+          for (int64_t i : inner) {
+            if (i > 1 && !kernels::SupportsInnerAxis(op)) continue;
+            GridPoint p{"custom", op, dtype, {r, c, i}};
+            if (op == Op::kScaledMaskedSoftmax) {
+              p.with_mask = true;
+              p.mask_rows = DefaultQueryLength(r, c);
+            }
+            points.push_back(p);
+          }
+        }
       }
     }
   }
@@ -85,6 +136,23 @@ std::string DescribeGrid(const std::vector<GridPoint>& points) {
   }
   return absl::StrCat("ops=", absl::StrJoin(ops, ","), " dtypes=", absl::StrJoin(dtypes, ","),
                       " groups=", absl::StrJoin(groups, ","), " points=", points.size());
+}
+
+std::string PointName(const GridPoint& p) {
+  std::string name = absl::StrCat(kernels::OpName(p.op), " ", kernels::DTypeName(p.dtype), " ",
+                                  p.shape.rows, "x", p.shape.cols);
+  if (p.shape.inner != 1) absl::StrAppend(&name, "x", p.shape.inner);
+  return name;
+}
+
+bool TimedWithRowOutputs(kernels::Op op) { return op == Op::kReduceScale; }
+
+int64_t PointBytes(const GridPoint& p) {
+  // LayerNorm and RMSNorm read their weights (gamma, LayerNorm's beta): the
+  // bytes PyTorch's forward moves too.
+  return kernels::MinimumBytesMoved(p.op, p.dtype, p.shape, /*has_gamma=*/true,
+                                    /*has_beta=*/true, TimedWithRowOutputs(p.op),
+                                    p.with_mask ? p.mask_rows : 0);
 }
 
 }  // namespace kt::tuner

@@ -20,21 +20,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double Gbps(const GridPoint& p, double us) {
-  // LayerNorm reads gamma and beta and writes no statistics: the bytes
-  // PyTorch's forward moves too.
-  const int64_t bytes =
-      kernels::MinimumBytesMoved(p.op, p.dtype, p.shape, true, true, false);
-  return static_cast<double>(bytes) / (us * 1e3);
+  return static_cast<double>(PointBytes(p)) / (us * 1e3);
 }
 
 std::string FormatDuration(double seconds) {
   const int64_t s = static_cast<int64_t>(std::max(0.0, seconds));
   return s >= 60 ? absl::StrFormat("%dm%02ds", s / 60, s % 60) : absl::StrFormat("%ds", s);
-}
-
-std::string PointName(const GridPoint& p) {
-  return absl::StrFormat("%s %s %dx%d", kernels::OpName(p.op), kernels::DTypeName(p.dtype),
-                         p.shape.rows, p.shape.cols);
 }
 
 // Progress with an ETA from the average time per candidate so far.
@@ -312,8 +303,10 @@ absl::StatusOr<SweepSummary> RunSweep(db::TuningStore& store, Backend& backend,
   // Resume: points this GPU already has for this kernel version are done.
   std::vector<std::pair<GridPoint, db::PointKey>> todo;
   for (const GridPoint& p : grid) {
-    const db::PointKey key{*gpu_id, std::string(kernels::OpName(p.op)),
-                           std::string(kernels::DTypeName(p.dtype)), p.shape.rows, p.shape.cols};
+    const db::PointKey key{*gpu_id,       std::string(kernels::OpName(p.op)),
+                           std::string(kernels::DTypeName(p.dtype)),
+                           p.shape.rows,  p.shape.cols,
+                           p.shape.inner};
     absl::StatusOr<bool> complete = store.IsPointComplete(key, env.kernel_version);
     if (!complete.ok()) return complete.status();
     if (*complete && !options.force) {
@@ -384,8 +377,8 @@ absl::StatusOr<SweepSummary> RunSweep(db::TuningStore& store, Backend& backend,
 
 std::string FormatSummary(const SweepSummary& summary) {
   std::string out = absl::StrFormat(
-      "%-11s %-8s %8s %7s  %-30s %10s %7s %6s  %-30s %8s\n", "op", "dtype", "rows", "cols",
-      "tuned config", "time us", "GB/s", "%copy", "heuristic", "speedup");
+      "%-21s %-8s %8s %7s %6s  %-30s %10s %7s %6s  %-30s %8s\n", "op", "dtype", "rows", "cols",
+      "inner", "tuned config", "time us", "GB/s", "%copy", "heuristic", "speedup");
   double log_sum = 0, max_speedup = 0;
   int timed = 0, reused = 0, pruned = 0, wrong = 0, skipped = 0, candidates = 0;
   for (const PointOutcome& o : summary.points) {
@@ -394,9 +387,11 @@ std::string FormatSummary(const SweepSummary& summary) {
       continue;
     }
     const double speedup = o.heuristic_us > 0 ? o.heuristic_us / o.best_us : 0;
-    absl::StrAppendFormat(&out, "%-11s %-8s %8d %7d  %-30s %10.2f %7.0f %5.1f%%  %-30s %7.2fx%s\n",
+    absl::StrAppendFormat(&out,
+                          "%-21s %-8s %8d %7d %6d  %-30s %10.2f %7.0f %5.1f%%  %-30s %7.2fx%s\n",
                           kernels::OpName(o.point.op), kernels::DTypeName(o.point.dtype),
-                          o.point.shape.rows, o.point.shape.cols, o.best_key, o.best_us, o.gbps,
+                          o.point.shape.rows, o.point.shape.cols, o.point.shape.inner,
+                          o.best_key, o.best_us, o.gbps,
                           o.pct_of_copy, o.heuristic_key, speedup, o.graph_replay ? " (graph)" : "");
     if (speedup > 0) {
       log_sum += std::log(speedup);

@@ -289,6 +289,80 @@ TEST(ConfigFileTest, SkipsEachBadEntryWithItsIndexAndReason) {
   EXPECT_THAT(SkipReason(parsed, 8), HasSubstr("softmax float16 "));
 }
 
+TEST(ConfigFileTest, FilesWithoutInnerAndSplitImportAsLastAxisPointsWithSplitOne) {
+  // What kerntune wrote before middle-axis points and split rows existed.
+  const std::string json = R"({
+    "format": "kerntune.tuned_configs", "format_version": 1,
+    "gpu": {"name": "NVIDIA H100 80GB HBM3", "cc_major": 9, "cc_minor": 0,
+            "sm_count": 132, "total_memory_bytes": "85520809984"},
+    "configs": [{"op": "log_softmax", "dtype": "bfloat16", "rows": "49152", "cols": "2048",
+                 "config": {"impl": "warp", "block_size": 128, "pack_size": 8,
+                            "thread_group_width": 32, "rows_per_access": 1,
+                            "grid_waves": 0, "key": "warp/b128/p8/g32/r1/w0"},
+                 "median_us": 60.5, "gbps": 3300, "pct_of_copy": 80,
+                 "heuristic_key": "warp/b128/p8/g32/r1/w0", "kernel_version": "0.1.0+k1"}]})";
+  const absl::StatusOr<ParsedConfigFile> parsed = ParseConfigFile(json);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_EQ(parsed->valid.size(), 1u) << parsed->skipped[0].reason;
+  EXPECT_EQ(parsed->valid[0].point.inner, 1);
+  EXPECT_EQ(parsed->valid[0].config.split, 1);
+  EXPECT_EQ(parsed->valid[0].config.key, "warp/b128/p8/g32/r1/w0");
+}
+
+TEST(ConfigFileTest, WritesInnerAndSplitAndChecksThem) {
+  const std::string json = ToJson(LegalFile());
+  EXPECT_THAT(json, HasSubstr("\"inner\": \"1\""));  // int64: a string in canonical JSON
+  EXPECT_THAT(json, HasSubstr("\"split\": 1"));
+
+  TunedConfigFile file = LegalFile();  // entries 0..2 legal
+  const TunedConfig legal = file.configs(0);  // softmax float16 49152 x 4096
+  const auto add = [&](auto mutate) {
+    TunedConfig entry = legal;
+    entry.set_rows(entry.rows() + file.configs_size());  // a distinct point
+    mutate(entry);
+    *file.add_configs() = entry;
+  };
+  add([](TunedConfig& e) { e.set_inner(-2); });                            // 3
+  add([](TunedConfig& e) { e.set_op("layer_norm"); e.set_inner(4); });     // 4
+  add([](TunedConfig& e) { e.mutable_config()->set_split(4); });           // 5
+  add([](TunedConfig& e) { e.set_inner(8); });  // 6: a row config cannot serve inner 8
+  add([](TunedConfig& e) { e.set_inner(0); e.mutable_config()->set_split(0); });  // 7: = 1
+  const absl::StatusOr<ParsedConfigFile> parsed = ParseConfigFile(ToJson(file));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->entries, 8u);
+  EXPECT_THAT(SkipReason(parsed, 3), HasSubstr("inner=-2 must be >= 1"));
+  EXPECT_THAT(SkipReason(parsed, 4), HasSubstr("inner=4: layer_norm reduces the last axis only"));
+  EXPECT_THAT(SkipReason(parsed, 5), HasSubstr("config.split=4 disagrees with config.key"));
+  EXPECT_THAT(SkipReason(parsed, 6), HasSubstr("is not legal on"));
+  EXPECT_THAT(SkipReason(parsed, 6), HasSubstr("x8: "));  // the point names its inner
+  EXPECT_EQ(SkipReason(parsed, 7), "");
+  ASSERT_EQ(parsed->valid.size(), 4u);
+  EXPECT_EQ(parsed->valid[3].point.inner, 1);
+  EXPECT_EQ(parsed->valid[3].config.split, 1);
+}
+
+TEST(ConfigFileTest, MiddleAxisEntriesRoundTripUnderTheirInner) {
+  const kernels::DeviceInfo h100 = kernels::DescribedH100();
+  const kernels::Shape shape{512, 896, 48};
+  const absl::StatusOr<kernels::LaunchConfig> axis =
+      kernels::HeuristicConfig(kernels::Op::kSoftmax, kernels::DType::kFloat16, shape, h100);
+  if (!axis.ok()) {
+    GTEST_SKIP() << "the axis implementation's rules have not landed: " << axis.status();
+  }
+  db::BestConfig middle = LegalRow(H100Sku(), "softmax", "float16", 512, 896);
+  db::BestConfig last = middle;
+  middle.point.inner = 48;
+  middle.config = tuner::ConfigRecordOf(*axis);
+  middle.heuristic_key = kernels::ConfigKey(*axis);
+  const absl::StatusOr<ParsedConfigFile> parsed = ParseConfigFile(
+      ToJson(MakeConfigFile(H100Sku(), {last, middle}, absl::UnixEpoch())));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_EQ(parsed->valid.size(), 2u) << SkipReason(parsed, 0) << SkipReason(parsed, 1);
+  EXPECT_EQ(parsed->valid[0].point.inner, 1);
+  EXPECT_EQ(parsed->valid[1].point, middle.point);  // not a duplicate of entry 0
+  EXPECT_EQ(parsed->valid[1].config, middle.config);
+}
+
 TEST(ConfigFileTest, ChecksConfigsAgainstTheFilesSku) {
   // 49152 float32 in shared memory: 192 KiB fits an H100 block (227 KiB)
   // but not an A100 one (163 KiB).

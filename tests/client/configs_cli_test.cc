@@ -266,7 +266,7 @@ TEST_F(ConfigsCliTest, ListCsvHasAHeaderRow) {
   const Result result = List({}, OutputFormat::kCsv);
   ASSERT_EQ(result.code, kExitOk);
   EXPECT_EQ(Lines(result.out)[0],
-            "gpu_id,gpu_name,op,dtype,rows,cols,config,median_us,spread_low_us,"
+            "gpu_id,gpu_name,op,dtype,rows,cols,inner,config,split,median_us,spread_low_us,"
             "spread_high_us,gbps,pct_of_copy,heuristic_config,heuristic_us,speedup,"
             "graph_replay,kernel_version,stale,driver_version,runtime_version,"
             "run_id,updated_at");
@@ -290,6 +290,39 @@ TEST_F(ConfigsCliTest, ShowAsksForGpuWhenThePointIsOnSeveral) {
   EXPECT_THAT(result.err, HasSubstr("tuned on 2 GPUs"));
   EXPECT_THAT(result.err, HasSubstr("--gpu=1 NVIDIA H100 80GB HBM3"));
   EXPECT_THAT(result.err, HasSubstr("--gpu=2 NVIDIA A100-SXM4-80GB"));
+}
+
+TEST_F(ConfigsCliTest, InnerIsAFilterAndShowNamesItAndTheSplit) {
+  const auto count = [&](std::optional<int64_t> inner) {
+    PointFlags filter;
+    filter.inner = inner;
+    const Result result = List(filter, OutputFormat::kCsv);
+    EXPECT_EQ(result.code, kExitOk) << result.err;
+    return Lines(result.out).size() - 1;
+  };
+  EXPECT_EQ(count(std::nullopt), 6u);
+  EXPECT_EQ(count(1), 6u);  // every fixture point reduces the last axis
+  EXPECT_EQ(count(48), 0u);
+  PointFlags bad;
+  bad.inner = 0;
+  const Result refused = List(bad);
+  EXPECT_EQ(refused.code, kExitUsage);
+  EXPECT_THAT(refused.err, HasSubstr("--inner=0 must be >= 1"));
+
+  const Result csv = List({"h100"}, OutputFormat::kCsv);
+  const auto rows = Csv(csv.out);
+  EXPECT_EQ(rows[1][Column(rows, "inner")], "1");
+  EXPECT_EQ(rows[1][Column(rows, "split")], "1");
+
+  const Result shown = Show(HotPoint("h100"), false);
+  ASSERT_EQ(shown.code, kExitOk) << shown.err;
+  EXPECT_THAT(shown.out, HasSubstr("split"));
+  EXPECT_THAT(shown.out, HasSubstr("1 (one block per row)"));
+  PointFlags middle = HotPoint("h100");
+  middle.inner = 48;
+  const Result untuned = Show(middle, false);
+  EXPECT_EQ(untuned.code, kExitFailure);
+  EXPECT_THAT(untuned.err, HasSubstr("no tuned config for softmax float16 49152x4096x48"));
 }
 
 TEST_F(ConfigsCliTest, ShowReportsAnUntunedPoint) {

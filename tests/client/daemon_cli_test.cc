@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "client/cli_common.h"
 #include "client/run_cli.h"
 #include "client/status_cli.h"
@@ -57,6 +58,47 @@ TEST_F(KerntuneDaemonVerbsTest, RunChecksEveryOpAndDtypeInline) {
       EXPECT_EQ(run.err, "");
     }
   }
+}
+
+TEST_F(KerntuneDaemonVerbsTest, RunChecksTheNewOpsInlineAndThroughSharedMemory) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  const std::vector<std::vector<std::string>> runs = {
+      {"rms_norm", "--dtype=bf16", "--rows=33", "--cols=1000", "--epsilon=1e-3"},
+      {"reduce_scale", "--dtype=fp16", "--rows=64", "--cols=129"},
+      // (batch 2, heads 3, q 8, k 40): an additive mask and causal.
+      {"scaled_masked_softmax", "--dtype=fp32", "--rows=48", "--cols=40", "--mask", "--causal",
+       "--mask-rows=8", "--scale=0.25"},
+      {"scaled_masked_softmax", "--dtype=fp16", "--rows=48", "--cols=40", "--causal"},
+      {"scaled_masked_softmax", "--dtype=bf16", "--rows=6", "--cols=9"},
+      {"softmax", "--dtype=fp16", "--rows=16", "--cols=28", "--inner=12"},
+      {"log_softmax", "--dtype=fp32", "--rows=1", "--cols=128", "--inner=64"},
+  };
+  for (const std::string via : {"inline", "shm"}) {
+    for (std::vector<std::string> args : runs) {
+      args.insert(args.begin(), "run");
+      args.push_back("--server=" + target());
+      args.push_back("--via=" + via);
+      args.push_back("--iterations=2");
+      const ProcessResult run = Kerntune(args);
+      SCOPED_TRACE(absl::StrJoin(args, " ") + "\n" + run.out + run.err);
+      EXPECT_EQ(run.code, 0);
+      EXPECT_THAT(run.out, HasSubstr("matches the fp64 reference"));
+      EXPECT_THAT(run.out, HasSubstr("(source: cpu)"));
+    }
+  }
+  const ProcessResult masked =
+      Kerntune({"run", "scaled_masked_softmax", "--dtype=fp32", "--rows=48", "--cols=40",
+                "--mask", "--mask_rows=8", "--server=" + target(), "--via=inline"});
+  EXPECT_THAT(masked.out, HasSubstr("mask of 8 rows"));
+  const ProcessResult axis = Kerntune({"run", "softmax", "--dtype=fp32", "--rows=4",
+                                       "--cols=5", "--inner=6", "--server=" + target(),
+                                       "--format=json"});
+  ASSERT_EQ(axis.code, 0) << axis.out << axis.err;
+  EXPECT_EQ(ParseJson(axis.out).fields().at("inner").number_value(), 6);
+  // The scales (and RMSNorm's 1/rms) are checked too: 64 rows beyond the output.
+  const ProcessResult scale = Kerntune({"run", "reduce_scale", "--dtype=fp32", "--rows=64",
+                                        "--cols=10", "--server=" + target()});
+  EXPECT_THAT(scale.out, HasSubstr("(704 values;"));
 }
 
 TEST_F(KerntuneDaemonVerbsTest, RunJsonAndAutoWithACpuDaemon) {
@@ -139,6 +181,21 @@ TEST_F(KerntuneDaemonVerbsTest, UsageErrorsExitTwo) {
        "--iterations=0 must be >= 1"},
       {{"run", "layer_norm", "--dtype=fp16", "--rows=2", "--cols=8", "--epsilon=0"},
        "--epsilon=0 must be finite and > 0"},
+      {{"run", "rms_norm", "--dtype=fp16", "--rows=2", "--cols=8", "--epsilon=-1"},
+       "--epsilon=-1 must be finite and > 0"},
+      {{"run", "layer_norm", "--dtype=fp16", "--rows=2", "--cols=8", "--inner=4"},
+       "--inner=4: layer_norm reduces the last axis only"},
+      {{"run", "softmax", "--dtype=fp16", "--rows=2", "--cols=8", "--inner=0"},
+       "--inner=0 must be >= 1"},
+      {{"run", "softmax", "--dtype=fp16", "--rows=2", "--cols=8", "--mask"},
+       "are flags of scaled_masked_softmax, not softmax"},
+      {{"run", "scaled_masked_softmax", "--dtype=fp16", "--rows=6", "--cols=8", "--causal",
+        "--mask-rows=4"},
+       "--mask_rows=4 must be >= 1 and divide --rows=6"},
+      {{"run", "scaled_masked_softmax", "--dtype=fp16", "--rows=6", "--cols=8", "--mask_rows=3"},
+       "--mask_rows needs --mask or --causal"},
+      {{"run", "scaled_masked_softmax", "--dtype=fp16", "--rows=6", "--cols=8", "--scale=0"},
+       "--scale=0"},
       {{"run", "softmax", "--dtype=fp16", "--rows=2", "--cols=8", "--via=shm",
         "--server=localhost:7"},
        "--via=shm needs the daemon's Unix socket"},

@@ -140,6 +140,57 @@ TEST(DaemonClientRunArgsTest, MakeRunRequestFillsOnlyWhatWasGiven) {
   EXPECT_TRUE(RunArgs().output.return_inline());
 }
 
+TEST(DaemonClientRunArgsTest, MakeRunRequestFillsEachNewOpsParameters) {
+  RunArgs args;
+  args.op = pb::OP_RMS_NORM;
+  args.dtype = pb::DTYPE_FLOAT16;
+  args.rows = 4;
+  args.cols = 8;
+  args.input = InlineTensor(std::string(64, '\0'));
+  args.gamma = InlineTensor("ww");
+  args.epsilon = 1e-6;
+  args.want_inv_rms = true;
+  pb::RunRequest request = MakeRunRequest(args);
+  EXPECT_EQ(request.shape().inner(), 0);  // the last axis: not sent
+  EXPECT_EQ(request.rms_norm().weight().inline_data(), "ww");
+  EXPECT_EQ(request.rms_norm().epsilon(), 1e-6);
+  EXPECT_TRUE(request.rms_norm().want_inv_rms());
+  EXPECT_FALSE(request.has_layer_norm());
+  args.want_inv_rms = false;
+  args.inv_std = BufferOutput("00ff", 32);
+  EXPECT_EQ(MakeRunRequest(args).rms_norm().inv_rms().buffer().offset_bytes(), 32);
+
+  args = RunArgs();
+  args.op = pb::OP_REDUCE_SCALE;
+  EXPECT_FALSE(MakeRunRequest(args).has_reduce_scale());  // inline scales by default
+  args.row_scale = BufferOutput("abcd", 8);
+  EXPECT_EQ(MakeRunRequest(args).reduce_scale().row_scale().buffer().buffer_id(), "abcd");
+
+  args = RunArgs();
+  args.op = pb::OP_SCALED_MASKED_SOFTMAX;
+  request = MakeRunRequest(args);
+  EXPECT_FALSE(request.scaled_masked_softmax().has_scale());  // the daemon's default, 1
+  EXPECT_FALSE(request.scaled_masked_softmax().has_mask());
+  args.scale = 0.0;  // a real scale, sent
+  args.mask = InlineTensor("mm");
+  args.mask_rows = 16;
+  args.causal = true;
+  request = MakeRunRequest(args);
+  EXPECT_TRUE(request.scaled_masked_softmax().has_scale());
+  EXPECT_EQ(request.scaled_masked_softmax().scale(), 0.0);
+  EXPECT_EQ(request.scaled_masked_softmax().mask().inline_data(), "mm");
+  EXPECT_EQ(request.scaled_masked_softmax().mask_rows(), 16);
+  EXPECT_TRUE(request.scaled_masked_softmax().causal());
+
+  args = RunArgs();
+  args.op = pb::OP_LOG_SOFTMAX;
+  args.inner = 48;
+  args.mask = InlineTensor("mm");  // not the op's: not sent
+  request = MakeRunRequest(args);
+  EXPECT_EQ(request.shape().inner(), 48);
+  EXPECT_FALSE(request.has_scaled_masked_softmax());
+}
+
 bool ShmExists(const std::string& name) {
   const int fd = shm_open(name.c_str(), O_RDONLY, 0);
   if (fd >= 0) close(fd);

@@ -41,7 +41,9 @@ using kt::client::RunArgs;
 constexpr int kDevice = 0;
 // Where the tensors sit in the peer's one allocation.
 constexpr int64_t kX = 0, kY = 1 << 20, kGamma = 2 << 20, kBeta = (2 << 20) + (64 << 10),
-                  kMean = 3 << 20, kInvStd = (3 << 20) + (64 << 10), kBytes = 4 << 20;
+                  kMean = 3 << 20, kInvStd = (3 << 20) + (64 << 10),
+                  kMask = (3 << 20) + (128 << 10), kRowScale = (3 << 20) + (512 << 10),
+                  kBytes = 4 << 20;
 // Device memory the client's stream clears before it writes the inputs in
 // event mode: a daemon that does not wait on wait_event would read the
 // poisoned inputs while this runs.
@@ -73,6 +75,12 @@ pb::Op OpToProto(kt::kernels::Op op) {
       return pb::OP_LOG_SOFTMAX;
     case kt::kernels::Op::kLayerNorm:
       return pb::OP_LAYER_NORM;
+    case kt::kernels::Op::kRmsNorm:
+      return pb::OP_RMS_NORM;
+    case kt::kernels::Op::kReduceScale:
+      return pb::OP_REDUCE_SCALE;
+    case kt::kernels::Op::kScaledMaskedSoftmax:
+      return pb::OP_SCALED_MASKED_SOFTMAX;
   }
   return pb::OP_UNSPECIFIED;
 }
@@ -186,9 +194,13 @@ class Peer {
     const std::string what =
         absl::StrFormat("%s %s %dx%d %s", kt::kernels::OpName(op), kt::kernels::DTypeName(dtype),
                         shape.rows, shape.cols, ModeName(mode));
-    const bool layer_norm = op == kt::kernels::Op::kLayerNorm;
+    // The masked softmax: an additive mask, and causal on the odd shape.
+    kt::kernels::AttentionOptions attention;
+    attention.causal = shape.rows % 2 == 1;
     absl::StatusOr<kt::kernels::HostProblem> p = kt::kernels::MakeProblem(
-        op, dtype, shape, seed, kt::kernels::InputPattern::kNormal, layer_norm);
+        op, dtype, shape, seed, kt::kernels::InputPattern::kNormal,
+        /*with_affine=*/kt::kernels::TakesGamma(op), /*threads=*/0, /*distinct_rows=*/0,
+        attention);
     if (!p.ok()) return Fail(absl::StrCat(what, ": ", p.status().ToString()));
     const bool events = mode == Mode::kRegisteredEvents || mode == Mode::kOneOffEvents;
     const bool one_off = mode == Mode::kOneOff || mode == Mode::kOneOffEvents;
@@ -217,11 +229,16 @@ class Peer {
     };
     args.input = in(kX);
     args.output = out(kY);
-    if (layer_norm) {
-      args.gamma = in(kGamma);
-      args.beta = in(kBeta);
-      args.mean = out(kMean);
-      args.inv_std = out(kInvStd);
+    if (!p->gamma.empty()) args.gamma = in(kGamma);
+    if (!p->beta.empty()) args.beta = in(kBeta);
+    if (!p->mean_ref.empty()) args.mean = out(kMean);
+    if (!p->inv_std_ref.empty()) args.inv_std = out(kInvStd);  // LayerNorm; RMSNorm's 1/rms
+    if (!p->row_scale_ref.empty()) args.row_scale = out(kRowScale);
+    if (op == kt::kernels::Op::kScaledMaskedSoftmax) {
+      args.scale = p->scale;
+      args.mask_rows = p->mask_rows;
+      args.causal = p->causal;
+      if (!p->mask.empty()) args.mask = in(kMask);
     }
     if (events) {
       args.wait_event = wait_.handle();
@@ -246,6 +263,7 @@ class Peer {
     absl::Status s = memory.CopyIn(kX, p.x.data(), p.x.size());
     if (s.ok() && !p.gamma.empty()) s = memory.CopyIn(kGamma, p.gamma.data(), p.gamma.size());
     if (s.ok() && !p.beta.empty()) s = memory.CopyIn(kBeta, p.beta.data(), p.beta.size());
+    if (s.ok() && !p.mask.empty()) s = memory.CopyIn(kMask, p.mask.data(), p.mask.size());
     return s;
   }
 
@@ -259,7 +277,7 @@ class Peer {
       s = CudaStatus(cudaMemsetAsync(delay_, i, kDelayBytes, stream_), "cudaMemsetAsync(delay)");
     }
     const std::pair<int64_t, const std::vector<uint8_t>*> copies[] = {
-        {kX, &p.x}, {kGamma, &p.gamma}, {kBeta, &p.beta}};
+        {kX, &p.x}, {kGamma, &p.gamma}, {kBeta, &p.beta}, {kMask, &p.mask}};
     for (const auto& [offset, bytes] : copies) {
       if (!s.ok() || bytes->empty()) continue;
       s = CudaStatus(cudaMemcpyAsync(base + offset, bytes->data(), bytes->size(),
@@ -272,7 +290,8 @@ class Peer {
 
   void CheckResponse(const std::string& what, const pb::RunResponse& r, bool events) {
     if (r.backend() != "gpu") Fail(absl::StrCat(what, ": backend ", r.backend()));
-    if (!r.output_data().empty() || r.mean_size() != 0) {
+    if (!r.output_data().empty() || r.mean_size() != 0 || r.inv_std_size() != 0 ||
+        r.row_scale_size() != 0) {
       Fail(absl::StrCat(what, ": outputs came back inline as well"));
     }
     const pb::ConfigSource source = r.config().source();
@@ -289,11 +308,14 @@ class Peer {
   void CheckOutputs(const std::string& what, const IpcAllocation& memory,
                     const kt::kernels::HostProblem& p) {
     std::vector<uint8_t> y(p.x.size());
-    std::vector<float> mean(p.shape.rows), inv_std(p.shape.rows);
+    std::vector<float> mean(p.shape.rows), inv_std(p.shape.rows), row_scale(p.shape.rows);
     absl::Status s = memory.CopyOut(kY, y.data(), y.size());
-    if (s.ok() && p.op == kt::kernels::Op::kLayerNorm) {
-      s = memory.CopyOut(kMean, mean.data(), mean.size() * 4);
-      if (s.ok()) s = memory.CopyOut(kInvStd, inv_std.data(), inv_std.size() * 4);
+    if (s.ok() && !p.mean_ref.empty()) s = memory.CopyOut(kMean, mean.data(), mean.size() * 4);
+    if (s.ok() && !p.inv_std_ref.empty()) {
+      s = memory.CopyOut(kInvStd, inv_std.data(), inv_std.size() * 4);
+    }
+    if (s.ok() && !p.row_scale_ref.empty()) {
+      s = memory.CopyOut(kRowScale, row_scale.data(), row_scale.size() * 4);
     }
     if (!s.ok()) return Fail(absl::StrCat(what, ": ", s.ToString()));
     const kt::kernels::Tolerance tolerance = kt::kernels::OutputTolerance(p.op, p.dtype);
@@ -307,13 +329,16 @@ class Peer {
                                 got, p.y_ref[i]);
       }
     }
-    if (p.op == kt::kernels::Op::kLayerNorm) {
-      for (int64_t r = 0; r < p.shape.rows; ++r) {
-        for (const auto& [name, got, want] :
-             {std::tuple<const char*, float, float>{"mean", mean[r], p.mean_ref[r]},
-              {"inv_std", inv_std[r], p.inv_std_ref[r]}}) {
-          if (Within(got, want, kt::kernels::StatsTolerance())) continue;
-          if (bad++ == 0) first = absl::StrFormat("%s[%d] = %g, want %g", name, r, got, want);
+    // Each per-row output the op has, against its reference.
+    for (const auto& [name, got, want] :
+         {std::tuple<const char*, const std::vector<float>*, const std::vector<float>*>{
+              "mean", &mean, &p.mean_ref},
+          {"inv_std", &inv_std, &p.inv_std_ref},
+          {"row_scale", &row_scale, &p.row_scale_ref}}) {
+      for (size_t r = 0; r < want->size(); ++r) {
+        if (Within((*got)[r], (*want)[r], kt::kernels::StatsTolerance())) continue;
+        if (bad++ == 0) {
+          first = absl::StrFormat("%s[%d] = %g, want %g", name, r, (*got)[r], (*want)[r]);
         }
       }
     }

@@ -40,7 +40,21 @@ std::string MakeV1File(const ScopedTempDir& dir) {
   return path;
 }
 
+// A v2 database file: the v1 fixture brought to v2 by the frozen v2 DDL,
+// with rows that use the v2 columns.
+std::string MakeV2File(const ScopedTempDir& dir) {
+  const std::string path = dir.File("v2.db");
+  for (const char* fixture : {"/v1_fixture.sql", "/v2_fixture.sql"}) {
+    absl::Status status =
+        ExecSql(path, ReadFileOrDie(std::string(KT_DB_TESTDATA_DIR) + fixture));
+    EXPECT_TRUE(status.ok()) << fixture << ": " << status;
+  }
+  return path;
+}
+
 const PointKey kFixturePoint{1, "softmax", "float16", 49152, 1024};
+const PointKey kV2Point{1, "layer_norm", "bfloat16", 49152, 4096};
+const PointKey kV2SmallPoint{1, "layer_norm", "bfloat16", 64, 32};
 
 TEST(SchemaTest, MigratesAV1FixtureKeepingItsRows) {
   ScopedTempDir dir;
@@ -90,6 +104,10 @@ TEST(SchemaTest, MigratesAV1FixtureKeepingItsRows) {
   EXPECT_EQ(best->run_id, 1);
   EXPECT_EQ(best->env, Environment());
   EXPECT_FALSE(best->graph_replay);
+  EXPECT_EQ(best->point.inner, 1);  // new in v3: last-axis point
+  EXPECT_EQ(best->config.split, 1);
+  EXPECT_EQ((*candidates)[0].point.inner, 1);
+  EXPECT_EQ((*candidates)[0].config.split, 1);
   // Measured by an unknown kernel version: stale for any real version.
   EXPECT_FALSE(store.IsPointComplete(kFixturePoint, "0.1.0+k1").value_or(true));
 
@@ -104,6 +122,108 @@ TEST(SchemaTest, MigratesAV1FixtureKeepingItsRows) {
                   .ok());
   EXPECT_TRUE(store.IsPointComplete(kFixturePoint, "0.1.0+k1").value_or(false));
   EXPECT_EQ(store.DataVersion().value_or(-1), version + 2);
+}
+
+TEST(SchemaTest, MigratesAV2FixtureKeepingItsRowsWithInnerOneAndSplitOne) {
+  ScopedTempDir dir;
+  const std::string path = MakeV2File(dir);
+  ASSERT_EQ(QueryText(path, "PRAGMA user_version").value_or(""), "2");
+
+  absl::StatusOr<std::unique_ptr<TuningStore>> opened = OpenExisting(path);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  TuningStore& store = **opened;
+  EXPECT_EQ(QueryText(path, "PRAGMA user_version").value_or(""),
+            std::to_string(CurrentSchemaVersion()));
+  EXPECT_TRUE(store.CheckIntegrity().ok());
+  // The rebuilt table is the only best_configs, and nothing dangles.
+  EXPECT_EQ(QueryText(path, "SELECT COUNT(*) FROM sqlite_schema WHERE name LIKE "
+                            "'best_configs%' AND type = 'table'")
+                .value_or(""),
+            "1");
+  EXPECT_EQ(QueryText(path, "SELECT COUNT(*) FROM pragma_foreign_key_check").value_or("x"),
+            "0");
+  // The per-point index covers inner.
+  EXPECT_TRUE(absl::StrContains(
+      QueryText(path, "SELECT sql FROM sqlite_schema WHERE name = 'candidates_by_point'")
+          .value_or(""),
+      "inner"));
+  // Writes between the v2 fixture and the migration are still counted from
+  // where they were.
+  EXPECT_GE(store.DataVersion().value_or(-1), 7);
+
+  // Every best row survived with its values, inner 1 and split 1.
+  absl::StatusOr<std::vector<BestConfig>> rows = store.ListBestConfigs({});
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 3u);
+  for (const BestConfig& row : *rows) {
+    EXPECT_EQ(row.point.inner, 1) << row.point.op << " " << row.point.cols;
+    EXPECT_EQ(row.config.split, 1) << row.point.op << " " << row.point.cols;
+  }
+  absl::StatusOr<BestConfig> best = store.GetBestConfig(kV2Point);
+  ASSERT_TRUE(best.ok()) << best.status();
+  EXPECT_EQ(best->config.key, "block_smem/b256/p8/g32/r1/w0");
+  EXPECT_EQ(best->config.impl, "block_smem");
+  EXPECT_EQ(best->config.block_size, 256);
+  EXPECT_EQ(best->median_us, 300.0);
+  EXPECT_EQ(best->spread_low_us, 298.5);
+  EXPECT_EQ(best->spread_high_us, 303.0);
+  EXPECT_EQ(best->gbps, 2684.4);
+  EXPECT_EQ(best->pct_of_copy, 89.2);
+  EXPECT_FALSE(best->graph_replay);
+  EXPECT_EQ(best->heuristic_key, "block_smem/b512/p8/g32/r1/w0");
+  EXPECT_EQ(best->heuristic_us, 310.0);
+  EXPECT_EQ(best->run_id, 2);
+  EXPECT_EQ(best->env, (Environment{12040, 12020, "0.1.0+k1"}));
+  EXPECT_EQ(best->updated_at, 1700000600);
+  absl::StatusOr<BestConfig> small = store.GetBestConfig(kV2SmallPoint);
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_EQ(small->config.thread_group_width, 4);
+  EXPECT_EQ(small->config.rows_per_access, 2);
+  EXPECT_TRUE(small->graph_replay);
+  EXPECT_TRUE(store.IsPointComplete(kV2Point, "0.1.0+k1").value_or(false));
+  EXPECT_TRUE(store.GetBestConfig(kFixturePoint).ok());
+
+  // Candidates keep their order, values and run.
+  absl::StatusOr<std::vector<Candidate>> candidates =
+      store.ListCandidates(kV2Point, std::nullopt);
+  ASSERT_TRUE(candidates.ok()) << candidates.status();
+  ASSERT_EQ(candidates->size(), 2u);
+  EXPECT_EQ((*candidates)[0].config.key, "block_smem/b256/p8/g32/r1/w0");
+  EXPECT_EQ((*candidates)[0].spread_high_us, 303.0);
+  EXPECT_EQ((*candidates)[1].status, CandidateStatus::kPruned);
+  EXPECT_EQ((*candidates)[1].message, "probe slower");
+  for (const Candidate& c : *candidates) {
+    EXPECT_EQ(c.point, kV2Point);
+    EXPECT_EQ(c.config.split, 1);
+    EXPECT_EQ(c.run_id, 2);
+  }
+
+  // The new key: the same (rows, cols) with another inner is another point,
+  // and a split config round-trips.
+  PointKey axis = kV2Point;
+  axis.op = "softmax";
+  axis.inner = 32;
+  PointKey last = axis;
+  last.inner = 1;
+  absl::StatusOr<int64_t> run = store.CreateRun(SampleRun(1));
+  ASSERT_TRUE(run.ok()) << run.status();
+  BestConfig axis_best = SampleBest(*run, axis);
+  axis_best.config.impl = "axis";
+  axis_best.config.key = "axis/b256/p4/g1/r1/w0";
+  BestConfig last_best = SampleBest(*run, last);
+  last_best.config.impl = "split_row";
+  last_best.config.split = 8;
+  last_best.config.key = "split_row/b512/p8/g32/r1/w0/s8";
+  ASSERT_TRUE(store.WritePoint(axis_best, SampleCandidates(*run, axis, 3)).ok());
+  ASSERT_TRUE(store.WritePoint(last_best, SampleCandidates(*run, last, 2)).ok());
+  absl::StatusOr<BestConfig> got_axis = store.GetBestConfig(axis);
+  absl::StatusOr<BestConfig> got_last = store.GetBestConfig(last);
+  ASSERT_TRUE(got_axis.ok() && got_last.ok());
+  EXPECT_EQ(got_axis->config.key, "axis/b256/p4/g1/r1/w0");
+  EXPECT_EQ(got_axis->point.inner, 32);
+  EXPECT_EQ(got_last->config.split, 8);
+  EXPECT_EQ(store.ListCandidates(axis, std::nullopt)->size(), 3u);
+  EXPECT_EQ(store.ListCandidates(last, std::nullopt)->size(), 2u);
 }
 
 TEST(SchemaTest, OldSchemaOpenedReadOnlyIsRefusedAndLeftAlone) {

@@ -409,6 +409,65 @@ TEST_F(TuningStoreTest, ListBestConfigsFiltersAndOrders) {
   EXPECT_TRUE(list(nothing).empty());
 }
 
+TEST_F(TuningStoreTest, InnerIsPartOfThePointAndSplitOfTheConfig) {
+  // One (op, dtype, rows, cols) as a last-axis problem and as two
+  // middle-axis ones: three points, each with its own best row and
+  // candidates, listed by inner within the same (rows, cols).
+  PointKey last = SamplePoint(gpu_id_, 896, "softmax", "float16", 512);
+  PointKey wide = last;
+  wide.inner = 48;
+  PointKey narrow = last;
+  narrow.inner = 4;
+  BestConfig last_best = SampleBest(run_id_, last);
+  last_best.config = {"split_row", 256, 8, 32, 1, 0, "split_row/b256/p8/g32/r1/w0/s4", 4};
+  ASSERT_TRUE(store_->WritePoint(last_best, SampleCandidates(run_id_, last, 2)).ok());
+  const BestConfig wide_best = WriteSamplePoint(wide);
+  WriteSamplePoint(narrow);
+
+  absl::StatusOr<BestConfig> got = store_->GetBestConfig(last);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ExpectBestEq(*got, last_best);
+  EXPECT_EQ(got->config.split, 4);
+  got = store_->GetBestConfig(wide);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ExpectBestEq(*got, wide_best);
+  EXPECT_EQ(store_->ListCandidates(last, std::nullopt)->size(), 2u);
+  EXPECT_EQ(store_->ListCandidates(wide, std::nullopt)->size(),
+            size_t{kCandidatesPerPoint});
+  absl::StatusOr<std::vector<Candidate>> of_wide = store_->ListCandidates(wide, std::nullopt);
+  ASSERT_TRUE(of_wide.ok());
+  for (const Candidate& c : *of_wide) EXPECT_EQ(c.point.inner, 48);
+  PointKey absent = last;
+  absent.inner = 2;
+  EXPECT_TRUE(absl::IsNotFound(store_->GetBestConfig(absent).status()));
+  EXPECT_TRUE(store_->IsPointComplete(wide, "0.1.0+k1").value_or(false));
+  EXPECT_FALSE(store_->IsPointComplete(absent, "0.1.0+k1").value_or(true));
+
+  absl::StatusOr<std::vector<BestConfig>> all = store_->ListBestConfigs({});
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 3u);
+  EXPECT_EQ((*all)[0].point, last);
+  EXPECT_EQ((*all)[1].point, narrow);
+  EXPECT_EQ((*all)[2].point, wide);
+  BestConfigFilter by_inner;
+  by_inner.inner = 48;
+  absl::StatusOr<std::vector<BestConfig>> filtered = store_->ListBestConfigs(by_inner);
+  ASSERT_TRUE(filtered.ok());
+  ASSERT_EQ(filtered->size(), 1u);
+  EXPECT_EQ(filtered->front().point, wide);
+  by_inner.inner = 1;
+  filtered = store_->ListBestConfigs(by_inner);
+  ASSERT_TRUE(filtered.ok());
+  ASSERT_EQ(filtered->size(), 1u);
+  EXPECT_EQ(filtered->front().point, last);
+
+  // A candidate of another inner is another point.
+  std::vector<Candidate> mixed = SampleCandidates(run_id_, wide, 2);
+  mixed[1].point.inner = 4;
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      store_->WritePoint(SampleBest(run_id_, wide), mixed)));
+}
+
 TEST_F(TuningStoreTest, BestConfigsForSkuLoadsOneGpu) {
   WriteSamplePoint(SamplePoint(gpu_id_, 64));
   WriteSamplePoint(SamplePoint(gpu_id_, 32));

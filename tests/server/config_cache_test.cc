@@ -5,6 +5,7 @@
 #include <chrono>
 #include <optional>
 #include <thread>
+#include <tuple>
 
 #include "gtest/gtest.h"
 #include "kernels/version.h"
@@ -25,6 +26,7 @@ db::BestConfig Row(Op op, DType dtype, Shape shape, const kernels::LaunchConfig&
   row.point.dtype = std::string(kernels::DTypeName(dtype));
   row.point.rows = shape.rows;
   row.point.cols = shape.cols;
+  row.point.inner = shape.inner;
   row.config = tuner::ConfigRecordOf(config);
   row.median_us = median_us;
   row.gbps = 1000;
@@ -137,6 +139,81 @@ TEST_F(ConfigCacheTest, IllegalNearestFallsBackToTheHeuristic) {
   EXPECT_FALSE(choice->tuned.has_value());
   EXPECT_EQ(choice->config,
             *kernels::HeuristicConfig(Op::kSoftmax, DType::kFloat32, query, device_));
+}
+
+TEST_F(ConfigCacheTest, NewOpsAreTunedPointsOfTheirOwn) {
+  const Shape shape{2048, 1024};
+  const auto rms = NonHeuristic(Op::kRmsNorm, DType::kBFloat16, shape);
+  const auto scale = NonHeuristic(Op::kReduceScale, DType::kBFloat16, shape);
+  const auto masked = NonHeuristic(Op::kScaledMaskedSoftmax, DType::kBFloat16, shape);
+  Import({Row(Op::kRmsNorm, DType::kBFloat16, shape, rms, 5),
+          Row(Op::kReduceScale, DType::kBFloat16, shape, scale, 6),
+          Row(Op::kScaledMaskedSoftmax, DType::kBFloat16, shape, masked, 7)});
+  auto cache = MakeCache();
+  ASSERT_NE(cache, nullptr);
+  EXPECT_EQ(cache->Entries().size(), 3u);
+  for (const auto& [op, config, us] : {std::tuple(Op::kRmsNorm, rms, 5.0),
+                                       std::tuple(Op::kReduceScale, scale, 6.0),
+                                       std::tuple(Op::kScaledMaskedSoftmax, masked, 7.0)}) {
+    auto choice = cache->Lookup(op, DType::kBFloat16, shape);
+    ASSERT_TRUE(choice.ok()) << choice.status();
+    EXPECT_EQ(choice->source, ConfigSource::kTuned) << kernels::OpName(op);
+    EXPECT_EQ(choice->config, config) << kernels::OpName(op);
+    EXPECT_EQ(choice->tuned->median_us, us);
+  }
+  // Not the softmax's, even at the same shape.
+  EXPECT_EQ(cache->Lookup(Op::kSoftmax, DType::kBFloat16, shape)->source,
+            ConfigSource::kHeuristic);
+}
+
+TEST_F(ConfigCacheTest, AMiddleAxisProblemIsNeverServedByALastAxisEntry) {
+  // Tuned at (512, 896) on the last axis; asked for (512, 896, 48): the
+  // same rows and cols, but another problem. Whatever answers (the axis
+  // heuristic, or an error until the axis rules exist), it is not a tuned
+  // entry.
+  const Shape last{512, 896};
+  const auto config = NonHeuristic(Op::kSoftmax, DType::kFloat16, last);
+  Import({Row(Op::kSoftmax, DType::kFloat16, last, config, 3)});
+  auto cache = MakeCache();
+  ASSERT_NE(cache, nullptr);
+  auto choice = cache->Lookup(Op::kSoftmax, DType::kFloat16, {512, 896, 48});
+  if (choice.ok()) {
+    EXPECT_EQ(choice->source, ConfigSource::kHeuristic);
+    EXPECT_EQ(choice->config.impl, kernels::Impl::kAxis);
+  }
+  EXPECT_EQ(cache->Lookup(Op::kSoftmax, DType::kFloat16, last)->source, ConfigSource::kTuned);
+}
+
+TEST_F(ConfigCacheTest, MiddleAxisEntriesAreNearestOnlyWithinTheirInner) {
+  const Shape tuned{512, 896, 48};
+  auto heuristic = kernels::HeuristicConfig(Op::kLogSoftmax, DType::kFloat32, tuned, device_);
+  if (!heuristic.ok()) {
+    GTEST_SKIP() << "the axis implementation's rules have not landed: " << heuristic.status();
+  }
+  const auto axis = NonHeuristic(Op::kLogSoftmax, DType::kFloat32, tuned);
+  Import({Row(Op::kLogSoftmax, DType::kFloat32, tuned, axis, 11),
+          Row(Op::kLogSoftmax, DType::kFloat32, {512, 896},
+              NonHeuristic(Op::kLogSoftmax, DType::kFloat32, {512, 896}), 9)});
+  auto cache = MakeCache();
+  ASSERT_NE(cache, nullptr);
+  auto choice = cache->Lookup(Op::kLogSoftmax, DType::kFloat32, tuned);
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->source, ConfigSource::kTuned);
+  EXPECT_EQ(choice->config, axis);
+  EXPECT_EQ(choice->tuned->shape, tuned);
+  // Another outer size of the same inner: the axis entry is the nearest.
+  choice = cache->Lookup(Op::kLogSoftmax, DType::kFloat32, {256, 896, 48});
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  if (choice->source == ConfigSource::kNearestTuned) {
+    EXPECT_EQ(choice->tuned->shape, tuned);
+  } else {
+    EXPECT_EQ(choice->source, ConfigSource::kHeuristic);  // the entry is illegal there
+  }
+  // Another inner: neither entry.
+  choice = cache->Lookup(Op::kLogSoftmax, DType::kFloat32, {512, 896, 32});
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->source, ConfigSource::kHeuristic);
+  EXPECT_FALSE(choice->tuned.has_value());
 }
 
 TEST_F(ConfigCacheTest, OtherSkusAreNotLoaded) {

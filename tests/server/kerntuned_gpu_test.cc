@@ -1,9 +1,12 @@
 // kerntuned on a real GPU (CTest label gpu): tuned dispatch from a temp
 // store written for this GPU's SKU, and inline Runs of every op and dtype
-// checked against the fp64 reference within the per-dtype tolerance.
+// (the masked softmax with a mask, causal and both; softmax / log-softmax
+// also along a middle axis) checked against the fp64 reference within the
+// per-dtype tolerance.
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <random>
@@ -119,18 +122,79 @@ TEST_F(KerntunedGpuTest, StatusAndConfigsComeFromThisGpusSku) {
   request.set_op(pb::OP_LAYER_NORM);
   ASSERT_TRUE(stub_->GetConfig(Context().get(), request, &config).ok());
   EXPECT_EQ(config.config().source(), pb::CONFIG_SOURCE_HEURISTIC);
+  // The tuned point's rows and cols along a middle axis: another problem,
+  // served by the axis heuristic.
+  request.set_op(pb::OP_SOFTMAX);
+  request.mutable_shape()->set_inner(48);
+  ASSERT_TRUE(stub_->GetConfig(Context().get(), request, &config).ok());
+  EXPECT_EQ(config.config().source(), pb::CONFIG_SOURCE_HEURISTIC);
+  EXPECT_EQ(config.config().config().impl(), "axis");
+}
+
+pb::Op ProtoOp(kernels::Op op) {
+  switch (op) {
+    case kernels::Op::kSoftmax:
+      return pb::OP_SOFTMAX;
+    case kernels::Op::kLogSoftmax:
+      return pb::OP_LOG_SOFTMAX;
+    case kernels::Op::kLayerNorm:
+      return pb::OP_LAYER_NORM;
+    case kernels::Op::kRmsNorm:
+      return pb::OP_RMS_NORM;
+    case kernels::Op::kReduceScale:
+      return pb::OP_REDUCE_SCALE;
+    case kernels::Op::kScaledMaskedSoftmax:
+      return pb::OP_SCALED_MASKED_SOFTMAX;
+  }
+  return pb::OP_UNSPECIFIED;
+}
+
+pb::DType ProtoDType(kernels::DType dtype) {
+  return dtype == kernels::DType::kFloat32   ? pb::DTYPE_FLOAT32
+         : dtype == kernels::DType::kFloat16 ? pb::DTYPE_FLOAT16
+                                             : pb::DTYPE_BFLOAT16;
+}
+
+// The query length of a masked problem of `rows`: the largest divisor <= 64.
+int64_t QueryLength(int64_t rows) {
+  for (int64_t q = std::min<int64_t>(rows, 64); q > 1; --q) {
+    if (rows % q == 0) return q;
+  }
+  return 1;
+}
+
+// Per-row float outputs within the stats tolerance.
+void ExpectStatsNear(const google::protobuf::RepeatedField<float>& got,
+                     const std::vector<float>& want, const char* what) {
+  const kernels::Tolerance stats = kernels::StatsTolerance();
+  ASSERT_EQ(got.size(), static_cast<int>(want.size())) << what;
+  for (size_t r = 0; r < want.size(); ++r) {
+    EXPECT_LE(std::fabs(got[static_cast<int>(r)] - want[r]),
+              stats.atol + stats.rtol * std::fabs(want[r]))
+        << what << "[" << r << "]";
+  }
 }
 
 TEST_F(KerntunedGpuTest, RunsEveryOpAndDtypeWithinTolerance) {
   std::mt19937_64 rng(4242);
-  const kernels::Shape shapes[] = {{1, 1}, {33, 1000}, kTunedShape, {3, 5000}};
+  const kernels::Shape row_shapes[] = {{1, 1}, {33, 1000}, kTunedShape, {3, 5000}};
+  // Seed 001's middle-axis shapes, for the ops that reduce one.
+  const kernels::Shape axis_shapes[] = {{1, 128, 32768}, {512, 896, 48}, {7, 33, 5}};
   for (kernels::Op op : kernels::kAllOps) {
+    std::vector<kernels::Shape> shapes(std::begin(row_shapes), std::end(row_shapes));
+    if (kernels::SupportsInnerAxis(op)) {
+      shapes.insert(shapes.end(), std::begin(axis_shapes), std::end(axis_shapes));
+    }
     for (kernels::DType dtype : kernels::kAllDTypes) {
       for (const kernels::Shape& shape : shapes) {
+        const bool masked = op == kernels::Op::kScaledMaskedSoftmax;
+        // The masked softmax alternates: an additive mask, causal, both.
+        const int variant = static_cast<int>((shape.rows + shape.cols) % 3);
         SCOPED_TRACE(std::string(kernels::OpName(op)) + " " +
                      std::string(kernels::DTypeName(dtype)) + " " +
-                     std::to_string(shape.rows) + "x" + std::to_string(shape.cols));
-        const bool layer_norm = op == kernels::Op::kLayerNorm;
+                     std::to_string(shape.rows) + "x" + std::to_string(shape.cols) + "x" +
+                     std::to_string(shape.inner) +
+                     (masked ? " variant " + std::to_string(variant) : std::string()));
         const size_t size = kernels::DTypeSize(dtype);
         auto random = [&](int64_t n, double mean) {
           std::normal_distribution<double> normal(mean, 2.0);
@@ -139,20 +203,64 @@ TEST_F(KerntunedGpuTest, RunsEveryOpAndDtypeWithinTolerance) {
           return bytes;
         };
         pb::RunRequest request;
-        request.set_op(layer_norm ? pb::OP_LAYER_NORM
-                                  : op == kernels::Op::kSoftmax ? pb::OP_SOFTMAX
-                                                                : pb::OP_LOG_SOFTMAX);
-        request.set_dtype(dtype == kernels::DType::kFloat32   ? pb::DTYPE_FLOAT32
-                          : dtype == kernels::DType::kFloat16 ? pb::DTYPE_FLOAT16
-                                                              : pb::DTYPE_BFLOAT16);
+        request.set_op(ProtoOp(op));
+        request.set_dtype(ProtoDType(dtype));
         request.mutable_shape()->set_rows(shape.rows);
         request.mutable_shape()->set_cols(shape.cols);
-        request.mutable_input()->set_inline_data(random(shape.elements(), layer_norm ? 3 : 0.5));
-        if (layer_norm) {
-          request.mutable_layer_norm()->set_epsilon(1e-5);
-          request.mutable_layer_norm()->set_want_mean_inv_std(true);
-          request.mutable_layer_norm()->mutable_gamma()->set_inline_data(random(shape.cols, 1));
-          request.mutable_layer_norm()->mutable_beta()->set_inline_data(random(shape.cols, 0));
+        if (shape.inner > 1) request.mutable_shape()->set_inner(shape.inner);
+        request.mutable_input()->set_inline_data(
+            random(shape.elements(), op == kernels::Op::kLayerNorm ? 3 : 0.5));
+        // The reference's operands, filled beside the request's.
+        std::vector<float> want(shape.elements()), mean(shape.rows), inv_std(shape.rows),
+            row_scale(shape.rows);
+        kernels::HostRowOpArgs args;
+        std::string mask;
+        switch (op) {
+          case kernels::Op::kLayerNorm: {
+            auto* params = request.mutable_layer_norm();
+            params->set_epsilon(1e-5);
+            params->set_want_mean_inv_std(true);
+            params->mutable_gamma()->set_inline_data(random(shape.cols, 1));
+            params->mutable_beta()->set_inline_data(random(shape.cols, 0));
+            args.gamma = params->gamma().inline_data().data();
+            args.beta = params->beta().inline_data().data();
+            args.mean = mean.data();
+            args.inv_std = inv_std.data();
+            args.epsilon = 1e-5;
+            break;
+          }
+          case kernels::Op::kRmsNorm: {
+            auto* params = request.mutable_rms_norm();
+            params->set_epsilon(1e-6);
+            params->set_want_inv_rms(true);
+            params->mutable_weight()->set_inline_data(random(shape.cols, 1));
+            args.gamma = params->weight().inline_data().data();
+            args.inv_std = inv_std.data();
+            args.epsilon = 1e-6;
+            break;
+          }
+          case kernels::Op::kReduceScale:
+            args.row_scale = row_scale.data();
+            break;
+          case kernels::Op::kScaledMaskedSoftmax: {
+            auto* params = request.mutable_scaled_masked_softmax();
+            const int64_t q = QueryLength(shape.rows);
+            params->set_scale(1.0 / std::sqrt(static_cast<double>(shape.cols)));
+            params->set_mask_rows(q);
+            params->set_causal(variant != 0);
+            if (variant != 1) {
+              mask = random(q * shape.cols, 0);
+              params->mutable_mask()->set_inline_data(mask);
+            }
+            args.scale = params->scale();
+            args.mask = mask.empty() ? nullptr : mask.data();
+            args.mask_rows = q;
+            args.causal = params->causal();
+            break;
+          }
+          case kernels::Op::kSoftmax:
+          case kernels::Op::kLogSoftmax:
+            break;
         }
         pb::RunResponse response;
         const grpc::Status status = stub_->Run(Context().get(), request, &response);
@@ -161,24 +269,17 @@ TEST_F(KerntunedGpuTest, RunsEveryOpAndDtypeWithinTolerance) {
         EXPECT_GT(response.kernel_time_us(), 0);
         EXPECT_EQ(response.config().source(),
                   op == kernels::Op::kSoftmax && dtype == kernels::DType::kFloat16 &&
-                          shape.rows == kTunedShape.rows && shape.cols == kTunedShape.cols
+                          shape == kTunedShape
                       ? pb::CONFIG_SOURCE_TUNED
-                  : op == kernels::Op::kSoftmax && dtype == kernels::DType::kFloat16
+                  : op == kernels::Op::kSoftmax && dtype == kernels::DType::kFloat16 &&
+                          shape.inner == 1
                       ? response.config().source()  // nearest or heuristic, by legality
                       : pb::CONFIG_SOURCE_HEURISTIC);
+        if (shape.inner > 1) EXPECT_EQ(response.config().config().impl(), "axis");
 
         // fp64 reference kept in float32, compared within the dtype's tolerance.
-        std::vector<float> want(shape.elements()), mean(shape.rows), inv_std(shape.rows);
-        kernels::HostRowOpArgs args;
         args.x = request.input().inline_data().data();
         args.y = want.data();
-        if (layer_norm) {
-          args.gamma = request.layer_norm().gamma().inline_data().data();
-          args.beta = request.layer_norm().beta().inline_data().data();
-          args.mean = mean.data();
-          args.inv_std = inv_std.data();
-          args.epsilon = 1e-5;
-        }
         ASSERT_TRUE(kernels::RunReference(op, dtype, shape, args, 0, shape.rows,
                                           kernels::DType::kFloat32)
                         .ok());
@@ -187,20 +288,21 @@ TEST_F(KerntunedGpuTest, RunsEveryOpAndDtypeWithinTolerance) {
         int64_t bad = 0;
         for (int64_t i = 0; i < shape.elements(); ++i) {
           const double got = kernels::LoadAsDouble(dtype, response.output_data().data(), i);
-          if (!(std::fabs(got - want[i]) <= tolerance.atol + tolerance.rtol * std::fabs(want[i]))) {
+          const bool both_nan = std::isnan(got) && std::isnan(want[i]);
+          if (!both_nan &&
+              !(std::fabs(got - want[i]) <= tolerance.atol + tolerance.rtol * std::fabs(want[i]))) {
             if (bad++ == 0) ADD_FAILURE() << "y[" << i << "] = " << got << ", want " << want[i];
           }
         }
         EXPECT_EQ(bad, 0);
-        if (layer_norm) {
-          const kernels::Tolerance stats = kernels::StatsTolerance();
-          ASSERT_EQ(response.mean_size(), shape.rows);
-          ASSERT_EQ(response.inv_std_size(), shape.rows);
-          for (int64_t r = 0; r < shape.rows; ++r) {
-            EXPECT_LE(std::fabs(response.mean(r) - mean[r]), stats.atol + stats.rtol * std::fabs(mean[r]));
-            EXPECT_LE(std::fabs(response.inv_std(r) - inv_std[r]),
-                      stats.atol + stats.rtol * std::fabs(inv_std[r]));
-          }
+        if (op == kernels::Op::kLayerNorm) ExpectStatsNear(response.mean(), mean, "mean");
+        if (op == kernels::Op::kLayerNorm || op == kernels::Op::kRmsNorm) {
+          ExpectStatsNear(response.inv_std(), inv_std, "inv_std");
+        }
+        if (op == kernels::Op::kReduceScale) {
+          ExpectStatsNear(response.row_scale(), row_scale, "row_scale");
+        } else {
+          EXPECT_EQ(response.row_scale_size(), 0);
         }
       }
     }

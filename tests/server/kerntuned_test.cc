@@ -12,7 +12,10 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -128,6 +131,164 @@ TEST_F(KerntunedTest, RunsEveryOpAndDtypeLikeTheReference) {
   }
 }
 
+// The reference's answer to `request` in the storage dtype (what the CPU
+// backend must return), with its per-row outputs.
+struct Expected {
+  std::string y;
+  std::vector<float> inv_std, row_scale;
+};
+
+Expected Reference(const pb::RunRequest& request, const std::string& mask = "") {
+  const kernels::DType dtype = ToKernels(request.dtype());
+  const kernels::Op op = ToKernels(request.op());
+  const kernels::Shape shape{request.shape().rows(), request.shape().cols(),
+                             std::max<int64_t>(1, request.shape().inner())};
+  Expected want;
+  want.y.resize(request.input().inline_data().size());
+  want.inv_std.resize(shape.rows);
+  want.row_scale.resize(shape.rows);
+  kernels::HostRowOpArgs args;
+  args.x = request.input().inline_data().data();
+  args.y = want.y.data();
+  if (op == kernels::Op::kRmsNorm) {
+    if (request.rms_norm().has_weight()) {
+      args.gamma = request.rms_norm().weight().inline_data().data();
+    }
+    args.epsilon = request.rms_norm().epsilon();
+    args.inv_std = want.inv_std.data();
+  }
+  if (op == kernels::Op::kReduceScale) args.row_scale = want.row_scale.data();
+  if (op == kernels::Op::kScaledMaskedSoftmax) {
+    const auto& params = request.scaled_masked_softmax();
+    args.scale = params.has_scale() ? params.scale() : 1.0;
+    args.mask = mask.empty() ? nullptr : mask.data();
+    args.mask_rows = params.mask_rows();
+    args.causal = params.causal();
+  }
+  const absl::Status status =
+      kernels::RunReference(op, dtype, shape, args, 0, shape.rows, dtype, 1);
+  EXPECT_TRUE(status.ok()) << status;
+  return want;
+}
+
+TEST_F(KerntunedTest, RunsTheNewOpsLikeTheReference) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  std::mt19937_64 rng(20261205);
+  for (pb::DType dtype : {pb::DTYPE_FLOAT32, pb::DTYPE_FLOAT16, pb::DTYPE_BFLOAT16}) {
+    const kernels::DType kdtype = ToKernels(dtype);
+    for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{1, 1}, {7, 33}, {64, 1000}}) {
+      SCOPED_TRACE(pb::DType_Name(dtype) + " " + std::to_string(rows) + "x" +
+                   std::to_string(cols));
+      // RMSNorm, with and without its weight, 1/rms inline.
+      for (bool weight : {true, false}) {
+        pb::RunRequest request = testing::ValidRunRequest(pb::OP_RMS_NORM, dtype, rows, cols);
+        request.mutable_input()->set_inline_data(RandomTensor(kdtype, rows * cols, rng, 0.5));
+        request.mutable_rms_norm()->set_epsilon(1e-3);
+        request.mutable_rms_norm()->set_want_inv_rms(true);
+        if (weight) {
+          request.mutable_rms_norm()->mutable_weight()->set_inline_data(
+              RandomTensor(kdtype, cols, rng, 1.0));
+        }
+        pb::RunResponse response;
+        const grpc::Status status = Call(&pb::KernTune::Stub::Run, request, &response);
+        ASSERT_TRUE(status.ok()) << status.error_message();
+        const Expected want = Reference(request);
+        EXPECT_EQ(response.output_data(), want.y) << "rms_norm weight=" << weight;
+        EXPECT_THAT(response.inv_std(), ::testing::ElementsAreArray(want.inv_std));
+        EXPECT_EQ(response.mean_size(), 0);
+        EXPECT_EQ(response.row_scale_size(), 0);
+        EXPECT_EQ(response.config().source(), pb::CONFIG_SOURCE_CPU_REFERENCE);
+      }
+      // ReduceScale: y and the scales inline; x = y * scale.
+      {
+        pb::RunRequest request = testing::ValidRunRequest(pb::OP_REDUCE_SCALE, dtype, rows, cols);
+        const std::string x = RandomTensor(kdtype, rows * cols, rng, 0.5);
+        request.mutable_input()->set_inline_data(x);
+        pb::RunResponse response;
+        const grpc::Status status = Call(&pb::KernTune::Stub::Run, request, &response);
+        ASSERT_TRUE(status.ok()) << status.error_message();
+        const Expected want = Reference(request);
+        EXPECT_EQ(response.output_data(), want.y) << "reduce_scale";
+        EXPECT_THAT(response.row_scale(), ::testing::ElementsAreArray(want.row_scale));
+        ASSERT_EQ(response.row_scale_size(), rows);
+        for (int64_t r = 0; r < rows; ++r) {
+          double max_abs = 0;
+          for (int64_t c = 0; c < cols; ++c) {
+            max_abs = std::max(max_abs, std::fabs(kernels::LoadAsDouble(kdtype, x.data(),
+                                                                        r * cols + c)));
+          }
+          EXPECT_FLOAT_EQ(response.row_scale(static_cast<int>(r)), static_cast<float>(max_abs));
+        }
+      }
+    }
+    // Scaled-masked softmax of a (batch 2, heads 3, q 5, k 7) input: with an
+    // additive (5, 7) mask, causal, both, and neither (only a scale).
+    for (int variant = 0; variant < 4; ++variant) {
+      const bool with_mask = variant & 1;
+      const bool causal = variant & 2;
+      SCOPED_TRACE(pb::DType_Name(dtype) + " scaled_masked_softmax mask=" +
+                   std::to_string(with_mask) + " causal=" + std::to_string(causal));
+      constexpr int64_t kQ = 5, kK = 7, kRows = 2 * 3 * kQ;
+      pb::RunRequest request =
+          testing::ValidRunRequest(pb::OP_SCALED_MASKED_SOFTMAX, dtype, kRows, kK);
+      request.mutable_input()->set_inline_data(RandomTensor(kdtype, kRows * kK, rng, 0.5));
+      auto* params = request.mutable_scaled_masked_softmax();
+      params->set_scale(0.375);
+      std::string mask;
+      if (with_mask) {
+        mask = RandomTensor(kdtype, kQ * kK, rng, 0.0);
+        // Some columns masked out entirely for a query.
+        for (int64_t c = 0; c < kK; c += 3) {
+          kernels::StoreFromDouble(kdtype, mask.data(), 2 * kK + c,
+                                   -std::numeric_limits<double>::infinity());
+        }
+        params->mutable_mask()->set_inline_data(mask);
+      }
+      if (with_mask || causal) params->set_mask_rows(kQ);
+      params->set_causal(causal);
+      pb::RunResponse response;
+      const grpc::Status status = Call(&pb::KernTune::Stub::Run, request, &response);
+      ASSERT_TRUE(status.ok()) << status.error_message();
+      const Expected want = Reference(request, mask);
+      EXPECT_EQ(response.output_data(), want.y);
+      if (causal) {
+        // Query 0 of every (batch, head) sees column 0 only.
+        for (int64_t block = 0; block < 6; ++block) {
+          for (int64_t c = 1; c < kK; ++c) {
+            EXPECT_EQ(kernels::LoadAsDouble(kdtype, response.output_data().data(),
+                                            block * kQ * kK + c),
+                      0.0);
+          }
+        }
+      }
+    }
+    // Softmax and log-softmax along a middle axis: (outer 3, dim 5, inner 4).
+    for (pb::Op op : {pb::OP_SOFTMAX, pb::OP_LOG_SOFTMAX}) {
+      SCOPED_TRACE(pb::Op_Name(op) + " " + pb::DType_Name(dtype) + " 3x5x4");
+      pb::RunRequest request = testing::ValidRunRequest(op, dtype, 3, 5);
+      request.mutable_shape()->set_inner(4);
+      request.mutable_input()->set_inline_data(RandomTensor(kdtype, 3 * 5 * 4, rng, 0.5));
+      pb::RunResponse response;
+      const grpc::Status status = Call(&pb::KernTune::Stub::Run, request, &response);
+      ASSERT_TRUE(status.ok()) << status.error_message();
+      EXPECT_EQ(response.output_data(), Reference(request).y);
+      if (op == pb::OP_SOFTMAX && dtype == pb::DTYPE_FLOAT32) {
+        // Independent of the reference: each (outer, inner) line over dim sums to 1.
+        for (int64_t o = 0; o < 3; ++o) {
+          for (int64_t i = 0; i < 4; ++i) {
+            double sum = 0;
+            for (int64_t d = 0; d < 5; ++d) {
+              sum += kernels::LoadAsDouble(kdtype, response.output_data().data(),
+                                           (o * 5 + d) * 4 + i);
+            }
+            EXPECT_NEAR(sum, 1.0, 1e-6) << o << ", " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_F(KerntunedTest, SoftmaxOutputIsAProbabilityDistribution) {
   // Independent of RunReference: softmax rows of a known input sum to one.
   ASSERT_NO_FATAL_FAILURE(Start());
@@ -162,6 +323,14 @@ TEST_F(KerntunedTest, GetConfigListConfigsAndGetStatusOnTheCpu) {
   EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(bad.error_message(), HasSubstr("shape.cols=0"));
   config_request.mutable_shape()->set_cols(8);
+  config_request.mutable_shape()->set_inner(4);
+  bad = Call(&pb::KernTune::Stub::GetConfig, config_request, &config);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(bad.error_message(), HasSubstr("shape.inner=4: op=layer_norm"));
+  config_request.set_op(pb::OP_LOG_SOFTMAX);
+  EXPECT_TRUE(Call(&pb::KernTune::Stub::GetConfig, config_request, &config).ok());
+  EXPECT_EQ(config.config().source(), pb::CONFIG_SOURCE_CPU_REFERENCE);
+  config_request.mutable_shape()->set_inner(0);
   config_request.set_op(pb::OP_UNSPECIFIED);
   bad = Call(&pb::KernTune::Stub::GetConfig, config_request, &config);
   EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);

@@ -35,6 +35,7 @@ pb::RunRequest ValidRunRequest(pb::Op op, pb::DType dtype, int64_t rows, int64_t
   request.mutable_input()->set_inline_data(std::string(rows * cols * Size(dtype), '\0'));
   request.mutable_output()->set_return_inline(true);
   if (op == pb::OP_LAYER_NORM) request.mutable_layer_norm()->set_epsilon(1e-5);
+  if (op == pb::OP_RMS_NORM) request.mutable_rms_norm()->set_epsilon(1e-6);
   return request;
 }
 
@@ -150,6 +151,215 @@ std::vector<MalformedCase> MalformedRunRequests() {
                          r.mutable_layer_norm()->mutable_gamma();
                        }),
                        kInvalid, "layer_norm.gamma is not set"));
+
+  // Middle-axis shapes (shape.inner).
+  constexpr pb::Op kRms = pb::OP_RMS_NORM;
+  constexpr pb::Op kScale = pb::OP_REDUCE_SCALE;
+  constexpr pb::Op kMasked = pb::OP_SCALED_MASKED_SOFTMAX;
+  cases.push_back(Case("inner negative",
+                       Edit(kSm, kF32, [](auto& r) { r.mutable_shape()->set_inner(-2); }),
+                       kInvalid, "shape.inner=-2 must be >= 1"));
+  cases.push_back(Case("inner on layer_norm",
+                       Edit(kLn, kF16, [](auto& r) { r.mutable_shape()->set_inner(4); }),
+                       kInvalid, "shape.inner=4: op=layer_norm reduces the last axis only"));
+  cases.push_back(Case("inner on rms_norm",
+                       Edit(kRms, kF16, [](auto& r) { r.mutable_shape()->set_inner(2); }),
+                       kInvalid, "shape.inner=2: op=rms_norm reduces the last axis only"));
+  cases.push_back(Case("inner on scaled_masked_softmax",
+                       Edit(kMasked, kF16, [](auto& r) { r.mutable_shape()->set_inner(8); }),
+                       kInvalid,
+                       "shape.inner=8: op=scaled_masked_softmax reduces the last axis only"));
+  cases.push_back(Case("input sized without inner", Edit(pb::OP_LOG_SOFTMAX, kF32, [](auto& r) {
+                         r.mutable_shape()->set_inner(3);
+                       }),
+                       kInvalid, "input.inline_data has 512 bytes, want exactly 1536"));
+  cases.push_back(Case("inner overflows", Edit(kSm, kF32, [](auto& r) {
+                         r.mutable_shape()->set_rows(int64_t{1} << 20);
+                         r.mutable_shape()->set_cols(int64_t{1} << 20);
+                         r.mutable_shape()->set_inner(int64_t{1} << 30);
+                       }),
+                       kInvalid,
+                       "shape.rows=1048576 x shape.cols=1048576 x shape.inner=1073741824 x 4 "
+                       "bytes overflows a 64-bit byte count"));
+  cases.push_back(Case("inner bytes overflow", Edit(kSm, kF16, [](auto& r) {
+                         r.mutable_shape()->set_rows(int64_t{1} << 30);
+                         r.mutable_shape()->set_cols(int64_t{1} << 16);
+                         r.mutable_shape()->set_inner(int64_t{1} << 16);
+                       }),
+                       kInvalid, "x shape.inner=65536 x 2 bytes overflows"));
+  cases.push_back(Case("inner over the size limit", Edit(kSm, kF32, [](auto& r) {
+                         r.mutable_shape()->set_rows(64);
+                         r.mutable_shape()->set_cols(64);
+                         r.mutable_shape()->set_inner(128);
+                       }),
+                       StatusCode::kResourceExhausted,
+                       "shape.rows=64 x shape.cols=64 x shape.inner=128 is 2097152 bytes"));
+
+  // RMSNorm.
+  cases.push_back(Case("rms_norm without params",
+                       Edit(kRms, kF16, [](auto& r) { r.clear_rms_norm(); }), kInvalid,
+                       "rms_norm is not set: op=rms_norm needs rms_norm.epsilon"));
+  cases.push_back(Case("rms_norm epsilon zero", Edit(kRms, kF16, [](auto& r) {
+                         r.mutable_rms_norm()->set_epsilon(0);
+                       }),
+                       kInvalid, "rms_norm.epsilon=0 must be finite and > 0"));
+  cases.push_back(Case("rms_norm epsilon NaN", Edit(kRms, kF32, [kNaN](auto& r) {
+                         r.mutable_rms_norm()->set_epsilon(kNaN);
+                       }),
+                       kInvalid, "rms_norm.epsilon=nan must be finite"));
+  cases.push_back(Case("rms_norm weight too short", Edit(kRms, kF16, [](auto& r) {
+                         r.mutable_rms_norm()->mutable_weight()->set_inline_data(
+                             std::string(62, '\0'));
+                       }),
+                       kInvalid, "rms_norm.weight.inline_data has 62 bytes, want exactly 64"));
+  cases.push_back(Case("rms_norm weight without a location", Edit(kRms, kF32, [](auto& r) {
+                         r.mutable_rms_norm()->mutable_weight();
+                       }),
+                       kInvalid, "rms_norm.weight is not set"));
+  cases.push_back(Case("rms_norm inv_rms both inline and in memory", Edit(kRms, kF32, [](auto& r) {
+                         r.mutable_rms_norm()->set_want_inv_rms(true);
+                         r.mutable_rms_norm()->mutable_inv_rms()->mutable_buffer()->set_buffer_id(
+                             "0123456789abcdef");
+                       }),
+                       kInvalid, "rms_norm.want_inv_rms returns 1/rms inline"));
+  cases.push_back(Case("rms_norm inv_rms not in memory", Edit(kRms, kF32, [](auto& r) {
+                         r.mutable_rms_norm()->mutable_inv_rms()->set_return_inline(true);
+                       }),
+                       kInvalid, "rms_norm.inv_rms must name client memory"));
+  cases.push_back(Case("rms_norm inv_rms misaligned", Edit(kRms, kF16, [](auto& r) {
+                         auto* buffer = r.mutable_rms_norm()->mutable_inv_rms()->mutable_buffer();
+                         buffer->set_buffer_id("0123456789abcdef");
+                         buffer->set_offset_bytes(6);
+                       }),
+                       kInvalid,
+                       "rms_norm.inv_rms.buffer.offset_bytes=6 must be >= 0 and a multiple of 4"));
+  cases.push_back(Case("softmax with rms_norm params", Edit(kSm, kF16, [](auto& r) {
+                         r.mutable_rms_norm()->set_epsilon(1e-6);
+                       }),
+                       kInvalid, "rms_norm is set but op=softmax takes no rms_norm parameters"));
+  cases.push_back(Case("layer_norm with rms_norm params", Edit(kLn, kF16, [](auto& r) {
+                         r.mutable_rms_norm()->set_epsilon(1e-6);
+                       }),
+                       kInvalid, "rms_norm is set but op=layer_norm"));
+  cases.push_back(Case("rms_norm with layer_norm params", Edit(kRms, kF16, [](auto& r) {
+                         r.mutable_layer_norm()->set_epsilon(1e-6);
+                       }),
+                       kInvalid, "layer_norm is set but op=rms_norm"));
+
+  // ReduceScale.
+  cases.push_back(Case("softmax with reduce_scale params", Edit(kSm, kF32, [](auto& r) {
+                         r.mutable_reduce_scale()->mutable_row_scale()->set_return_inline(true);
+                       }),
+                       kInvalid, "reduce_scale is set but op=softmax"));
+  cases.push_back(Case("reduce_scale with layer_norm params", Edit(kScale, kF32, [](auto& r) {
+                         r.mutable_layer_norm()->set_epsilon(1e-5);
+                       }),
+                       kInvalid, "layer_norm is set but op=reduce_scale"));
+  cases.push_back(Case("row_scale return_inline false", Edit(kScale, kF16, [](auto& r) {
+                         r.mutable_reduce_scale()->mutable_row_scale()->set_return_inline(false);
+                       }),
+                       kInvalid, "reduce_scale.row_scale.return_inline=false"));
+  cases.push_back(Case("row_scale buffer id empty", Edit(kScale, kF16, [](auto& r) {
+                         r.mutable_reduce_scale()->mutable_row_scale()->mutable_buffer();
+                       }),
+                       kInvalid, "reduce_scale.row_scale.buffer.buffer_id must be"));
+  cases.push_back(Case("row_scale misaligned", Edit(kScale, kF16, [](auto& r) {
+                         auto* buffer =
+                             r.mutable_reduce_scale()->mutable_row_scale()->mutable_buffer();
+                         buffer->set_buffer_id("0123456789abcdef");
+                         buffer->set_offset_bytes(2);
+                       }),
+                       kInvalid,
+                       "reduce_scale.row_scale.buffer.offset_bytes=2 must be >= 0 and a multiple "
+                       "of 4"));
+  cases.push_back(Case("row_scale ipc handle short", Edit(kScale, kF32, [](auto& r) {
+                         r.mutable_reduce_scale()->mutable_row_scale()->mutable_cuda_ipc()->set_handle(
+                             std::string(63, 'h'));
+                       }),
+                       kInvalid, "reduce_scale.row_scale.cuda_ipc.handle has 63 bytes"));
+
+  // Scaled-masked softmax.
+  cases.push_back(Case("softmax with a mask", Edit(kSm, kF16, [](auto& r) {
+                         auto* params = r.mutable_scaled_masked_softmax();
+                         params->set_mask_rows(4);
+                         params->mutable_mask()->set_inline_data(std::string(256, '\0'));
+                       }),
+                       kInvalid, "scaled_masked_softmax is set but op=softmax"));
+  cases.push_back(Case("log_softmax causal", Edit(pb::OP_LOG_SOFTMAX, kF16, [](auto& r) {
+                         r.mutable_scaled_masked_softmax()->set_causal(true);
+                       }),
+                       kInvalid, "scaled_masked_softmax is set but op=log_softmax"));
+  cases.push_back(Case("mask without mask_rows", Edit(kMasked, kF16, [](auto& r) {
+                         r.mutable_scaled_masked_softmax()->mutable_mask()->set_inline_data(
+                             std::string(256, '\0'));
+                       }),
+                       kInvalid, "scaled_masked_softmax.mask_rows=0 must be >= 1 with a mask"));
+  cases.push_back(Case("causal without mask_rows", Edit(kMasked, kF32, [](auto& r) {
+                         r.mutable_scaled_masked_softmax()->set_causal(true);
+                       }),
+                       kInvalid, "scaled_masked_softmax.mask_rows=0 must be >= 1 with causal"));
+  cases.push_back(Case("mask_rows negative", Edit(kMasked, kF32, [](auto& r) {
+                         r.mutable_scaled_masked_softmax()->set_mask_rows(-1);
+                       }),
+                       kInvalid, "scaled_masked_softmax.mask_rows=-1 must be >= 0"));
+  cases.push_back(Case("mask_rows does not divide rows", Edit(kMasked, kF32, [](auto& r) {
+                         r.mutable_scaled_masked_softmax()->set_mask_rows(3);
+                         r.mutable_scaled_masked_softmax()->set_causal(true);
+                       }),
+                       kInvalid, "scaled_masked_softmax.mask_rows=3 does not divide shape.rows=4"));
+  cases.push_back(Case("mask_rows past rows", Edit(kMasked, kF32, [](auto& r) {
+                         r.mutable_scaled_masked_softmax()->set_mask_rows(8);
+                       }),
+                       kInvalid, "scaled_masked_softmax.mask_rows=8 does not divide shape.rows=4"));
+  cases.push_back(Case("mask sized as the input", Edit(kMasked, kF16, [](auto& r) {
+                         auto* params = r.mutable_scaled_masked_softmax();
+                         params->set_mask_rows(2);
+                         params->mutable_mask()->set_inline_data(std::string(256, '\0'));
+                       }),
+                       kInvalid,
+                       "scaled_masked_softmax.mask.inline_data has 256 bytes, want exactly 128"));
+  cases.push_back(Case("mask in another dtype", Edit(kMasked, kF32, [](auto& r) {
+                         auto* params = r.mutable_scaled_masked_softmax();
+                         params->set_mask_rows(4);
+                         params->mutable_mask()->set_inline_data(std::string(256, '\0'));
+                       }),
+                       kInvalid,
+                       "scaled_masked_softmax.mask.inline_data has 256 bytes, want exactly 512"));
+  cases.push_back(Case("mask without a location", Edit(kMasked, kF32, [](auto& r) {
+                         r.mutable_scaled_masked_softmax()->set_mask_rows(4);
+                         r.mutable_scaled_masked_softmax()->mutable_mask();
+                       }),
+                       kInvalid, "scaled_masked_softmax.mask is not set"));
+  cases.push_back(Case("mask misaligned", Edit(kMasked, kF32, [](auto& r) {
+                         auto* params = r.mutable_scaled_masked_softmax();
+                         params->set_mask_rows(4);
+                         params->mutable_mask()->mutable_buffer()->set_buffer_id("0123456789abcdef");
+                         params->mutable_mask()->mutable_buffer()->set_offset_bytes(-4);
+                       }),
+                       kInvalid, "scaled_masked_softmax.mask.buffer.offset_bytes=-4"));
+  cases.push_back(Case("scale infinite", Edit(kMasked, kF32, [kInf](auto& r) {
+                         r.mutable_scaled_masked_softmax()->set_scale(kInf);
+                       }),
+                       kInvalid, "scaled_masked_softmax.scale=inf must be finite"));
+  cases.push_back(Case("scale NaN", Edit(kMasked, kF16, [kNaN](auto& r) {
+                         r.mutable_scaled_masked_softmax()->set_scale(kNaN);
+                       }),
+                       kInvalid, "scaled_masked_softmax.scale=nan must be finite"));
+  cases.push_back(Case("masked softmax with layer_norm params", Edit(kMasked, kF16, [](auto& r) {
+                         r.mutable_layer_norm()->set_epsilon(1e-5);
+                       }),
+                       kInvalid, "layer_norm is set but op=scaled_masked_softmax"));
+  cases.push_back(Case("mask over the size limit", Edit(kMasked, kF32, [](auto& r) {
+                         r.mutable_shape()->set_rows(512);
+                         r.mutable_shape()->set_cols(1024);
+                         r.mutable_input()->mutable_buffer()->set_buffer_id("0123456789abcdef");
+                         r.mutable_output()->mutable_buffer()->set_buffer_id("0123456789abcdef");
+                         auto* params = r.mutable_scaled_masked_softmax();
+                         params->set_mask_rows(512);
+                         params->mutable_mask()->set_inline_data(std::string(512 * 1024 * 4, '\0'));
+                       }),
+                       StatusCode::kResourceExhausted,
+                       "scaled_masked_softmax.mask is 2097152 bytes, over the daemon's limit"));
   return cases;
 }
 

@@ -24,6 +24,12 @@ kernels::Op ToKernels(pb::Op op) {
       return kernels::Op::kLogSoftmax;
     case pb::OP_LAYER_NORM:
       return kernels::Op::kLayerNorm;
+    case pb::OP_RMS_NORM:
+      return kernels::Op::kRmsNorm;
+    case pb::OP_REDUCE_SCALE:
+      return kernels::Op::kReduceScale;
+    case pb::OP_SCALED_MASKED_SOFTMAX:
+      return kernels::Op::kScaledMaskedSoftmax;
     default:
       return kernels::Op::kSoftmax;
   }

@@ -112,7 +112,7 @@ TEST_F(ResolveRefsTest, LayerNormStatisticsGoToMemoryAndMustNotOverlap) {
   params.mutable_inv_std()->mutable_buffer()->set_offset_bytes(528);
   absl::StatusOr<RunRequest> run = Both(request);
   ASSERT_TRUE(run.ok()) << run.status();
-  EXPECT_TRUE(run->has_stats());
+  EXPECT_TRUE(run->mean.present());
   EXPECT_EQ(run->mean.bytes, 16);
 
   params.mutable_inv_std()->mutable_buffer()->set_offset_bytes(520);
@@ -129,6 +129,77 @@ TEST_F(ResolveRefsTest, LayerNormStatisticsGoToMemoryAndMustNotOverlap) {
   params.set_want_mean_inv_std(true);
   EXPECT_THAT(std::string(Both(request).status().message()),
               HasSubstr("cannot be combined"));
+}
+
+TEST_F(ResolveRefsTest, RmsNormWeightAndInvRmsResolveUnderTheirOwnNames) {
+  pb::RunRequest request = BufferRun();
+  request.set_op(pb::OP_RMS_NORM);
+  pb::RmsNormParams& params = *request.mutable_rms_norm();
+  params.set_epsilon(1e-6);
+  params.mutable_weight()->mutable_buffer()->set_buffer_id("in");
+  params.mutable_weight()->mutable_buffer()->set_offset_bytes(512);
+  params.mutable_inv_rms()->mutable_buffer()->set_buffer_id("out");
+  params.mutable_inv_rms()->mutable_buffer()->set_offset_bytes(512);
+  absl::StatusOr<RunRequest> run = Both(request);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->gamma.data, resolver_.buffers["in"]->base() + 512);
+  EXPECT_EQ(run->gamma.bytes, 32 * 4);
+  EXPECT_EQ(run->inv_std.data, resolver_.buffers["out"]->base() + 512);
+  EXPECT_EQ(run->inv_std.bytes, 4 * 4);
+  EXPECT_FALSE(run->mean.present());
+
+  params.mutable_inv_rms()->mutable_buffer()->set_offset_bytes(500);
+  EXPECT_THAT(std::string(Both(request).status().message()),
+              HasSubstr("output overlaps rms_norm.inv_rms"));
+  params.mutable_inv_rms()->mutable_buffer()->set_buffer_id("in");
+  params.mutable_inv_rms()->mutable_buffer()->set_offset_bytes(520);
+  EXPECT_THAT(std::string(Both(request).status().message()),
+              HasSubstr("rms_norm.inv_rms overlaps rms_norm.weight"));
+  params.mutable_weight()->mutable_buffer()->set_offset_bytes(900);
+  absl::StatusOr<RunRequest> past = Both(request);
+  EXPECT_EQ(past.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(std::string(past.status().message()),
+              HasSubstr("rms_norm.weight: offset_bytes=900 + 128 bytes is past the end"));
+}
+
+TEST_F(ResolveRefsTest, RowScaleAndMaskResolveAndAreBoundsChecked) {
+  pb::RunRequest scale = BufferRun();
+  scale.set_op(pb::OP_REDUCE_SCALE);
+  auto* row_scale = scale.mutable_reduce_scale()->mutable_row_scale()->mutable_buffer();
+  row_scale->set_buffer_id("out");
+  row_scale->set_offset_bytes(1008);  // 4 rows: 16 bytes, the last 16 of "out"
+  absl::StatusOr<RunRequest> run = Both(scale);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->row_scale.where, TensorView::Where::kClientHost);
+  EXPECT_EQ(run->row_scale.data, resolver_.buffers["out"]->base() + 1008);
+  row_scale->set_offset_bytes(1012);
+  EXPECT_EQ(Both(scale).status().code(), absl::StatusCode::kOutOfRange);
+  row_scale->set_offset_bytes(256);
+  EXPECT_THAT(std::string(Both(scale).status().message()),
+              HasSubstr("output overlaps reduce_scale.row_scale"));
+  row_scale->set_buffer_id("gone");
+  EXPECT_THAT(std::string(Both(scale).status().message()),
+              HasSubstr("reduce_scale.row_scale: buffer_id \"gone\""));
+
+  // (batch 1, heads 2, q 2, k 32): a (2, 32) float32 mask of 256 bytes.
+  pb::RunRequest masked = BufferRun();
+  masked.set_op(pb::OP_SCALED_MASKED_SOFTMAX);
+  auto* params = masked.mutable_scaled_masked_softmax();
+  params->set_mask_rows(2);
+  params->mutable_mask()->mutable_buffer()->set_buffer_id("in");
+  params->mutable_mask()->mutable_buffer()->set_offset_bytes(768);
+  run = Both(masked);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->mask.data, resolver_.buffers["in"]->base() + 768);
+  EXPECT_EQ(run->mask.bytes, 256);
+  params->mutable_mask()->mutable_buffer()->set_offset_bytes(772);
+  EXPECT_THAT(std::string(Both(masked).status().message()),
+              HasSubstr("scaled_masked_softmax.mask: offset_bytes=772 + 256 bytes is past"));
+  // The mask is an input: the output may not overlap it.
+  params->mutable_mask()->mutable_buffer()->set_buffer_id("out");
+  params->mutable_mask()->mutable_buffer()->set_offset_bytes(256);
+  EXPECT_THAT(std::string(Both(masked).status().message()),
+              HasSubstr("output overlaps scaled_masked_softmax.mask"));
 }
 
 TEST_F(ResolveRefsTest, EventsNeedADeviceTensorAndTheRightSize) {

@@ -30,13 +30,15 @@ TEST(RunRequestTest, EachMalformedRequestGetsItsCodeAndNamesTheField) {
 }
 
 TEST(RunRequestTest, ValidRequestsPassWithTheirFields) {
-  for (pb::Op op : {pb::OP_SOFTMAX, pb::OP_LOG_SOFTMAX, pb::OP_LAYER_NORM}) {
+  for (pb::Op op : {pb::OP_SOFTMAX, pb::OP_LOG_SOFTMAX, pb::OP_LAYER_NORM, pb::OP_RMS_NORM,
+                    pb::OP_REDUCE_SCALE, pb::OP_SCALED_MASKED_SOFTMAX}) {
     for (pb::DType dtype : {pb::DTYPE_FLOAT32, pb::DTYPE_FLOAT16, pb::DTYPE_BFLOAT16}) {
       const pb::RunRequest request = ValidRunRequest(op, dtype, 3, 5);
       absl::StatusOr<RunRequest> got = ValidateRunRequest(request, kTableMaxRequestBytes);
       ASSERT_TRUE(got.ok()) << got.status();
       EXPECT_EQ(got->shape.rows, 3);
       EXPECT_EQ(got->shape.cols, 5);
+      EXPECT_EQ(got->shape.inner, 1);
       EXPECT_EQ(got->input.bytes, static_cast<int64_t>(request.input().inline_data().size()));
       EXPECT_EQ(got->input.where, TensorView::Where::kInline);
       EXPECT_EQ(got->output.where, TensorView::Where::kInline);
@@ -60,6 +62,95 @@ TEST(RunRequestTest, OutputMayBeLeftUnsetAndLayerNormTakesAffineAndStats) {
   EXPECT_EQ(got->mean.where, TensorView::Where::kInline);
   EXPECT_EQ(got->mean.bytes, 2 * 4);
   EXPECT_EQ(got->epsilon, 0.25);
+}
+
+TEST(RunRequestTest, MiddleAxisShapesSizeTheInputAndOutput) {
+  for (pb::Op op : {pb::OP_SOFTMAX, pb::OP_LOG_SOFTMAX}) {
+    pb::RunRequest request = ValidRunRequest(op, pb::DTYPE_BFLOAT16, 3, 5);
+    request.mutable_shape()->set_inner(7);
+    request.mutable_input()->set_inline_data(std::string(3 * 5 * 7 * 2, '\0'));
+    absl::StatusOr<RunRequest> got = ValidateRunRequest(request, kTableMaxRequestBytes);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->shape, (kernels::Shape{3, 5, 7}));
+    EXPECT_EQ(got->tensor_bytes(), 3 * 5 * 7 * 2);
+    EXPECT_EQ(got->output.bytes, 3 * 5 * 7 * 2);
+    // inner 1 is the last axis, like inner unset.
+    request.mutable_shape()->set_inner(1);
+    request.mutable_input()->set_inline_data(std::string(3 * 5 * 2, '\0'));
+    got = ValidateRunRequest(request, kTableMaxRequestBytes);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->shape.inner, 1);
+  }
+}
+
+TEST(RunRequestTest, RmsNormTakesItsWeightEpsilonAndInvRms) {
+  pb::RunRequest request = ValidRunRequest(pb::OP_RMS_NORM, pb::DTYPE_FLOAT16, 6, 8);
+  request.mutable_rms_norm()->set_epsilon(0.5);
+  request.mutable_rms_norm()->mutable_weight()->set_inline_data(std::string(16, '\1'));
+  request.mutable_rms_norm()->set_want_inv_rms(true);
+  absl::StatusOr<RunRequest> got = ValidateRunRequest(request, kTableMaxRequestBytes);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->epsilon, 0.5);
+  EXPECT_EQ(got->gamma.where, TensorView::Where::kInline);
+  EXPECT_EQ(got->gamma.bytes, 16);
+  EXPECT_FALSE(got->beta.present());
+  EXPECT_FALSE(got->mean.present());
+  EXPECT_EQ(got->inv_std.where, TensorView::Where::kInline);
+  EXPECT_EQ(got->inv_std.bytes, 6 * 4);
+  EXPECT_FALSE(got->row_scale.present());
+  // Without want_inv_rms there is no per-row output.
+  request.mutable_rms_norm()->set_want_inv_rms(false);
+  got = ValidateRunRequest(request, kTableMaxRequestBytes);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_FALSE(got->inv_std.present());
+  // Or it goes to client memory.
+  request.mutable_rms_norm()->mutable_inv_rms()->mutable_buffer()->set_buffer_id("abcd");
+  request.mutable_rms_norm()->mutable_inv_rms()->mutable_buffer()->set_offset_bytes(64);
+  got = ValidateRunRequest(request, kTableMaxRequestBytes);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->inv_std.where, TensorView::Where::kAbsent);  // until resolved
+  EXPECT_EQ(got->inv_std.bytes, 6 * 4);
+}
+
+TEST(RunRequestTest, ReduceScaleAlwaysReturnsItsScales) {
+  pb::RunRequest request = ValidRunRequest(pb::OP_REDUCE_SCALE, pb::DTYPE_FLOAT32, 9, 4);
+  absl::StatusOr<RunRequest> got = ValidateRunRequest(request, kTableMaxRequestBytes);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->row_scale.where, TensorView::Where::kInline);
+  EXPECT_EQ(got->row_scale.bytes, 9 * 4);
+  EXPECT_FALSE(got->inv_std.present());
+  request.mutable_reduce_scale()->mutable_row_scale()->set_return_inline(true);
+  got = ValidateRunRequest(request, kTableMaxRequestBytes);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->row_scale.where, TensorView::Where::kInline);
+}
+
+TEST(RunRequestTest, ScaledMaskedSoftmaxTakesScaleMaskAndCausal) {
+  // (batch 2, heads 2, q 3, k 8): rows 12.
+  pb::RunRequest request = ValidRunRequest(pb::OP_SCALED_MASKED_SOFTMAX, pb::DTYPE_FLOAT16, 12, 8);
+  absl::StatusOr<RunRequest> got = ValidateRunRequest(request, kTableMaxRequestBytes);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->scale, 1.0);  // absent: 1
+  EXPECT_FALSE(got->mask.present());
+  EXPECT_EQ(got->mask_rows, 0);
+  EXPECT_FALSE(got->causal);
+  auto* params = request.mutable_scaled_masked_softmax();
+  params->set_scale(0.125);
+  params->set_mask_rows(3);
+  params->set_causal(true);
+  params->mutable_mask()->set_inline_data(std::string(3 * 8 * 2, '\0'));
+  got = ValidateRunRequest(request, kTableMaxRequestBytes);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->scale, 0.125);
+  EXPECT_EQ(got->mask_rows, 3);
+  EXPECT_TRUE(got->causal);
+  EXPECT_EQ(got->mask.where, TensorView::Where::kInline);
+  EXPECT_EQ(got->mask.bytes, 3 * 8 * 2);
+  // A scale of 0 is a scale (softmax of the mask), not "absent".
+  params->set_scale(0);
+  got = ValidateRunRequest(request, kTableMaxRequestBytes);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->scale, 0.0);
 }
 
 TEST(RunRequestTest, ExactlyTheLimitIsAccepted) {

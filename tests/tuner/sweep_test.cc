@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -301,6 +302,73 @@ TEST_F(SweepTest, InterruptedRunResumesWhereItStoppedAndForceRedoesAll) {
     ASSERT_TRUE(forced.ok());
     EXPECT_EQ(store_->GetRun(forced->run_id)->points_done, 4);
   }
+}
+
+TEST_F(SweepTest, TunesTheNewRowOpsAndRecordsTheirConfigsWhole) {
+  absl::StatusOr<std::vector<GridPoint>> grid =
+      CustomGrid({Op::kRmsNorm, Op::kReduceScale, Op::kScaledMaskedSoftmax}, {DType::kBFloat16},
+                 {256}, {2048});
+  ASSERT_TRUE(grid.ok());
+  ASSERT_EQ(grid->size(), 3u);
+  FakeBackend backend(fake_);
+  absl::StatusOr<SweepSummary> summary = RunSweep(*store_, backend, *grid, {});
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  const std::vector<db::BestConfig> best = Best();
+  ASSERT_EQ(best.size(), 3u);
+  std::set<std::string> ops;
+  for (const db::BestConfig& row : best) {
+    ops.insert(row.point.op);
+    EXPECT_EQ(row.point.inner, 1);
+    absl::StatusOr<kernels::LaunchConfig> config = kernels::ParseLaunchConfig(row.config.key);
+    ASSERT_TRUE(config.ok()) << row.config.key;
+    EXPECT_EQ(row.config.split, config->split) << row.config.key;
+    absl::StatusOr<std::vector<db::Candidate>> candidates =
+        store_->ListCandidates(row.point, std::nullopt);
+    ASSERT_TRUE(candidates.ok());
+    const auto configs =
+        kernels::EnumerateConfigs(*kernels::ParseOp(row.point.op), DType::kBFloat16,
+                                  {row.point.rows, row.point.cols}, kernels::DescribedH100());
+    ASSERT_TRUE(configs.ok());
+    EXPECT_EQ(candidates->size(), configs->size()) << row.point.op;
+    for (const db::Candidate& c : *candidates) {
+      EXPECT_EQ(c.config.split, kernels::ParseLaunchConfig(c.config.key)->split);
+    }
+  }
+  EXPECT_EQ(ops, (std::set<std::string>{"rms_norm", "reduce_scale", "scaled_masked_softmax"}));
+  // The masked point's bandwidth counts its (q, k) mask; ReduceScale's its scales.
+  for (const PointOutcome& o : summary->points) {
+    EXPECT_NEAR(o.gbps, static_cast<double>(PointBytes(o.point)) / (o.best_us * 1e3), 1e-6)
+        << PointName(o.point);
+  }
+  EXPECT_NE(FormatSummary(*summary).find("scaled_masked_softmax"), std::string::npos);
+}
+
+TEST_F(SweepTest, MiddleAxisPointsAreStoredUnderTheirInner) {
+  const GridPoint axis{"axis", Op::kSoftmax, DType::kFloat16, {512, 896, 48}};
+  const absl::StatusOr<kernels::LaunchConfig> heuristic = kernels::HeuristicConfig(
+      axis.op, axis.dtype, axis.shape, kernels::DescribedH100());
+  if (!heuristic.ok()) {
+    GTEST_SKIP() << "the axis implementation's rules have not landed: " << heuristic.status();
+  }
+  const GridPoint last{"custom", Op::kSoftmax, DType::kFloat16, {512, 896}};
+  FakeBackend backend(fake_);
+  absl::StatusOr<SweepSummary> summary = RunSweep(*store_, backend, {axis, last}, {});
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  const std::vector<db::BestConfig> best = Best();
+  ASSERT_EQ(best.size(), 2u);
+  EXPECT_EQ(best[0].point.inner, 1);
+  EXPECT_NE(best[0].config.impl, "axis");
+  EXPECT_EQ(best[1].point.inner, 48);
+  EXPECT_EQ(best[1].config.impl, "axis");
+  absl::StatusOr<std::vector<db::Candidate>> candidates =
+      store_->ListCandidates(best[1].point, std::nullopt);
+  ASSERT_TRUE(candidates.ok());
+  for (const db::Candidate& c : *candidates) EXPECT_EQ(c.config.impl, "axis");
+  // Resume knows the two apart.
+  absl::StatusOr<SweepSummary> again = RunSweep(*store_, backend, {axis, last}, {});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->run_id, 0);
+  EXPECT_NE(FormatSummary(*summary).find("softmax"), std::string::npos);
 }
 
 TEST_F(SweepTest, DeviceErrorStopsTheRunNamingThePoint) {

@@ -29,7 +29,25 @@ OPS = {
     "softmax": pb.OP_SOFTMAX,
     "log_softmax": pb.OP_LOG_SOFTMAX,
     "layer_norm": pb.OP_LAYER_NORM,
+    "rms_norm": pb.OP_RMS_NORM,
+    "reduce_scale": pb.OP_REDUCE_SCALE,
+    "scaled_masked_softmax": pb.OP_SCALED_MASKED_SOFTMAX,
 }
+_OP_NAMES = {number: name for name, number in OPS.items()}
+# The keyword arguments of Client.run each op takes.
+_OP_ARGUMENTS = {
+    pb.OP_SOFTMAX: {"dim"},
+    pb.OP_LOG_SOFTMAX: {"dim"},
+    pb.OP_LAYER_NORM: {"weight", "bias", "eps", "return_stats"},
+    pb.OP_RMS_NORM: {"weight", "eps", "return_stats"},
+    pb.OP_REDUCE_SCALE: set(),
+    pb.OP_SCALED_MASKED_SOFTMAX: {"mask", "scale", "causal"},
+}
+_DEFAULT_EPS = {pb.OP_LAYER_NORM: 1e-5, pb.OP_RMS_NORM: 1e-6}
+
+# One call's validated options (Client.run's keyword arguments).
+_Options = collections.namedtuple(
+    "_Options", "op dim weight bias eps return_stats mask scale causal")
 DTYPES = {
     "float32": pb.DTYPE_FLOAT32,
     "float16": pb.DTYPE_FLOAT16,
@@ -85,12 +103,79 @@ def _dtype_name(dtype):
     return name
 
 
-def _rows_cols(shape, what):
-    if len(shape) != 2:
-        raise _invalid(
-            "%s has shape %s: kerntune takes 2-d (rows, cols) tensors reduced along the "
-            "last axis; reshape(-1, cols) first" % (what, tuple(shape)))
-    return int(shape[0]), int(shape[1])
+def _product(sizes):
+    result = 1
+    for size in sizes:
+        result *= int(size)
+    return result
+
+
+class _Layout:
+    """How the daemon sees a contiguous tensor: (rows, cols, inner), reduced along cols.
+
+    The reduced axis is `dim` for softmax / log-softmax and the last axis
+    for every other op: rows is the product of the sizes before it, cols
+    its size, inner the product of the sizes after it. mask_rows is the
+    query length of a scaled-masked softmax with a mask or causal (else 0).
+    """
+
+    def __init__(self, shape, rows, cols, inner, mask_rows):
+        self.shape = tuple(int(n) for n in shape)
+        self.rows = rows
+        self.cols = cols
+        self.inner = inner
+        self.mask_rows = mask_rows
+        self.elements = rows * cols * inner
+
+    def proto(self):
+        shape = pb.Shape(rows=self.rows, cols=self.cols)
+        if self.inner != 1:
+            shape.inner = self.inner
+        return shape
+
+    def row_values(self, values, what, keepdim=False):
+        """A per-row output (one float per row) shaped like x without its last axis."""
+        if values.size != self.rows:
+            raise _errors.InternalError(
+                "the daemon returned %d values of %s, want %d (one per row)"
+                % (values.size, what, self.rows))
+        return values.reshape(self.shape[:-1] + ((1,) if keepdim else ()))
+
+
+def _layout(shape, options):
+    shape = tuple(int(n) for n in shape)
+    ndim = len(shape)
+    if ndim == 0:
+        raise _invalid("x has shape (): kerntune takes tensors of at least one dimension, "
+                       "reduced along the last (or, for softmax and log_softmax, `dim`)")
+    axis = ndim - 1
+    if options.dim is not None:
+        dim = int(options.dim)
+        if dim < -ndim or dim >= ndim:
+            raise _invalid("dim=%d is out of range for x of %d dimensions (shape %s)"
+                           % (dim, ndim, shape))
+        axis = dim % ndim
+    if options.op == pb.OP_SCALED_MASKED_SOFTMAX and ndim < 2:
+        raise _invalid("scaled_masked_softmax takes (..., q, k) scores; x has shape %s"
+                       % (shape,))
+    inner = _product(shape[axis + 1:])
+    if inner == 0:
+        raise _invalid("x has shape %s: the sizes after dim %d multiply to 0 (no elements)"
+                       % (shape, axis))
+    mask_rows = 0
+    if options.op == pb.OP_SCALED_MASKED_SOFTMAX and (options.mask is not None
+                                                      or options.causal):
+        mask_rows = shape[-2]
+    return _Layout(shape, _product(shape[:axis]), shape[axis], inner, mask_rows)
+
+
+def _mask_shape(shape, layout):
+    """The mask's shape if it is (q, k) with leading sizes of 1, else None."""
+    shape = tuple(int(n) for n in shape)
+    if (len(shape) >= 2 and shape[-2:] == (layout.mask_rows, layout.cols)
+            and _product(shape[:-2]) == 1):
+        return shape
+    return None
 
 
 def _host_array(value, what):
@@ -114,6 +199,20 @@ def _host_dtype(array, what):
     if array.dtype.byteorder == ">":
         raise _invalid("%s is big-endian; the daemon reads little-endian data" % what)
     return name
+
+
+def _host_mask(mask, dtype, layout):
+    """A scaled-masked softmax's additive mask as a (q, k) array of x's dtype."""
+    if mask is None:
+        return None
+    array = _host_array(mask, "mask")
+    if array.dtype != dtype:
+        raise _invalid("mask has dtype %s, want %s like x (an additive mask: 0 keeps, "
+                       "-inf masks out)" % (array.dtype, dtype))
+    if _mask_shape(array.shape, layout) is None:
+        raise _invalid("mask has shape %s, want (q, k) = %s for x of shape %s"
+                       % (tuple(array.shape), (layout.mask_rows, layout.cols), layout.shape))
+    return array.reshape(layout.mask_rows, layout.cols)
 
 
 def _host_param(value, what, dtype, cols):
@@ -262,10 +361,16 @@ class Client:
         """GetStatus as a kerntune.Status."""
         return _types.Status.from_proto(self._call(self._stub.GetStatus, pb.GetStatusRequest()))
 
-    def get_config(self, op, dtype, rows, cols):
-        """The config the daemon would launch for a problem (a kerntune.ConfigChoice)."""
+    def get_config(self, op, dtype, rows, cols, inner=1):
+        """The config the daemon would launch for a problem (a kerntune.ConfigChoice).
+
+        inner > 1: softmax / log_softmax along the middle axis of (rows, cols, inner).
+        """
+        shape = pb.Shape(rows=int(rows), cols=int(cols))
+        if int(inner) != 1:
+            shape.inner = int(inner)
         request = pb.GetConfigRequest(op=_op_enum(op), dtype=DTYPES[_dtype_name(dtype)],
-                                      shape=pb.Shape(rows=int(rows), cols=int(cols)))
+                                      shape=shape)
         return _types.ConfigChoice.from_proto(self._call(self._stub.GetConfig, request).config)
 
     def list_configs(self):
@@ -377,21 +482,21 @@ class Client:
 
     # -- ops ----------------------------------------------------------------
 
-    def softmax(self, x, out=None, *, stream=None):
-        """Softmax of each row of a 2-d x; returns the result (`out` when given)."""
-        return self.run("softmax", x, out, stream=stream).output
+    def softmax(self, x, out=None, *, dim=-1, stream=None):
+        """Softmax of x along `dim` (default the last); returns the result (`out` when given)."""
+        return self.run("softmax", x, out, dim=dim, stream=stream).output
 
-    def log_softmax(self, x, out=None, *, stream=None):
-        """Log-softmax of each row of a 2-d x; returns the result (`out` when given)."""
-        return self.run("log_softmax", x, out, stream=stream).output
+    def log_softmax(self, x, out=None, *, dim=-1, stream=None):
+        """Log-softmax of x along `dim` (default the last); returns the result."""
+        return self.run("log_softmax", x, out, dim=dim, stream=stream).output
 
     def layer_norm(self, x, weight=None, bias=None, eps=1e-5, return_stats=False, out=None,
                    *, stream=None):
-        """LayerNorm of each row: (x - mean) / sqrt(var + eps) * weight + bias.
+        """LayerNorm over the last axis: (x - mean) / sqrt(var + eps) * weight + bias.
 
-        weight and bias: optional, cols values each, x's dtype. With
-        return_stats, returns (y, mean, inv_std), the statistics float32, one
-        per row; else y.
+        weight and bias: optional, x.shape[-1] values each, x's dtype. With
+        return_stats, returns (y, mean, inv_std), the statistics float32 of
+        shape x.shape[:-1]; else y.
         """
         result = self.run("layer_norm", x, out, weight=weight, bias=bias, eps=eps,
                           return_stats=return_stats, stream=stream)
@@ -399,27 +504,106 @@ class Client:
             return result.output, result.mean, result.inv_std
         return result.output
 
-    def run(self, op, x, out=None, *, weight=None, bias=None, eps=None, return_stats=False,
-            stream=None):
-        """One op on one tensor; returns a kerntune.RunResult (output, stats, config, time).
+    def rms_norm(self, x, weight=None, eps=1e-6, return_stats=False, out=None, *, stream=None):
+        """RMSNorm over the last axis: x / sqrt(mean(x^2) + eps) * weight.
 
-        op: "softmax", "log_softmax" or "layer_norm". eps defaults to 1e-5
-        for layer_norm. stream: torch CUDA tensors only; see README.md.
+        weight: optional, x.shape[-1] values of x's dtype. With return_stats,
+        returns (y, inv_rms), inv_rms = 1/sqrt(mean(x^2) + eps) float32 of
+        shape x.shape[:-1]; else y.
+        """
+        result = self.run("rms_norm", x, out, weight=weight, eps=eps,
+                          return_stats=return_stats, stream=stream)
+        if return_stats:
+            return result.output, result.inv_std
+        return result.output
+
+    def reduce_scale(self, x, out=None, *, stream=None):
+        """Per-row quantization scale: returns (y, scale), y = x / max|x| over the last axis.
+
+        scale is float32 of shape x.shape[:-1] + (1,), each row's max|x|, so
+        that x == y * scale; an all-zero row gives zeros and scale 0.
+        """
+        result = self.run("reduce_scale", x, out, stream=stream)
+        return result.output, result.row_scale
+
+    def scaled_masked_softmax(self, x, mask=None, scale=None, causal=False, out=None, *,
+                              stream=None):
+        """Attention's softmax(x * scale + mask) over the last axis of x (..., q, k).
+
+        x: (batch, heads, q, k) scores, or any (..., q, k). mask: optional
+        additive mask of (q, k) values in x's dtype (leading dimensions of
+        size 1 allowed), shared by every batch and head; -inf masks out.
+        scale: multiplies x first (None: 1). causal: column c of query q is
+        masked when c > q, as PyTorch's is_causal=True. Returns the result.
+        """
+        return self.run("scaled_masked_softmax", x, out, mask=mask, scale=scale, causal=causal,
+                        stream=stream).output
+
+    def run(self, op, x, out=None, *, dim=None, weight=None, bias=None, eps=None,
+            return_stats=False, mask=None, scale=None, causal=False, stream=None):
+        """One op on one tensor; returns a kerntune.RunResult (output, per-row outputs,
+        config, time).
+
+        op: "softmax", "log_softmax", "layer_norm", "rms_norm", "reduce_scale"
+        or "scaled_masked_softmax". dim: softmax and log_softmax (default
+        the last axis). weight: layer_norm and rms_norm; bias: layer_norm.
+        eps defaults to 1e-5 (layer_norm) or 1e-6 (rms_norm). return_stats:
+        layer_norm's mean and inv_std, rms_norm's inv_rms (in inv_std).
+        mask, scale, causal: scaled_masked_softmax. stream: torch CUDA
+        tensors only; see README.md.
         """
         op_enum = _op_enum(op)
-        layer_norm = op_enum == pb.OP_LAYER_NORM
-        if not layer_norm and (weight is not None or bias is not None or eps is not None
-                               or return_stats):
-            raise _invalid("weight, bias, eps and return_stats apply to layer_norm only")
-        if layer_norm and eps is None:
-            eps = 1e-5
+        name = _OP_NAMES[op_enum]
+        takes = _OP_ARGUMENTS[op_enum]
+        given = {"dim": dim is not None, "weight": weight is not None,
+                 "bias": bias is not None, "eps": eps is not None,
+                 "return_stats": bool(return_stats), "mask": mask is not None,
+                 "scale": scale is not None, "causal": bool(causal)}
+        wrong = [arg for arg, is_given in given.items() if is_given and arg not in takes]
+        if wrong:
+            raise _invalid("%s does not take %s (%s takes %s)" % (
+                name, ", ".join(wrong), name, ", ".join(sorted(takes)) or "no options"))
+        if eps is None and op_enum in _DEFAULT_EPS:
+            eps = _DEFAULT_EPS[op_enum]
+        if scale is not None:
+            scale = float(scale)
+        options = _Options(op_enum, dim, weight, bias, eps, bool(return_stats), mask, scale,
+                           bool(causal))
         self._drain_dead()
         self._reap_pending(wait=False)
         if _torch.is_tensor(x) and x.is_cuda:
-            return self._run_cuda(op_enum, x, out, weight, bias, eps, return_stats, stream)
+            return self._run_cuda(options, x, out, stream)
         if stream is not None:
             raise _invalid("stream= orders a call on a CUDA stream: it takes torch CUDA tensors")
-        return self._run_host(op_enum, x, out, weight, bias, eps, return_stats)
+        return self._run_host(options, x, out)
+
+    def _params(self, request, options, layout, ref):
+        """Fills the op's parameter message; `ref(field, tensor)` points a TensorRef."""
+        op_enum = options.op
+        if op_enum == pb.OP_LAYER_NORM:
+            params = request.layer_norm
+            params.epsilon = float(options.eps)
+            if options.weight is not None:
+                ref(params.gamma, options.weight)
+            if options.bias is not None:
+                ref(params.beta, options.bias)
+        elif op_enum == pb.OP_RMS_NORM:
+            params = request.rms_norm
+            params.epsilon = float(options.eps)
+            if options.weight is not None:
+                ref(params.weight, options.weight)
+        elif op_enum == pb.OP_REDUCE_SCALE:
+            request.reduce_scale.row_scale.return_inline = True
+        elif op_enum == pb.OP_SCALED_MASKED_SOFTMAX:
+            params = request.scaled_masked_softmax
+            if options.scale is not None:
+                params.scale = options.scale
+            if options.mask is not None:
+                ref(params.mask, options.mask)
+            if layout.mask_rows:
+                params.mask_rows = layout.mask_rows
+            if options.causal:
+                params.causal = True
 
     # -- NumPy ----------------------------------------------------------------
 
@@ -434,26 +618,27 @@ class Client:
         ref.buffer.buffer_id = buffer.id
         ref.buffer.offset_bytes = segment.offset_of(array)
 
-    def _run_host(self, op_enum, x, out, weight, bias, eps, return_stats):
+    def _run_host(self, options, x, out):
         x = _host_array(x, "x")
         dtype = _host_dtype(x, "x")
-        rows, cols = _rows_cols(x.shape, "x")
+        layout = _layout(x.shape, options)
         if out is not None:
             if not isinstance(out, np.ndarray):
                 raise _invalid("out must be a NumPy array like x, not %s" % type(out).__name__)
-            if out.dtype != x.dtype or out.shape != (rows, cols):
+            if out.dtype != x.dtype or out.shape != x.shape:
                 raise _invalid("out has dtype %s and shape %s, want %s and %s like x"
-                               % (out.dtype, tuple(out.shape), x.dtype, (rows, cols)))
+                               % (out.dtype, tuple(out.shape), x.dtype, tuple(x.shape)))
             if not out.flags.writeable:
                 raise _invalid("out is read-only")
-        weight = _host_param(weight, "weight", x.dtype, cols)
-        bias = _host_param(bias, "bias", x.dtype, cols)
+        options = options._replace(
+            weight=_host_param(options.weight, "weight", x.dtype, layout.cols),
+            bias=_host_param(options.bias, "bias", x.dtype, layout.cols),
+            mask=_host_mask(options.mask, x.dtype, layout))
         out_segment = _shared.segment_of(out) if out is not None else None
 
         def build():
             used = []
-            request = pb.RunRequest(op=op_enum, dtype=DTYPES[dtype],
-                                    shape=pb.Shape(rows=rows, cols=cols))
+            request = pb.RunRequest(op=options.op, dtype=DTYPES[dtype], shape=layout.proto())
             self._host_ref(request.input, x, used)
             if out_segment is not None:
                 buffer = self._segment_buffer(out_segment)
@@ -462,14 +647,13 @@ class Client:
                 request.output.buffer.offset_bytes = out_segment.offset_of(out)
             else:
                 request.output.return_inline = True
-            if op_enum == pb.OP_LAYER_NORM:
-                params = request.layer_norm
-                params.epsilon = float(eps)
-                if weight is not None:
-                    self._host_ref(params.gamma, weight, used)
-                if bias is not None:
-                    self._host_ref(params.beta, bias, used)
-                params.want_mean_inv_std = bool(return_stats)
+            self._params(request, options, layout,
+                         lambda field, array: self._host_ref(field, array, used))
+            if options.return_stats:
+                if options.op == pb.OP_LAYER_NORM:
+                    request.layer_norm.want_mean_inv_std = True
+                else:
+                    request.rms_norm.want_inv_rms = True
             return request, used
 
         request, used = build()
@@ -490,21 +674,25 @@ class Client:
             y = out
         else:
             flat = np.frombuffer(response.output_data, dtype=x.dtype)
-            if flat.size != rows * cols:
+            if flat.size != layout.elements:
                 raise _errors.InternalError(
                     "the daemon returned %d bytes of output, want %d"
-                    % (len(response.output_data), rows * cols * x.dtype.itemsize))
+                    % (len(response.output_data), layout.elements * x.dtype.itemsize))
             if out is None:
-                y = flat.reshape(rows, cols).copy()
+                y = flat.reshape(x.shape).copy()
             else:
-                out[...] = flat.reshape(rows, cols)
+                out[...] = flat.reshape(x.shape)
                 y = out
-        mean = inv_std = None
-        if return_stats:
-            mean = np.array(response.mean, dtype=np.float32)
-            inv_std = np.array(response.inv_std, dtype=np.float32)
+        mean = inv_std = row_scale = None
+        if options.return_stats:
+            inv_std = layout.row_values(np.array(response.inv_std, dtype=np.float32), "inv_std")
+            if options.op == pb.OP_LAYER_NORM:
+                mean = layout.row_values(np.array(response.mean, dtype=np.float32), "mean")
+        if options.op == pb.OP_REDUCE_SCALE:
+            row_scale = layout.row_values(np.array(response.row_scale, dtype=np.float32),
+                                          "row_scale", keepdim=True)
         return _types.RunResult(y, mean, inv_std, _types.ConfigChoice.from_proto(response.config),
-                                response.kernel_time_us, response.backend)
+                                response.kernel_time_us, response.backend, row_scale)
 
     # -- PyTorch CUDA ---------------------------------------------------------
 
@@ -524,17 +712,17 @@ class Client:
         ref.cuda_ipc.device_ordinal = ordinal
         ref.cuda_ipc.offset_bytes = offset
 
-    def _run_cuda(self, op_enum, x, out, weight, bias, eps, return_stats, stream):
+    def _run_cuda(self, options, x, out, stream):
         torch = _torch.torch_module()
         dtype = _torch.dtype_name(x.dtype)
         if dtype is None:
             raise _invalid("x has dtype %s: kerntune takes torch.float32, torch.float16 or "
                            "torch.bfloat16" % (x.dtype,))
-        rows, cols = _rows_cols(x.shape, "x")
-        if rows < 1 or cols < 1:
-            raise _invalid("x has shape %s: rows and cols must be >= 1" % ((rows, cols),))
+        layout = _layout(tuple(x.shape), options)
+        if x.numel() == 0:
+            raise _invalid("x has shape %s: every dimension must be >= 1" % (tuple(x.shape),))
         device = x.device
-        # The daemon reads rows back to back; a strided x is copied first.
+        # The daemon reads the tensor in C order; a strided x is copied first.
         if not x.is_contiguous():
             x = x.contiguous()
 
@@ -543,19 +731,25 @@ class Client:
                 raise _invalid("%s must be a CUDA tensor on %s like x" % (what, device))
             if t.dtype != x.dtype:
                 raise _invalid("%s has dtype %s, want %s like x" % (what, t.dtype, x.dtype))
-            if tuple(t.shape) != shape:
-                raise _invalid("%s has shape %s, want %s" % (what, tuple(t.shape), shape))
+            if tuple(t.shape) != tuple(shape):
+                raise _invalid("%s has shape %s, want %s" % (what, tuple(t.shape), tuple(shape)))
 
         if out is not None:
-            check(out, "out", (rows, cols))
+            check(out, "out", tuple(x.shape))
             if not out.is_contiguous():
-                raise _invalid("out must be contiguous: the daemon writes rows back to back")
+                raise _invalid("out must be contiguous: the daemon writes it in C order")
+        weight, bias, mask = options.weight, options.bias, options.mask
         if weight is not None:
-            check(weight, "weight", (cols,))
+            check(weight, "weight", (layout.cols,))
             weight = weight.contiguous()
         if bias is not None:
-            check(bias, "bias", (cols,))
+            check(bias, "bias", (layout.cols,))
             bias = bias.contiguous()
+        if mask is not None:
+            shape = _mask_shape(tuple(mask.shape), layout) if _torch.is_tensor(mask) else None
+            check(mask, "mask", shape or (layout.mask_rows, layout.cols))
+            mask = mask.contiguous()
+        options = options._replace(weight=weight, bias=bias, mask=mask)
 
         stream_mode = stream is not None and stream is not False
         if stream_mode and stream is not True:
@@ -568,28 +762,28 @@ class Client:
         else:
             cuda_stream = torch.cuda.current_stream(device)
 
-        mean = inv_std = None
+        mean = inv_std = row_scale = None
         with torch.cuda.device(device), torch.cuda.stream(cuda_stream):
             if out is None:
-                out = torch.empty((rows, cols), dtype=x.dtype, device=device)
-            if return_stats:
-                mean = torch.empty((rows,), dtype=torch.float32, device=device)
-                inv_std = torch.empty((rows,), dtype=torch.float32, device=device)
+                out = torch.empty(x.shape, dtype=x.dtype, device=device)
+            if options.return_stats:
+                inv_std = torch.empty((layout.rows,), dtype=torch.float32, device=device)
+                if options.op == pb.OP_LAYER_NORM:
+                    mean = torch.empty((layout.rows,), dtype=torch.float32, device=device)
+            if options.op == pb.OP_REDUCE_SCALE:
+                row_scale = torch.empty((layout.rows,), dtype=torch.float32, device=device)
 
-        request = pb.RunRequest(op=op_enum, dtype=DTYPES[dtype],
-                                shape=pb.Shape(rows=rows, cols=cols))
+        request = pb.RunRequest(op=options.op, dtype=DTYPES[dtype], shape=layout.proto())
         self._cuda_ref(request.input, x)
         self._cuda_ref(request.output, out)
-        if op_enum == pb.OP_LAYER_NORM:
-            params = request.layer_norm
-            params.epsilon = float(eps)
-            if weight is not None:
-                self._cuda_ref(params.gamma, weight)
-            if bias is not None:
-                self._cuda_ref(params.beta, bias)
-            if return_stats:
-                self._cuda_ref(params.mean, mean)
-                self._cuda_ref(params.inv_std, inv_std)
+        self._params(request, options, layout, self._cuda_ref)
+        if options.op == pb.OP_LAYER_NORM and options.return_stats:
+            self._cuda_ref(request.layer_norm.mean, mean)
+            self._cuda_ref(request.layer_norm.inv_std, inv_std)
+        if options.op == pb.OP_RMS_NORM and options.return_stats:
+            self._cuda_ref(request.rms_norm.inv_rms, inv_std)
+        if options.op == pb.OP_REDUCE_SCALE:
+            self._cuda_ref(request.reduce_scale.row_scale, row_scale)
 
         done = wait = None
         if stream_mode:
@@ -612,9 +806,17 @@ class Client:
             # The daemon may still be reading and writing: keep every tensor
             # alive until the done event fires.
             with self._lock:
-                self._pending.append((done, (x, out, weight, bias, mean, inv_std, wait)))
+                self._pending.append((done, (x, out, weight, bias, mask, mean, inv_std,
+                                             row_scale, wait)))
+        row_shape = tuple(x.shape[:-1])
+        if mean is not None:
+            mean = mean.view(row_shape)
+        if inv_std is not None:
+            inv_std = inv_std.view(row_shape)
+        if row_scale is not None:
+            row_scale = row_scale.view(row_shape + (1,))
         return _types.RunResult(out, mean, inv_std, _types.ConfigChoice.from_proto(response.config),
-                                response.kernel_time_us, response.backend)
+                                response.kernel_time_us, response.backend, row_scale)
 
     def _reap_pending(self, wait):
         while True:

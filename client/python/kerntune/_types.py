@@ -22,7 +22,10 @@ def enum_name(enum_type, value, prefix):
 
 @dataclasses.dataclass(frozen=True)
 class LaunchConfig:
-    """kernels::LaunchConfig: the knobs of one launch; `key` as "warp/b128/p8/g32/r1/w0"."""
+    """kernels::LaunchConfig: the knobs of one launch; `key` as "warp/b128/p8/g32/r1/w0".
+
+    split: blocks sharing one row (split_row's cluster size), 1 otherwise.
+    """
 
     impl: str
     block_size: int
@@ -31,11 +34,12 @@ class LaunchConfig:
     rows_per_access: int
     grid_waves: int
     key: str
+    split: int = 1
 
     @classmethod
     def from_proto(cls, m):
         return cls(m.impl, m.block_size, m.pack_size, m.thread_group_width,
-                   m.rows_per_access, m.grid_waves, m.key)
+                   m.rows_per_access, m.grid_waves, m.key, m.split or 1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,22 +48,25 @@ class ConfigChoice:
 
     source: "tuned", "nearest_tuned", "heuristic" or "cpu_reference" (then
     config is None). tuned_shape (rows, cols) and tuned_median_us describe the
-    tuned point for "tuned" and "nearest_tuned".
+    tuned point for "tuned" and "nearest_tuned"; tuned_inner its inner (1:
+    the last axis).
     """
 
     source: str
     config: Optional[LaunchConfig]
     tuned_shape: Optional[Tuple[int, int]]
     tuned_median_us: float
+    tuned_inner: int = 1
 
     @classmethod
     def from_proto(cls, m):
+        tuned = m.HasField("tuned_shape")
         return cls(
             source=enum_name(pb.ConfigSource, m.source, "CONFIG_SOURCE_"),
             config=LaunchConfig.from_proto(m.config) if m.HasField("config") else None,
-            tuned_shape=(m.tuned_shape.rows, m.tuned_shape.cols)
-            if m.HasField("tuned_shape") else None,
+            tuned_shape=(m.tuned_shape.rows, m.tuned_shape.cols) if tuned else None,
             tuned_median_us=m.tuned_median_us,
+            tuned_inner=max(m.tuned_shape.inner, 1) if tuned else 1,
         )
 
 
@@ -127,7 +134,7 @@ class Status:
 
 @dataclasses.dataclass(frozen=True)
 class TunedEntry:
-    """One tuned (op, dtype, rows, cols) point the daemon has loaded."""
+    """One tuned (op, dtype, rows, cols, inner) point the daemon has loaded."""
 
     op: str
     dtype: str
@@ -136,6 +143,7 @@ class TunedEntry:
     config: LaunchConfig
     median_us: float
     kernel_version: str
+    inner: int = 1
 
     @classmethod
     def from_proto(cls, m):
@@ -147,6 +155,7 @@ class TunedEntry:
             config=LaunchConfig.from_proto(m.config),
             median_us=m.median_us,
             kernel_version=m.kernel_version,
+            inner=max(m.shape.inner, 1),
         )
 
 
@@ -192,8 +201,11 @@ class RunResult:
     """What Client.run returns.
 
     output: the result (a NumPy array, or the `out` given, or a new torch
-    tensor). mean / inv_std: LayerNorm's per-row float32 statistics when asked
-    for, else None. kernel_time_us: 0 in stream (asynchronous) mode.
+    tensor), x's shape. mean / inv_std: LayerNorm's per-row float32
+    statistics (inv_std: RMSNorm's 1/rms) when asked for, else None, of shape
+    x.shape[:-1]. row_scale: ReduceScale's per-row scales, float32 of shape
+    x.shape[:-1] + (1,) (x == output * row_scale), else None.
+    kernel_time_us: 0 in stream (asynchronous) mode.
     """
 
     output: object
@@ -202,3 +214,4 @@ class RunResult:
     config: ConfigChoice
     kernel_time_us: float
     backend: str
+    row_scale: object = None

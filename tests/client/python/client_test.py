@@ -2,7 +2,9 @@
 """The Python client against a real kerntuned --cpu child on a temp socket.
 
 Every RPC; softmax, log-softmax and LayerNorm on float32 and float16 NumPy
-arrays checked against a float64 NumPy reference written here; health;
+arrays checked against a float64 NumPy reference written here; the newer
+ops (softmax along any dim, RMSNorm, ReduceScale, the scaled-masked softmax
+of (b, h, q, k) scores) likewise; health;
 bad inputs raising KernTuneError with the right gRPC code; registered
 shared-memory buffers (zero copy, ownership across processes).
 
@@ -46,6 +48,12 @@ TOLERANCE = {
     ("float16", "log_softmax"): (2e-3, 2e-3),
     ("float16", "layer_norm"): (2e-3, 2e-3),
 }
+for _dtype in ("float32", "float16"):
+    # RMSNorm and ReduceScale outputs are O(1) like LayerNorm's; the masked
+    # softmax's are probabilities like softmax's.
+    TOLERANCE[(_dtype, "rms_norm")] = TOLERANCE[(_dtype, "layer_norm")]
+    TOLERANCE[(_dtype, "reduce_scale")] = TOLERANCE[(_dtype, "layer_norm")]
+    TOLERANCE[(_dtype, "scaled_masked_softmax")] = TOLERANCE[(_dtype, "softmax")]
 STATS_TOLERANCE = (1e-4, 1e-4)
 SHAPES = [(1, 1), (7, 33), (64, 1000)]
 
@@ -76,6 +84,40 @@ def ref_layer_norm(x, weight, bias, eps):
     if bias is not None:
         y = y + bias.astype(np.float64)
     return y, mean, inv_std
+
+
+def ref_softmax_along(x, axis, log=False):
+    x = x.astype(np.float64)
+    shifted = x - x.max(axis=axis, keepdims=True)
+    total = np.exp(shifted).sum(axis=axis, keepdims=True)
+    return shifted - np.log(total) if log else np.exp(shifted) / total
+
+
+def ref_rms_norm(x, weight, eps):
+    x = x.astype(np.float64)
+    inv_rms = 1.0 / np.sqrt((x * x).mean(axis=-1) + eps)
+    y = x * inv_rms[..., None]
+    if weight is not None:
+        y = y * weight.astype(np.float64)
+    return y, inv_rms
+
+
+def ref_reduce_scale(x):
+    x = x.astype(np.float64)
+    scale = np.abs(x).max(axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        y = np.where(scale > 0, x / np.where(scale > 0, scale, 1), 0.0)
+    return y, scale
+
+
+def ref_scaled_masked_softmax(x, mask, scale, causal):
+    logits = x.astype(np.float64) * scale
+    q, k = x.shape[-2:]
+    if mask is not None:
+        logits = logits + mask.astype(np.float64).reshape(q, k)
+    if causal:
+        logits = np.where(np.triu(np.ones((q, k), dtype=bool), 1), -np.inf, logits)
+    return ref_softmax_along(logits, -1)
 
 
 def reference(op, x, weight=None, bias=None, eps=1e-5):
@@ -308,6 +350,164 @@ class OpsTest(DaemonTestCase, CloseMixin):
         np.testing.assert_allclose(result.output.astype(np.float64), np.log(1 / 3), rtol=2e-3)
 
 
+class NewOpsTest(DaemonTestCase, CloseMixin):
+    """Softmax along any dim, RMSNorm, ReduceScale and the scaled-masked softmax."""
+
+    def test_softmax_along_every_dim_of_n_d_arrays(self):
+        rng = np.random.default_rng(5)
+        for dtype in ("float32", "float16"):
+            for shape in ((4, 5, 6), (3, 1, 7, 2), (9,), (2, 33)):
+                x = random_input(rng, "softmax", dtype, shape)
+                for dim in range(-len(shape), len(shape)):
+                    what = "%s %s dim=%d" % (dtype, shape, dim)
+                    y = self.client.softmax(x, dim=dim)
+                    self.assertEqual(y.shape, x.shape, what)
+                    self.assertEqual(y.dtype, x.dtype, what)
+                    self.assertClose(y, ref_softmax_along(x, dim), TOLERANCE[(dtype, "softmax")],
+                                     "softmax " + what)
+                    y = self.client.log_softmax(x, dim=dim)
+                    self.assertClose(y, ref_softmax_along(x, dim, log=True),
+                                     TOLERANCE[(dtype, "log_softmax")], "log_softmax " + what)
+        # Seed 001's shapes, scaled down: dim 0 of [8, 8, 4, 4], dim 1 of [16, 28, 4, 3].
+        x = random_input(rng, "softmax", "float32", (8, 8, 4, 4))
+        result = self.client.run("softmax", x, dim=0)
+        self.assertClose(result.output, ref_softmax_along(x, 0),
+                         TOLERANCE[("float32", "softmax")], "dim 0")
+        self.assertEqual(result.config.source, "cpu_reference")
+        x = random_input(rng, "softmax", "float16", (16, 28, 4, 3))
+        self.assertClose(self.client.log_softmax(x, dim=1), ref_softmax_along(x, 1, log=True),
+                         TOLERANCE[("float16", "log_softmax")], "dim 1")
+        # A strided view along a middle axis is sent as its contiguous copy.
+        big = random_input(rng, "softmax", "float32", (4, 10, 6))
+        view = big[:, ::2, 1:]
+        self.assertClose(self.client.softmax(view, dim=1), ref_softmax_along(view, 1),
+                         TOLERANCE[("float32", "softmax")], "strided middle axis")
+        # out= of x's shape.
+        out = np.full(x.shape, np.nan, dtype=x.dtype)
+        self.assertIs(self.client.softmax(x, out=out, dim=2), out)
+        self.assertClose(out, ref_softmax_along(x, 2), TOLERANCE[("float16", "softmax")], "out")
+
+    def test_rms_norm(self):
+        rng = np.random.default_rng(6)
+        for dtype in ("float32", "float16"):
+            for shape in ((1, 1), (7, 33), (3, 4, 300)):
+                what = "rms_norm %s %s" % (dtype, shape)
+                x = random_input(rng, "rms_norm", dtype, shape)
+                weight = rng.normal(1.0, 0.5, shape[-1]).astype(dtype)
+                y = self.client.rms_norm(x, weight)
+                self.assertEqual(y.shape, x.shape)
+                self.assertClose(y, ref_rms_norm(x, weight, 1e-6)[0],
+                                 TOLERANCE[(dtype, "rms_norm")], what)
+                y, inv_rms = self.client.rms_norm(x, eps=1e-2, return_stats=True)
+                want_y, want_inv = ref_rms_norm(x, None, 1e-2)
+                self.assertClose(y, want_y, TOLERANCE[(dtype, "rms_norm")], what + " no weight")
+                self.assertEqual(inv_rms.dtype, np.float32)
+                self.assertEqual(inv_rms.shape, x.shape[:-1])
+                self.assertClose(inv_rms, want_inv, STATS_TOLERANCE, what + " inv_rms")
+        x = np.ones((2, 3), dtype=np.float32)
+        for eps in (0.0, -1.0, math.nan):
+            with self.assertRaises(kerntune.InvalidArgumentError) as context:
+                self.client.rms_norm(x, eps=eps)
+            self.assertCode(context, grpc.StatusCode.INVALID_ARGUMENT, "rms_norm.epsilon")
+        with self.assertRaises(kerntune.InvalidArgumentError):
+            self.client.rms_norm(x, weight=np.ones(4, np.float32))
+
+    def test_reduce_scale(self):
+        rng = np.random.default_rng(7)
+        for dtype in ("float32", "float16"):
+            x = random_input(rng, "reduce_scale", dtype, (5, 6, 129))
+            x[1, 2] = 0  # an all-zero row: zeros, scale 0
+            y, scale = self.client.reduce_scale(x)
+            want_y, want_scale = ref_reduce_scale(x)
+            self.assertEqual(y.shape, x.shape)
+            self.assertEqual(y.dtype, x.dtype)
+            self.assertEqual(scale.shape, (5, 6, 1))
+            self.assertEqual(scale.dtype, np.float32)
+            self.assertClose(y, want_y, TOLERANCE[(dtype, "reduce_scale")], dtype)
+            self.assertClose(scale, want_scale, STATS_TOLERANCE, dtype + " scale")
+            self.assertTrue((y[1, 2] == 0).all())
+            self.assertEqual(float(scale[1, 2, 0]), 0.0)
+            # x comes back as y * scale, within y's rounding.
+            self.assertClose(y.astype(np.float64) * scale, x.astype(np.float64),
+                             (TOLERANCE[(dtype, "reduce_scale")][0] * 2,
+                              float(np.abs(x).max()) * 2e-3), dtype + " y * scale")
+            self.assertTrue((np.abs(y.astype(np.float32)) <= 1).all())
+        result = self.client.run("reduce_scale", np.array([[-4, 2, 1]], np.float32))
+        np.testing.assert_array_equal(result.output, [[-1, 0.5, 0.25]])
+        np.testing.assert_array_equal(result.row_scale, [[4]])
+        self.assertIsNone(result.mean)
+
+    def test_scaled_masked_softmax(self):
+        rng = np.random.default_rng(8)
+        for dtype in ("float32", "float16"):
+            scores = random_input(rng, "softmax", dtype, (2, 3, 5, 7))
+            mask = rng.normal(0, 1, (5, 7)).astype(dtype)
+            mask[2, ::3] = -np.inf
+            cases = (
+                ("mask", dict(mask=mask), ref_scaled_masked_softmax(scores, mask, 1.0, False)),
+                ("mask, scale", dict(mask=mask, scale=0.25),
+                 ref_scaled_masked_softmax(scores, mask, 0.25, False)),
+                ("causal", dict(causal=True),
+                 ref_scaled_masked_softmax(scores, None, 1.0, True)),
+                ("mask, causal, scale", dict(mask=mask[None, None], causal=True, scale=0.5),
+                 ref_scaled_masked_softmax(scores, mask, 0.5, True)),
+                ("scale only", dict(scale=2.0),
+                 ref_scaled_masked_softmax(scores, None, 2.0, False)),
+            )
+            for name, kwargs, want in cases:
+                what = "%s %s" % (dtype, name)
+                y = self.client.scaled_masked_softmax(scores, **kwargs)
+                self.assertEqual(y.shape, scores.shape, what)
+                self.assertClose(y, want, TOLERANCE[(dtype, "scaled_masked_softmax")], what)
+            # Causal: query 0 of every (batch, head) keeps column 0 only.
+            y = self.client.scaled_masked_softmax(scores, causal=True)
+            np.testing.assert_array_equal(y[:, :, 0, 1:].astype(np.float32), 0)
+        # (q, k) scores of one head, 2-d.
+        x = random_input(rng, "softmax", "float32", (4, 4))
+        self.assertClose(self.client.scaled_masked_softmax(x, causal=True),
+                         ref_scaled_masked_softmax(x, None, 1.0, True),
+                         TOLERANCE[("float32", "scaled_masked_softmax")], "2-d causal")
+
+    def test_bad_masks(self):
+        invalid = grpc.StatusCode.INVALID_ARGUMENT
+        scores = np.zeros((2, 3, 5, 7), np.float32)
+        for mask, fragment in ((np.zeros((7, 5), np.float32), "want (q, k) = (5, 7)"),
+                               (np.zeros((2, 5, 7), np.float32), "want (q, k)"),
+                               (np.zeros((5, 7), np.float16), "dtype float16")):
+            with self.assertRaises(kerntune.InvalidArgumentError) as context:
+                self.client.scaled_masked_softmax(scores, mask)
+            self.assertCode(context, invalid, fragment)
+        with self.assertRaises(kerntune.InvalidArgumentError) as context:
+            self.client.scaled_masked_softmax(scores, scale=math.inf)
+        self.assertCode(context, invalid, "scaled_masked_softmax.scale=inf must be finite")
+
+    def test_requests_over_the_wire(self):
+        # What the daemon itself refuses, by raw request.
+        invalid = grpc.StatusCode.INVALID_ARGUMENT
+        request = pb.RunRequest(op=pb.OP_LAYER_NORM, dtype=pb.DTYPE_FLOAT32,
+                                shape=pb.Shape(rows=2, cols=3, inner=4))
+        request.input.inline_data = bytes(2 * 3 * 4 * 4)
+        request.layer_norm.epsilon = 1e-5
+        with self.assertRaises(kerntune.InvalidArgumentError) as context:
+            self.client._call(self.client._stub.Run, request)
+        self.assertCode(context, invalid, "shape.inner=4: op=layer_norm")
+        request = pb.RunRequest(op=pb.OP_SCALED_MASKED_SOFTMAX, dtype=pb.DTYPE_FLOAT32,
+                                shape=pb.Shape(rows=6, cols=2))
+        request.input.inline_data = bytes(6 * 2 * 4)
+        request.scaled_masked_softmax.causal = True
+        request.scaled_masked_softmax.mask_rows = 4
+        with self.assertRaises(kerntune.InvalidArgumentError) as context:
+            self.client._call(self.client._stub.Run, request)
+        self.assertCode(context, invalid, "mask_rows=4 does not divide shape.rows=6")
+
+    def test_get_config_takes_inner(self):
+        choice = self.client.get_config("softmax", "float16", 512, 896, inner=48)
+        self.assertEqual(choice.source, "cpu_reference")
+        with self.assertRaises(kerntune.InvalidArgumentError) as context:
+            self.client.get_config("rms_norm", "float16", 512, 896, inner=48)
+        self.assertCode(context, grpc.StatusCode.INVALID_ARGUMENT, "shape.inner=48")
+
+
 class BadInputTest(DaemonTestCase):
     def check(self, error_class, code, call, *fragments):
         with self.assertRaises(error_class) as context:
@@ -332,14 +532,28 @@ class BadInputTest(DaemonTestCase):
 
     def test_wrong_shapes(self):
         invalid = grpc.StatusCode.INVALID_ARGUMENT
-        for shape in ((2, 3, 4), (5,), ()):
-            self.check(kerntune.InvalidArgumentError, invalid,
-                       lambda: self.client.softmax(np.ones(shape, np.float32)), "2-d")
+        self.check(kerntune.InvalidArgumentError, invalid,
+                   lambda: self.client.softmax(np.ones((), np.float32)), "at least one dimension")
+        self.check(kerntune.InvalidArgumentError, invalid,
+                   lambda: self.client.softmax(np.ones((2, 3), np.float32), dim=2),
+                   "dim=2 is out of range")
+        self.check(kerntune.InvalidArgumentError, invalid,
+                   lambda: self.client.log_softmax(np.ones((2, 3), np.float32), dim=-3),
+                   "dim=-3 is out of range")
+        self.check(kerntune.InvalidArgumentError, invalid,
+                   lambda: self.client.softmax(np.ones((2, 3, 0), np.float32), dim=1),
+                   "multiply to 0")
+        self.check(kerntune.InvalidArgumentError, invalid,
+                   lambda: self.client.scaled_masked_softmax(np.ones(5, np.float32)),
+                   "(..., q, k)")
         x = np.ones((2, 3), dtype=np.float32)
         self.check(kerntune.InvalidArgumentError, invalid,
                    lambda: self.client.layer_norm(x, bias=np.ones(4, np.float32)), "bias", "(3,)")
         self.check(kerntune.InvalidArgumentError, invalid,
                    lambda: self.client.softmax(x, out=np.empty((3, 2), np.float32)), "out")
+        self.check(kerntune.InvalidArgumentError, invalid,
+                   lambda: self.client.softmax(np.ones((2, 3, 4), np.float32),
+                                               out=np.empty((2, 12), np.float32)), "out")
         readonly = np.empty((2, 3), np.float32)
         readonly.flags.writeable = False
         self.check(kerntune.InvalidArgumentError, invalid,
@@ -361,7 +575,20 @@ class BadInputTest(DaemonTestCase):
         invalid = grpc.StatusCode.INVALID_ARGUMENT
         self.check(kerntune.InvalidArgumentError, invalid,
                    lambda: self.client.run("softmax", x, weight=np.ones(3, np.float32)),
-                   "layer_norm only")
+                   "softmax does not take weight")
+        self.check(kerntune.InvalidArgumentError, invalid,
+                   lambda: self.client.run("layer_norm", x, dim=0), "layer_norm does not take dim")
+        self.check(kerntune.InvalidArgumentError, invalid,
+                   lambda: self.client.run("rms_norm", x, bias=np.ones(3, np.float32)),
+                   "rms_norm does not take bias")
+        self.check(kerntune.InvalidArgumentError, invalid,
+                   lambda: self.client.run("reduce_scale", x, eps=1e-3),
+                   "reduce_scale does not take eps")
+        self.check(kerntune.InvalidArgumentError, invalid,
+                   lambda: self.client.run("softmax", x, causal=True), "does not take causal")
+        self.check(kerntune.InvalidArgumentError, invalid,
+                   lambda: self.client.run("scaled_masked_softmax", x, return_stats=True),
+                   "does not take return_stats")
         self.check(kerntune.InvalidArgumentError, invalid,
                    lambda: self.client.run("gelu", x), "op=")
         self.check(kerntune.InvalidArgumentError, invalid,

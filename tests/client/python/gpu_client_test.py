@@ -5,6 +5,10 @@ Starts its own kerntuned (GPU backend) on a temp socket and checks, against
 torch's float64 result of the same input:
   - softmax, log-softmax, LayerNorm (affine, stats to device memory) for
     float32, float16 and bfloat16 over shapes that reach every kernel;
+  - the newer ops, one case each per dtype: RMSNorm (weight, 1/rms to device
+    memory), ReduceScale (y and the scales), the scaled-masked softmax of
+    (batch, heads, q, k) scores (an additive mask, causal, a scale) and
+    softmax / log-softmax along a middle axis (seed 001's shapes);
   - an input at a non-zero storage offset (a slice of a bigger tensor) and
     out= a slice of another tensor, whose other rows must stay untouched;
   - stream mode (IPC wait/done events): the call returns before the GPU
@@ -60,6 +64,11 @@ TOLERANCE = {
     "bfloat16": {"softmax": (1.6e-2, 1e-12), "log_softmax": (1.6e-2, 1.6e-2),
                  "layer_norm": (1.6e-2, 1.6e-2)},
 }
+for _name, _t in TOLERANCE.items():
+    # RMSNorm and ReduceScale outputs are O(1) like LayerNorm's; the masked
+    # softmax's are probabilities like softmax's.
+    _t["rms_norm"] = _t["reduce_scale"] = _t["layer_norm"]
+    _t["scaled_masked_softmax"] = _t["softmax"]
 STATS_TOLERANCE = (1e-4, 1e-4)
 OPS = ("softmax", "log_softmax", "layer_norm")
 DTYPE_NAMES = ("float32", "float16", "bfloat16")
@@ -81,6 +90,8 @@ def torch_dtype(name):
 def check_close(got, want, tolerance, what):
     rtol, atol = tolerance
     got = got.double()
+    if tuple(got.shape) != tuple(want.shape):
+        raise Failure("%s: shape %s, want %s" % (what, tuple(got.shape), tuple(want.shape)))
     ok = (got - want).abs() <= atol + rtol * want.abs()
     if not bool(ok.all()):
         bad = (~ok).nonzero()
@@ -159,6 +170,69 @@ def check_every_op_dtype_shape(client, device):
             for shape in SHAPES:
                 x = random_input(op, shape, torch_dtype(name), g, device)
                 run_and_check(client, op, x, name, what="%s %s %s" % (op, name, shape))
+
+
+def check_new_ops(client, device):
+    """One case per newer op and dtype against torch in float64."""
+    import torch
+
+    g = torch.Generator(device=device).manual_seed(20261205)
+    for name in DTYPE_NAMES:
+        dtype = torch_dtype(name)
+        tol = TOLERANCE[name]
+        # RMSNorm with a weight, 1/rms to device memory, on a 3-d input.
+        x = random_input("rms_norm", (6, 50, 1000), dtype, g, device)
+        weight = (torch.randn(1000, generator=g, device=device) * 0.5 + 1).to(dtype)
+        y, inv_rms = client.rms_norm(x, weight, eps=1e-5, return_stats=True)
+        x64 = x.double()
+        want_inv = torch.rsqrt(x64.pow(2).mean(-1) + 1e-5)
+        check_close(y, x64 * want_inv[..., None] * weight.double(), tol["rms_norm"],
+                    "rms_norm %s" % name)
+        check_close(inv_rms, want_inv, STATS_TOLERANCE, "rms_norm %s inv_rms" % name)
+        # ReduceScale: y = x / max|x| per row, the scales float32 (rows, 1).
+        x = random_input("reduce_scale", (64, 4096), dtype, g, device)
+        x[3] = 0  # an all-zero row: zeros and scale 0
+        y, scale = client.reduce_scale(x)
+        x64 = x.double()
+        want_scale = x64.abs().amax(-1, keepdim=True)
+        check_close(scale, want_scale, STATS_TOLERANCE, "reduce_scale %s scale" % name)
+        if scale.dtype != torch.float32:
+            raise Failure("reduce_scale %s: scale dtype %s" % (name, scale.dtype))
+        check_close(y, (x64 / want_scale).nan_to_num(0.0), tol["reduce_scale"],
+                    "reduce_scale %s" % name)
+        # Scaled-masked softmax of (batch 2, heads 4, q 64, k 80) scores.
+        scores = random_input("softmax", (2, 4, 64, 80), dtype, g, device)
+        mask = torch.randn((64, 80), generator=g, device=device)
+        mask[:, 70:] = float("-inf")  # padding keys
+        mask = mask.to(dtype)
+        for causal in (False, True):
+            what = "scaled_masked_softmax %s causal=%s" % (name, causal)
+            y = client.scaled_masked_softmax(scores, mask, scale=0.125, causal=causal)
+            logits = scores.double() * 0.125 + mask.double()
+            if causal:
+                upper = torch.ones(64, 80, dtype=torch.bool, device=device).triu(1)
+                logits = logits.masked_fill(upper, float("-inf"))
+            check_close(y, torch.softmax(logits, -1), tol["scaled_masked_softmax"], what)
+        # Causal only, no mask, default scale 1.
+        y = client.scaled_masked_softmax(scores[:, :, :, :64], causal=True)
+        upper = torch.ones(64, 64, dtype=torch.bool, device=device).triu(1)
+        check_close(y, torch.softmax(scores[:, :, :, :64].double().masked_fill(
+            upper, float("-inf")), -1), tol["scaled_masked_softmax"],
+            "scaled_masked_softmax %s causal only" % name)
+        # Softmax / log-softmax along a middle axis: seed 001's shapes.
+        for shape, dim in (((128, 128, 16, 16), 0), ((512, 896, 4, 12), 1), ((8, 300, 5), 1)):
+            x = random_input("softmax", shape, dtype, g, device)
+            for op in ("softmax", "log_softmax"):
+                result = client.run(op, x, dim=dim)
+                want = getattr(torch, op)(x.double(), dim)
+                check_close(result.output, want, tol[op], "%s %s %s dim=%d" % (op, name, shape,
+                                                                               dim))
+        # A stream-mode call of each op on the caller's stream.
+        x = random_input("reduce_scale", (128, 1024), dtype, g, device)
+        result = client.run("reduce_scale", x, stream=True)
+        torch.cuda.current_stream(device).synchronize()
+        check_close(result.row_scale, x.double().abs().amax(-1, keepdim=True), STATS_TOLERANCE,
+                    "reduce_scale %s stream" % name)
 
 
 def check_offsets_and_out_slices(client, device):
@@ -329,6 +403,8 @@ def main():
                 raise Failure("kerntuned is not on the GPU backend with CUDA IPC: %r" % status)
             checks = [
                 ("every op, dtype and shape", lambda: check_every_op_dtype_shape(client, device)),
+                ("rms_norm, reduce_scale, scaled_masked_softmax, middle-axis softmax",
+                 lambda: check_new_ops(client, device)),
                 ("storage offsets and out= slices",
                  lambda: check_offsets_and_out_slices(client, device)),
                 ("stream mode", lambda: check_stream_mode(client, device)),
