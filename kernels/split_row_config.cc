@@ -1,17 +1,162 @@
-// kSplitRow's rules (config_rules.h). PLACEHOLDER until the split-row kernel
-// lands: no candidates, every config refused.
+// kSplitRow's rules (config_rules.h): which split-row configs are legal, the
+// ones worth timing, and when split rows are the default.
+#include <algorithm>
+#include <cstdint>
+#include <iterator>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/config_rules.h"
 
 namespace kt::kernels::internal {
+namespace {
 
-absl::Status CheckSplitRowKnobs(Op, DType, Shape, const LaunchConfig&, const DeviceInfo&) {
-  return absl::InvalidArgumentError("split_row is not built yet");
+// Cluster sizes: powers of two up to Hopper's non-portable maximum of 16
+// (8 is the portable limit). Must match RunSplitRowOp (split_row_dispatch.cuh).
+constexpr int kSplitRowSplits[] = {2, 4, 8, 16};
+
+// Split rows pay for a cluster barrier and a distributed-shared-memory
+// exchange per row; below this many columns one block per row (or a warp)
+// already has the row in one SM's reach, so neither the candidates nor the
+// default consider splitting. The PERF.md few-rows grid starts at 32768.
+constexpr int64_t kSplitRowMinCols = 16384;
+
+// The default gives each thread at most this many packs of its slice: few
+// rows make the kernel latency-bound, so more threads, each with one or two
+// loads in flight, beat fewer threads looping.
+constexpr int64_t kDefaultPacksPerThread = 2;
+
+bool SupportsClusters(const DeviceInfo& device) { return device.cc_major >= 9; }
+
+int64_t CacheElementBytes(Op op, DType dtype) {
+  // The masked softmax caches x * scale + mask in float (MaskedScaleLoad).
+  return op == Op::kScaledMaskedSoftmax ? static_cast<int64_t>(sizeof(float))
+                                        : static_cast<int64_t>(DTypeSize(dtype));
 }
-int64_t SplitRowSharedMemoryBytes(Op, DType, Shape, const LaunchConfig&) { return 0; }
-void AppendSplitRowCandidates(Op, DType, Shape, const DeviceInfo&, std::vector<LaunchConfig>&) {}
-std::optional<LaunchConfig> SplitRowHeuristic(Op, DType, Shape, const DeviceInfo&) {
-  return std::nullopt;
+
+// Packs of the largest block's slice (the first cols/pack % split blocks
+// take one more pack than the rest).
+int64_t PacksPerBlock(int64_t cols, int pack, int split) {
+  const int64_t num_packs = cols / pack;
+  return (num_packs + split - 1) / split;
+}
+
+// The widest access (16 bytes at most) that divides cols; Launch narrows it
+// further for misaligned pointers.
+int WidestPack(DType dtype, int64_t cols) {
+  return NarrowPackSize(16 / static_cast<int>(DTypeSize(dtype)), dtype, cols,
+                        /*alignment_bytes=*/16);
+}
+
+// Few rows: one block per row would leave SMs idle (the default's rule), or
+// leave a ragged second wave (the tuner also times the band up to twice the
+// SM count, where splitting may still win).
+bool FewLongRows(Shape shape, const DeviceInfo& device, int64_t max_rows) {
+  return SupportsClusters(device) && shape.inner == 1 && shape.cols >= kSplitRowMinCols &&
+         shape.rows < max_rows;
+}
+
+}  // namespace
+
+absl::Status CheckSplitRowKnobs(Op op, DType dtype, Shape shape, const LaunchConfig& c,
+                                const DeviceInfo& device) {
+  if (!SupportsClusters(device)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "impl=split_row needs thread-block clusters (compute capability 9.0+); ", device.name,
+        " is ", device.cc_major, ".", device.cc_minor));
+  }
+  if (std::find(std::begin(kSplitRowSplits), std::end(kSplitRowSplits), c.split) ==
+      std::end(kSplitRowSplits)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("split=", c.split, " must be 2, 4, 8 or 16 for split_row"));
+  }
+  if (std::find(std::begin(kBlockImplBlockSizes), std::end(kBlockImplBlockSizes),
+                c.block_size) == std::end(kBlockImplBlockSizes)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "block_size=", c.block_size, " must be 128, 256, 512 or 1024 for split_row"));
+  }
+  if (c.thread_group_width != 32) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "thread_group_width=", c.thread_group_width, " must be 32 for split_row"));
+  }
+  if (c.rows_per_access != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rows_per_access=", c.rows_per_access, " must be 1 for split_row"));
+  }
+  if (c.grid_waves != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "grid_waves=", c.grid_waves, " must be 0 for split_row (one cluster per row)"));
+  }
+  // Every block of the cluster needs at least one whole pack of the row.
+  const int64_t num_packs = shape.cols / c.pack_size;
+  if (num_packs < c.split) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "split=", c.split, " exceeds the ", num_packs, " packs of pack_size=", c.pack_size,
+        " in cols=", shape.cols, ": every block of the cluster needs at least one"));
+  }
+  return absl::OkStatus();
+}
+
+int64_t SplitRowSharedMemoryBytes(Op op, DType dtype, Shape shape, const LaunchConfig& c) {
+  if (c.split < 1 || c.pack_size < 1) return 0;
+  return PacksPerBlock(shape.cols, c.pack_size, c.split) * c.pack_size *
+         CacheElementBytes(op, dtype);
+}
+
+void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo& device,
+                              std::vector<LaunchConfig>& candidates) {
+  if (!FewLongRows(shape, device, 2 * static_cast<int64_t>(device.sm_count))) return;
+  // The widest pack only: narrower ones only add loads per byte, and Launch
+  // narrows by itself where pointers demand it. Block sizes that give every
+  // thread at least one pack of the slice (128 always). At most 16 configs.
+  const int pack = WidestPack(dtype, shape.cols);
+  for (int split : kSplitRowSplits) {
+    const int64_t slice_packs = PacksPerBlock(shape.cols, pack, split);
+    for (int block : kBlockImplBlockSizes) {
+      if (block != kBlockImplBlockSizes[0] && block > slice_packs) continue;
+      LaunchConfig c{Impl::kSplitRow, block, pack, 32, 1, 0};
+      c.split = split;
+      candidates.push_back(c);
+    }
+  }
+}
+
+// Rows fewer than SMs and at least kSplitRowMinCols columns: the split that
+// keeps the most SMs busy in a single wave of clusters (rows * split blocks,
+// all resident at once), the smallest such split on ties; its slice must fit
+// shared memory. Nothing when no split keeps more SMs busy than one block
+// per row would.
+std::optional<LaunchConfig> SplitRowHeuristic(Op op, DType dtype, Shape shape,
+                                              const DeviceInfo& device) {
+  if (!FewLongRows(shape, device, device.sm_count)) return std::nullopt;
+  const int pack = WidestPack(dtype, shape.cols);
+  std::optional<LaunchConfig> best;
+  int64_t best_busy_sms = shape.rows;  // one block per row
+  for (int split : kSplitRowSplits) {
+    const int64_t slice_packs = PacksPerBlock(shape.cols, pack, split);
+    int block = kBlockImplBlockSizes[std::size(kBlockImplBlockSizes) - 1];
+    for (int candidate : kBlockImplBlockSizes) {
+      if (candidate * kDefaultPacksPerThread >= slice_packs) {
+        block = candidate;
+        break;
+      }
+    }
+    LaunchConfig c{Impl::kSplitRow, block, pack, 32, 1, 0};
+    c.split = split;
+    if (!ValidateConfig(op, dtype, shape, c, device).ok()) continue;  // slice too big
+    absl::StatusOr<int> active = ActiveBlocksPerSm(op, dtype, shape, c, device);
+    if (!active.ok()) continue;
+    const int64_t blocks = shape.rows * split;
+    if (blocks > static_cast<int64_t>(*active) * device.sm_count) continue;  // two waves
+    const int64_t busy_sms = std::min<int64_t>(blocks, device.sm_count);
+    if (busy_sms > best_busy_sms) {
+      best = c;
+      best_busy_sms = busy_sms;
+    }
+  }
+  return best;
 }
 
 }  // namespace kt::kernels::internal

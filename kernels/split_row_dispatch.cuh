@@ -1,14 +1,153 @@
-// PLACEHOLDER: the split-row family (kSplitRow) until its kernel lands.
+// The split-row family (kSplitRow): runtime knobs -> SplitRowKernel
+// instances, cluster launch (cudaLaunchKernelEx with a cluster dimension) and
+// the occupancy of a cluster-launched instance. Included only by the
+// per-op/dtype translation units in kernels/instances/.
 #ifndef KERNTUNE_KERNELS_SPLIT_ROW_DISPATCH_CUH_
 #define KERNTUNE_KERNELS_SPLIT_ROW_DISPATCH_CUH_
 
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <mutex>
+#include <set>
+#include <tuple>
+#include <utility>
+
+#include "kernels/dispatch.cuh"  // CachedActiveBlocks, DispatchInt
 #include "kernels/kernel_request.h"
+#include "kernels/op_functors.cuh"
+#include "kernels/split_row_kernels.cuh"
 
 namespace kt::kernels::internal {
 
+// Portable clusters go up to 8 blocks; 16 needs a per-kernel opt-in.
+constexpr int kMaxPortableClusterSize = 8;
+
+// Resident blocks per SM of a SplitRowKernel instance launched in clusters
+// of `split`: the per-block occupancy (CachedActiveBlocks, which also raises
+// the dynamic shared-memory limit), or 0 when not even one cluster of that
+// size fits on the device (cudaOccupancyMaxActiveClusters, which knows that
+// a cluster must sit in one GPC). Opts the kernel in to non-portable cluster
+// sizes once per device. Cached per (device, kernel, block, smem, split).
+inline cudaError_t CachedSplitRowOccupancy(const KernelRequest& req, const void* kernel,
+                                           int block_size, size_t smem_bytes, int split,
+                                           int* active_blocks) {
+  int blocks = 0;
+  cudaError_t err = CachedActiveBlocks(req.device, kernel, block_size, smem_bytes,
+                                       req.max_smem_per_block_optin, &blocks);
+  if (err != cudaSuccess) return err;
+  if (blocks == 0) {
+    *active_blocks = 0;
+    return cudaSuccess;
+  }
+  struct Cache {
+    std::mutex mu;
+    std::map<std::tuple<int, const void*, int, size_t, int>, int> clusters;
+    std::set<std::pair<int, const void*>> non_portable_allowed;
+  };
+  static auto* cache = new Cache();  // never destroyed: used at exit
+  const auto key = std::make_tuple(req.device, kernel, block_size, smem_bytes, split);
+  std::lock_guard<std::mutex> lock(cache->mu);
+  auto it = cache->clusters.find(key);
+  if (it == cache->clusters.end()) {
+    if (split > kMaxPortableClusterSize &&
+        cache->non_portable_allowed.insert({req.device, kernel}).second) {
+      err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+      if (err != cudaSuccess) {
+        cache->non_portable_allowed.erase({req.device, kernel});
+        return err;
+      }
+    }
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(static_cast<unsigned>(split));
+    config.blockDim = dim3(static_cast<unsigned>(block_size));
+    config.dynamicSmemBytes = smem_bytes;
+    cudaLaunchAttribute attribute;
+    attribute.id = cudaLaunchAttributeClusterDimension;
+    attribute.val.clusterDim.x = static_cast<unsigned>(split);
+    attribute.val.clusterDim.y = 1;
+    attribute.val.clusterDim.z = 1;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    int clusters = 0;
+    err = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config);
+    if (err != cudaSuccess) {
+      // A cluster the device cannot hold is "cannot run here", not a failure.
+      if (err != cudaErrorInvalidValue && err != cudaErrorInvalidClusterSize) return err;
+      cudaGetLastError();
+      clusters = 0;
+    }
+    it = cache->clusters.emplace(key, clusters).first;
+  }
+  *active_blocks = it->second > 0 ? blocks : 0;
+  return cudaSuccess;
+}
+
 template <Op op, DType dtype>
-cudaError_t RunSplitRowOp(const KernelRequest&, KernelAction, cudaStream_t, int*) {
-  return cudaErrorInvalidConfiguration;
+cudaError_t RunSplitRowOp(const KernelRequest& req, KernelAction action, cudaStream_t stream,
+                          int* active_blocks) {
+  using T = typename StorageOf<dtype>::type;
+  const auto load = MakeLoad<op, T>(req);
+  const auto store = MakeStore<op, T>(req);
+  using Load = decltype(load);
+  using Store = decltype(store);
+  const LaunchConfig& c = req.config;
+  // Must list exactly kSplitRowSplits (split_row_config.cc); one cluster per
+  // row, so no grid_waves policy.
+  if ((c.split != 2 && c.split != 4 && c.split != 8 && c.split != 16) || c.grid_waves != 0) {
+    return cudaErrorInvalidConfiguration;
+  }
+  cudaError_t result = cudaErrorInvalidConfiguration;
+
+  DispatchInt<1, 2, 4, 8>(c.pack_size, [&](auto pack_c) {
+    constexpr int kPack = decltype(pack_c)::value;
+    if constexpr (kPack * sizeof(T) <= 16) {
+      // Must list exactly kBlockImplBlockSizes (launch_config.h).
+      DispatchInt<128, 256, 512, 1024>(c.block_size, [&](auto block_c) {
+        constexpr int kBlock = decltype(block_c)::value;
+        auto* kernel = &SplitRowKernel<op, Load, Store, kPack, kBlock>;
+        const int64_t num_packs = req.cols / kPack;
+        if (num_packs < c.split) return;  // a block without a slice: refused by the rules
+        const size_t smem = static_cast<size_t>((num_packs + c.split - 1) / c.split) * kPack *
+                            sizeof(typename Load::cache_type);
+        const split_row::Params params{
+            req.rows,     req.cols,    split_row::Slicing::Of(num_packs, c.split),
+            req.epsilon,  req.mean,    req.inv_std,
+            req.row_scale};
+        int active = 0;
+        result = CachedSplitRowOccupancy(req, reinterpret_cast<const void*>(kernel), kBlock,
+                                         smem, c.split, &active);
+        if (result != cudaSuccess) return;
+        if (action == KernelAction::kQueryOccupancy) {
+          *active_blocks = active;
+          return;
+        }
+        if (active == 0) {
+          result = cudaErrorInvalidConfiguration;
+          return;
+        }
+        // One cluster per row; rows beyond the grid limit loop in the kernel.
+        const int64_t clusters = std::min<int64_t>(req.rows, INT_MAX / c.split);
+        cudaLaunchConfig_t config = {};
+        config.gridDim = dim3(static_cast<unsigned>(clusters * c.split));
+        config.blockDim = dim3(kBlock);
+        config.dynamicSmemBytes = smem;
+        config.stream = stream;
+        cudaLaunchAttribute attribute;
+        attribute.id = cudaLaunchAttributeClusterDimension;
+        attribute.val.clusterDim.x = static_cast<unsigned>(c.split);
+        attribute.val.clusterDim.y = 1;
+        attribute.val.clusterDim.z = 1;
+        config.attrs = &attribute;
+        config.numAttrs = 1;
+        result = cudaLaunchKernelEx(&config, kernel, load, store, params);
+        if (result == cudaSuccess) result = cudaPeekAtLastError();
+      });
+    }
+  });
+  return result;
 }
 
 }  // namespace kt::kernels::internal

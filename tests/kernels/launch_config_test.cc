@@ -25,6 +25,12 @@ LaunchConfig Block(Impl impl, int block, int pack, int waves = 0) {
   return {impl, block, pack, 32, 1, waves};
 }
 
+LaunchConfig Split(int block, int pack, int split) {
+  LaunchConfig c{Impl::kSplitRow, block, pack, 32, 1, 0};
+  c.split = split;
+  return c;
+}
+
 void ExpectRefused(Op op, DType dtype, Shape shape, const LaunchConfig& config,
                    absl::StatusCode code, const std::string& mentions) {
   const absl::Status s = ValidateConfig(op, dtype, shape, config, H100());
@@ -177,7 +183,6 @@ TEST(LaunchConfigTest, DescribedDeviceCannotLaunchButCanPlan) {
   active = ActiveBlocksPerSm(Op::kSoftmax, DType::kFloat16, {8, 1024}, Warp(128, 8, 32), H100());
   EXPECT_EQ(*active, 16);  // thread-limited: 2048 / 128
 }
-
 
 // --- The middle-axis impl (kAxis): shapes (outer, dim, inner) with inner > 1.
 
@@ -339,6 +344,184 @@ TEST(LaunchConfigTest, AxisHeuristicCachesTheLineAndFillsTheDevice) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(internal::AxisCachedRows(1 << 20, c->thread_group_width, c->pack_size), 0);
   EXPECT_EQ(c->thread_group_width, 1024);
+
+TEST(LaunchConfigTest, SplitRowConfigKeyRoundTrips) {
+  const LaunchConfig c = Split(256, 8, 8);
+  EXPECT_EQ(ConfigKey(c), "split_row/b256/p8/g32/r1/w0/s8");
+  absl::StatusOr<LaunchConfig> parsed = ParseLaunchConfig(ConfigKey(c));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(*parsed, c);
+  // A key without the split field means split 1, which split_row refuses.
+  parsed = ParseLaunchConfig("split_row/b256/p8/g32/r1/w0");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->split, 1);
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, {8, 131072}, *parsed,
+                absl::StatusCode::kInvalidArgument, "split=1");
+  EXPECT_FALSE(ParseLaunchConfig("split_row/b256/p8/g32/r1/w0/x8").ok());
+  EXPECT_FALSE(ParseLaunchConfig("split_row/b256/p8/g32/r1/w0/s8/s8").ok());
+}
+
+TEST(LaunchConfigTest, SplitRowRulesNameTheKnob) {
+  const Shape shape{8, 131072};
+  for (Op op : kAllOps) {
+    for (DType dtype : kAllDTypes) {
+      for (int split : {2, 4, 8, 16}) {
+        for (int block : kBlockImplBlockSizes) {
+          const LaunchConfig c = Split(block, 4, split);
+          const absl::Status s = ValidateConfig(op, dtype, shape, c, H100());
+          // Only split 2 of float32 (or of the masked softmax's float cache)
+          // needs more than 227 KiB per block.
+          const bool float_cache = dtype == DType::kFloat32 || op == Op::kScaledMaskedSoftmax;
+          EXPECT_EQ(s.ok(), !(split == 2 && float_cache)) << ConfigKey(c) << ": " << s;
+        }
+      }
+    }
+  }
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, Split(256, 8, 3),
+                absl::StatusCode::kInvalidArgument, "split=3");
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, Split(256, 8, 32),
+                absl::StatusCode::kInvalidArgument, "split=32");
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, Split(384, 8, 8),
+                absl::StatusCode::kInvalidArgument, "block_size=384");
+  LaunchConfig c = Split(256, 8, 8);
+  c.thread_group_width = 16;
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, c, absl::StatusCode::kInvalidArgument,
+                "thread_group_width=16");
+  c = Split(256, 8, 8);
+  c.rows_per_access = 2;
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, c, absl::StatusCode::kInvalidArgument,
+                "rows_per_access=2");
+  c = Split(256, 8, 8);
+  c.grid_waves = 1;
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, c, absl::StatusCode::kInvalidArgument,
+                "grid_waves=1");
+  // Every block needs a whole pack: 64 columns are 8 packs of 8.
+  ExpectRefused(Op::kLayerNorm, DType::kFloat16, {8, 64}, Split(128, 8, 16),
+                absl::StatusCode::kInvalidArgument, "split=16");
+  EXPECT_TRUE(ValidateConfig(Op::kLayerNorm, DType::kFloat16, {8, 64}, Split(128, 8, 8), H100())
+                  .ok());
+  // Other impls keep split 1.
+  LaunchConfig warp = Warp(128, 8, 32);
+  warp.split = 4;
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, {8, 1024}, warp,
+                absl::StatusCode::kInvalidArgument, "split=4");
+  // A slice must fit one block's shared memory: 2^19 float32 columns need
+  // 1 MiB per block at split 2, 128 KiB at split 16 ...
+  ExpectRefused(Op::kSoftmax, DType::kFloat32, {1, 1 << 19}, Split(1024, 4, 2),
+                absl::StatusCode::kResourceExhausted, "shared memory");
+  EXPECT_TRUE(
+      ValidateConfig(Op::kSoftmax, DType::kFloat32, {1, 1 << 19}, Split(1024, 4, 16), H100())
+          .ok());
+  // ... and the masked softmax caches float even for 16-bit storage: 2^20
+  // columns are 128 KiB per block of float16, 256 KiB of float.
+  EXPECT_TRUE(ValidateConfig(Op::kSoftmax, DType::kFloat16, {1, 1 << 20}, Split(1024, 8, 16),
+                             H100())
+                  .ok());
+  ExpectRefused(Op::kScaledMaskedSoftmax, DType::kFloat16, {1, 1 << 20}, Split(1024, 8, 16),
+                absl::StatusCode::kResourceExhausted, "shared memory");
+  // Clusters need Hopper.
+  absl::StatusOr<DeviceInfo> a100 =
+      DescribeSku("NVIDIA A100-SXM4-80GB", 8, 0, 108, int64_t{80} << 30);
+  ASSERT_TRUE(a100.ok()) << a100.status();
+  const absl::Status s =
+      ValidateConfig(Op::kSoftmax, DType::kFloat16, shape, Split(256, 8, 8), *a100);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("compute capability"), absl::string_view::npos) << s;
+}
+
+TEST(LaunchConfigTest, SplitRowSharedMemoryHoldsTheLargestSlice) {
+  // 32776 float16 columns are 4097 packs of 8: one of 16 blocks takes 257.
+  EXPECT_EQ(SharedMemoryBytes(Op::kSoftmax, DType::kFloat16, {1, 32776}, Split(128, 8, 16)),
+            257 * 8 * 2);
+  // The masked softmax caches x * scale + mask in float.
+  EXPECT_EQ(SharedMemoryBytes(Op::kScaledMaskedSoftmax, DType::kFloat16, {1, 32776},
+                              Split(128, 8, 16)),
+            257 * 8 * 4);
+  EXPECT_EQ(SharedMemoryBytes(Op::kLayerNorm, DType::kFloat32, {1, 131072}, Split(128, 4, 8)),
+            131072 * 4 / 8);
+}
+
+// Split-row configs among the enumerated ones, checking they are legal.
+int CountSplitCandidates(Op op, DType dtype, Shape shape, const DeviceInfo& device) {
+  absl::StatusOr<std::vector<LaunchConfig>> configs = EnumerateConfigs(op, dtype, shape, device);
+  EXPECT_TRUE(configs.ok()) << configs.status();
+  if (!configs.ok()) return -1;
+  int count = 0;
+  for (const LaunchConfig& c : *configs) {
+    if (c.impl != Impl::kSplitRow) {
+      EXPECT_EQ(c.split, 1) << ConfigKey(c);
+      continue;
+    }
+    ++count;
+    EXPECT_GE(c.split, 2) << ConfigKey(c);
+    EXPECT_EQ(c.grid_waves, 0) << ConfigKey(c);
+  }
+  return count;
+}
+
+TEST(LaunchConfigTest, SplitRowCandidatesOnlyForFewLongRows) {
+  for (Op op : kAllOps) {
+    for (DType dtype : kAllDTypes) {
+      // Few (fewer than twice the 132 SMs) rows of at least 16384 columns.
+      for (Shape shape : {Shape{1, 131072}, Shape{8, 131072}, Shape{64, 32768},
+                          Shape{263, 16384}, Shape{3, 16384 + 2}, Shape{8, 262144}}) {
+        const int count = CountSplitCandidates(op, dtype, shape, H100());
+        EXPECT_GT(count, 0) << OpName(op) << " " << DTypeName(dtype) << " rows=" << shape.rows
+                            << " cols=" << shape.cols;
+        EXPECT_LE(count, 16) << "rows=" << shape.rows << " cols=" << shape.cols;
+      }
+      // Many rows, or short ones: none.
+      for (Shape shape : {Shape{264, 131072}, Shape{49152, 32768}, Shape{1, 16383},
+                          Shape{8, 4096}}) {
+        EXPECT_EQ(CountSplitCandidates(op, dtype, shape, H100()), 0)
+            << OpName(op) << " " << DTypeName(dtype) << " rows=" << shape.rows
+            << " cols=" << shape.cols;
+      }
+    }
+  }
+  absl::StatusOr<DeviceInfo> a100 =
+      DescribeSku("NVIDIA A100-SXM4-80GB", 8, 0, 108, int64_t{80} << 30);
+  ASSERT_TRUE(a100.ok()) << a100.status();
+  EXPECT_EQ(CountSplitCandidates(Op::kSoftmax, DType::kFloat16, {1, 131072}, *a100), 0);
+}
+
+TEST(LaunchConfigTest, HeuristicSplitsFewLongRows) {
+  for (Op op : kAllOps) {
+    for (DType dtype : kAllDTypes) {
+      for (int64_t rows = 1; rows <= 8; ++rows) {
+        absl::StatusOr<LaunchConfig> c = HeuristicConfig(op, dtype, {rows, 131072}, H100());
+        ASSERT_TRUE(c.ok()) << c.status();
+        // 16 blocks a row: 8 rows still fit the 132 SMs in one wave.
+        EXPECT_EQ(c->impl, Impl::kSplitRow) << ConfigKey(*c) << " rows=" << rows;
+        EXPECT_EQ(c->split, 16) << ConfigKey(*c) << " rows=" << rows;
+      }
+      for (Shape shape : {Shape{49152, 131072}, Shape{49152, 32768}, Shape{132, 131072},
+                          Shape{1, 8192}}) {
+        absl::StatusOr<LaunchConfig> c = HeuristicConfig(op, dtype, shape, H100());
+        ASSERT_TRUE(c.ok()) << c.status();
+        EXPECT_NE(c->impl, Impl::kSplitRow)
+            << ConfigKey(*c) << " rows=" << shape.rows << " cols=" << shape.cols;
+      }
+    }
+  }
+  // About 2 packs per thread: 8 rows of 131072 float16 have 1024-pack
+  // slices at split 16, so 512 threads.
+  absl::StatusOr<LaunchConfig> c =
+      HeuristicConfig(Op::kSoftmax, DType::kFloat16, {8, 131072}, H100());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(ConfigKey(*c), "split_row/b512/p8/g32/r1/w0/s16");
+  // 40 rows: split 4 fills the SMs (160 blocks, 2 resident per SM); split 8
+  // would need a second wave.
+  c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {40, 131072}, H100());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(ConfigKey(*c), "split_row/b1024/p8/g32/r1/w0/s4");
+  // Not on a GPU without clusters.
+  absl::StatusOr<DeviceInfo> a100 =
+      DescribeSku("NVIDIA A100-SXM4-80GB", 8, 0, 108, int64_t{80} << 30);
+  ASSERT_TRUE(a100.ok()) << a100.status();
+  c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {1, 131072}, *a100);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_NE(c->impl, Impl::kSplitRow) << ConfigKey(*c);
 }
 
 }  // namespace

@@ -1,0 +1,371 @@
+// kSplitRow: one row shared by a thread-block cluster of `split` blocks
+// (Hopper, sm_90+), for few very long rows where one block per row would leave
+// most SMs idle. Each block caches its slice of the row in shared memory, the
+// blocks exchange one partial statistic each through distributed shared
+// memory, and each writes its own slice: global memory is read once.
+#ifndef KERNTUNE_KERNELS_SPLIT_ROW_KERNELS_CUH_
+#define KERNTUNE_KERNELS_SPLIT_ROW_KERNELS_CUH_
+
+#include <cooperative_groups.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/row_common.cuh"
+
+namespace kt::kernels::internal {
+// Own namespace: the row kernels' helpers (row_kernels.cuh) may grow the
+// same names.
+namespace split_row {
+
+// Block `rank`'s part of a row of num_packs packs, in a cluster of split
+// blocks: contiguous, whole packs, the first num_packs % split blocks one
+// pack more than the others. The host sizes shared memory for the larger
+// share (SplitRowSharedMemoryBytes).
+struct Slicing {
+  int64_t base;   // num_packs / split
+  int64_t extra;  // num_packs % split
+  static Slicing Of(int64_t num_packs, int split) {
+    return {num_packs / split, num_packs % split};
+  }
+};
+struct Slice {
+  int64_t first;  // in packs
+  int64_t count;  // in packs
+};
+// No division here: the host divides once (Slicing::Of), so the kernel makes
+// no 64-bit division call.
+__device__ __forceinline__ Slice SliceOf(const Slicing& s, int rank) {
+  return {rank * s.base + (rank < s.extra ? rank : s.extra), s.base + (rank < s.extra ? 1 : 0)};
+}
+
+// Per-launch scalars.
+struct Params {
+  int64_t rows;
+  int64_t cols;
+  Slicing slicing;   // of cols / pack packs over the cluster
+  float epsilon;     // LayerNorm, RMSNorm
+  float* mean;       // LayerNorm, may be null: rows floats
+  float* inv_std;    // LayerNorm (1 / std), RMSNorm (1 / rms); may be null
+  float* row_scale;  // ReduceScale (max |x|), may be null
+};
+
+// Lane `src`'s value of a partial statistic, for every lane of the warp.
+__device__ __forceinline__ float ShuffleFrom(float v, int src) {
+  return __shfl_sync(0xffffffffu, v, src);
+}
+__device__ __forceinline__ MaxSum ShuffleFrom(const MaxSum& v, int src) {
+  return {ShuffleFrom(v.max, src), ShuffleFrom(v.sum, src)};
+}
+__device__ __forceinline__ WelfordStats ShuffleFrom(const WelfordStats& v, int src) {
+  return {ShuffleFrom(v.mean, src), ShuffleFrom(v.m2, src), ShuffleFrom(v.count, src)};
+}
+
+// Each op's statistic: a per-thread accumulator (Add, Get), the partial it
+// yields and how partials merge (Identity, Merge, MergeOp for CUB), and what
+// the merged statistic makes of each value (Finish -> Row::Apply) and of the
+// per-row outputs (Row::WriteStats).
+
+// Softmax, log-softmax, scaled-masked softmax: online (max, sum of exp), with
+// the row kernels' semantics: -inf adds nothing, an all -inf row ends as
+// (-inf, 0) and gives NaN outputs, a NaN anywhere poisons the sum.
+template <Op op, bool fast>
+struct SoftmaxStat {
+  using Partial = MaxSum;
+  using MergeOp = MaxSumMergeOp;
+  MaxSum state{-INFINITY, 0.f};
+
+  template <int N>
+  __device__ __forceinline__ void Add(const float* v) {
+    float pack_max = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < N; ++i) pack_max = fmaxf(pack_max, v[i]);
+    const float new_max = fmaxf(state.max, pack_max);
+    if (new_max == -INFINITY) {
+      // Only -inf and NaN so far (fmaxf skips NaN): -inf adds nothing, but a
+      // NaN must still poison the row.
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        if (isnan(v[i])) state.sum = NAN;
+      }
+      return;
+    }
+    float pack_sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < N; ++i) pack_sum += Exp<fast>(v[i] - new_max);
+    // Rescaling only when the max moved saves an accurate expf per pack.
+    const float carried = new_max == state.max ? state.sum : RescaledSum(state, new_max);
+    state = {new_max, carried + pack_sum};
+  }
+  __device__ __forceinline__ Partial Get() const { return state; }
+  __device__ __forceinline__ static Partial Identity() { return {-INFINITY, 0.f}; }
+  __device__ __forceinline__ static Partial Merge(const Partial& a, const Partial& b) {
+    return MaxSumMerge(a, b);
+  }
+
+  struct Row {
+    float max;
+    float factor;  // softmax: 1 / sum; log-softmax: log(sum)
+    template <int N>
+    __device__ __forceinline__ void Apply(float* v) const {
+      if constexpr (op == Op::kLogSoftmax) {
+        // (x - max) - log(sum), in that order: folding max + log(sum) into
+        // one shift loses log(sum) entirely when |max| is huge.
+#pragma unroll
+        for (int i = 0; i < N; ++i) v[i] = (v[i] - max) - factor;
+      } else {
+#pragma unroll
+        for (int i = 0; i < N; ++i) v[i] = Exp<fast>(v[i] - max) * factor;
+      }
+    }
+    __device__ __forceinline__ void WriteStats(const Params&, int64_t) const {}
+  };
+  __device__ __forceinline__ static Row Finish(const Partial& total, const Params&) {
+    if constexpr (op == Op::kLogSoftmax) {
+      return {total.max, Log<fast>(total.sum)};
+    } else {
+      // sum is in [1, cols] (or 0 / NaN, whose NaN outputs stay NaN): the
+      // fast division is exact enough and needs no slow-path call.
+      return {total.max, __fdividef(1.f, total.sum)};
+    }
+  }
+};
+
+// LayerNorm: shifted sums per thread, Welford statistics merged across
+// threads, blocks and the cluster (row_common.cuh explains why).
+struct LayerNormStat {
+  using Partial = WelfordStats;
+  using MergeOp = WelfordMergeOp;
+  ShiftedSums sums;
+
+  template <int N>
+  __device__ __forceinline__ void Add(const float* v) {
+    sums.Add<N>(v);
+  }
+  __device__ __forceinline__ Partial Get() const { return sums.Stats(); }
+  __device__ __forceinline__ static Partial Identity() { return {0.f, 0.f, 0.f}; }
+  __device__ __forceinline__ static Partial Merge(const Partial& a, const Partial& b) {
+    return WelfordMerge(a, b);
+  }
+
+  struct Row {
+    float mean;
+    float inv_std;
+    template <int N>
+    __device__ __forceinline__ void Apply(float* v) const {
+#pragma unroll
+      for (int i = 0; i < N; ++i) v[i] = (v[i] - mean) * inv_std;
+    }
+    __device__ __forceinline__ void WriteStats(const Params& p, int64_t row) const {
+      if (p.mean != nullptr) p.mean[row] = mean;
+      if (p.inv_std != nullptr) p.inv_std[row] = inv_std;
+    }
+  };
+  __device__ __forceinline__ static Row Finish(const Partial& total, const Params& p) {
+    const float variance = fmaxf(__fdividef(total.m2, total.count), 0.f);
+    return {total.mean, rsqrtf(variance + p.epsilon)};
+  }
+};
+
+// RMSNorm: the sum of squares; y = x / sqrt(mean(x^2) + eps) (times gamma,
+// in the store functor).
+struct RmsNormStat {
+  using Partial = float;
+  using MergeOp = SumOp;
+  float sum_squares = 0.f;
+
+  template <int N>
+  __device__ __forceinline__ void Add(const float* v) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) sum_squares = fmaf(v[i], v[i], sum_squares);
+  }
+  __device__ __forceinline__ Partial Get() const { return sum_squares; }
+  __device__ __forceinline__ static Partial Identity() { return 0.f; }
+  __device__ __forceinline__ static Partial Merge(Partial a, Partial b) { return a + b; }
+
+  struct Row {
+    float inv_rms;
+    template <int N>
+    __device__ __forceinline__ void Apply(float* v) const {
+#pragma unroll
+      for (int i = 0; i < N; ++i) v[i] *= inv_rms;
+    }
+    __device__ __forceinline__ void WriteStats(const Params& p, int64_t row) const {
+      if (p.inv_std != nullptr) p.inv_std[row] = inv_rms;
+    }
+  };
+  __device__ __forceinline__ static Row Finish(Partial total, const Params& p) {
+    return {rsqrtf(__fdividef(total, static_cast<float>(p.cols)) + p.epsilon)};
+  }
+};
+
+// ReduceScale: max |x| (fmaxf skips NaN, as the reference); y = x / max|x|,
+// an all-zero row giving zeros and scale 0.
+struct ReduceScaleStat {
+  using Partial = float;
+  using MergeOp = MaxOp;
+  float abs_max = 0.f;
+
+  template <int N>
+  __device__ __forceinline__ void Add(const float* v) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) abs_max = fmaxf(abs_max, fabsf(v[i]));
+  }
+  __device__ __forceinline__ Partial Get() const { return abs_max; }
+  __device__ __forceinline__ static Partial Identity() { return 0.f; }
+  __device__ __forceinline__ static Partial Merge(Partial a, Partial b) { return fmaxf(a, b); }
+
+  struct Row {
+    float inv;
+    float abs_max;
+    template <int N>
+    __device__ __forceinline__ void Apply(float* v) const {
+#pragma unroll
+      for (int i = 0; i < N; ++i) v[i] *= inv;
+    }
+    __device__ __forceinline__ void WriteStats(const Params& p, int64_t row) const {
+      if (p.row_scale != nullptr) p.row_scale[row] = abs_max;
+    }
+  };
+  __device__ __forceinline__ static Row Finish(Partial total, const Params&) {
+    // An exact division: __fdividef would give 0 for max|x| above 2^126.
+    return {total > 0.f ? 1.f / total : 0.f, total};
+  }
+};
+
+template <Op op, bool fast>
+struct StatFor {
+  using type = SoftmaxStat<op, fast>;  // the softmax family
+};
+template <bool fast>
+struct StatFor<Op::kLayerNorm, fast> {
+  using type = LayerNormStat;
+};
+template <bool fast>
+struct StatFor<Op::kRmsNorm, fast> {
+  using type = RmsNormStat;
+};
+template <bool fast>
+struct StatFor<Op::kReduceScale, fast> {
+  using type = ReduceScaleStat;
+};
+
+// Packs each thread keeps in flight in the loading pass. Few rows make this
+// kernel latency-bound, so what matters is how many bytes an SM has
+// outstanding before the first load returns: about 16 KiB per block, between
+// 2 packs and 64 bytes (16 packs) per thread, so that 1024-thread blocks stay
+// within their 64 registers.
+constexpr int LoadBatch(int pack_bytes, int block_size) {
+  const int wanted = 16384 / (block_size * pack_bytes);
+  const int most = 64 / pack_bytes < 16 ? 64 / pack_bytes : 16;
+  return wanted < 2 ? 2 : (wanted > most ? most : wanted);
+}
+
+}  // namespace split_row
+
+// Thread mapping: a cluster of split = cluster size blocks per row (blocks
+// of cluster c: row c, then c + clusters, ...); block rank r owns the
+// contiguous packs SliceOf(p.slicing, r) of the row's cols / pack, thread t
+// packs t, t + block_size, ... of that slice. Pass 1 loads the slice through
+// `load` (LoadBatch packs in flight per thread), caches it in shared memory
+// in Load::cache_type and accumulates the op's statistic; the block reduces
+// it (CUB) to one partial, published in shared memory. After a cluster
+// barrier every warp reads the `split` partials (lane r from rank r, through
+// distributed shared memory) and merges them in rank order, so every block
+// of the cluster computes bit-identical row statistics. Pass 2 turns the
+// cached slice into outputs through `store`; block rank 0 writes the per-row
+// outputs. The partials are read between a cluster arrive and the matching
+// wait at the end of the row, so no block leaves (or overwrites its partial)
+// while another may still read it.
+// Preconditions: sm_90+; cluster dims (split, 1, 1), gridDim.x a multiple of
+// split; blockDim.x = block_size; cols % pack == 0; pointers aligned to the
+// pack; p.slicing = Slicing::Of(cols / pack, split); dynamic shared memory
+// >= ceil(cols / pack / split) * pack * sizeof(cache_type). y may equal x:
+// every block reads its whole slice before the first cluster barrier and
+// writes only its own slice.
+template <Op op, class Load, class Store, int pack, int block_size>
+__global__ void __launch_bounds__(block_size)
+    SplitRowKernel(Load load, Store store, split_row::Params p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();  // clusters need sm_90; the host refuses older devices
+#else
+  namespace cg = cooperative_groups;
+  using Stat = typename split_row::StatFor<op, kFastMathFor<Load>>::type;
+  using Partial = typename Stat::Partial;
+  using Reduce = typename BlockAllReducer<block_size, Partial>::Reduce;
+  using CacheT = typename Load::cache_type;
+  using CachePack = Pack<CacheT, pack>;
+  constexpr int kBatch =
+      split_row::LoadBatch(
+      pack * static_cast<int>(sizeof(typename Load::storage_type)), block_size);
+  static_assert(block_size % kWarpSize == 0, "whole warps: every lane shuffles");
+
+  extern __shared__ __align__(32) unsigned char split_row_smem[];
+  __shared__ typename Reduce::TempStorage reduce_storage;
+  __shared__ Partial published;
+  CachePack* cache = reinterpret_cast<CachePack*>(split_row_smem);
+
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int split = static_cast<int>(cluster.num_blocks());
+  const int rank = static_cast<int>(cluster.block_rank());
+  const split_row::Slice slice = split_row::SliceOf(p.slicing, rank);
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  const int64_t clusters = gridDim.x / split;
+
+  for (int64_t row = blockIdx.x / split; row < p.rows; row += clusters) {
+    Stat stat;
+    for (int64_t base = threadIdx.x; base < slice.count;
+         base += static_cast<int64_t>(kBatch) * block_size) {
+      float v[kBatch][pack];
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int64_t k = base + static_cast<int64_t>(b) * block_size;
+        if (k < slice.count) load.template load<pack>(v[b], row, (slice.first + k) * pack);
+      }
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int64_t k = base + static_cast<int64_t>(b) * block_size;
+        if (k < slice.count) {
+          CachePack c;
+#pragma unroll
+          for (int i = 0; i < pack; ++i) c.elem[i] = FromFloat<CacheT>(v[b][i]);
+          cache[k] = c;
+          stat.template Add<pack>(v[b]);
+        }
+      }
+    }
+    const Partial block_partial =
+        Reduce(reduce_storage).Reduce(stat.Get(), typename Stat::MergeOp());
+    if (threadIdx.x == 0) published = block_partial;
+    cluster.sync();  // every partial published (release / acquire)
+
+    Partial mine = Stat::Identity();
+    if (lane < split) mine = *cluster.map_shared_rank(&published, lane);
+    Partial total = split_row::ShuffleFrom(mine, 0);
+    for (int r = 1; r < split; ++r) {
+      total = Stat::Merge(total, split_row::ShuffleFrom(mine, r));
+    }
+    // This block has read every partial; the matching wait comes after the
+    // outputs, so the barrier's latency hides behind pass 2.
+    cluster.barrier_arrive();
+
+    const typename Stat::Row finish = Stat::Finish(total, p);
+    if (rank == 0 && threadIdx.x == 0) finish.WriteStats(p, row);
+    for (int64_t k = threadIdx.x; k < slice.count; k += block_size) {
+      const CachePack c = cache[k];
+      float v[pack];
+#pragma unroll
+      for (int i = 0; i < pack; ++i) v[i] = ToFloat(c.elem[i]);
+      finish.template Apply<pack>(v);
+      store.template store<pack>(v, row, (slice.first + k) * pack);
+    }
+    // Nobody reads a partial any more: `published` (and the block's shared
+    // memory, when it exits) may go.
+    cluster.barrier_wait();
+  }
+#endif
+}
+
+}  // namespace kt::kernels::internal
+
+#endif  // KERNTUNE_KERNELS_SPLIT_ROW_KERNELS_CUH_

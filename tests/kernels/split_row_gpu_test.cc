@@ -1,0 +1,388 @@
+// GPU suite for split rows (CTest label "gpu"): every split-row config the
+// rules accept (each split, block size and pack, not only the tuner's
+// candidates) for every op and dtype, on few long rows including slices with
+// a remainder, checked against the fp64 CPU reference on fresh random data
+// with the outputs poisoned before each launch. Fails (does not skip)
+// without a GPU; skips on a GPU without thread-block clusters (pre-Hopper).
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "kernels/device_info.h"
+#include "kernels/launch.h"
+#include "kernels/launch_config.h"
+#include "kernels/verify.h"
+
+namespace kt::kernels {
+namespace {
+
+std::atomic<int64_t> g_launches{0};
+
+class LaunchCountReport : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::printf("[coverage] %lld checked split-row launches\n",
+                static_cast<long long>(g_launches.load()));
+  }
+};
+const auto* const g_report = ::testing::AddGlobalTestEnvironment(new LaunchCountReport);
+
+constexpr int kMaxFailuresReported = 10;
+constexpr int kSplits[] = {2, 4, 8, 16};
+
+uint64_t FreshSeed() {
+  static std::random_device device;
+  return (static_cast<uint64_t>(device()) << 32) | device();
+}
+
+LaunchConfig Split(int block, int pack, int split) {
+  LaunchConfig c{Impl::kSplitRow, block, pack, 32, 1, 0};
+  c.split = split;
+  return c;
+}
+
+// Few rows, so the masked softmax gets one query per row (mask_rows = rows).
+AttentionOptions FewRowsAttention(int64_t rows) {
+  AttentionOptions attention;
+  attention.mask_rows = rows;
+  return attention;
+}
+
+class SplitRowGpuTest : public ::testing::TestWithParam<std::tuple<Op, DType>> {
+ protected:
+  void SetUp() override {
+    ASSERT_GT(CudaDeviceCount(), 0) << "no CUDA device: the gpu-labelled tests need one";
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    absl::StatusOr<DeviceInfo> device = GetDeviceInfo(0);
+    ASSERT_TRUE(device.ok()) << device.status();
+    device_ = *device;
+    if (device_.cc_major < 9) {
+      GTEST_SKIP() << device_.name << " (compute capability " << device_.cc_major << "."
+                   << device_.cc_minor << ") has no thread-block clusters";
+    }
+    ASSERT_EQ(cudaStreamCreate(&stream_), cudaSuccess);
+  }
+  void TearDown() override {
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+
+  Op op() const { return std::get<0>(GetParam()); }
+  DType dtype() const { return std::get<1>(GetParam()); }
+
+  // Every split-row config ValidateConfig accepts for the shape: all splits,
+  // block sizes and pack sizes (the narrow packs are what Launch falls back
+  // to for misaligned pointers).
+  std::vector<LaunchConfig> AllSplitConfigs(Shape shape) const {
+    std::vector<LaunchConfig> configs;
+    for (int split : kSplits) {
+      for (int block : kBlockImplBlockSizes) {
+        for (int pack : kPackSizes) {
+          const LaunchConfig c = Split(block, pack, split);
+          if (ValidateConfig(op(), dtype(), shape, c, device_).ok()) configs.push_back(c);
+        }
+      }
+    }
+    return configs;
+  }
+
+  // Launches `config` on poisoned outputs and checks them. Returns a failure
+  // description, or "" when the launch was right.
+  std::string LaunchAndCheck(DeviceProblem& problem, const LaunchConfig& config,
+                             const RowOpArgs& args, bool check_stats) {
+    if (absl::Status s = PoisonOutputs(problem, stream_); !s.ok()) return s.ToString();
+    absl::StatusOr<LaunchConfig> launched =
+        Launch(problem.op, problem.dtype, problem.shape, args, config, device_, stream_);
+    if (!launched.ok()) return launched.status().ToString();
+    if (launched->impl != Impl::kSplitRow || launched->split != config.split) {
+      return absl::StrCat("launched ", ConfigKey(*launched), " instead");
+    }
+    if (cudaError_t err = cudaStreamSynchronize(stream_); err != cudaSuccess) {
+      return absl::StrCat("kernel failed: ", cudaGetErrorString(err));
+    }
+    absl::StatusOr<CheckReport> report = CheckOutputs(problem, check_stats, stream_);
+    if (!report.ok()) return report.status().ToString();
+    ++g_launches;
+    return report->passed ? "" : report->detail;
+  }
+
+  // Runs `configs` on one uploaded problem, reporting the first failures.
+  void Sweep(DeviceProblem& problem, const std::vector<LaunchConfig>& configs, bool with_stats,
+             const std::string& what) {
+    int failures = 0;
+    for (const LaunchConfig& config : configs) {
+      const std::string failure =
+          LaunchAndCheck(problem, config, problem.Args(with_stats), with_stats);
+      if (failure.empty()) continue;
+      if (++failures <= kMaxFailuresReported) {
+        ADD_FAILURE() << OpName(problem.op) << " " << DTypeName(problem.dtype) << " rows="
+                      << problem.shape.rows << " cols=" << problem.shape.cols << " " << what
+                      << " " << ConfigKey(config) << ": " << failure;
+      }
+    }
+  }
+
+  // MakeProblem + Upload + every split config of the shape.
+  void SweepProblem(Shape shape, InputPattern pattern, bool with_affine, bool with_stats,
+                    const AttentionOptions& attention, const std::string& what) {
+    absl::StatusOr<HostProblem> host = MakeProblem(op(), dtype(), shape, FreshSeed(), pattern,
+                                                   with_affine, 0, 0, attention);
+    ASSERT_TRUE(host.ok()) << host.status();
+    absl::StatusOr<DeviceProblem> problem = Upload(*host);
+    ASSERT_TRUE(problem.ok()) << problem.status();
+    const std::vector<LaunchConfig> configs = AllSplitConfigs(shape);
+    ASSERT_FALSE(configs.empty()) << "no split config for rows=" << shape.rows
+                                  << " cols=" << shape.cols;
+    Sweep(*problem, configs, with_stats, what);
+  }
+
+  DeviceInfo device_;
+  cudaStream_t stream_ = nullptr;
+};
+
+// Few rows (a single cluster up to several waves of them), long rows whose
+// slices divide evenly and one (32768 + 8) that leaves a remainder pack for
+// the first blocks, up to 262144 columns where a slice still fits shared
+// memory. Per-row outputs (mean, inv_std, row_scale) are checked too.
+TEST_P(SplitRowGpuTest, EveryConfigMatchesTheReference) {
+  for (int64_t cols : {int64_t{16384}, int64_t{32768 + 8}, int64_t{131072}, int64_t{262144}}) {
+    for (int64_t rows : {1, 3, 8, 64}) {
+      SCOPED_TRACE(absl::StrCat("rows=", rows, " cols=", cols));
+      SweepProblem({rows, cols}, InputPattern::kNormal, /*with_affine=*/true,
+                   /*with_stats=*/true, FewRowsAttention(rows), "normal");
+    }
+  }
+}
+
+// Odd remainders: cols not a multiple of 16-byte packs (narrower packs only)
+// and pack counts that leave every possible remainder of the split.
+TEST_P(SplitRowGpuTest, RemaindersMatchTheReference) {
+  for (int64_t cols : {int64_t{16384 + 1}, int64_t{16384 + 2}, int64_t{16384 + 4},
+                       int64_t{16384 + 8 * 15}, int64_t{65536 + 8 * 7}}) {
+    SCOPED_TRACE(absl::StrCat("cols=", cols));
+    SweepProblem({3, cols}, InputPattern::kNormal, true, true, FewRowsAttention(3), "remainder");
+  }
+}
+
+// -inf rows with one finite value, constant (ReduceScale: zero) rows, huge
+// magnitudes, a NaN, all -inf, a large offset: the cross-block merges must
+// keep the row kernels' semantics (an all -inf row gives NaN, a NaN anywhere
+// gives NaN). Statistics of pathological rows are compared through y alone.
+TEST_P(SplitRowGpuTest, SpecialValuesMatchTheReference) {
+  for (int64_t cols : {int64_t{16384}, int64_t{32768 + 8}, int64_t{131072}}) {
+    SCOPED_TRACE(absl::StrCat("cols=", cols));
+    SweepProblem({12, cols}, InputPattern::kSpecialValues, true, /*with_stats=*/false,
+                 FewRowsAttention(12), "special");
+  }
+}
+
+// y == x: every block caches its slice before the cluster exchange and
+// writes only that slice, so in-place works for every op (ReduceScale's
+// in-place quantization included).
+TEST_P(SplitRowGpuTest, InPlace) {
+  for (int64_t cols : {int64_t{32768 + 8}, int64_t{131072}}) {
+    for (int64_t rows : {1, 8}) {
+      absl::StatusOr<HostProblem> host =
+          MakeProblem(op(), dtype(), {rows, cols}, FreshSeed(), InputPattern::kNormal, true, 0,
+                      0, FewRowsAttention(rows));
+      ASSERT_TRUE(host.ok()) << host.status();
+      absl::StatusOr<DeviceProblem> problem = Upload(*host);
+      ASSERT_TRUE(problem.ok()) << problem.status();
+      for (const LaunchConfig& config : AllSplitConfigs(host->shape)) {
+        ASSERT_EQ(cudaMemcpy(problem->y.data(), problem->x.data(), problem->x.bytes(),
+                             cudaMemcpyDeviceToDevice),
+                  cudaSuccess);
+        RowOpArgs args = problem->Args();
+        args.x = args.y;
+        absl::StatusOr<LaunchConfig> launched =
+            Launch(op(), dtype(), host->shape, args, config, device_, stream_);
+        ASSERT_TRUE(launched.ok()) << launched.status();
+        ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+        absl::StatusOr<CheckReport> report = CheckOutputs(*problem, true, stream_);
+        ASSERT_TRUE(report.ok()) << report.status();
+        EXPECT_TRUE(report->passed) << "rows=" << rows << " cols=" << cols << " "
+                                    << ConfigKey(config) << ": " << report->detail;
+        ++g_launches;
+      }
+    }
+  }
+}
+
+// LayerNorm and RMSNorm without gamma/beta, with and without their per-row
+// outputs.
+TEST_P(SplitRowGpuTest, NormsWithoutAffine) {
+  if (op() != Op::kLayerNorm && op() != Op::kRmsNorm) GTEST_SKIP() << "norms only";
+  for (bool with_stats : {true, false}) {
+    for (int64_t cols : {int64_t{32768 + 8}, int64_t{131072}}) {
+      SCOPED_TRACE(absl::StrCat("cols=", cols, " with_stats=", with_stats));
+      SweepProblem({8, cols}, InputPattern::kNormal, /*with_affine=*/false, with_stats, {},
+                   "no affine");
+    }
+  }
+}
+
+// The masked softmax's variants: causal only, mask and causal, an explicit
+// scale, and query rows shared by several (batch, head) rows (mask_rows <
+// rows, so row % mask_rows picks the mask row).
+TEST_P(SplitRowGpuTest, MaskedSoftmaxVariants) {
+  if (op() != Op::kScaledMaskedSoftmax) GTEST_SKIP() << "scaled_masked_softmax only";
+  struct Variant {
+    const char* name;
+    int64_t rows;
+    AttentionOptions attention;
+  };
+  const Variant variants[] = {
+      {"causal", 8, {0, /*with_mask=*/false, /*causal=*/true, 8}},
+      {"mask+causal", 8, {0, true, true, 8}},
+      {"scale 0.5", 8, {0.5, true, false, 8}},
+      {"4 queries x 4 heads", 16, {0, true, false, 4}},
+      {"2 queries causal x 3 heads", 6, {0, true, true, 2}},
+  };
+  for (const Variant& v : variants) {
+    for (int64_t cols : {int64_t{32768 + 8}, int64_t{131072}}) {
+      SCOPED_TRACE(absl::StrCat(v.name, " cols=", cols));
+      SweepProblem({v.rows, cols}, InputPattern::kNormal, false, false, v.attention, v.name);
+      SweepProblem({v.rows, cols}, InputPattern::kSpecialValues, false, false, v.attention,
+                   v.name);
+    }
+  }
+}
+
+// The rules' own choices: the heuristic takes split rows for 1..8 rows of
+// 131072, the enumeration offers them for few rows, and both run correctly.
+TEST_P(SplitRowGpuTest, HeuristicAndCandidatesRunCorrectly) {
+  for (int64_t rows : {1, 2, 5, 8, 64}) {
+    const Shape shape{rows, 131072};
+    absl::StatusOr<HostProblem> host = MakeProblem(op(), dtype(), shape, FreshSeed(),
+                                                   InputPattern::kNormal, true, 0, 0,
+                                                   FewRowsAttention(rows));
+    ASSERT_TRUE(host.ok()) << host.status();
+    absl::StatusOr<DeviceProblem> problem = Upload(*host);
+    ASSERT_TRUE(problem.ok()) << problem.status();
+    std::vector<LaunchConfig> configs;
+    absl::StatusOr<std::vector<LaunchConfig>> enumerated =
+        EnumerateConfigs(op(), dtype(), shape, device_);
+    ASSERT_TRUE(enumerated.ok()) << enumerated.status();
+    for (const LaunchConfig& c : *enumerated) {
+      if (c.impl == Impl::kSplitRow) configs.push_back(c);
+    }
+    EXPECT_FALSE(configs.empty()) << "rows=" << rows << ": no split_row candidate";
+    if (rows <= 8) {
+      absl::StatusOr<LaunchConfig> heuristic = HeuristicConfig(op(), dtype(), shape, device_);
+      ASSERT_TRUE(heuristic.ok()) << heuristic.status();
+      EXPECT_EQ(heuristic->impl, Impl::kSplitRow) << ConfigKey(*heuristic);
+      if (heuristic->impl == Impl::kSplitRow) configs.push_back(*heuristic);
+    }
+    Sweep(*problem, configs, true, "rules");
+  }
+}
+
+// Pointers off the 16-byte grid make Launch narrow the pack of a split
+// config instead of issuing misaligned vector accesses.
+TEST_P(SplitRowGpuTest, MisalignedPointersFallBackToNarrowerPacks) {
+  const Shape shape{3, 32768 + 8};
+  absl::StatusOr<HostProblem> host = MakeProblem(op(), dtype(), shape, FreshSeed(),
+                                                 InputPattern::kNormal, false, 0, 0,
+                                                 FewRowsAttention(3));
+  ASSERT_TRUE(host.ok()) << host.status();
+  absl::StatusOr<DeviceProblem> problem = Upload(*host);
+  ASSERT_TRUE(problem.ok()) << problem.status();
+  const size_t element = DTypeSize(dtype());
+  const size_t bytes = problem->x.bytes();
+  absl::StatusOr<DeviceBuffer> in = DeviceBuffer::Allocate(bytes + 16);
+  absl::StatusOr<DeviceBuffer> out = DeviceBuffer::Allocate(bytes + 16);
+  ASSERT_TRUE(in.ok() && out.ok());
+  const int widest = 16 / static_cast<int>(element);
+  for (size_t offset_elements : {size_t{1}, size_t{2}, size_t{4}}) {
+    const size_t offset = offset_elements * element;
+    auto* x = static_cast<uint8_t*>(in->data()) + offset;
+    auto* y = static_cast<uint8_t*>(out->data()) + offset;
+    ASSERT_EQ(cudaMemcpy(x, problem->x.data(), bytes, cudaMemcpyDeviceToDevice), cudaSuccess);
+    for (int split : kSplits) {
+      RowOpArgs args = problem->Args();
+      args.x = x;
+      args.y = y;
+      absl::StatusOr<LaunchConfig> launched =
+          Launch(op(), dtype(), shape, args, Split(256, widest, split), device_, stream_);
+      ASSERT_TRUE(launched.ok()) << launched.status();
+      EXPECT_LE(launched->pack_size * element, offset % 16 == 0 ? 16 : offset & (~offset + 1))
+          << "offset " << offset << " bytes";
+      ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(problem->y.data(), y, bytes, cudaMemcpyDeviceToDevice), cudaSuccess);
+      absl::StatusOr<CheckReport> report = CheckOutputs(*problem, true, stream_);
+      ASSERT_TRUE(report.ok()) << report.status();
+      EXPECT_TRUE(report->passed) << "offset " << offset << " split " << split << ": "
+                                  << report->detail;
+      ++g_launches;
+    }
+  }
+}
+
+// The occupancy of a cluster launch is real (the CUDA calculator, with the
+// non-portable opt-in for 16) and matches what Launch accepts.
+TEST_P(SplitRowGpuTest, OccupancyIsQueriedPerCluster) {
+  const Shape shape{8, 131072};
+  for (int split : kSplits) {
+    for (int block : kBlockImplBlockSizes) {
+      const LaunchConfig c = Split(block, 16 / static_cast<int>(DTypeSize(dtype())), split);
+      // Slices beyond the per-block limit are refused before any query.
+      if (SharedMemoryBytes(op(), dtype(), shape, c) + 1024 > device_.max_smem_per_block_optin) {
+        continue;
+      }
+      absl::StatusOr<int> active = ActiveBlocksPerSm(op(), dtype(), shape, c, device_);
+      ASSERT_TRUE(active.ok()) << ConfigKey(c) << ": " << active.status();
+      EXPECT_EQ(*active > 0, ValidateConfig(op(), dtype(), shape, c, device_).ok())
+          << ConfigKey(c);
+      EXPECT_LE(*active, device_.max_threads_per_sm / block) << ConfigKey(c);
+    }
+  }
+}
+
+// An illegal split config is refused before anything is launched: the
+// poisoned output stays untouched.
+TEST_P(SplitRowGpuTest, IllegalConfigIsNeverLaunched) {
+  absl::StatusOr<HostProblem> host = MakeProblem(op(), dtype(), {2, 32}, FreshSeed(),
+                                                 InputPattern::kNormal, true, 0, 0,
+                                                 FewRowsAttention(2));
+  ASSERT_TRUE(host.ok()) << host.status();
+  absl::StatusOr<DeviceProblem> problem = Upload(*host);
+  ASSERT_TRUE(problem.ok()) << problem.status();
+  ASSERT_TRUE(PoisonOutputs(*problem, stream_).ok());
+  // 32 columns in 16-byte packs are fewer packs than 16 blocks.
+  const int widest = 16 / static_cast<int>(DTypeSize(dtype()));
+  for (const LaunchConfig& c : {Split(128, widest, 16), Split(128, 1, 3), Split(128, 1, 32)}) {
+    absl::StatusOr<LaunchConfig> launched =
+        Launch(op(), dtype(), host->shape, problem->Args(), c, device_, stream_);
+    ASSERT_FALSE(launched.ok()) << ConfigKey(c);
+    EXPECT_EQ(launched.status().code(), absl::StatusCode::kInvalidArgument)
+        << launched.status();
+    EXPECT_NE(launched.status().message().find("split="), absl::string_view::npos)
+        << launched.status();
+  }
+  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+  std::vector<uint8_t> y(problem->y.bytes());
+  ASSERT_EQ(cudaMemcpy(y.data(), problem->y.data(), y.size(), cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  EXPECT_TRUE(std::all_of(y.begin(), y.end(), [](uint8_t b) { return b == 0xff; }));
+}
+
+std::string ParamName(const ::testing::TestParamInfo<std::tuple<Op, DType>>& info) {
+  return absl::StrCat(OpName(std::get<0>(info.param)), "_", DTypeName(std::get<1>(info.param)));
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOpsAndDTypes, SplitRowGpuTest,
+                         ::testing::Combine(::testing::ValuesIn(kAllOps),
+                                            ::testing::ValuesIn(kAllDTypes)),
+                         ParamName);
+
+}  // namespace
+}  // namespace kt::kernels
