@@ -53,8 +53,10 @@ ABSL_FLAG(std::string, groups, "main,few_rows,attention",
 ABSL_FLAG(bool, force, false,
           "tune: re-measure points the store already has for this GPU and kernel version");
 ABSL_FLAG(int, device, 0,
-          "tune: CUDA device ordinal; run --via=ipc: the device to allocate on, also "
-          "the daemon's ordinal of it");
+          "tune: CUDA device ordinal; run --via=ipc: this process's device to allocate on");
+ABSL_FLAG(int, daemon_device, -1,
+          "run --via=ipc: the daemon's ordinal of --device; -1: the daemon's device with the "
+          "same UUID (GetStatus), so processes with different CUDA_VISIBLE_DEVICES agree");
 ABSL_FLAG(int, reps, 30, "tune: timed repetitions per candidate (median kept)");
 ABSL_FLAG(bool, cpu, false, "use the CPU reference backend even if a GPU is present");
 ABSL_FLAG(bool, candidates, false,
@@ -234,6 +236,7 @@ int RunVerb(const std::vector<std::string>& positional) {
   o.iterations = absl::GetFlag(FLAGS_iterations);
   o.epsilon = absl::GetFlag(FLAGS_epsilon);
   o.device = absl::GetFlag(FLAGS_device);
+  o.daemon_device = absl::GetFlag(FLAGS_daemon_device);
   o.format = FormatFlag();
   return kt::client::RunRunCommand(o, std::cout, std::cerr);
 }
@@ -281,7 +284,8 @@ const std::vector<Verb>& Verbs() {
        "kerntuned, check the output against the fp64 reference, and print the config "
        "it used with its source (tuned, nearest, heuristic, cpu), the kernel time and "
        "the round-trip time. Exit 1 on a mismatch or a failed call",
-       {"server", "dtype", "rows", "cols", "via", "iterations", "epsilon", "device", "format"},
+       {"server", "dtype", "rows", "cols", "via", "iterations", "epsilon", "device",
+        "daemon_device", "format"},
        1, RunVerb},
       {{"status"}, "",
        "what a running kerntuned reports: version, backend and why, devices, tuned "

@@ -39,7 +39,10 @@ struct RunCliOptions {
   std::string via = "auto";
   int iterations = 10;    // Runs timed; the output of the last is checked
   double epsilon = 1e-5;  // layer_norm
-  int device = 0;         // --via=ipc: CUDA device to allocate on, also the daemon's ordinal
+  int device = 0;         // --via=ipc: this process's CUDA device to allocate on
+  // The daemon's ordinal of that device; -1: the one with the same UUID
+  // (GetStatus), or `device` when the daemon reports no UUIDs.
+  int daemon_device = -1;
   uint64_t seed = 42;
   OutputFormat format = OutputFormat::kTable;
   absl::Duration deadline = absl::Seconds(120);  // per Run
