@@ -1,13 +1,23 @@
 // kt_daemon_bench: kerntuned as its clients see it, on a GPU host. Talks to
 // a running daemon over its Unix socket with CUDA IPC buffers it allocates:
 //  - latency: p50/p99 of a small Run (1 x 1024 fp16, registered buffers)
-//    against the floor of the same channel, a grpc.health.v1 Check (echo);
+//    against the floor of the same channel, a grpc.health.v1 Check (echo)
+//    made the same way as the Run (a blocking unary call), and against
+//    GetConfig (the daemon's own sync service, a trivial handler);
 //  - throughput: Runs per second with 1, 4 and 16 concurrent clients, each
-//    on its own connection with its own buffers;
-//  - bandwidth: a 49152 x 4096 fp16 softmax through the daemon, client
-//    round trip against the kernel time the daemon measured: synchronous,
-//    chained through IPC events, and pipelined (replies before the kernel
-//    ends, one wait at the end).
+//    on its own connection with its own buffers, timed once all registered;
+//  - bandwidth: a 49152 x 4096 fp16 softmax through the daemon against the
+//    kernel time the daemon measured (its CUDA events, the same Runs, so the
+//    same config): synchronous; chained through the client's stream with IPC
+//    events; chained on the daemon's own stream; pipelined (replies before
+//    the kernel ends) with 1 and with --pipeline_depth calls in flight.
+// Every Run reply carries the daemon's RunTiming; the bench prints and
+// records the p50 of each stage beside the client's round trip. For the
+// asynchronous series the daemon's GetStatus counters, read before and after,
+// give the GPU time its kernels took and how busy they kept the GPU.
+// Between series the bench's own process does no GPU work, so the two CUDA
+// contexts (bench, daemon) do not time-slice the GPU, except in the series
+// chained through the client's stream, where that is what is measured.
 //
 //   kt_daemon_bench --socket=PATH [--out=FILE.json] [--iterations=N]
 #include <cuda_fp16.h>
@@ -17,10 +27,12 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <mutex>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -30,19 +42,27 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "client/daemon_client.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
+#include "grpcpp/impl/client_unary_call.h"
+#include "grpcpp/impl/rpc_method.h"
+#include "kernels/device_identity.h"
 #include "kerntune/v1/kerntune.grpc.pb.h"
 
 ABSL_FLAG(std::string, socket, "", "the daemon's Unix socket");
 ABSL_FLAG(std::string, out, "", "write the results as JSON here");
 ABSL_FLAG(int, iterations, 3000, "timed calls per latency series");
 ABSL_FLAG(double, throughput_seconds, 3.0, "seconds per concurrency level");
+ABSL_FLAG(int, pipeline_depth, 4, "Runs in flight in the deep pipelined series");
+ABSL_FLAG(int, device, 0, "this process's CUDA device (the daemon's is found by UUID)");
 
 namespace {
 
 namespace pb = ::kerntune::v1;
 using Clock = std::chrono::steady_clock;
+
+constexpr char kHealthCheck[] = "/grpc.health.v1.Health/Check";
 
 void Check(cudaError_t error, const char* what) {
   if (error != cudaSuccess) {
@@ -71,8 +91,97 @@ std::shared_ptr<grpc::Channel> NewConnection(const std::string& socket) {
 double Us(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
 
 double Percentile(std::vector<double> values, double p) {
+  if (values.empty()) return 0;
   std::sort(values.begin(), values.end());
   return values[std::min(values.size() - 1, static_cast<size_t>(p * values.size()))];
+}
+
+struct Series {
+  double p50 = 0, p99 = 0, mean = 0;
+};
+
+Series Summarize(const std::vector<double>& us) {
+  Series s;
+  s.p50 = Percentile(us, 0.50);
+  s.p99 = Percentile(us, 0.99);
+  for (double u : us) s.mean += u / us.size();
+  return s;
+}
+
+// The daemon's RunTiming of many Runs, and what the client saw outside it.
+class Stages {
+ public:
+  void Add(const pb::RunResponse& response, double round_trip_us) {
+    const pb::RunTiming& t = response.server_timing();
+    validate_.push_back(t.validate_us());
+    resolve_.push_back(t.resolve_us());
+    execute_.push_back(t.execute_us());
+    lane_wait_.push_back(t.lane_wait_us());
+    launch_.push_back(t.launch_us());
+    gpu_wait_.push_back(t.gpu_wait_us());
+    handler_.push_back(t.handler_us());
+    // gRPC on both sides, the socket, thread hand-offs: everything the
+    // daemon's handler does not see.
+    outside_.push_back(round_trip_us - t.handler_us());
+  }
+  double handler_p50() const { return Percentile(handler_, 0.5); }
+  double outside_p50() const { return Percentile(outside_, 0.5); }
+
+  std::string Text() const {
+    return absl::StrFormat(
+        "    daemon (p50): handler %.1f us = validate %.1f + resolve %.1f + execute %.1f "
+        "[lane wait %.1f, launch %.1f, GPU wait %.1f] + reply %.1f; outside the handler "
+        "(gRPC, socket, threads) %.1f us\n",
+        handler_p50(), P(validate_), P(resolve_), P(execute_), P(lane_wait_), P(launch_),
+        P(gpu_wait_),
+        std::max(0.0, handler_p50() - P(validate_) - P(resolve_) - P(execute_)),
+        outside_p50());
+  }
+  std::string Json() const {
+    return absl::StrFormat(
+        "{\"handler_p50_us\": %.2f, \"handler_p99_us\": %.2f, \"validate_p50_us\": %.2f, "
+        "\"resolve_p50_us\": %.2f, \"execute_p50_us\": %.2f, \"lane_wait_p50_us\": %.2f, "
+        "\"launch_p50_us\": %.2f, \"gpu_wait_p50_us\": %.2f, \"outside_handler_p50_us\": %.2f, "
+        "\"outside_handler_p99_us\": %.2f}",
+        handler_p50(), Percentile(handler_, 0.99), P(validate_), P(resolve_), P(execute_),
+        P(lane_wait_), P(launch_), P(gpu_wait_), outside_p50(), Percentile(outside_, 0.99));
+  }
+
+ private:
+  static double P(const std::vector<double>& v) { return Percentile(v, 0.5); }
+  std::vector<double> validate_, resolve_, execute_, lane_wait_, launch_, gpu_wait_, handler_,
+      outside_;
+};
+
+// GetStatus counters (cumulative in the daemon; a series takes differences).
+struct Counters {
+  int64_t runs = 0, early = 0, kernels = 0;
+  double kernel_us = 0;
+};
+
+Counters ReadCounters(pb::KernTune::Stub& stub) {
+  grpc::ClientContext context;
+  pb::GetStatusResponse status;
+  Check(stub.GetStatus(&context, pb::GetStatusRequest(), &status), "GetStatus");
+  return {status.stats().runs(), status.stats().runs_answered_early(),
+          status.stats().kernels_timed(), status.stats().kernel_us()};
+}
+
+// What the GPU did during an asynchronous series of `runs` Runs lasting
+// `wall_us`, from the daemon's counters before and after.
+struct GpuUse {
+  int64_t kernels = 0;
+  double kernel_mean_us = 0;
+  double busy_pct = 0;  // summed kernel time over wall time
+};
+
+GpuUse Use(const Counters& before, const Counters& after, double wall_us) {
+  GpuUse use;
+  use.kernels = after.kernels - before.kernels;
+  const double kernel_us = after.kernel_us - before.kernel_us;
+  use.kernel_mean_us = use.kernels > 0 ? kernel_us / use.kernels : 0;
+  use.busy_pct = wall_us > 0 ? 100 * kernel_us / wall_us : 0;
+  return use;
 }
 
 // A cudaMalloc'd block registered with the daemon by CUDA IPC.
@@ -81,7 +190,8 @@ struct IpcBuffer {
   std::string id;
 };
 
-IpcBuffer RegisterNew(pb::KernTune::Stub& stub, size_t bytes, const char* label) {
+IpcBuffer RegisterNew(pb::KernTune::Stub& stub, size_t bytes, const char* label,
+                      int daemon_device) {
   IpcBuffer buffer;
   Check(cudaMalloc(&buffer.device, bytes), "cudaMalloc");
   cudaIpcMemHandle_t handle;
@@ -89,7 +199,7 @@ IpcBuffer RegisterNew(pb::KernTune::Stub& stub, size_t bytes, const char* label)
   pb::RegisterBufferRequest request;
   request.mutable_cuda_ipc()->set_handle(std::string(reinterpret_cast<const char*>(&handle),
                                                      sizeof(handle)));
-  request.mutable_cuda_ipc()->set_device_ordinal(0);
+  request.mutable_cuda_ipc()->set_device_ordinal(daemon_device);
   request.set_size_bytes(static_cast<int64_t>(bytes));
   request.set_label(label);
   pb::RegisterBufferResponse response;
@@ -112,24 +222,98 @@ pb::RunRequest SoftmaxRequest(const IpcBuffer& buffer, int64_t rows, int64_t col
   return request;
 }
 
+// Random normal fp16 values: a block of up to 1 Mi drawn on the host, then
+// repeated on the device (drawing 200 M values would take seconds per run).
 void FillRandom(void* device, int64_t elements) {
-  std::vector<__half> host(static_cast<size_t>(elements));
+  const int64_t block = std::min<int64_t>(elements, int64_t{1} << 20);
+  std::vector<__half> host(static_cast<size_t>(block));
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0, 2);
   for (auto& h : host) h = __float2half(normal(rng));
-  Check(cudaMemcpy(device, host.data(), host.size() * 2, cudaMemcpyHostToDevice), "fill");
+  char* out = static_cast<char*>(device);
+  Check(cudaMemcpy(out, host.data(), block * 2, cudaMemcpyHostToDevice), "fill");
+  for (int64_t done = block; done < elements; done += block) {
+    const int64_t count = std::min(block, elements - done);
+    Check(cudaMemcpy(out + done * 2, out, count * 2, cudaMemcpyDeviceToDevice), "fill");
+  }
+  Check(cudaDeviceSynchronize(), "fill");
 }
 
-struct Series {
-  double p50 = 0, p99 = 0, mean = 0;
+// An event the daemon can open (RunRequest.wait_event / done_event).
+struct SharedEvent {
+  cudaEvent_t event = nullptr;
+  std::string handle;
 };
 
-Series Summarize(const std::vector<double>& us) {
-  Series s;
-  s.p50 = Percentile(us, 0.50);
-  s.p99 = Percentile(us, 0.99);
-  for (double u : us) s.mean += u / us.size();
-  return s;
+SharedEvent NewSharedEvent() {
+  SharedEvent e;
+  Check(cudaEventCreateWithFlags(&e.event, cudaEventInterprocess | cudaEventDisableTiming),
+        "cudaEventCreate");
+  cudaIpcEventHandle_t handle;
+  Check(cudaIpcGetEventHandle(&handle, e.event), "cudaIpcGetEventHandle");
+  e.handle.assign(reinterpret_cast<const char*>(&handle), sizeof(handle));
+  return e;
+}
+
+std::string ConfigJson(const pb::ConfigChoice& c) {
+  return absl::StrFormat("{\"source\": \"%s\", \"key\": \"%s\", \"tuned_median_us\": %.2f}",
+                         pb::ConfigSource_Name(c.source()), c.config().key(),
+                         c.tuned_median_us());
+}
+
+std::string ConfigText(const pb::ConfigChoice& c) {
+  std::string text = absl::StrCat(c.config().key(), " (", pb::ConfigSource_Name(c.source()));
+  if (c.tuned_median_us() > 0) {
+    absl::StrAppendFormat(&text, ", the tuner timed it at %.1f us", c.tuned_median_us());
+  }
+  return text + ")";
+}
+
+// Runs `count` Runs with up to `depth` in flight (the asynchronous API on
+// one completion queue); `make(i)` builds the i-th request. Returns the
+// replies in order of issue, with their round trips.
+std::vector<std::pair<pb::RunResponse, double>> RunInFlight(
+    pb::KernTune::Stub& stub, int count, int depth,
+    const std::function<pb::RunRequest(int)>& make) {
+  struct Call {
+    grpc::ClientContext context;
+    pb::RunResponse response;
+    grpc::Status status;
+    Clock::time_point start;
+    std::unique_ptr<grpc::ClientAsyncResponseReader<pb::RunResponse>> reader;
+  };
+  grpc::CompletionQueue cq;
+  std::vector<std::unique_ptr<Call>> calls(count);
+  std::vector<std::pair<pb::RunResponse, double>> replies(count);
+  int issued = 0, finished = 0;
+  while (finished < count) {
+    while (issued < count && issued - finished < depth) {
+      auto call = std::make_unique<Call>();
+      const pb::RunRequest request = make(issued);
+      call->start = Clock::now();
+      call->reader = stub.AsyncRun(&call->context, request, &cq);
+      call->reader->Finish(&call->response, &call->status,
+                           reinterpret_cast<void*>(static_cast<intptr_t>(issued)));
+      calls[issued++] = std::move(call);
+    }
+    void* tag = nullptr;
+    bool ok = false;
+    if (!cq.Next(&tag, &ok) || !ok) {
+      std::fprintf(stderr, "kt_daemon_bench: the completion queue failed\n");
+      std::exit(1);
+    }
+    const int i = static_cast<int>(reinterpret_cast<intptr_t>(tag));
+    Check(calls[i]->status, "Run in flight");
+    replies[i] = {std::move(calls[i]->response), Us(Clock::now() - calls[i]->start)};
+    calls[i].reset();
+    ++finished;
+  }
+  cq.Shutdown();
+  void* tag = nullptr;
+  bool ok = false;
+  while (cq.Next(&tag, &ok)) {
+  }
+  return replies;
 }
 
 }  // namespace
@@ -138,38 +322,100 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const std::string socket = absl::GetFlag(FLAGS_socket);
   const int iterations = absl::GetFlag(FLAGS_iterations);
+  const int depth = std::max(1, absl::GetFlag(FLAGS_pipeline_depth));
+  const int local_device = absl::GetFlag(FLAGS_device);
   if (socket.empty()) {
     std::fprintf(stderr, "kt_daemon_bench: --socket is required\n");
     return 2;
   }
-  Check(cudaSetDevice(0), "cudaSetDevice");
+  Check(cudaSetDevice(local_device), "cudaSetDevice");
   auto channel = NewConnection(socket);
   auto stub = pb::KernTune::NewStub(channel);
   std::string json = "{\n";
 
+  // --- the daemon: its device for ours (by UUID), its wait mode.
+  int daemon_device = local_device;
+  {
+    grpc::ClientContext context;
+    pb::GetStatusResponse status;
+    Check(stub->GetStatus(&context, pb::GetStatusRequest(), &status), "GetStatus");
+    absl::StatusOr<kt::kernels::DeviceIdentity> mine =
+        kt::kernels::GetDeviceIdentity(local_device);
+    absl::StatusOr<int32_t> ordinal = kt::client::DaemonOrdinalForUuid(
+        status, mine.ok() ? mine->uuid : "", local_device);
+    if (!ordinal.ok()) {
+      std::fprintf(stderr, "kt_daemon_bench: %s\n", ordinal.status().ToString().c_str());
+      return 1;
+    }
+    daemon_device = *ordinal;
+    std::string uuid, pci, name;
+    for (const pb::Device& d : status.devices()) {
+      if (d.ordinal() != daemon_device) continue;
+      uuid = d.uuid();
+      pci = d.pci_bus_id();
+      name = d.sku().name();
+    }
+    std::printf("daemon %s, backend %s, --gpu_wait=%s; its device %d: %s %s %s (ours: %d, %s)\n",
+                status.version().c_str(), status.backend().c_str(),
+                status.stats().gpu_wait().c_str(), daemon_device, name.c_str(), uuid.c_str(),
+                pci.c_str(), local_device, mine.ok() ? mine->uuid.c_str() : "uuid unknown");
+    absl::StrAppendFormat(
+        &json,
+        "  \"daemon\": {\"version\": \"%s\", \"backend\": \"%s\", \"gpu_wait\": \"%s\", "
+        "\"device\": {\"ordinal\": %d, \"name\": \"%s\", \"uuid\": \"%s\", \"pci_bus_id\": "
+        "\"%s\"}, \"client_device\": {\"ordinal\": %d, \"uuid\": \"%s\"}},\n",
+        status.version(), status.backend(), status.stats().gpu_wait(), daemon_device, name, uuid,
+        pci, local_device, mine.ok() ? mine->uuid : "");
+  }
+
   // --- latency: small Run vs the echo floor on the same channel.
   {
-    IpcBuffer buffer = RegisterNew(*stub, 2 * 1024 * 2, "latency");
+    IpcBuffer buffer = RegisterNew(*stub, 2 * 1024 * 2, "latency", daemon_device);
     FillRandom(buffer.device, 1024);
     const pb::RunRequest run = SoftmaxRequest(buffer, 1, 1024);
-    grpc::GenericStub generic(channel);
-    // HealthCheckRequest{} serializes to zero bytes: one empty slice (a
-    // ByteBuffer with no slices at all is refused as an invalid message).
+    pb::GetConfigRequest get_config;
+    get_config.set_op(run.op());
+    get_config.set_dtype(run.dtype());
+    *get_config.mutable_shape() = run.shape();
+    // The echo goes through the same blocking unary call as stub->Run (what
+    // the generated stub does), with an empty HealthCheckRequest: one empty
+    // slice (a ByteBuffer with no slices at all is refused as invalid).
+    const grpc::internal::RpcMethod check(kHealthCheck, grpc::internal::RpcMethod::NORMAL_RPC,
+                                          channel);
     grpc::Slice empty_slice("", 0);
-    grpc::ByteBuffer empty_request(&empty_slice, 1);
-    std::vector<double> run_us, echo_us, kernel_us;
+    const grpc::ByteBuffer empty_request(&empty_slice, 1);
+    // The earlier benchmark's echo: the callback API, then a condition
+    // variable wakes this thread (one more hand-off than a Run has); kept
+    // so the two methods can be compared.
+    grpc::GenericStub generic(channel);
+    std::vector<double> run_us, echo_us, echo_callback_us, config_us, kernel_us;
+    Stages stages;
+    pb::ConfigChoice config;
     for (int i = 0; i < iterations + 200; ++i) {
-      // Alternate so that both series see the same machine state.
+      const bool timed = i >= 200;
+      // Interleaved, so every series sees the same machine state.
+      {
+        grpc::ClientContext context;
+        grpc::ByteBuffer reply;
+        const auto start = Clock::now();
+        const grpc::Status status =
+            grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
+                channel.get(), check, &context, empty_request, &reply);
+        const double us = Us(Clock::now() - start);
+        Check(status, "health Check");
+        if (timed) echo_us.push_back(us);
+      }
       {
         grpc::ClientContext context;
         grpc::ByteBuffer reply;
         grpc::Status status;
-        const auto start = Clock::now();
         std::mutex mu;
         std::condition_variable done;
         bool finished = false;
-        generic.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(),
-                          &empty_request, &reply, [&](grpc::Status s) {
+        grpc::ByteBuffer request = empty_request;
+        const auto start = Clock::now();
+        generic.UnaryCall(&context, kHealthCheck, grpc::StubOptions(), &request, &reply,
+                          [&](grpc::Status s) {
                             std::lock_guard<std::mutex> lock(mu);
                             status = s;
                             finished = true;
@@ -178,8 +424,15 @@ int main(int argc, char** argv) {
         std::unique_lock<std::mutex> lock(mu);
         done.wait(lock, [&] { return finished; });
         const double us = Us(Clock::now() - start);
-        Check(status, "health Check");
-        if (i >= 200) echo_us.push_back(us);
+        Check(status, "health Check (callback)");
+        if (timed) echo_callback_us.push_back(us);
+      }
+      {
+        grpc::ClientContext context;
+        pb::GetConfigResponse response;
+        const auto start = Clock::now();
+        Check(stub->GetConfig(&context, get_config, &response), "GetConfig");
+        if (timed) config_us.push_back(Us(Clock::now() - start));
       }
       {
         grpc::ClientContext context;
@@ -187,26 +440,39 @@ int main(int argc, char** argv) {
         const auto start = Clock::now();
         Check(stub->Run(&context, run, &response), "Run 1x1024");
         const double us = Us(Clock::now() - start);
-        if (i >= 200) {
+        if (timed) {
           run_us.push_back(us);
           kernel_us.push_back(response.kernel_time_us());
+          stages.Add(response, us);
+          config = response.config();
         }
       }
     }
     const Series run_s = Summarize(run_us), echo_s = Summarize(echo_us),
+                 callback_s = Summarize(echo_callback_us), config_s = Summarize(config_us),
                  kernel_s = Summarize(kernel_us);
-    std::printf("latency (1x1024 fp16 softmax, registered IPC buffers, %d calls each):\n"
-                "  Run   p50 %.1f us  p99 %.1f us\n  echo  p50 %.1f us  p99 %.1f us\n"
-                "  overhead over echo at p50: %.1f us (kernel %.1f us of it)\n",
-                iterations, run_s.p50, run_s.p99, echo_s.p50, echo_s.p99, run_s.p50 - echo_s.p50,
-                kernel_s.p50);
-    absl::StrAppendFormat(&json,
-                          "  \"latency\": {\"shape\": [1, 1024], \"dtype\": \"float16\", "
-                          "\"calls\": %d, \"run_p50_us\": %.2f, \"run_p99_us\": %.2f, "
-                          "\"echo_p50_us\": %.2f, \"echo_p99_us\": %.2f, "
-                          "\"kernel_p50_us\": %.2f, \"overhead_p50_us\": %.2f},\n",
-                          iterations, run_s.p50, run_s.p99, echo_s.p50, echo_s.p99, kernel_s.p50,
-                          run_s.p50 - echo_s.p50);
+    std::printf(
+        "latency (1x1024 fp16 softmax, registered IPC buffers, %d calls each, config %s):\n"
+        "  Run        p50 %.1f us  p99 %.1f us\n"
+        "  echo       p50 %.1f us  p99 %.1f us  (health Check, blocking call like Run)\n"
+        "  echo (cb)  p50 %.1f us  p99 %.1f us  (callback + condition variable: the old "
+        "method)\n"
+        "  GetConfig  p50 %.1f us  p99 %.1f us  (the daemon's sync service, trivial handler)\n"
+        "  overhead over echo at p50: %.1f us (kernel %.1f us of it, daemon's events)\n%s",
+        iterations, ConfigText(config).c_str(), run_s.p50, run_s.p99, echo_s.p50, echo_s.p99,
+        callback_s.p50, callback_s.p99, config_s.p50, config_s.p99, run_s.p50 - echo_s.p50,
+        kernel_s.p50, stages.Text().c_str());
+    absl::StrAppendFormat(
+        &json,
+        "  \"latency\": {\"shape\": [1, 1024], \"dtype\": \"float16\", \"calls\": %d, "
+        "\"config\": %s, \"run_p50_us\": %.2f, \"run_p99_us\": %.2f, \"echo_p50_us\": %.2f, "
+        "\"echo_p99_us\": %.2f, \"echo_method\": \"blocking unary call, as Run\", "
+        "\"echo_callback_p50_us\": %.2f, \"echo_callback_p99_us\": %.2f, "
+        "\"getconfig_p50_us\": %.2f, \"getconfig_p99_us\": %.2f, \"kernel_p50_us\": %.2f, "
+        "\"overhead_p50_us\": %.2f, \"server\": %s},\n",
+        iterations, ConfigJson(config), run_s.p50, run_s.p99, echo_s.p50, echo_s.p99,
+        callback_s.p50, callback_s.p99, config_s.p50, config_s.p99, kernel_s.p50,
+        run_s.p50 - echo_s.p50, stages.Json());
   }
 
   // --- throughput: N clients, each its own connection and buffers.
@@ -214,26 +480,30 @@ int main(int argc, char** argv) {
   for (int clients : {1, 4, 16}) {
     std::vector<std::thread> threads;
     std::atomic<int64_t> calls{0};
+    std::atomic<int> ready{0};
     std::atomic<bool> stop{false};
-    std::vector<std::vector<double>> latencies(clients);
+    std::vector<std::vector<double>> latencies(clients), handlers(clients);
     for (int c = 0; c < clients; ++c) {
       threads.emplace_back([&, c] {
-        Check(cudaSetDevice(0), "cudaSetDevice");
+        Check(cudaSetDevice(local_device), "cudaSetDevice");
         auto own_stub = pb::KernTune::NewStub(NewConnection(socket));
-        IpcBuffer buffer = RegisterNew(*own_stub, 2 * 1024 * 2, "throughput");
-        FillRandom(buffer.device, 1024);
+        IpcBuffer buffer = RegisterNew(*own_stub, 2 * 1024 * 2, "throughput", daemon_device);
+        FillRandom(buffer.device, 1024);  // this process's GPU work ends before the timing
         const pb::RunRequest run = SoftmaxRequest(buffer, 1, 1024);
+        ready.fetch_add(1);
         while (!stop.load()) {
           grpc::ClientContext context;
           pb::RunResponse response;
           const auto start = Clock::now();
           Check(own_stub->Run(&context, run, &response), "Run (throughput)");
           latencies[c].push_back(Us(Clock::now() - start));
+          handlers[c].push_back(response.server_timing().handler_us());
           calls.fetch_add(1);
         }
       });
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // connect and register
+    while (ready.load() < clients) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // warm up
     const int64_t before = calls.load();
     const auto start = Clock::now();
     std::this_thread::sleep_for(
@@ -242,108 +512,198 @@ int main(int argc, char** argv) {
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     stop = true;
     for (auto& t : threads) t.join();
-    std::vector<double> all;
+    std::vector<double> all, all_handlers;
     for (auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
-    const Series s = Summarize(all);
-    std::printf("throughput, %2d clients: %.0f Runs/s (latency p50 %.1f us, p99 %.1f us)\n",
-                clients, during / seconds, s.p50, s.p99);
+    for (auto& h : handlers) all_handlers.insert(all_handlers.end(), h.begin(), h.end());
+    const Series s = Summarize(all), h = Summarize(all_handlers);
+    std::printf("throughput, %2d clients: %.0f Runs/s (latency p50 %.1f us, p99 %.1f us; "
+                "daemon handler p50 %.1f us, p99 %.1f us)\n",
+                clients, during / seconds, s.p50, s.p99, h.p50, h.p99);
     absl::StrAppendFormat(&json,
                           "%s\n    {\"clients\": %d, \"runs_per_s\": %.1f, \"p50_us\": %.2f, "
-                          "\"p99_us\": %.2f}",
-                          clients == 1 ? "" : ",", clients, during / seconds, s.p50, s.p99);
+                          "\"p99_us\": %.2f, \"handler_p50_us\": %.2f, \"handler_p99_us\": %.2f}",
+                          clients == 1 ? "" : ",", clients, during / seconds, s.p50, s.p99, h.p50,
+                          h.p99);
   }
   json += "\n  ],\n";
 
   // --- bandwidth: a large softmax through the daemon vs the kernel alone.
   {
     constexpr int64_t kRows = 49152, kCols = 4096;
+    constexpr int kAsyncRuns = 50;
     const double bytes = 2.0 * kRows * kCols * 2;  // read + write
-    IpcBuffer buffer = RegisterNew(*stub, static_cast<size_t>(bytes), "bandwidth");
+    auto gbps = [&](double us) { return us > 0 ? bytes / (us * 1e3) : 0; };
+    IpcBuffer buffer = RegisterNew(*stub, static_cast<size_t>(bytes), "bandwidth", daemon_device);
     FillRandom(buffer.device, kRows * kCols);
-    pb::RunRequest run = SoftmaxRequest(buffer, kRows, kCols);
+    const pb::RunRequest base = SoftmaxRequest(buffer, kRows, kCols);
+
+    // Synchronous: the reply comes once the kernel is done.
     std::vector<double> round_trip_us, kernel_us;
+    Stages sync_stages;
+    pb::ConfigChoice config;
     for (int i = 0; i < 60; ++i) {
       grpc::ClientContext context;
       pb::RunResponse response;
       const auto start = Clock::now();
-      Check(stub->Run(&context, run, &response), "Run 49152x4096");
+      Check(stub->Run(&context, base, &response), "Run 49152x4096");
+      const double us = Us(Clock::now() - start);
       if (i >= 10) {
-        round_trip_us.push_back(Us(Clock::now() - start));
+        round_trip_us.push_back(us);
         kernel_us.push_back(response.kernel_time_us());
+        sync_stages.Add(response, us);
+        config = response.config();
       }
     }
-    // With events: the client queues its own wait on done_event, so the
-    // round trip no longer includes the kernel; measure back-to-back Runs
-    // ordered by the events, finished by one synchronize.
-    cudaEvent_t wait_event, done_event;
-    Check(cudaEventCreateWithFlags(&wait_event, cudaEventInterprocess | cudaEventDisableTiming),
-          "cudaEventCreate");
-    Check(cudaEventCreateWithFlags(&done_event, cudaEventInterprocess | cudaEventDisableTiming),
-          "cudaEventCreate");
-    cudaIpcEventHandle_t wait_handle, done_handle;
-    Check(cudaIpcGetEventHandle(&wait_handle, wait_event), "cudaIpcGetEventHandle");
-    Check(cudaIpcGetEventHandle(&done_handle, done_event), "cudaIpcGetEventHandle");
-    run.set_wait_event(std::string(reinterpret_cast<const char*>(&wait_handle), 64));
-    run.set_done_event(std::string(reinterpret_cast<const char*>(&done_handle), 64));
+    const Series rt = Summarize(round_trip_us), k = Summarize(kernel_us);
+    const double kernel_gbps = gbps(k.p50);
+
+    // An asynchronous series: `body` sends kAsyncRuns Runs and returns once
+    // the GPU has finished them; the daemon's counters say what the GPU did.
+    struct AsyncResult {
+      double us_per_run = 0;
+      GpuUse gpu;
+      Stages stages;
+    };
+    auto timed = [&](const std::function<void(Stages&)>& body) {
+      AsyncResult r;
+      Check(cudaDeviceSynchronize(), "sync");
+      const Counters before = ReadCounters(*stub);
+      const auto start = Clock::now();
+      body(r.stages);
+      const double wall_us = Us(Clock::now() - start);
+      const Counters after = ReadCounters(*stub);
+      r.us_per_run = wall_us / kAsyncRuns;
+      r.gpu = Use(before, after, wall_us);
+      return r;
+    };
+
+    // Chained through the client's stream: each Run waits on wait_event,
+    // which the client records after waiting on the previous done_event.
+    // The two processes' CUDA contexts alternate on the GPU every Run.
+    SharedEvent wait_event = NewSharedEvent(), done_event = NewSharedEvent();
     cudaStream_t stream;
     Check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-    constexpr int kAsyncRuns = 50;
-    Check(cudaEventRecord(wait_event, stream), "cudaEventRecord");
-    Check(cudaStreamSynchronize(stream), "sync");
-    const auto async_start = Clock::now();
-    for (int i = 0; i < kAsyncRuns; ++i) {
-      grpc::ClientContext context;
-      pb::RunResponse response;
-      Check(stub->Run(&context, run, &response), "Run with events");
-      // The next Run waits for this one's done: order our stream after it
-      // and record the wait event there.
-      Check(cudaStreamWaitEvent(stream, done_event, 0), "cudaStreamWaitEvent");
-      Check(cudaEventRecord(wait_event, stream), "cudaEventRecord");
-    }
-    Check(cudaStreamSynchronize(stream), "sync");
-    const double async_us = Us(Clock::now() - async_start) / kAsyncRuns;
+    pb::RunRequest chained = base;
+    chained.set_wait_event(wait_event.handle);
+    chained.set_done_event(done_event.handle);
+    Check(cudaEventRecord(wait_event.event, stream), "cudaEventRecord");
+    const AsyncResult events = timed([&](Stages& stages) {
+      for (int i = 0; i < kAsyncRuns; ++i) {
+        grpc::ClientContext context;
+        pb::RunResponse response;
+        const auto start = Clock::now();
+        Check(stub->Run(&context, chained, &response), "Run with events");
+        stages.Add(response, Us(Clock::now() - start));
+        Check(cudaStreamWaitEvent(stream, done_event.event, 0), "cudaStreamWaitEvent");
+        Check(cudaEventRecord(wait_event.event, stream), "cudaEventRecord");
+      }
+      Check(cudaStreamSynchronize(stream), "sync");
+    });
+
+    // Chained on the daemon's stream alone: each Run waits on the previous
+    // Run's done_event (recorded by the daemon), so the client's context does
+    // no GPU work. Against the series above: the cost of the context switches.
+    pb::RunRequest self_chained = base;
+    self_chained.set_wait_event(done_event.handle);
+    self_chained.set_done_event(done_event.handle);
+    const AsyncResult daemon_chained = timed([&](Stages& stages) {
+      for (int i = 0; i < kAsyncRuns; ++i) {
+        grpc::ClientContext context;
+        pb::RunResponse response;
+        const auto start = Clock::now();
+        Check(stub->Run(&context, self_chained, &response), "Run chained in the daemon");
+        stages.Add(response, Us(Clock::now() - start));
+      }
+      Check(cudaEventSynchronize(done_event.event), "cudaEventSynchronize");
+    });
 
     // Pipelined: Runs sent back to back, each answered once queued
-    // (done_event, no wait_event); the client waits once, on the last
-    // record. The RPCs overlap the kernels, as an asynchronous client's do.
-    pb::RunRequest pipelined = SoftmaxRequest(buffer, kRows, kCols);
-    pipelined.set_done_event(run.done_event());
-    Check(cudaDeviceSynchronize(), "sync");
-    const auto pipelined_start = Clock::now();
-    for (int i = 0; i < kAsyncRuns; ++i) {
-      grpc::ClientContext context;
-      pb::RunResponse response;
-      Check(stub->Run(&context, pipelined, &response), "Run pipelined");
-    }
-    Check(cudaEventSynchronize(done_event), "cudaEventSynchronize");
-    const double pipelined_us = Us(Clock::now() - pipelined_start) / kAsyncRuns;
+    // (done_event, no wait_event); the client waits once, on the last record.
+    pb::RunRequest pipelined = base;
+    pipelined.set_done_event(done_event.handle);
+    const AsyncResult pipelined_1 = timed([&](Stages& stages) {
+      for (int i = 0; i < kAsyncRuns; ++i) {
+        grpc::ClientContext context;
+        pb::RunResponse response;
+        const auto start = Clock::now();
+        Check(stub->Run(&context, pipelined, &response), "Run pipelined");
+        stages.Add(response, Us(Clock::now() - start));
+      }
+      Check(cudaEventSynchronize(done_event.event), "cudaEventSynchronize");
+    });
 
-    const Series rt = Summarize(round_trip_us), k = Summarize(kernel_us);
-    const double e2e_gbps = bytes / (rt.p50 * 1e3), kernel_gbps = bytes / (k.p50 * 1e3),
-                 async_gbps = bytes / (async_us * 1e3),
-                 pipelined_gbps = bytes / (pipelined_us * 1e3);
-    std::printf("bandwidth (49152x4096 fp16 softmax, registered IPC buffers):\n"
-                "  kernel alone (daemon's CUDA events) p50 %.1f us = %.0f GB/s\n"
+    // Pipelined with `depth` Runs in flight, as an asynchronous client would
+    // send them. Run i records done event i and waits on event i-1, so the
+    // kernels stay in order even when the daemon takes them on different
+    // streams; waiting on every event at the end covers every kernel. A
+    // first pass lets the daemon open the events.
+    std::vector<SharedEvent> ring;
+    for (int i = 0; i < kAsyncRuns; ++i) ring.push_back(NewSharedEvent());
+    auto deep_request = [&](int i) {
+      pb::RunRequest request = base;
+      request.set_wait_event(ring[(i + kAsyncRuns - 1) % kAsyncRuns].handle);
+      request.set_done_event(ring[i].handle);
+      return request;
+    };
+    auto deep_pass = [&](Stages& stages) {
+      for (const auto& [response, us] : RunInFlight(*stub, kAsyncRuns, depth, deep_request)) {
+        stages.Add(response, us);
+      }
+      for (const SharedEvent& e : ring) Check(cudaEventSynchronize(e.event), "sync ring");
+    };
+    {
+      Stages unused;
+      deep_pass(unused);
+    }
+    const AsyncResult pipelined_deep = timed(deep_pass);
+
+    std::printf("bandwidth (49152x4096 fp16 softmax, registered IPC buffers, config %s):\n"
+                "  kernel alone (daemon's CUDA events, same Runs) p50 %.1f us = %.0f GB/s\n"
                 "  through the daemon, synchronous p50 %.1f us = %.0f GB/s (%.1f%% of kernel)\n"
-                "  through the daemon, IPC events chained, %d back to back: %.1f us each = %.0f GB/s "
-                "(%.1f%%)\n"
-                "  through the daemon, pipelined (done_event only, one wait at the end), %d: "
-                "%.1f us each = %.0f GB/s (%.1f%%)\n",
-                k.p50, kernel_gbps, rt.p50, e2e_gbps, 100 * e2e_gbps / kernel_gbps, kAsyncRuns,
-                async_us, async_gbps, 100 * async_gbps / kernel_gbps, kAsyncRuns, pipelined_us,
-                pipelined_gbps, 100 * pipelined_gbps / kernel_gbps);
-    absl::StrAppendFormat(&json,
-                          "  \"bandwidth\": {\"shape\": [%d, %d], \"dtype\": \"float16\", "
-                          "\"kernel_p50_us\": %.2f, \"kernel_gbps\": %.1f, "
-                          "\"sync_round_trip_p50_us\": %.2f, \"sync_gbps\": %.1f, "
-                          "\"sync_pct_of_kernel\": %.2f, \"events_us_per_run\": %.2f, "
-                          "\"events_gbps\": %.1f, \"events_pct_of_kernel\": %.2f, "
-                          "\"pipelined_us_per_run\": %.2f, \"pipelined_gbps\": %.1f, "
-                          "\"pipelined_pct_of_kernel\": %.2f}\n",
-                          kRows, kCols, k.p50, kernel_gbps, rt.p50, e2e_gbps,
-                          100 * e2e_gbps / kernel_gbps, async_us, async_gbps,
-                          100 * async_gbps / kernel_gbps, pipelined_us, pipelined_gbps,
-                          100 * pipelined_gbps / kernel_gbps);
+                "%s",
+                ConfigText(config).c_str(), k.p50, kernel_gbps, rt.p50, gbps(rt.p50),
+                100 * gbps(rt.p50) / kernel_gbps, sync_stages.Text().c_str());
+    const std::pair<std::string, const AsyncResult*> async_series[] = {
+        {"IPC events chained through the client's stream", &events},
+        {"chained on the daemon's stream (no client GPU work)", &daemon_chained},
+        {"pipelined, 1 in flight (done_event only)", &pipelined_1},
+        {absl::StrCat("pipelined, ", depth, " in flight (each after the previous one's event)"),
+         &pipelined_deep}};
+    for (const auto& [what, r] : async_series) {
+      std::printf("  through the daemon, %s, %d Runs: %.1f us each = %.0f GB/s (%.1f%%)\n"
+                  "    GPU (daemon's counters): %lld kernels timed, mean %.1f us, busy %.1f%% "
+                  "of the wall time\n%s",
+                  what.c_str(), kAsyncRuns, r->us_per_run, gbps(r->us_per_run),
+                  100 * gbps(r->us_per_run) / kernel_gbps,
+                  static_cast<long long>(r->gpu.kernels), r->gpu.kernel_mean_us,
+                  r->gpu.busy_pct, r->stages.Text().c_str());
+    }
+    auto async_json = [&](const AsyncResult& r) {
+      return absl::StrFormat(
+          "{\"us_per_run\": %.2f, \"gbps\": %.1f, \"pct_of_kernel\": %.2f, "
+          "\"gpu_kernels_timed\": %d, \"gpu_kernel_mean_us\": %.2f, \"gpu_busy_pct\": %.2f, "
+          "\"server\": %s}",
+          r.us_per_run, gbps(r.us_per_run), 100 * gbps(r.us_per_run) / kernel_gbps,
+          r.gpu.kernels, r.gpu.kernel_mean_us, r.gpu.busy_pct, r.stages.Json());
+    };
+    // The flat keys of the earlier files stay, for comparison.
+    absl::StrAppendFormat(
+        &json,
+        "  \"bandwidth\": {\"shape\": [%d, %d], \"dtype\": \"float16\", \"config\": %s, "
+        "\"kernel_p50_us\": %.2f, \"kernel_gbps\": %.1f, "
+        "\"sync_round_trip_p50_us\": %.2f, \"sync_gbps\": %.1f, "
+        "\"sync_pct_of_kernel\": %.2f, \"sync_server\": %s, \"events_us_per_run\": %.2f, "
+        "\"events_gbps\": %.1f, \"events_pct_of_kernel\": %.2f, "
+        "\"pipelined_us_per_run\": %.2f, \"pipelined_gbps\": %.1f, "
+        "\"pipelined_pct_of_kernel\": %.2f, \"async_runs\": %d, \"pipeline_depth\": %d, "
+        "\"events\": %s, \"daemon_chained\": %s, \"pipelined\": %s, \"pipelined_deep\": %s}\n",
+        kRows, kCols, ConfigJson(config), k.p50, kernel_gbps, rt.p50, gbps(rt.p50),
+        100 * gbps(rt.p50) / kernel_gbps, sync_stages.Json(), events.us_per_run,
+        gbps(events.us_per_run), 100 * gbps(events.us_per_run) / kernel_gbps,
+        pipelined_1.us_per_run, gbps(pipelined_1.us_per_run),
+        100 * gbps(pipelined_1.us_per_run) / kernel_gbps, kAsyncRuns, depth,
+        async_json(events), async_json(daemon_chained), async_json(pipelined_1),
+        async_json(pipelined_deep));
   }
   json += "}\n";
   if (!absl::GetFlag(FLAGS_out).empty()) std::ofstream(absl::GetFlag(FLAGS_out)) << json;

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/device_identity.h"
 
 namespace kt::client {
 namespace {
@@ -49,6 +50,12 @@ int VisibleCudaDevices() {
     return 0;
   }
   return count;
+}
+
+absl::StatusOr<std::string> CudaDeviceUuid(int device) {
+  absl::StatusOr<kernels::DeviceIdentity> identity = kernels::GetDeviceIdentity(device);
+  if (!identity.ok()) return identity.status();
+  return identity->uuid;
 }
 
 absl::StatusOr<IpcAllocation> IpcAllocation::Allocate(int device, size_t bytes) {

@@ -19,6 +19,10 @@ namespace kt::client {
 // CUDA devices this process can see (0 when there is no driver or device).
 int VisibleCudaDevices();
 
+// The UUID of this process's CUDA device `device`, as nvidia-smi prints it
+// ("GPU-..."), for DaemonClient::DeviceOrdinalFor.
+absl::StatusOr<std::string> CudaDeviceUuid(int device);
+
 // One cudaMalloc allocation and the IPC handle of its base. Move-only;
 // freed on destruction (after the daemon unregistered or stopped using it:
 // freeing memory another process still maps is the client's bug).

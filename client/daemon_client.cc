@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace kt::client {
 
@@ -242,6 +243,25 @@ pb::RunRequest MakeRunRequest(const RunArgs& args) {
   return request;
 }
 
+absl::StatusOr<int32_t> DaemonOrdinalForUuid(const pb::GetStatusResponse& status,
+                                             absl::string_view uuid, int32_t fallback) {
+  if (uuid.empty()) return fallback;
+  bool any_uuid = false;
+  std::vector<std::string> seen;
+  for (const pb::Device& device : status.devices()) {
+    if (device.uuid().empty()) continue;
+    any_uuid = true;
+    // nvidia-smi prints lower case; compare without regard to case.
+    if (absl::EqualsIgnoreCase(device.uuid(), uuid)) return device.ordinal();
+    seen.push_back(absl::StrCat(device.ordinal(), "=", device.uuid()));
+  }
+  if (!any_uuid) return fallback;
+  return absl::FailedPreconditionError(
+      absl::StrCat("the daemon does not see this process's GPU ", uuid, " (it sees ",
+                   absl::StrJoin(seen, ", "), "); start it with a CUDA_VISIBLE_DEVICES that "
+                   "includes this GPU"));
+}
+
 RegisteredBuffer::RegisteredBuffer(RegisteredBuffer&& other) noexcept
     : connection_(std::move(other.connection_)),
       deadline_(other.deadline_),
@@ -331,6 +351,14 @@ absl::StatusOr<pb::ListConfigsResponse> DaemonClient::ListConfigs() const {
 absl::StatusOr<pb::GetStatusResponse> DaemonClient::GetStatus() const {
   return Call(*connection_, deadline_, "GetStatus", &pb::KernTune::Stub::GetStatus,
               pb::GetStatusRequest());
+}
+
+absl::StatusOr<int32_t> DaemonClient::DeviceOrdinalFor(absl::string_view uuid,
+                                                        int32_t fallback) const {
+  if (uuid.empty()) return fallback;
+  absl::StatusOr<pb::GetStatusResponse> status = GetStatus();
+  if (!status.ok()) return status.status();
+  return DaemonOrdinalForUuid(*status, uuid, fallback);
 }
 
 absl::StatusOr<std::vector<pb::BufferInfo>> DaemonClient::ListBuffers() const {

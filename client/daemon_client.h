@@ -83,6 +83,15 @@ struct RunArgs {
 };
 pb::RunRequest MakeRunRequest(const RunArgs& args);
 
+// The daemon's ordinal of the GPU whose UUID ("GPU-...", cuda_ipc.h
+// CudaDeviceUuid) is `uuid`, from its GetStatus: CUDA ordinals depend on each
+// process's CUDA_VISIBLE_DEVICES, UUIDs do not. `fallback` (the caller's own
+// ordinal, the old assumption that both number GPUs alike) when `uuid` is
+// empty or the daemon reports no UUIDs (an older daemon, the CPU backend).
+// FailedPrecondition when the daemon reports UUIDs and none is `uuid`.
+absl::StatusOr<int32_t> DaemonOrdinalForUuid(const pb::GetStatusResponse& status,
+                                             absl::string_view uuid, int32_t fallback);
+
 struct DaemonClientOptions {
   // As for ResolveTarget; empty = the default socket.
   std::string target;
@@ -160,6 +169,8 @@ class DaemonClient {
                                              int64_t cols, int64_t inner = 1) const;
   absl::StatusOr<pb::ListConfigsResponse> ListConfigs() const;
   absl::StatusOr<pb::GetStatusResponse> GetStatus() const;
+  // DaemonOrdinalForUuid on this daemon's GetStatus.
+  absl::StatusOr<int32_t> DeviceOrdinalFor(absl::string_view uuid, int32_t fallback) const;
   // This process's registrations.
   absl::StatusOr<std::vector<pb::BufferInfo>> ListBuffers() const;
 

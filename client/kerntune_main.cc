@@ -66,8 +66,10 @@ ABSL_FLAG(std::string, groups, "main,few_rows,attention,axis",
 ABSL_FLAG(bool, force, false,
           "tune: re-measure points the store already has for this GPU and kernel version");
 ABSL_FLAG(int, device, 0,
-          "tune: CUDA device ordinal; run --via=ipc: the device to allocate on, also "
-          "the daemon's ordinal of it");
+          "tune: CUDA device ordinal; run --via=ipc: this process's device to allocate on");
+ABSL_FLAG(int, daemon_device, -1,
+          "run --via=ipc: the daemon's ordinal of --device; -1: the daemon's device with the "
+          "same UUID (GetStatus), so processes with different CUDA_VISIBLE_DEVICES agree");
 ABSL_FLAG(int, reps, 30, "tune: timed repetitions per candidate (median kept)");
 ABSL_FLAG(bool, cpu, false, "use the CPU reference backend even if a GPU is present");
 ABSL_FLAG(bool, candidates, false,
@@ -270,6 +272,7 @@ int RunVerb(const std::vector<std::string>& positional) {
   o.scale = absl::GetFlag(FLAGS_scale);
   o.mask_rows = absl::GetFlag(FLAGS_mask_rows);
   o.device = absl::GetFlag(FLAGS_device);
+  o.daemon_device = absl::GetFlag(FLAGS_daemon_device);
   o.format = FormatFlag();
   return kt::client::RunRunCommand(o, std::cout, std::cerr);
 }
@@ -320,7 +323,7 @@ const std::vector<Verb>& Verbs() {
        "heuristic, cpu), the kernel time and the round-trip time. Exit 1 on a mismatch or a "
        "failed call",
        {"server", "dtype", "rows", "cols", "inner", "via", "iterations", "epsilon", "mask",
-        "causal", "scale", "mask_rows", "device", "format"},
+        "causal", "scale", "mask_rows", "device", "daemon_device", "format"},
        1, RunVerb},
       {{"status"}, "",
        "what a running kerntuned reports: version, backend and why, devices, tuned "

@@ -186,9 +186,10 @@ class ShmTransport final : public Transport {
 
 class IpcTransport final : public Transport {
  public:
+  // `device` is this process's; `daemon_device` the daemon's ordinal of it.
   static absl::StatusOr<std::unique_ptr<IpcTransport>> Create(const DaemonClient& client,
                                                               const kernels::HostProblem& p,
-                                                              int device) {
+                                                              int device, int daemon_device) {
     auto t = std::unique_ptr<IpcTransport>(new IpcTransport(p));
     absl::StatusOr<IpcAllocation> memory = IpcAllocation::Allocate(device, t->layout_.total);
     if (!memory.ok()) return memory.status();
@@ -205,7 +206,7 @@ class IpcTransport final : public Transport {
     }
     if (!s.ok()) return s;
     absl::StatusOr<RegisteredBuffer> buffer =
-        client.RegisterCudaIpc(t->memory_.handle(), device, 0, 0, kLabel);
+        client.RegisterCudaIpc(t->memory_.handle(), daemon_device, 0, 0, kLabel);
     if (!buffer.ok()) return buffer.status();
     t->buffer_ = *std::move(buffer);
     t->request_ = MakeRunRequest(BufferArgs(p, t->layout_, t->buffer_));
@@ -241,27 +242,54 @@ class IpcTransport final : public Transport {
 struct ViaChoice {
   Via via = Via::kInline;
   std::string why;
+  int daemon_device = 0;  // kIpc: the daemon's ordinal of this process's device
 };
 
+// The daemon's ordinal of this process's CUDA device `device`: `asked` when
+// >= 0, else the daemon's device with the same UUID. `why` says which.
+absl::StatusOr<int> DaemonDevice(const pb::GetStatusResponse& status, int device, int asked,
+                                 std::string& why) {
+  if (asked >= 0) {
+    why = absl::StrCat("the daemon's device ", asked, " as asked");
+    return asked;
+  }
+  absl::StatusOr<std::string> uuid = CudaDeviceUuid(device);
+  // Without our own UUID, assume both number GPUs alike.
+  absl::StatusOr<int32_t> ordinal =
+      DaemonOrdinalForUuid(status, uuid.ok() ? *uuid : "", device);
+  if (!ordinal.ok()) return ordinal.status();
+  why = uuid.ok() ? absl::StrCat(*uuid, " is the daemon's device ", *ordinal)
+                  : absl::StrCat("the daemon's device ", *ordinal, " (this GPU's UUID unknown)");
+  return *ordinal;
+}
+
 // InvalidArgument = a usage error (exit 2).
-absl::StatusOr<ViaChoice> ChooseVia(Via requested, const DaemonClient& client, int device) {
+absl::StatusOr<ViaChoice> ChooseVia(Via requested, const DaemonClient& client, int device,
+                                    int daemon_device) {
   const bool unix_socket = IsUnixTarget(client.target());
   switch (requested) {
     case Via::kInline:
       return ViaChoice{Via::kInline, "asked"};
     case Via::kShm:
-    case Via::kIpc:
+    case Via::kIpc: {
       if (!unix_socket) {
         return absl::InvalidArgumentError(absl::StrCat(
             "--via=", ViaName(requested), " needs the daemon's Unix socket (--server=unix:PATH): "
             "it knows who owns a buffer only from the socket's peer credentials"));
       }
-      if (requested == Via::kIpc && device >= VisibleCudaDevices()) {
+      if (requested == Via::kShm) return ViaChoice{requested, "asked"};
+      if (device >= VisibleCudaDevices()) {
         return absl::FailedPreconditionError(
             absl::StrCat("--via=ipc needs CUDA device ", device, " in this process; ",
                          VisibleCudaDevices(), " visible"));
       }
-      return ViaChoice{requested, "asked"};
+      absl::StatusOr<pb::GetStatusResponse> status = client.GetStatus();
+      if (!status.ok()) return status.status();
+      std::string why;
+      absl::StatusOr<int> ordinal = DaemonDevice(*status, device, daemon_device, why);
+      if (!ordinal.ok()) return ordinal.status();
+      return ViaChoice{Via::kIpc, absl::StrCat("asked; ", why), *ordinal};
+    }
     case Via::kAuto:
       break;
   }
@@ -275,7 +303,14 @@ absl::StatusOr<ViaChoice> ChooseVia(Via requested, const DaemonClient& client, i
     return ViaChoice{Via::kInline,
                      absl::StrCat("auto: the daemon (", status->backend(), ") takes no CUDA IPC")};
   }
-  return ViaChoice{Via::kIpc, "auto: a GPU here and the daemon takes CUDA IPC"};
+  std::string why;
+  absl::StatusOr<int> ordinal = DaemonDevice(*status, device, daemon_device, why);
+  if (!ordinal.ok()) {
+    return ViaChoice{Via::kInline, absl::StrCat("auto: ", ordinal.status().message())};
+  }
+  return ViaChoice{Via::kIpc,
+                   absl::StrCat("auto: a GPU here and the daemon takes CUDA IPC; ", why),
+                   *ordinal};
 }
 
 bool Within(double got, double want, const kernels::Tolerance& t) {
@@ -514,7 +549,7 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
   absl::StatusOr<DaemonClient> client = DaemonClient::Connect(client_options);
   if (!client.ok()) return ReportError(kVerb, client.status(), err, kExitUsage);
 
-  absl::StatusOr<ViaChoice> choice = ChooseVia(*via, *client, o.device);
+  absl::StatusOr<ViaChoice> choice = ChooseVia(*via, *client, o.device, o.daemon_device);
   if (!choice.ok()) {
     return absl::IsInvalidArgument(choice.status())
                ? ReportError(kVerb, choice.status(), err, kExitUsage)
@@ -533,7 +568,8 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
           choice->via == Via::kShm
               ? absl::StatusOr<std::unique_ptr<Transport>>(ShmTransport::Create(*client, *problem))
               : absl::StatusOr<std::unique_ptr<Transport>>(
-                    IpcTransport::Create(*client, *problem, o.device));
+                    IpcTransport::Create(*client, *problem, o.device,
+                                         choice->daemon_device));
       if (!made.ok()) return ReportDaemonError(kVerb, made.status(), err);
       transport = *std::move(made);
       break;

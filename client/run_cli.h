@@ -49,7 +49,10 @@ struct RunCliOptions {
   bool causal = false;
   std::optional<double> scale;
   std::optional<int64_t> mask_rows;
-  int device = 0;         // --via=ipc: CUDA device to allocate on, also the daemon's ordinal
+  int device = 0;         // --via=ipc: this process's CUDA device to allocate on
+  // The daemon's ordinal of that device; -1: the one with the same UUID
+  // (GetStatus), or `device` when the daemon reports no UUIDs.
+  int daemon_device = -1;
   uint64_t seed = 42;
   OutputFormat format = OutputFormat::kTable;
   absl::Duration deadline = absl::Seconds(120);  // per Run

@@ -63,7 +63,11 @@ void WriteText(const std::string& target, const pb::GetStatusResponse& s, std::o
     const pb::Device& device = s.devices(i);
     lines.push_back({i == 0 ? "devices" : "",
                      absl::StrCat(device.ordinal(), ": ",
-                                  SkuDescription(SkuFromProto(device.sku())))});
+                                  SkuDescription(SkuFromProto(device.sku())),
+                                  device.uuid().empty() ? "" : absl::StrCat(", ", device.uuid()),
+                                  device.pci_bus_id().empty()
+                                      ? ""
+                                      : absl::StrCat(" at ", device.pci_bus_id()))});
   }
   lines.push_back(
       {"tuned", absl::StrCat(Plural(s.tuned_entries(), "entry", "entries"), " from ",
@@ -92,7 +96,9 @@ std::string DeviceJson(const pb::Device& device) {
   return absl::StrCat("{\"ordinal\": ", device.ordinal(), ", \"name\": ", JsonQuote(sku.name()),
                       ", \"cc_major\": ", sku.cc_major(), ", \"cc_minor\": ", sku.cc_minor(),
                       ", \"sm_count\": ", sku.sm_count(),
-                      ", \"total_memory_bytes\": ", sku.total_memory_bytes(), "}");
+                      ", \"total_memory_bytes\": ", sku.total_memory_bytes(),
+                      ", \"uuid\": ", JsonQuote(device.uuid()),
+                      ", \"pci_bus_id\": ", JsonQuote(device.pci_bus_id()), "}");
 }
 
 void WriteJson(const std::string& target, const pb::GetStatusResponse& s, std::ostream& out) {

@@ -3,6 +3,7 @@
 #ifndef KERNTUNE_SERVER_BACKEND_H_
 #define KERNTUNE_SERVER_BACKEND_H_
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -11,6 +12,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "kernels/device_identity.h"
 #include "kernels/device_info.h"
 #include "server/client_memory.h"
 #include "server/config_cache.h"
@@ -18,6 +20,14 @@
 #include "server/run_request.h"
 
 namespace kt::server {
+
+// Where a GPU backend spent one Execute, in microseconds (RunTiming's GPU
+// stages); all zero on the CPU.
+struct ExecuteTiming {
+  double lane_wait_us = 0;
+  double launch_us = 0;
+  double gpu_wait_us = 0;
+};
 
 struct RunResult {
   // Only the outputs returned inline are filled: rows * cols * inner
@@ -30,6 +40,22 @@ struct RunResult {
   // Empty on the CPU backend (no launch config there).
   std::optional<ConfigChoice> config;
   double kernel_time_us = 0;
+  ExecuteTiming timing;
+  // Answered once queued (done_event), before the GPU finished.
+  bool answered_early = false;
+};
+
+// A device as GetStatus describes it.
+struct BackendDevice {
+  kernels::DeviceInfo info;
+  kernels::DeviceIdentity identity;  // empty strings when unknown
+};
+
+// Counters since the backend was created (GetStatus.stats).
+struct BackendStats {
+  std::string gpu_wait;  // GpuWaitName; empty on the CPU
+  int64_t kernels_timed = 0;
+  double kernel_us = 0;
 };
 
 class Backend {
@@ -42,7 +68,9 @@ class Backend {
   // The config cache when this backend launches configs, else null.
   virtual const ConfigCache* config_cache() const { return nullptr; }
   // The devices this backend can see (empty on the CPU).
-  virtual std::vector<kernels::DeviceInfo> devices() const { return {}; }
+  virtual std::vector<BackendDevice> devices() const { return {}; }
+  // Kernel-time counters, brought up to date first. Thread-safe.
+  virtual BackendStats stats() { return {}; }
 
   // CUDA IPC: opening a memory handle (an allocation's base) of device
   // `device_ordinal` with its real size. The CPU backend cannot.

@@ -108,16 +108,24 @@ std::vector<Registration> BufferRegistry::List(const PeerProcess& caller) const 
 BufferRegistry::Reaped BufferRegistry::Reap(
     absl::Time now, absl::FunctionRef<bool(const PeerProcess&)> is_alive) {
   Reaped reaped;
+  // One /proc read per owner, made without the lock: Runs take it to use
+  // their buffers, and a read costs tens of microseconds.
+  absl::flat_hash_map<PeerProcess, bool> alive;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, registration] : by_id_) alive.try_emplace(registration.owner, true);
+  }
+  for (auto& [owner, owner_alive] : alive) owner_alive = is_alive(owner);
   std::vector<std::shared_ptr<const ClientMemory>> closing;  // released after the lock
   absl::MutexLock lock(&mu_);
-  absl::flat_hash_map<PeerProcess, bool> alive;  // one /proc read per owner
   for (auto it = by_id_.begin(); it != by_id_.end();) {
     const Registration& registration = it->second;
-    auto [known, inserted] = alive.try_emplace(registration.owner, false);
-    if (inserted) known->second = is_alive(registration.owner);
+    // An owner that registered since the reads is alive.
+    auto known = alive.find(registration.owner);
+    const bool owner_alive = known == alive.end() || known->second;
     const bool expired = now - registration.last_used > registration.ttl;
-    if (!known->second || expired) {
-      (known->second ? reaped.expired : reaped.owner_exited) += 1;
+    if (!owner_alive || expired) {
+      (owner_alive ? reaped.expired : reaped.owner_exited) += 1;
       closing.push_back(std::move(it->second.memory));
       by_id_.erase(it++);
     } else {

@@ -94,6 +94,11 @@ absl::StatusOr<RunResult> CpuBackend::Execute(const RunRequest& request) {
   }
   result.kernel_time_us =
       std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  {
+    absl::MutexLock lock(&mu_);
+    ++stats_.kernels_timed;
+    stats_.kernel_us += result.kernel_time_us;
+  }
 
   for (auto [view, data] :
        {std::pair(&request.output, static_cast<const void*>(y.data())),
@@ -104,6 +109,11 @@ absl::StatusOr<RunResult> CpuBackend::Execute(const RunRequest& request) {
     if (absl::Status s = CopyToClientHost(view->data, data, view->bytes); !s.ok()) return s;
   }
   return result;
+}
+
+BackendStats CpuBackend::stats() {
+  absl::MutexLock lock(&mu_);
+  return stats_;
 }
 
 }  // namespace kt::server

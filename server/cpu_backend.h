@@ -3,6 +3,8 @@
 #ifndef KERNTUNE_SERVER_CPU_BACKEND_H_
 #define KERNTUNE_SERVER_CPU_BACKEND_H_
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "server/backend.h"
 
 namespace kt::server {
@@ -14,9 +16,13 @@ class CpuBackend final : public Backend {
   std::string name() const override { return "cpu"; }
   // y in the storage dtype: the fp64 reference rounded once.
   absl::StatusOr<RunResult> Execute(const RunRequest& request) override;
+  // kernels_timed and kernel_us count the reference's runs and wall time.
+  BackendStats stats() override;
 
  private:
   int threads_;
+  absl::Mutex mu_;
+  BackendStats stats_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kt::server

@@ -3,16 +3,42 @@
 
 #include <cuda.h>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <tuple>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/device_identity.h"
 #include "kernels/launch.h"
 
 namespace kt::server {
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Pairs of timing events per lane: Runs answered early (done_event) may run
+// this many launches ahead of the reading of their times.
+constexpr size_t kTimingRing = 64;
+
+double MicrosSince(Clock::time_point start, Clock::time_point end) {
+  return std::chrono::duration<double, std::micro>(end - start).count();
+}
+
+unsigned ScheduleFlag(GpuWait wait) {
+  switch (wait) {
+    case GpuWait::kSpin:
+      return cudaDeviceScheduleSpin;
+    case GpuWait::kYield:
+      return cudaDeviceScheduleYield;
+    case GpuWait::kHybrid:
+    case GpuWait::kBlock:
+      return cudaDeviceScheduleBlockingSync;
+  }
+  return cudaDeviceScheduleAuto;
+}
 
 absl::Status CudaError(cudaError_t error, absl::string_view what) {
   if (error == cudaSuccess) return absl::OkStatus();
@@ -100,15 +126,22 @@ class GpuBackend::IpcEvent {
 };
 
 // Borrows a lane from the pool for one request, waiting when all are busy.
+// The most recently returned lane comes out first, so a lone client keeps
+// one stream (its Runs stay in order on the GPU).
 class GpuBackend::LaneLease {
  public:
   explicit LaneLease(GpuBackend& backend) : backend_(backend) {
-    absl::MutexLock lock(&backend_.mu_);
-    backend_.mu_.Await(absl::Condition(
-        +[](std::vector<int>* free) { return !free->empty(); }, &backend_.free_lanes_));
-    index_ = backend_.free_lanes_.back();
-    backend_.free_lanes_.pop_back();
-    ReleaseFinished(backend_.lanes_[index_]);
+    {
+      absl::MutexLock lock(&backend_.mu_);
+      backend_.mu_.Await(absl::Condition(
+          +[](std::vector<int>* free) { return !free->empty(); }, &backend_.free_lanes_));
+      index_ = backend_.free_lanes_.back();
+      backend_.free_lanes_.pop_back();
+    }
+    // The lane is ours now: no lock needed for its bookkeeping.
+    Lane& lane = backend_.lanes_[index_];
+    if (lane.pending > 0) backend_.ReadFinishedTimes(lane);
+    ReleaseFinished(lane);
   }
   ~LaneLease() {
     absl::MutexLock lock(&backend_.mu_);
@@ -116,40 +149,87 @@ class GpuBackend::LaneLease {
   }
   Lane& lane() const { return backend_.lanes_[index_]; }
 
-  // Drops the memory of answered Runs once the lane's stream has passed
-  // them. Needs the lane (a lease, or mu_ for a free lane).
-  static void ReleaseFinished(Lane& lane) {
-    if (!lane.in_flight.empty() && cudaEventQuery(lane.stop) == cudaSuccess) {
-      lane.in_flight.clear();
-    }
-  }
-
  private:
   GpuBackend& backend_;
   int index_ = 0;
 };
 
+void GpuBackend::ReleaseFinished(Lane& lane) {
+  if (!lane.in_flight.empty() && cudaEventQuery(lane.last_stop) == cudaSuccess) {
+    lane.in_flight.clear();
+  }
+}
+
+double GpuBackend::ReadFinishedTimes(Lane& lane, const TimedLaunch* want) {
+  double wanted_us = -1;
+  double read_us = 0;
+  int read = 0;
+  // Oldest first: a stream finishes its launches in order, so the first
+  // one not done ends the scan.
+  for (size_t i = 0; i < kTimingRing && lane.pending > 0; ++i) {
+    TimedLaunch& launch = lane.timing[(lane.next + i) % kTimingRing];
+    if (!launch.pending) continue;
+    if (cudaEventQuery(launch.stop) != cudaSuccess) break;
+    float ms = 0;
+    const cudaError_t got = cudaEventElapsedTime(&ms, launch.start, launch.stop);
+    launch.pending = false;
+    --lane.pending;
+    if (got != cudaSuccess) {
+      cudaGetLastError();
+      continue;
+    }
+    if (&launch == want) wanted_us = ms * 1e3;
+    read_us += ms * 1e3;
+    ++read;
+  }
+  if (read > 0) {
+    absl::MutexLock lock(&stats_mu_);
+    stats_.kernels_timed += read;
+    stats_.kernel_us += read_us;
+  }
+  return wanted_us;
+}
+
 absl::StatusOr<std::unique_ptr<GpuBackend>> GpuBackend::Create(
-    int ordinal, int streams, std::unique_ptr<ConfigCache> cache) {
+    int ordinal, const GpuBackendOptions& options, std::unique_ptr<ConfigCache> cache) {
+  if (options.streams < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("streams=", options.streams, " must be >= 1"));
+  }
   absl::StatusOr<kernels::DeviceInfo> device = kernels::GetDeviceInfo(ordinal);
   if (!device.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat("CUDA device ", ordinal, ": ", device.status().message()));
   }
   if (absl::Status s = CudaError(cudaSetDevice(ordinal), "cudaSetDevice"); !s.ok()) return s;
+  // The scheduling flag decides how the runtime's own waits behave
+  // (cudaStreamSynchronize, pageable copies); other flags are kept.
+  unsigned flags = 0;
+  if (absl::Status s = CudaError(cudaGetDeviceFlags(&flags), "cudaGetDeviceFlags"); !s.ok()) {
+    return s;
+  }
+  flags = (flags & ~static_cast<unsigned>(cudaDeviceScheduleMask)) | ScheduleFlag(options.wait);
+  if (absl::Status s = CudaError(cudaSetDeviceFlags(flags), "cudaSetDeviceFlags"); !s.ok()) {
+    return s;
+  }
   // Create the primary context now rather than on the first request.
   if (absl::Status s = CudaError(cudaFree(nullptr), "creating the CUDA context"); !s.ok()) {
     return s;
   }
-  std::unique_ptr<GpuBackend> backend(new GpuBackend(*device, std::move(cache)));
-  for (int i = 0; i < streams; ++i) {
-    Lane lane;
+  std::unique_ptr<GpuBackend> backend(new GpuBackend(*device, options, std::move(cache)));
+  backend->stats_.gpu_wait = std::string(GpuWaitName(options.wait));
+  backend->lanes_.resize(options.streams);  // destroyed by ~GpuBackend even on error
+  for (int i = 0; i < options.streams; ++i) {
+    Lane& lane = backend->lanes_[i];
     absl::Status s = CudaError(cudaStreamCreateWithFlags(&lane.stream, cudaStreamNonBlocking),
                                "cudaStreamCreate");
-    if (s.ok()) s = CudaError(cudaEventCreate(&lane.start), "cudaEventCreate");
-    if (s.ok()) s = CudaError(cudaEventCreate(&lane.stop), "cudaEventCreate");
-    backend->lanes_.push_back(lane);  // destroyed by ~GpuBackend even on error
+    lane.timing.resize(kTimingRing);
+    for (TimedLaunch& launch : lane.timing) {
+      if (s.ok()) s = CudaError(cudaEventCreate(&launch.start), "cudaEventCreate");
+      if (s.ok()) s = CudaError(cudaEventCreate(&launch.stop), "cudaEventCreate");
+    }
     if (!s.ok()) return s;
+    lane.last_stop = lane.timing.back().stop;  // never recorded: complete
     absl::MutexLock lock(&backend->mu_);
     backend->free_lanes_.push_back(i);
   }
@@ -163,31 +243,76 @@ GpuBackend::~GpuBackend() {
       cudaStreamSynchronize(lane.stream);
       cudaStreamDestroy(lane.stream);
     }
-    if (lane.start != nullptr) cudaEventDestroy(lane.start);
-    if (lane.stop != nullptr) cudaEventDestroy(lane.stop);
+    for (const TimedLaunch& launch : lane.timing) {
+      if (launch.start != nullptr) cudaEventDestroy(launch.start);
+      if (launch.stop != nullptr) cudaEventDestroy(launch.stop);
+    }
   }
 }
 
-std::vector<kernels::DeviceInfo> GpuBackend::devices() const {
-  std::vector<kernels::DeviceInfo> devices;
+std::vector<BackendDevice> GpuBackend::devices() const {
+  std::vector<BackendDevice> devices;
   for (int ordinal = 0; ordinal < kernels::CudaDeviceCount(); ++ordinal) {
     absl::StatusOr<kernels::DeviceInfo> device = kernels::GetDeviceInfo(ordinal);
-    if (device.ok()) devices.push_back(*std::move(device));
+    if (!device.ok()) continue;
+    BackendDevice out{*std::move(device), {}};
+    // Unknown identity stays empty: GetStatus still lists the device.
+    absl::StatusOr<kernels::DeviceIdentity> identity = kernels::GetDeviceIdentity(ordinal);
+    if (identity.ok()) out.identity = *std::move(identity);
+    devices.push_back(std::move(out));
   }
   return devices;
 }
 
+BackendStats GpuBackend::stats() {
+  {
+    // Bring the idle lanes' kernel times in (busy lanes read theirs when
+    // their holder is done).
+    absl::MutexLock lock(&mu_);
+    if (cudaSetDevice(device_.ordinal) == cudaSuccess) {
+      for (int index : free_lanes_) {
+        if (lanes_[index].pending > 0) ReadFinishedTimes(lanes_[index]);
+      }
+    }
+  }
+  absl::MutexLock lock(&stats_mu_);
+  return stats_;
+}
+
+absl::Status GpuBackend::WaitForStream(cudaStream_t stream) const {
+  if (options_.wait == GpuWait::kHybrid) {
+    const Clock::time_point give_up = Clock::now() + absl::ToChronoNanoseconds(options_.spin);
+    while (true) {
+      const cudaError_t state = cudaStreamQuery(stream);
+      if (state == cudaSuccess) return absl::OkStatus();
+      if (state != cudaErrorNotReady) return CudaError(state, "running the kernel");
+      if (Clock::now() >= give_up) break;
+      std::this_thread::yield();
+    }
+  }
+  // The runtime waits as the device's scheduling flag says (spin, yield or
+  // block; hybrid blocks once its polling gave up).
+  return CudaError(cudaStreamSynchronize(stream), "running the kernel");
+}
+
 absl::StatusOr<RunResult> GpuBackend::Execute(const RunRequest& request) {
+  const Clock::time_point start = Clock::now();
   // The executing thread (a gRPC handler thread) sets its own device; the
   // kernel library never switches devices behind its back.
   if (absl::Status s = CudaError(cudaSetDevice(device_.ordinal), "cudaSetDevice"); !s.ok()) {
     return s;
   }
   LaneLease lease(*this);
-  absl::StatusOr<RunResult> result = ExecuteOn(lease.lane(), request);
-  // After a failure, leave the lane idle for the next request; a Run
-  // answered before it finished (done_event) holds its memory in the lane.
-  if (!result.ok()) cudaStreamSynchronize(lease.lane().stream);
+  ExecuteTiming timing;
+  timing.lane_wait_us = MicrosSince(start, Clock::now());
+  absl::StatusOr<RunResult> result = ExecuteOn(lease.lane(), request, timing);
+  if (!result.ok()) {
+    // Leave the lane idle for the next request; a Run answered before it
+    // finished (done_event) holds its memory in the lane.
+    cudaStreamSynchronize(lease.lane().stream);
+    return result;
+  }
+  result->timing = timing;
   return result;
 }
 
@@ -252,10 +377,16 @@ void GpuBackend::Housekeep(absl::Time now, absl::FunctionRef<bool(const PeerProc
   events_.Evict(now, absl::Seconds(60), is_alive);
   absl::MutexLock lock(&mu_);
   if (cudaSetDevice(device_.ordinal) != cudaSuccess) return;
-  for (int index : free_lanes_) LaneLease::ReleaseFinished(lanes_[index]);
+  for (int index : free_lanes_) {
+    Lane& lane = lanes_[index];
+    if (lane.pending > 0) ReadFinishedTimes(lane);
+    ReleaseFinished(lane);
+  }
 }
 
-absl::StatusOr<RunResult> GpuBackend::ExecuteOn(Lane& lane, const RunRequest& request) {
+absl::StatusOr<RunResult> GpuBackend::ExecuteOn(Lane& lane, const RunRequest& request,
+                                                ExecuteTiming& timing) {
+  const Clock::time_point start = Clock::now();
   absl::StatusOr<ConfigChoice> choice = cache_->Lookup(request.op, request.dtype, request.shape);
   if (!choice.ok()) return choice.status();
   const cudaStream_t stream = lane.stream;
@@ -349,15 +480,28 @@ absl::StatusOr<RunResult> GpuBackend::ExecuteOn(Lane& lane, const RunRequest& re
     args.causal = request.causal;
   }
 
-  if (absl::Status s = CudaError(cudaEventRecord(lane.start, stream), "cudaEventRecord"); !s.ok()) {
+  // The ring's next pair: if its earlier launch has still not been read
+  // (more than kTimingRing launches ahead), that time is given up.
+  TimedLaunch& timed = lane.timing[lane.next];
+  if (timed.pending) {
+    timed.pending = false;
+    --lane.pending;
+  }
+  if (absl::Status s = CudaError(cudaEventRecord(timed.start, stream), "cudaEventRecord");
+      !s.ok()) {
     return s;
   }
   absl::StatusOr<kernels::LaunchConfig> launched = kernels::Launch(
       request.op, request.dtype, request.shape, args, choice->config, device_, stream);
   if (!launched.ok()) return launched.status();
-  if (absl::Status s = CudaError(cudaEventRecord(lane.stop, stream), "cudaEventRecord"); !s.ok()) {
+  if (absl::Status s = CudaError(cudaEventRecord(timed.stop, stream), "cudaEventRecord");
+      !s.ok()) {
     return s;
   }
+  timed.pending = true;
+  ++lane.pending;
+  lane.next = (lane.next + 1) % kTimingRing;
+  lane.last_stop = timed.stop;
   // Report the config actually launched (Launch may narrow the pack size).
   choice->config = *launched;
 
@@ -404,23 +548,22 @@ absl::StatusOr<RunResult> GpuBackend::ExecuteOn(Lane& lane, const RunRequest& re
     }
   }
   result.config = *choice;
+  const Clock::time_point queued = Clock::now();
+  timing.launch_us = MicrosSince(start, queued);
 
   if (done_event != nullptr && !staged_outputs) {
     // Answer now; the client orders its work after done_event. The lane
-    // keeps the client memory open until its stream has passed the kernel.
+    // keeps the client memory open until its stream has passed the kernel,
+    // and reads the kernel's time later.
     lane.in_flight.insert(lane.in_flight.end(), request.memory.begin(), request.memory.end());
+    result.answered_early = true;
     return result;
   }
-  if (absl::Status s = CudaError(cudaStreamSynchronize(stream), "running the kernel"); !s.ok()) {
-    return s;
-  }
-  float ms = 0;
-  if (absl::Status s = CudaError(cudaEventElapsedTime(&ms, lane.start, lane.stop),
-                                 "cudaEventElapsedTime");
-      !s.ok()) {
-    return s;
-  }
-  result.kernel_time_us = ms * 1e3;
+  if (absl::Status s = WaitForStream(stream); !s.ok()) return s;
+  timing.gpu_wait_us = MicrosSince(queued, Clock::now());
+  const double kernel_us = ReadFinishedTimes(lane, &timed);
+  if (kernel_us < 0) return absl::InternalError("cudaEventElapsedTime failed on a finished launch");
+  result.kernel_time_us = kernel_us;
   for (auto [view, staged] : outputs) {
     if (view->where != TensorView::Where::kClientHost) continue;
     if (absl::Status s = CopyToClientHost(view->data, staged->host.data(), view->bytes); !s.ok()) {

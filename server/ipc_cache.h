@@ -50,18 +50,25 @@ class IpcCache {
   // Drops idle entries (see above); returns how many.
   int Evict(absl::Time now, absl::Duration idle,
             absl::FunctionRef<bool(const PeerProcess&)> is_alive) {
+    // Liveness (a /proc read each) is asked without the lock: every Run
+    // that names a handle or an event takes it.
+    absl::flat_hash_set<PeerProcess> users;
+    {
+      absl::MutexLock lock(&mu_);
+      for (const auto& [handle, entry] : entries_) {
+        users.insert(entry.users.begin(), entry.users.end());
+      }
+    }
+    absl::flat_hash_set<PeerProcess> exited;
+    for (const PeerProcess& user : users) {
+      if (!is_alive(user)) exited.insert(user);
+    }
     std::vector<std::shared_ptr<Resource>> closing;  // released after the lock
     absl::MutexLock lock(&mu_);
     int evicted = 0;
     for (auto it = entries_.begin(); it != entries_.end();) {
       Entry& entry = it->second;
-      for (auto user = entry.users.begin(); user != entry.users.end();) {
-        if (is_alive(*user)) {
-          ++user;
-        } else {
-          entry.users.erase(user++);
-        }
-      }
+      for (const PeerProcess& user : exited) entry.users.erase(user);
       const bool held_elsewhere = entry.resource.use_count() > 1;
       if (!held_elsewhere && (entry.users.empty() || now - entry.last_used > idle)) {
         closing.push_back(std::move(entry.resource));

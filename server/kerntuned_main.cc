@@ -22,6 +22,16 @@ ABSL_FLAG(int64_t, max_request_bytes, kt::server::kDefaultMaxRequestBytes,
           "largest tensor (rows * cols * dtype size) a request may carry inline");
 ABSL_FLAG(int64_t, buffer_ttl_s, 3600,
           "default idle lease of a registered buffer, in seconds (RegisterBuffer ttl_seconds=0)");
+ABSL_FLAG(std::string, gpu_wait, "yield",
+          "how request threads wait for the GPU: spin, yield (spin, giving the core up between "
+          "polls), hybrid (poll for --gpu_wait_spin_us, then block) or block (sleep until the "
+          "GPU's interrupt; slowest wake-up)");
+ABSL_FLAG(int64_t, gpu_wait_spin_us, 2000,
+          "--gpu_wait=hybrid: microseconds to poll before blocking");
+ABSL_FLAG(int, grpc_min_pollers, 2, "gRPC threads kept waiting for requests");
+ABSL_FLAG(int, grpc_max_pollers, 32,
+          "most gRPC threads kept waiting for requests (more are started under load and end "
+          "once idle)");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("kerntuned [--socket=PATH] [--tcp=HOST:PORT] [--db=PATH] [--cpu]");
@@ -35,6 +45,16 @@ int main(int argc, char** argv) {
   options.force_cpu = absl::GetFlag(FLAGS_cpu);
   options.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
   options.buffer_ttl_s = absl::GetFlag(FLAGS_buffer_ttl_s);
+  absl::StatusOr<kt::server::GpuWait> gpu_wait =
+      kt::server::ParseGpuWait(absl::GetFlag(FLAGS_gpu_wait));
+  if (!gpu_wait.ok()) {
+    std::fprintf(stderr, "kerntuned: %s\n", gpu_wait.status().ToString().c_str());
+    return 2;
+  }
+  options.gpu_wait = *gpu_wait;
+  options.gpu_wait_spin_us = absl::GetFlag(FLAGS_gpu_wait_spin_us);
+  options.grpc_min_pollers = absl::GetFlag(FLAGS_grpc_min_pollers);
+  options.grpc_max_pollers = absl::GetFlag(FLAGS_grpc_max_pollers);
   const absl::Status status = kt::server::RunServer(options);
   if (!status.ok()) {
     std::fprintf(stderr, "kerntuned: %s\n", status.ToString().c_str());

@@ -109,8 +109,12 @@ absl::StatusOr<Backends> MakeBackend(const Options& options) {
   absl::StatusOr<std::unique_ptr<ConfigCache>> cache = ConfigCache::Create(options.db_path, *device);
   if (!cache.ok()) return cache.status();
   (*cache)->StartPolling(kReloadInterval);
+  GpuBackendOptions gpu_options;
+  gpu_options.streams = options.streams;
+  gpu_options.wait = options.gpu_wait;
+  gpu_options.spin = absl::Microseconds(options.gpu_wait_spin_us);
   absl::StatusOr<std::unique_ptr<GpuBackend>> gpu =
-      GpuBackend::Create(0, options.streams, *std::move(cache));
+      GpuBackend::Create(0, gpu_options, *std::move(cache));
   if (!gpu.ok()) {
     return Backends{std::make_unique<CpuBackend>(),
                     absl::StrCat("CUDA device 0 unusable: ", gpu.status().message())};
@@ -182,6 +186,15 @@ absl::Status RunServer(const Options& options) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--buffer_ttl_s=", options.buffer_ttl_s, " must be in [1, 604800] (a week)"));
   }
+  if (options.gpu_wait_spin_us < 0 || options.gpu_wait_spin_us > 1000000) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--gpu_wait_spin_us=", options.gpu_wait_spin_us, " must be in [0, 1000000]"));
+  }
+  if (options.grpc_min_pollers < 1 || options.grpc_max_pollers < options.grpc_min_pollers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--grpc_min_pollers=", options.grpc_min_pollers, " and --grpc_max_pollers=",
+        options.grpc_max_pollers, ": need 1 <= min <= max"));
+  }
   if (absl::Status s = PrepareSocketPath(options.socket_path); !s.ok()) return s;
   absl::StatusOr<Backends> backends = MakeBackend(options);
   if (!backends.ok()) return backends.status();
@@ -211,6 +224,8 @@ absl::Status RunServer(const Options& options) {
   }
   builder.SetMaxReceiveMessageSize(MessageLimit(options.max_request_bytes));
   builder.SetMaxSendMessageSize(MessageLimit(options.max_request_bytes));
+  builder.SetSyncServerOption(grpc::ServerBuilder::MIN_POLLERS, options.grpc_min_pollers);
+  builder.SetSyncServerOption(grpc::ServerBuilder::MAX_POLLERS, options.grpc_max_pollers);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || (!options.tcp_address.empty() && tcp_port == 0)) {
@@ -231,9 +246,13 @@ absl::Status RunServer(const Options& options) {
   server->GetHealthCheckService()->SetServingStatus(kServiceName, true);
   const ConfigCache* cache = backend.config_cache();
   std::fprintf(stderr,
-               "kerntuned: serving on unix:%s%s%s, backend %s (%s), %zu tuned configs from %s\n",
+               "kerntuned: serving on unix:%s%s%s, backend %s (%s%s), %zu tuned configs from "
+               "%s\n",
                options.socket_path.c_str(), options.tcp_address.empty() ? "" : " and ",
                options.tcp_address.c_str(), backend.name().c_str(), backends->reason.c_str(),
+               backend.name() == "gpu"
+                   ? absl::StrCat("; --gpu_wait=", GpuWaitName(options.gpu_wait)).c_str()
+                   : "",
                cache == nullptr ? size_t{0} : cache->Entries().size(),
                options.db_path.empty() ? "(no database)" : options.db_path.c_str());
 

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "server/gpu_wait.h"
 
 namespace kt::server {
 
@@ -26,6 +27,16 @@ struct Options {
   int64_t max_request_bytes = kDefaultMaxRequestBytes;
   // Streams in the GPU backend's pool.
   int streams = 4;
+  // How request threads wait for the GPU, and hybrid's polling budget.
+  GpuWait gpu_wait = GpuWait::kYield;
+  int64_t gpu_wait_spin_us = 2000;
+  // gRPC's sync-server threads that wait for requests: at least
+  // min_pollers are kept waiting (a request taking the last one makes the
+  // server start another thread first), and a thread whose request is done
+  // exits when max_pollers already wait. gRPC's defaults (1 and 2) create
+  // and end a thread per request under concurrent clients.
+  int grpc_min_pollers = 2;
+  int grpc_max_pollers = 32;
   // How long in-flight requests may take to finish at shutdown.
   int shutdown_grace_ms = 5000;
   // Default idle lease of a registered buffer (RegisterBuffer ttl_seconds 0).

@@ -1,6 +1,7 @@
 // KernTune service handlers (see service.h).
 #include "server/service.h"
 
+#include <chrono>
 #include <cstdio>
 
 #include "absl/container/flat_hash_set.h"
@@ -250,16 +251,24 @@ absl::StatusOr<std::shared_ptr<const ClientMemory>> KernTuneService::OpenCudaIpc
 
 grpc::Status KernTuneService::Run(grpc::ServerContext* context, const pb::RunRequest* request,
                                   pb::RunResponse* response) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  auto micros = [](Clock::time_point from, Clock::time_point to) {
+    return std::chrono::duration<double, std::micro>(to - from).count();
+  };
   KT_ADMIT_CALL();
   absl::StatusOr<RunRequest> run = ValidateRunRequest(*request, options_.max_request_bytes);
   if (!run.ok()) return Fail("Run", context, run.status());
+  const Clock::time_point validated = Clock::now();
   run->caller = Caller(*context);
   Resolver resolver(*this, run->caller);
   if (absl::Status s = ResolveTensorRefs(*request, resolver, *run); !s.ok()) {
     return Fail("Run", context, s);
   }
+  const Clock::time_point resolved = Clock::now();
   absl::StatusOr<RunResult> result = backend_.Execute(*run);
   if (!result.ok()) return Fail("Run", context, result.status());
+  const Clock::time_point executed = Clock::now();
   *response->mutable_output_data() = std::move(result->output);
   response->mutable_mean()->Add(result->mean.begin(), result->mean.end());
   response->mutable_inv_std()->Add(result->inv_std.begin(), result->inv_std.end());
@@ -267,6 +276,21 @@ grpc::Status KernTuneService::Run(grpc::ServerContext* context, const pb::RunReq
   ChoiceToProto(result->config, response->mutable_config());
   response->set_kernel_time_us(result->kernel_time_us);
   response->set_backend(backend_.name());
+  pb::RunTiming* timing = response->mutable_server_timing();
+  timing->set_validate_us(micros(start, validated));
+  timing->set_resolve_us(micros(validated, resolved));
+  timing->set_execute_us(micros(resolved, executed));
+  timing->set_lane_wait_us(result->timing.lane_wait_us);
+  timing->set_launch_us(result->timing.launch_us);
+  timing->set_gpu_wait_us(result->timing.gpu_wait_us);
+  const double handler_us = micros(start, Clock::now());
+  timing->set_handler_us(handler_us);
+  {
+    absl::MutexLock lock(&stats_mu_);
+    ++runs_;
+    runs_answered_early_ += result->answered_early ? 1 : 0;
+    handler_us_ += handler_us;
+  }
   return grpc::Status::OK;
 }
 
@@ -318,10 +342,12 @@ grpc::Status KernTuneService::GetStatus(grpc::ServerContext* context,
   response->set_kernel_library_version(kernels::kKernelLibraryVersion);
   response->set_backend(backend_.name());
   response->set_backend_reason(options_.backend_reason);
-  for (const kernels::DeviceInfo& device : backend_.devices()) {
+  for (const BackendDevice& device : backend_.devices()) {
     pb::Device* out = response->add_devices();
-    out->set_ordinal(device.ordinal);
-    SkuToProto(tuner::SkuOf(device), out->mutable_sku());
+    out->set_ordinal(device.info.ordinal);
+    SkuToProto(tuner::SkuOf(device.info), out->mutable_sku());
+    out->set_uuid(device.identity.uuid);
+    out->set_pci_bus_id(device.identity.pci_bus_id);
   }
   response->set_database_path(options_.database_path);
   if (const ConfigCache* cache = backend_.config_cache(); cache != nullptr) {
@@ -336,6 +362,17 @@ grpc::Status KernTuneService::GetStatus(grpc::ServerContext* context,
   response->set_open_ipc_mappings(static_cast<int64_t>(cuda_ipc_.size()));
   response->set_default_buffer_ttl_seconds(absl::ToInt64Seconds(options_.registry.default_ttl));
   response->set_cuda_ipc_supported(backend_.supports_cuda_ipc());
+  const BackendStats backend_stats = backend_.stats();
+  pb::DaemonStats* stats = response->mutable_stats();
+  stats->set_gpu_wait(backend_stats.gpu_wait);
+  stats->set_kernels_timed(backend_stats.kernels_timed);
+  stats->set_kernel_us(backend_stats.kernel_us);
+  {
+    absl::MutexLock lock(&stats_mu_);
+    stats->set_runs(runs_);
+    stats->set_runs_answered_early(runs_answered_early_);
+    stats->set_handler_us(handler_us_);
+  }
   return grpc::Status::OK;
 }
 

@@ -91,6 +91,11 @@ class KernTuneService final : public kerntune::v1::KernTune::Service {
   absl::Mutex mu_;
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  // Counters for GetStatus.stats.
+  absl::Mutex stats_mu_;
+  int64_t runs_ ABSL_GUARDED_BY(stats_mu_) = 0;
+  int64_t runs_answered_early_ ABSL_GUARDED_BY(stats_mu_) = 0;
+  double handler_us_ ABSL_GUARDED_BY(stats_mu_) = 0;
   BufferRegistry registry_{options_.registry};
   // Opened CUDA IPC memory by handle bytes (registrations and one-offs).
   IpcCache<const ClientMemory> cuda_ipc_;

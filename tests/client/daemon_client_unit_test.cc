@@ -1,5 +1,6 @@
 // The client library's pieces that need no daemon: targets, the default
-// socket (the same as the daemon's), the status mapping, shared memory.
+// socket (the same as the daemon's), the status mapping, picking the
+// daemon's device by UUID, shared memory.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -189,6 +190,57 @@ TEST(DaemonClientRunArgsTest, MakeRunRequestFillsEachNewOpsParameters) {
   request = MakeRunRequest(args);
   EXPECT_EQ(request.shape().inner(), 48);
   EXPECT_FALSE(request.has_scaled_masked_softmax());
+}
+
+pb::GetStatusResponse StatusWithDevices(
+    std::initializer_list<std::pair<int, std::string>> devices) {
+  pb::GetStatusResponse status;
+  for (const auto& [ordinal, uuid] : devices) {
+    pb::Device* device = status.add_devices();
+    device->set_ordinal(ordinal);
+    device->set_uuid(uuid);
+  }
+  return status;
+}
+
+TEST(DaemonOrdinalForUuidTest, PicksTheDaemonsOrdinalOfTheSameGpu) {
+  // The daemon sees two GPUs; this process (another CUDA_VISIBLE_DEVICES)
+  // calls the second one its device 0.
+  const pb::GetStatusResponse status =
+      StatusWithDevices({{0, "GPU-11111111-2222-3333-4444-555555555555"},
+                         {1, "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"}});
+  absl::StatusOr<int32_t> ordinal =
+      DaemonOrdinalForUuid(status, "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee", 0);
+  ASSERT_TRUE(ordinal.ok()) << ordinal.status();
+  EXPECT_EQ(*ordinal, 1);
+  // Case does not matter.
+  ordinal = DaemonOrdinalForUuid(status, "GPU-AAAAAAAA-BBBB-CCCC-DDDD-EEEEEEEEEEEE", 0);
+  ASSERT_TRUE(ordinal.ok());
+  EXPECT_EQ(*ordinal, 1);
+}
+
+TEST(DaemonOrdinalForUuidTest, AGpuTheDaemonDoesNotSeeIsAFailedPrecondition) {
+  const pb::GetStatusResponse status =
+      StatusWithDevices({{0, "GPU-11111111-2222-3333-4444-555555555555"}});
+  absl::StatusOr<int32_t> ordinal =
+      DaemonOrdinalForUuid(status, "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee", 0);
+  EXPECT_EQ(ordinal.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(ordinal.status().message()),
+              HasSubstr("0=GPU-11111111-2222-3333-4444-555555555555"));
+}
+
+TEST(DaemonOrdinalForUuidTest, FallsBackWithoutUuids) {
+  // An older daemon (devices without uuid), the CPU backend (no devices),
+  // or a caller that does not know its own UUID: the caller's ordinal.
+  EXPECT_EQ(*DaemonOrdinalForUuid(StatusWithDevices({{0, ""}, {1, ""}}),
+                                  "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee", 1),
+            1);
+  EXPECT_EQ(*DaemonOrdinalForUuid(pb::GetStatusResponse(),
+                                  "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee", 3),
+            3);
+  EXPECT_EQ(*DaemonOrdinalForUuid(
+                StatusWithDevices({{0, "GPU-11111111-2222-3333-4444-555555555555"}}), "", 2),
+            2);
 }
 
 bool ShmExists(const std::string& name) {

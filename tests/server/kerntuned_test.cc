@@ -350,6 +350,35 @@ TEST_F(KerntunedTest, GetConfigListConfigsAndGetStatusOnTheCpu) {
   EXPECT_EQ(status.tuned_entries(), 0);
   EXPECT_EQ(status.database_path(), db_);
   EXPECT_GE(status.uptime_seconds(), 0);
+  // No GPU: no wait mode and no Runs yet.
+  EXPECT_EQ(status.stats().gpu_wait(), "");
+  EXPECT_EQ(status.stats().runs(), 0);
+  EXPECT_EQ(status.stats().kernels_timed(), 0);
+}
+
+TEST_F(KerntunedTest, ARunReportsTheDaemonsTimeAndGetStatusCountsIt) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  pb::RunRequest request = testing::ValidRunRequest(pb::OP_SOFTMAX, pb::DTYPE_FLOAT16, 4, 256);
+  for (int i = 0; i < 3; ++i) {
+    pb::RunResponse response;
+    ASSERT_TRUE(Call(&pb::KernTune::Stub::Run, request, &response).ok());
+    const pb::RunTiming& timing = response.server_timing();
+    EXPECT_GT(timing.handler_us(), 0);
+    EXPECT_GE(timing.handler_us() + 1e-9,
+              timing.validate_us() + timing.resolve_us() + timing.execute_us());
+    // The CPU reference has no GPU stages.
+    EXPECT_EQ(timing.lane_wait_us(), 0);
+    EXPECT_EQ(timing.launch_us(), 0);
+    EXPECT_EQ(timing.gpu_wait_us(), 0);
+  }
+  pb::GetStatusResponse status;
+  ASSERT_TRUE(Call(&pb::KernTune::Stub::GetStatus, pb::GetStatusRequest(), &status).ok());
+  EXPECT_EQ(status.stats().runs(), 3);
+  EXPECT_EQ(status.stats().runs_answered_early(), 0);
+  EXPECT_GT(status.stats().handler_us(), 0);
+  // The CPU backend counts the reference's runs as its kernels.
+  EXPECT_EQ(status.stats().kernels_timed(), 3);
+  EXPECT_GE(status.stats().kernel_us(), 0);
 }
 
 TEST_F(KerntunedTest, MalformedRequestsGetTheirCodeAndTheDaemonStaysUp) {

@@ -1,5 +1,7 @@
 // KernTuneService as a function: the drain used at shutdown lets calls in
-// flight finish and refuses new ones with UNAVAILABLE.
+// flight finish and refuses new ones with UNAVAILABLE; a Run reports where
+// the daemon spent it and GetStatus counts it; devices carry their UUID and
+// PCI bus id.
 #include "server/service.h"
 
 #include <thread>
@@ -65,6 +67,100 @@ TEST(KernTuneServiceTest, DrainWithNothingInFlightReturnsAtOnce) {
   BlockingBackend backend;
   KernTuneService service(backend, ServiceOptions{int64_t{1} << 20, "test", ""});
   EXPECT_TRUE(service.Drain(absl::ZeroDuration()));
+}
+
+// Answers at once, with GPU-like stage times and devices of its choosing.
+class FakeGpuBackend final : public Backend {
+ public:
+  std::string name() const override { return "fake"; }
+  absl::StatusOr<RunResult> Execute(const RunRequest& request) override {
+    RunResult result;
+    result.output.assign(static_cast<size_t>(request.tensor_bytes()), '\0');
+    result.kernel_time_us = 3;
+    result.timing = {1.5, 2.5, 3.5};
+    result.answered_early = answer_early;
+    return result;
+  }
+  std::vector<BackendDevice> devices() const override { return devices_; }
+  BackendStats stats() override { return {"yield", 7, 21.0}; }
+  bool answer_early = false;
+  std::vector<BackendDevice> devices_;
+};
+
+TEST(KernTuneServiceTest, RunReportsItsStagesAndGetStatusCountsIt) {
+  FakeGpuBackend backend;
+  KernTuneService service(backend, ServiceOptions{int64_t{1} << 20, "test", ""});
+  const pb::RunRequest request =
+      testing::ValidRunRequest(pb::OP_SOFTMAX, pb::DTYPE_FLOAT32, 2, 4);
+  pb::RunResponse response;
+  {
+    grpc::ServerContext context;
+    ASSERT_TRUE(service.Run(&context, &request, &response).ok());
+  }
+  const pb::RunTiming& timing = response.server_timing();
+  EXPECT_GE(timing.validate_us(), 0);
+  EXPECT_GE(timing.resolve_us(), 0);
+  EXPECT_GE(timing.execute_us(), 0);
+  EXPECT_EQ(timing.lane_wait_us(), 1.5);
+  EXPECT_EQ(timing.launch_us(), 2.5);
+  EXPECT_EQ(timing.gpu_wait_us(), 3.5);
+  // The handler's time covers its stages (each measured on the same clock).
+  EXPECT_GE(timing.handler_us() + 1e-9,
+            timing.validate_us() + timing.resolve_us() + timing.execute_us());
+  EXPECT_EQ(response.kernel_time_us(), 3);
+
+  backend.answer_early = true;
+  {
+    grpc::ServerContext context;
+    ASSERT_TRUE(service.Run(&context, &request, &response).ok());
+  }
+  // A refused Run is not counted.
+  pb::RunRequest bad = request;
+  bad.mutable_shape()->set_cols(0);
+  {
+    grpc::ServerContext context;
+    EXPECT_EQ(service.Run(&context, &bad, &response).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
+  }
+
+  grpc::ServerContext context;
+  pb::GetStatusRequest status_request;
+  pb::GetStatusResponse status;
+  ASSERT_TRUE(service.GetStatus(&context, &status_request, &status).ok());
+  EXPECT_EQ(status.stats().runs(), 2);
+  EXPECT_EQ(status.stats().runs_answered_early(), 1);
+  EXPECT_GT(status.stats().handler_us(), 0);
+  EXPECT_EQ(status.stats().gpu_wait(), "yield");
+  EXPECT_EQ(status.stats().kernels_timed(), 7);
+  EXPECT_EQ(status.stats().kernel_us(), 21.0);
+}
+
+TEST(KernTuneServiceTest, DevicesCarryTheirUuidAndPciBusIdWhenKnown) {
+  // New fields, new numbers: old clients skip them.
+  const google::protobuf::Descriptor* device = pb::Device::descriptor();
+  ASSERT_NE(device->FindFieldByName("uuid"), nullptr);
+  EXPECT_EQ(device->FindFieldByName("uuid")->number(), 3);
+  ASSERT_NE(device->FindFieldByName("pci_bus_id"), nullptr);
+  EXPECT_EQ(device->FindFieldByName("pci_bus_id")->number(), 4);
+
+  FakeGpuBackend backend;
+  BackendDevice known{kernels::DescribedH100(), {"GPU-5b7f6b8a-0123-4567-89ab-cdef0010feff",
+                                                 "0000:1B:00.0"}};
+  known.info.ordinal = 0;
+  BackendDevice unknown{kernels::DescribedH100(), {}};
+  unknown.info.ordinal = 1;
+  backend.devices_ = {known, unknown};
+  KernTuneService service(backend, ServiceOptions{int64_t{1} << 20, "test", ""});
+  grpc::ServerContext context;
+  pb::GetStatusRequest request;
+  pb::GetStatusResponse status;
+  ASSERT_TRUE(service.GetStatus(&context, &request, &status).ok());
+  ASSERT_EQ(status.devices_size(), 2);
+  EXPECT_EQ(status.devices(0).ordinal(), 0);
+  EXPECT_EQ(status.devices(0).uuid(), "GPU-5b7f6b8a-0123-4567-89ab-cdef0010feff");
+  EXPECT_EQ(status.devices(0).pci_bus_id(), "0000:1B:00.0");
+  EXPECT_EQ(status.devices(1).uuid(), "");
+  EXPECT_EQ(status.devices(1).pci_bus_id(), "");
 }
 
 }  // namespace

@@ -285,9 +285,10 @@ class Client:
     (TCP: inline tensors only). None: the daemon's default socket
     ($XDG_RUNTIME_DIR/kerntune.sock, else /run/kerntune/kerntune.sock).
     timeout: seconds per call (None: no deadline).
-    device_map: {torch device index: daemon device ordinal} when this process
-    numbers GPUs differently from the daemon (CUDA_VISIBLE_DEVICES); by
-    default the two are the same.
+    device_map: {torch device index: daemon device ordinal}, to override the
+    default: the daemon's device with the same UUID (GetStatus), so processes
+    with different CUDA_VISIBLE_DEVICES agree; the same index when the daemon
+    or torch does not report UUIDs.
 
     Thread-safe. Create it after any fork(): gRPC channels do not survive one.
     """
@@ -297,6 +298,8 @@ class Client:
         self.target = _normalize_target(target)
         self.timeout = timeout
         self._device_map = dict(device_map or {})
+        # torch device index -> daemon ordinal found by UUID, once per index.
+        self._found_ordinals = {}
         channel_options = [
             ("grpc.max_send_message_length", -1),
             ("grpc.max_receive_message_length", -1),
@@ -478,7 +481,19 @@ class Client:
                 pass
 
     def _ordinal(self, device_index):
-        return int(self._device_map.get(device_index, device_index))
+        if device_index in self._device_map:
+            return int(self._device_map[device_index])
+        with self._lock:
+            found = self._found_ordinals.get(device_index)
+        if found is not None:
+            return found
+        uuid = _torch.device_uuid(device_index)
+        found = device_index
+        if uuid:
+            found = _types.daemon_ordinal_for_uuid(self.status().devices, uuid, device_index)
+        with self._lock:
+            self._found_ordinals[device_index] = found
+        return found
 
     # -- ops ----------------------------------------------------------------
 

@@ -29,7 +29,7 @@ from the handle's base. Three details of torch's protocol matter here:
 import sys
 import threading
 
-from kerntune import _errors
+from kerntune import _errors, _types
 
 _IPC_HANDLE_BYTES = 64
 _TYPE_CUDA_MALLOC = ord("c")
@@ -51,6 +51,22 @@ def dtype_name(dtype):
     torch = torch_module()
     names = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
     return names.get(dtype)
+
+
+def device_uuid(index):
+    """nvidia-smi's UUID ("GPU-...") of torch CUDA device `index`, or "" when
+    this torch's device properties have no uuid (older versions)."""
+    torch = torch_module()
+    if torch is None:
+        return ""
+    uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
+    if uuid is None:
+        return ""
+    raw = getattr(uuid, "bytes", None)
+    if raw is not None and len(raw) == 16:
+        return _types.format_gpu_uuid(raw)
+    text = str(uuid).lower()  # "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
+    return text if text.startswith("gpu-") and len(text) == 40 else "GPU-" + text
 
 
 def mem_handle(raw):

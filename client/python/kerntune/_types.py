@@ -9,6 +9,7 @@ does not know (a newer daemon) comes back as its number, as a string.
 import dataclasses
 from typing import List, Optional, Tuple
 
+from kerntune import _errors
 from kerntune.v1 import kerntune_pb2 as pb
 
 
@@ -87,8 +88,44 @@ class GpuSku:
 
 @dataclasses.dataclass(frozen=True)
 class Device:
+    """A daemon's device. uuid ("GPU-...", as nvidia-smi prints it) and
+    pci_bus_id name the physical GPU whatever CUDA_VISIBLE_DEVICES is; empty
+    when the daemon does not report them."""
+
     ordinal: int
     sku: GpuSku
+    uuid: str = ""
+    pci_bus_id: str = ""
+
+
+def format_gpu_uuid(raw):
+    """nvidia-smi's form of a 16-byte CUDA device UUID: "GPU-" + 8-4-4-4-12
+    lower-case hex digits."""
+    digits = bytes(raw).hex()
+    if len(digits) != 32:
+        raise ValueError("a CUDA device UUID has 16 bytes, got %d" % (len(digits) // 2))
+    return "GPU-%s-%s-%s-%s-%s" % (digits[0:8], digits[8:12], digits[12:16], digits[16:20],
+                                   digits[20:32])
+
+
+def daemon_ordinal_for_uuid(devices, uuid, fallback):
+    """The daemon's ordinal of the GPU whose UUID is `uuid`.
+
+    devices: Status.devices. `fallback` (the caller's own ordinal) when uuid
+    is empty or the daemon reports no UUIDs (an older daemon, the CPU
+    backend). FailedPreconditionError when it reports UUIDs and none matches.
+    """
+    if not uuid:
+        return fallback
+    seen = ["%d=%s" % (d.ordinal, d.uuid) for d in devices if d.uuid]
+    for device in devices:
+        if device.uuid and device.uuid.lower() == uuid.lower():
+            return device.ordinal
+    if not seen:
+        return fallback
+    raise _errors.FailedPreconditionError(
+        "the daemon does not see this process's GPU %s (it sees %s); start it with a "
+        "CUDA_VISIBLE_DEVICES that includes this GPU" % (uuid, ", ".join(seen)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,7 +155,8 @@ class Status:
             kernel_library_version=m.kernel_library_version,
             backend=m.backend,
             backend_reason=m.backend_reason,
-            devices=[Device(d.ordinal, GpuSku.from_proto(d.sku)) for d in m.devices],
+            devices=[Device(d.ordinal, GpuSku.from_proto(d.sku), d.uuid, d.pci_bus_id)
+                     for d in m.devices],
             tuned_entries=m.tuned_entries,
             database_path=m.database_path,
             database_data_version=m.database_data_version,

@@ -214,6 +214,70 @@ class TargetTest(unittest.TestCase):
         self.assertIn("Run", pb.DESCRIPTOR.services_by_name["KernTune"].methods_by_name)
 
 
+class DeviceUuidTest(unittest.TestCase):
+    """Picking the daemon's device by UUID (no GPU, no daemon needed)."""
+
+    A = "GPU-11111111-2222-3333-4444-555555555555"
+    B = "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
+
+    @staticmethod
+    def devices(*uuids):
+        sku = kerntune.GpuSku("H100", 9, 0, 132, 1)
+        return [kerntune.Device(i, sku, uuid, "") for i, uuid in enumerate(uuids)]
+
+    def test_format_matches_nvidia_smi(self):
+        raw = bytes([0x5b, 0x7f, 0x6b, 0x8a, 0x01, 0x23, 0x45, 0x67,
+                     0x89, 0xab, 0xcd, 0xef, 0x00, 0x10, 0xfe, 0xff])
+        self.assertEqual(kerntune._types.format_gpu_uuid(raw),
+                         "GPU-5b7f6b8a-0123-4567-89ab-cdef0010feff")
+        # torch's _CUuuid.bytes is a list of ints
+        self.assertEqual(kerntune._types.format_gpu_uuid(list(raw)),
+                         "GPU-5b7f6b8a-0123-4567-89ab-cdef0010feff")
+        with self.assertRaises(ValueError):
+            kerntune._types.format_gpu_uuid(b"short")
+
+    def test_the_daemons_ordinal_of_the_same_gpu(self):
+        pick = kerntune._types.daemon_ordinal_for_uuid
+        self.assertEqual(pick(self.devices(self.A, self.B), self.B, 0), 1)
+        self.assertEqual(pick(self.devices(self.A, self.B), self.B.upper(), 0), 1)
+        with self.assertRaises(kerntune.FailedPreconditionError) as context:
+            pick(self.devices(self.A), self.B, 0)
+        self.assertIn("0=" + self.A, str(context.exception))
+        # No UUIDs from the daemon (older, or CPU), or none of our own: the same index.
+        self.assertEqual(pick(self.devices("", ""), self.B, 1), 1)
+        self.assertEqual(pick([], self.B, 3), 3)
+        self.assertEqual(pick(self.devices(self.A), "", 2), 2)
+
+    def test_status_carries_uuid_and_pci_bus_id(self):
+        m = pb.GetStatusResponse()
+        d = m.devices.add(ordinal=0, uuid=self.A, pci_bus_id="0000:1B:00.0")
+        d.sku.name = "H100"
+        status = kerntune.Status.from_proto(m)
+        self.assertEqual(status.devices[0].uuid, self.A)
+        self.assertEqual(status.devices[0].pci_bus_id, "0000:1B:00.0")
+
+    def test_the_client_maps_torch_devices_by_uuid_once(self):
+        client = kerntune.Client("unix:/nonexistent/kerntune.sock", timeout=5)
+        calls = []
+        saved = kerntune._torch.device_uuid
+        try:
+            kerntune._torch.device_uuid = lambda index: self.B
+            client.status = lambda: calls.append(1) or kerntune.Status.from_proto(
+                pb.GetStatusResponse(devices=[pb.Device(ordinal=0, uuid=self.A),
+                                              pb.Device(ordinal=1, uuid=self.B)]))
+            self.assertEqual(client._ordinal(0), 1)
+            self.assertEqual(client._ordinal(0), 1)
+            self.assertEqual(len(calls), 1)  # GetStatus once per device
+            kerntune._torch.device_uuid = lambda index: ""
+            self.assertEqual(client._ordinal(2), 2)  # no UUID from torch: same index
+        finally:
+            kerntune._torch.device_uuid = saved
+            client.close()
+        mapped = kerntune.Client("unix:/nonexistent/kerntune.sock", device_map={0: 5})
+        self.assertEqual(mapped._ordinal(0), 5)  # an explicit map wins
+        mapped.close()
+
+
 class RpcTest(DaemonTestCase):
     def test_status(self):
         status = self.client.status()
@@ -227,6 +291,10 @@ class RpcTest(DaemonTestCase):
         self.assertTrue(status.database_path.endswith("missing.db"))
         self.assertGreaterEqual(status.uptime_seconds, 0)
         self.assertFalse(status.cuda_ipc_supported)
+        # Field numbers of the identity: new ones, so older clients skip them.
+        fields = pb.Device.DESCRIPTOR.fields_by_name
+        self.assertEqual(fields["uuid"].number, 3)
+        self.assertEqual(fields["pci_bus_id"].number, 4)
 
     def test_get_config(self):
         for dtype in ("bfloat16", np.float16, np.dtype(np.float32)):
