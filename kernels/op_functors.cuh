@@ -13,6 +13,11 @@ namespace kt::kernels::internal {
 // query index -inf when causal (top-left aligned, as PyTorch's is_causal),
 // where q = row % mask_rows. The shared-memory kernels cache these logits in
 // float (`cache_type`): rounding them to 16 bits would change the result.
+//
+// Row(row) binds a row once (row_common.cuh's BindRow): the query index (a
+// modulo: a software division routine on the GPU) and the row pointers are
+// worked out per row, not per pack. load(dst, row, col) stays for callers
+// that do not bind.
 template <typename T>
 struct MaskedScaleLoad {
   using storage_type = T;
@@ -23,24 +28,55 @@ struct MaskedScaleLoad {
   int64_t mask_rows;           // >= 1
   float scale;
   bool causal;
-  template <int N>
-  __device__ __forceinline__ void load(float* dst, int64_t row, int64_t col) const {
-    const Pack<T, N> pack = *reinterpret_cast<const Pack<T, N>*>(src + row * row_stride + col);
+
+  struct RowView {
+    const T* __restrict__ src;   // the row
+    const T* __restrict__ mask;  // its query's mask row, or null
+    int64_t query;
+    float scale;
+    bool causal;
+    template <int N>
+    __device__ __forceinline__ void load(float* dst, int64_t col) const {
+      // A pack wholly past the causal diagonal is -inf whatever x and the
+      // mask hold (a NaN there too, as in the reference): skip its reads,
+      // about half of a causal problem's input bytes.
+      if (causal && col > query) {
 #pragma unroll
-    for (int i = 0; i < N; ++i) dst[i] = ToFloat(pack.elem[i]) * scale;
-    const int64_t query = row % mask_rows;
-    if (mask != nullptr) {
-      const Pack<T, N> m =
-          *reinterpret_cast<const Pack<T, N>*>(mask + query * row_stride + col);
+        for (int i = 0; i < N; ++i) dst[i] = -INFINITY;
+        return;
+      }
+      const Pack<T, N> pack = *reinterpret_cast<const Pack<T, N>*>(src + col);
+      if (mask != nullptr) {
+        const Pack<T, N> m = *reinterpret_cast<const Pack<T, N>*>(mask + col);
 #pragma unroll
-      for (int i = 0; i < N; ++i) dst[i] += ToFloat(m.elem[i]);
-    }
-    if (causal) {
+        for (int i = 0; i < N; ++i) dst[i] = fmaf(ToFloat(pack.elem[i]), scale, ToFloat(m.elem[i]));
+      } else {
 #pragma unroll
-      for (int i = 0; i < N; ++i) {
-        if (col + i > query) dst[i] = -INFINITY;
+        for (int i = 0; i < N; ++i) dst[i] = ToFloat(pack.elem[i]) * scale;
+      }
+      if (causal) {
+#pragma unroll
+        for (int i = 0; i < N; ++i) {
+          if (col + i > query) dst[i] = -INFINITY;
+        }
       }
     }
+  };
+
+  __device__ __forceinline__ RowView Row(int64_t row) const {
+    // 32-bit remainder when both fit (always, in practice): a few
+    // instructions instead of the 64-bit division routine.
+    const int64_t query =
+        ((static_cast<uint64_t>(row) | static_cast<uint64_t>(mask_rows)) >> 32) == 0
+            ? static_cast<int64_t>(static_cast<uint32_t>(row) % static_cast<uint32_t>(mask_rows))
+            : row % mask_rows;
+    return {src + row * row_stride, mask != nullptr ? mask + query * row_stride : nullptr, query,
+            scale, causal};
+  }
+
+  template <int N>
+  __device__ __forceinline__ void load(float* dst, int64_t row, int64_t col) const {
+    Row(row).template load<N>(dst, col);
   }
 };
 

@@ -9,6 +9,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 #include <cub/block/block_reduce.cuh>
 
 #include "kernels/types.h"
@@ -100,6 +102,36 @@ struct DirectLoad {
   }
 };
 
+// A load functor bound to one row: load<N>(dst, col). Functors with work to
+// do once per row (MaskedScaleLoad's query index) provide Row(row) returning
+// such a view; for the others the view just remembers the row, and compiles
+// to exactly the load(dst, row, col) calls it forwards to. Kernels bind a row
+// once, then load its packs through the view.
+template <class Load>
+struct RowBoundLoad {
+  Load functor;
+  int64_t row;
+  template <int N>
+  __device__ __forceinline__ void load(float* dst, int64_t col) const {
+    functor.template load<N>(dst, row, col);
+  }
+};
+
+template <class Load, class = void>
+struct HasRowView : std::false_type {};
+template <class Load>
+struct HasRowView<Load, std::void_t<decltype(std::declval<const Load&>().Row(int64_t{0}))>>
+    : std::true_type {};
+
+template <class Load>
+__device__ __forceinline__ auto BindRow(const Load& load, int64_t row) {
+  if constexpr (HasRowView<Load>::value) {
+    return load.Row(row);
+  } else {
+    return RowBoundLoad<Load>{load, row};
+  }
+}
+
 // Narrows float results to the storage type and writes them as one pack.
 template <typename T>
 struct DirectStore {
@@ -163,6 +195,68 @@ struct SumOp {
   __device__ __forceinline__ float operator()(float a, float b) const {
     return a + b;
   }
+};
+
+// kRmsNorm and kReduceScale: one float statistic reduced over the row (the
+// sum of squares; the max |x|), then every element multiplied by a per-row
+// factor derived from it. Threads accumulate with Accumulate and combine with
+// Combine (GroupAllReduce / BlockAllReducer); a padding value of 0 leaves
+// either statistic unchanged, so kernels may accumulate masked lanes too.
+// Shared by every kernel family, so the math is written once.
+struct RowFactor {
+  float pre;     // ReduceScale: 2^64 for a subnormal max |x|, else 1
+  float factor;  // RMSNorm: 1 / rms; ReduceScale: 1 / max|x|, or 0
+};
+
+template <Op op>
+struct ScaleByStat;
+
+template <>
+struct ScaleByStat<Op::kRmsNorm> {
+  using Combine = SumOp;
+  __device__ __forceinline__ static float Accumulate(float sum_squares, float v) {
+    return fmaf(v, v, sum_squares);
+  }
+  __device__ __forceinline__ static RowFactor Factor(float sum_squares, int64_t cols,
+                                                     float epsilon) {
+    return {1.f, rsqrtf(sum_squares / static_cast<float>(cols) + epsilon)};
+  }
+  template <int N>
+  __device__ __forceinline__ static void Apply(float* v, RowFactor f) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] *= f.factor;
+  }
+  // What the op writes per row (to inv_std): 1 / rms.
+  __device__ __forceinline__ static float RowOutput(float, RowFactor f) { return f.factor; }
+};
+
+template <>
+struct ScaleByStat<Op::kReduceScale> {
+  using Combine = MaxOp;
+  // fmaxf skips a NaN |x| like the reference's fmax; the NaN itself stays
+  // NaN in y (NaN * factor).
+  __device__ __forceinline__ static float Accumulate(float abs_max, float v) {
+    return fmaxf(abs_max, fabsf(v));
+  }
+  // 1 / max|x| overflows to inf for a subnormal max (below 2^-126 it exceeds
+  // FLT_MAX), which would turn the row into inf and NaN: such rows are first
+  // scaled by 2^64 (exact, as every |x| <= max is tiny), so y = (x * pre) *
+  // factor stays within an ulp of x / max. An all-zero row gets factor 0
+  // (zeros out); an infinite max gives factor 0, y = x * 0 (NaN for the
+  // infinities), like the reference.
+  __device__ __forceinline__ static RowFactor Factor(float abs_max, int64_t, float) {
+    if (!(abs_max > 0.f)) return {1.f, 0.f};
+    constexpr float kPre = 18446744073709551616.f;  // 2^64
+    const float pre = abs_max < 1.17549435e-38f ? kPre : 1.f;  // FLT_MIN
+    return {pre, 1.f / (abs_max * pre)};
+  }
+  template <int N>
+  __device__ __forceinline__ static void Apply(float* v, RowFactor f) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] = (v[i] * f.pre) * f.factor;
+  }
+  // What the op writes per row (to row_scale): max |x|, so x = y * scale.
+  __device__ __forceinline__ static float RowOutput(float abs_max, RowFactor) { return abs_max; }
 };
 
 // Partial LayerNorm statistics (count, mean, sum of squared deviations),

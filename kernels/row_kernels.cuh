@@ -1,6 +1,9 @@
 // The three row-kernel implementations (warp / block + shared memory /
-// block uncached), each serving softmax, log-softmax and LayerNorm. The op is
-// a template parameter; I/O goes through Load/Store functors (row_common.cuh).
+// block uncached), each serving every op: softmax (plain, and scaled-masked
+// through its load functor), log-softmax, LayerNorm, and the "reduce one
+// statistic, then scale" ops RMSNorm and ReduceScale. The op is a template
+// parameter; I/O goes through Load/Store functors (row_common.cuh,
+// op_functors.cuh), which each kernel binds to a row once (BindRow).
 #ifndef KERNTUNE_KERNELS_ROW_KERNELS_CUH_
 #define KERNTUNE_KERNELS_ROW_KERNELS_CUH_
 
@@ -14,20 +17,36 @@ namespace kt::kernels::internal {
 struct RowParams {
   int64_t rows;
   int64_t cols;
-  float epsilon;    // LayerNorm only
+  float epsilon;    // LayerNorm, RMSNorm
   float* mean;      // LayerNorm only, may be null: rows floats
-  float* inv_std;   // LayerNorm (RMSNorm: 1 / rms) only, may be null: rows floats
+  float* inv_std;   // LayerNorm (RMSNorm: 1 / rms), may be null: rows floats
   float* row_scale; // ReduceScale only, may be null: rows floats
 };
 
+// RMSNorm and ReduceScale (ScaleByStat in row_common.cuh).
 template <Op op>
-constexpr float kMaskedFill = (op == Op::kLayerNorm) ? 0.f : -INFINITY;
+constexpr bool kScalesByStat = op == Op::kRmsNorm || op == Op::kReduceScale;
 
-// Turns a row's softmax statistics into outputs, in place in `v`.
+// What the warp kernel puts in lanes past the row's end: a value that leaves
+// the op's reduction unchanged (-inf for the softmax max and sum; 0 for the
+// sums of squares and max |x|; LayerNorm skips them).
+template <Op op>
+constexpr float kMaskedFill = (op == Op::kLayerNorm || kScalesByStat<op>) ? 0.f : -INFINITY;
+
+// Writes the ScaleByStat op's per-row output, when the caller asked for it.
+template <Op op>
+__device__ __forceinline__ void StoreRowStat(const RowParams& p, int64_t row, float stat,
+                                             RowFactor factor) {
+  float* out = op == Op::kRmsNorm ? p.inv_std : p.row_scale;
+  if (out != nullptr) out[row] = ScaleByStat<op>::RowOutput(stat, factor);
+}
+
+// Turns a row's softmax statistics into outputs, in place in `v`. The
+// scaled-masked softmax is plain softmax on its (loaded) logits.
 template <Op op, bool fast, int N>
 __device__ __forceinline__ void FinishSoftmax(float* v, float row_max,
                                               float row_sum) {
-  if constexpr (op == Op::kSoftmax) {
+  if constexpr (op != Op::kLogSoftmax) {
     const float inv_sum = 1.f / row_sum;
 #pragma unroll
     for (int i = 0; i < N; ++i) v[i] = Exp<fast>(v[i] - row_max) * inv_sum;
@@ -78,12 +97,13 @@ __global__ void WarpRowKernel(Load load, Store store, RowParams p) {
 #pragma unroll
     for (int r = 0; r < rpa; ++r) {
       const int64_t row = first_row + r;
+      const auto row_load = BindRow(load, row);
       valid_packs[r] = 0;
 #pragma unroll
       for (int k = 0; k < kPacks; ++k) {
         const int64_t col = (static_cast<int64_t>(k) * tgw + lane) * pack;
         if (row < p.rows && col < p.cols) {
-          load.template load<pack>(&buf[r][k * pack], row, col);
+          row_load.template load<pack>(&buf[r][k * pack], col);
           valid_packs[r] = k + 1;
         } else {
 #pragma unroll
@@ -109,6 +129,16 @@ __global__ void WarpRowKernel(Load load, Store store, RowParams p) {
           if (p.mean != nullptr) p.mean[row] = stats.mean;
           if (p.inv_std != nullptr) p.inv_std[row] = inv_std;
         }
+      } else if constexpr (kScalesByStat<op>) {
+        // Masked lanes hold 0, which changes neither statistic.
+        using Stat = ScaleByStat<op>;
+        float stat = 0.f;
+#pragma unroll
+        for (int i = 0; i < cpt; ++i) stat = Stat::Accumulate(stat, buf[r][i]);
+        stat = GroupAllReduce<tgw>(stat, typename Stat::Combine());
+        const RowFactor factor = Stat::Factor(stat, p.cols, p.epsilon);
+        Stat::template Apply<cpt>(buf[r], factor);
+        if (lane == 0 && row < p.rows) StoreRowStat<op>(p, row, stat, factor);
       } else {
         float row_max = -INFINITY;
 #pragma unroll
@@ -151,13 +181,14 @@ __global__ void __launch_bounds__(block_size)
   constexpr bool kFast = kFastMathFor<Load>;
 
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
+    const auto row_load = BindRow(load, row);
     if constexpr (op == Op::kLayerNorm) {
       using Reducer = BlockAllReducer<block_size, WelfordStats>;
       __shared__ typename Reducer::Storage storage;
       ShiftedSums sums;
       for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
         float v[pack];
-        load.template load<pack>(v, row, k * pack);
+        row_load.template load<pack>(v, k * pack);
         CachePack c;
 #pragma unroll
         for (int i = 0; i < pack; ++i) c.elem[i] = FromFloat<CacheT>(v[i]);
@@ -178,13 +209,40 @@ __global__ void __launch_bounds__(block_size)
         Normalize<pack>(v, stats.mean, inv_std);
         store.template store<pack>(v, row, k * pack);
       }
+    } else if constexpr (kScalesByStat<op>) {
+      using Stat = ScaleByStat<op>;
+      using Reducer = BlockAllReducer<block_size, float>;
+      __shared__ typename Reducer::Storage storage;
+      float stat = 0.f;
+      for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
+        float v[pack];
+        row_load.template load<pack>(v, k * pack);
+        CachePack c;
+#pragma unroll
+        for (int i = 0; i < pack; ++i) {
+          c.elem[i] = FromFloat<CacheT>(v[i]);
+          stat = Stat::Accumulate(stat, v[i]);
+        }
+        cache[k] = c;
+      }
+      stat = Reducer::Run(storage, stat, typename Stat::Combine());
+      const RowFactor factor = Stat::Factor(stat, p.cols, p.epsilon);
+      if (threadIdx.x == 0) StoreRowStat<op>(p, row, stat, factor);
+      for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
+        const CachePack c = cache[k];
+        float v[pack];
+#pragma unroll
+        for (int i = 0; i < pack; ++i) v[i] = ToFloat(c.elem[i]);
+        Stat::template Apply<pack>(v, factor);
+        store.template store<pack>(v, row, k * pack);
+      }
     } else {
       using Reducer = BlockAllReducer<block_size, float>;
       __shared__ typename Reducer::Storage storage;
       float thread_max = -INFINITY;
       for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
         float v[pack];
-        load.template load<pack>(v, row, k * pack);
+        row_load.template load<pack>(v, k * pack);
         CachePack c;
 #pragma unroll
         for (int i = 0; i < pack; ++i) {
@@ -218,22 +276,25 @@ __global__ void __launch_bounds__(block_size)
 // kBlockUncached: one block per row, nothing cached, so any cols works.
 // Softmax keeps an online (max, sum-of-exp) per thread so the statistics
 // take one read of the row instead of OneFlow's two; LayerNorm merges
-// Welford statistics per pack. The second read (to write outputs) often hits
-// L2, since a resident block's row is recent. Preconditions as kBlockSmem,
-// without the shared memory.
+// Welford statistics per pack; RMSNorm and ReduceScale reduce their one
+// statistic. The second read (to write outputs) often hits L2, since a
+// resident block's row is recent; in place is safe because the block-wide
+// reduction's barrier separates every thread's first read from any write.
+// Preconditions as kBlockSmem, without the shared memory.
 template <Op op, class Load, class Store, int pack, int block_size>
 __global__ void __launch_bounds__(block_size)
     BlockUncachedRowKernel(Load load, Store store, RowParams p) {
   const int64_t num_packs = p.cols / pack;
   constexpr bool kFast = kFastMathFor<Load>;
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
+    const auto row_load = BindRow(load, row);
     if constexpr (op == Op::kLayerNorm) {
       using Reducer = BlockAllReducer<block_size, WelfordStats>;
       __shared__ typename Reducer::Storage storage;
       ShiftedSums sums;
       for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
         float v[pack];
-        load.template load<pack>(v, row, k * pack);
+        row_load.template load<pack>(v, k * pack);
         sums.Add<pack>(v);
       }
       const WelfordStats stats = Reducer::Run(storage, sums.Stats(), WelfordMergeOp());
@@ -244,8 +305,28 @@ __global__ void __launch_bounds__(block_size)
       }
       for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
         float v[pack];
-        load.template load<pack>(v, row, k * pack);
+        row_load.template load<pack>(v, k * pack);
         Normalize<pack>(v, stats.mean, inv_std);
+        store.template store<pack>(v, row, k * pack);
+      }
+    } else if constexpr (kScalesByStat<op>) {
+      using Stat = ScaleByStat<op>;
+      using Reducer = BlockAllReducer<block_size, float>;
+      __shared__ typename Reducer::Storage storage;
+      float stat = 0.f;
+      for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
+        float v[pack];
+        row_load.template load<pack>(v, k * pack);
+#pragma unroll
+        for (int i = 0; i < pack; ++i) stat = Stat::Accumulate(stat, v[i]);
+      }
+      stat = Reducer::Run(storage, stat, typename Stat::Combine());
+      const RowFactor factor = Stat::Factor(stat, p.cols, p.epsilon);
+      if (threadIdx.x == 0) StoreRowStat<op>(p, row, stat, factor);
+      for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
+        float v[pack];
+        row_load.template load<pack>(v, k * pack);
+        Stat::template Apply<pack>(v, factor);
         store.template store<pack>(v, row, k * pack);
       }
     } else {
@@ -254,7 +335,7 @@ __global__ void __launch_bounds__(block_size)
       MaxSum state{-INFINITY, 0.f};
       for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
         float v[pack];
-        load.template load<pack>(v, row, k * pack);
+        row_load.template load<pack>(v, k * pack);
         float pack_max = -INFINITY;
 #pragma unroll
         for (int i = 0; i < pack; ++i) pack_max = fmaxf(pack_max, v[i]);
@@ -276,7 +357,7 @@ __global__ void __launch_bounds__(block_size)
       state = Reducer::Run(storage, state, MaxSumMergeOp());
       for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
         float v[pack];
-        load.template load<pack>(v, row, k * pack);
+        row_load.template load<pack>(v, k * pack);
         FinishSoftmax<op, kFast, pack>(v, state.max, state.sum);
         store.template store<pack>(v, row, k * pack);
       }

@@ -5,10 +5,8 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <cstdio>
-#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -19,13 +17,14 @@
 #include "kernels/launch.h"
 #include "kernels/launch_config.h"
 #include "kernels/verify.h"
+#include "tests/kernels/gpu_sweep.h"
 
 namespace kt::kernels {
 namespace {
 
-// Totals printed at the end, for the record of what the suite covered.
-std::atomic<int64_t> g_cases{0};
-std::atomic<int64_t> g_launches{0};
+using gpu_testing::FreshSeed;
+using gpu_testing::g_cases;
+using gpu_testing::g_launches;
 
 class CoverageReport : public ::testing::Environment {
  public:
@@ -38,89 +37,15 @@ const auto* const g_report = ::testing::AddGlobalTestEnvironment(new CoverageRep
 
 // Largest problem a sweep case uses, so one case stays around a second.
 constexpr int64_t kMaxElements = int64_t{1} << 28;
-constexpr int kMaxFailuresReported = 10;
 
-uint64_t FreshSeed() {
-  static std::random_device device;
-  return (static_cast<uint64_t>(device()) << 32) | device();
-}
-
-class KernelGpuTest : public ::testing::TestWithParam<std::tuple<Op, DType>> {
+class KernelGpuTest : public gpu_testing::GpuSweepTest,
+                      public ::testing::WithParamInterface<std::tuple<Op, DType>> {
  protected:
-  void SetUp() override {
-    ASSERT_GT(CudaDeviceCount(), 0) << "no CUDA device: the gpu-labelled tests need one";
-    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
-    absl::StatusOr<DeviceInfo> device = GetDeviceInfo(0);
-    ASSERT_TRUE(device.ok()) << device.status();
-    device_ = *device;
-    ASSERT_EQ(cudaStreamCreate(&stream_), cudaSuccess);
-  }
-  void TearDown() override {
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
-  }
-
   Op op() const { return std::get<0>(GetParam()); }
   DType dtype() const { return std::get<1>(GetParam()); }
-
-  // Largest cols the shared-memory implementation accepts on this device.
   int64_t SharedMemoryLimitCols() const {
-    int64_t lo = 1, hi = int64_t{1} << 20;
-    while (lo < hi) {
-      const int64_t mid = (lo + hi + 1) / 2;
-      const LaunchConfig c{Impl::kBlockSmem, 128, 1, 32, 1, 0};
-      if (ValidateConfig(op(), dtype(), {1, mid}, c, device_).ok()) {
-        lo = mid;
-      } else {
-        hi = mid - 1;
-      }
-    }
-    return lo;
+    return GpuSweepTest::SharedMemoryLimitCols(op(), dtype());
   }
-
-  // Launches `config` on poisoned outputs and checks them. Returns a failure
-  // description, or "" when the launch was right.
-  std::string LaunchAndCheck(DeviceProblem& problem, const LaunchConfig& config,
-                             const RowOpArgs& args, bool check_stats) {
-    if (absl::Status s = PoisonOutputs(problem, stream_); !s.ok()) return s.ToString();
-    absl::StatusOr<LaunchConfig> launched =
-        Launch(problem.op, problem.dtype, problem.shape, args, config, device_, stream_);
-    if (!launched.ok()) return launched.status().ToString();
-    if (cudaError_t err = cudaStreamSynchronize(stream_); err != cudaSuccess) {
-      return absl::StrCat("kernel failed: ", cudaGetErrorString(err));
-    }
-    absl::StatusOr<CheckReport> report = CheckOutputs(problem, check_stats, stream_);
-    if (!report.ok()) return report.status().ToString();
-    ++g_launches;
-    return report->passed ? "" : report->detail;
-  }
-
-  // Runs every enumerated config on one problem; returns the number run.
-  int SweepAllConfigs(const HostProblem& host, bool with_stats) {
-    absl::StatusOr<DeviceProblem> problem = Upload(host);
-    EXPECT_TRUE(problem.ok()) << problem.status();
-    if (!problem.ok()) return 0;
-    absl::StatusOr<std::vector<LaunchConfig>> configs =
-        EnumerateConfigs(host.op, host.dtype, host.shape, device_);
-    EXPECT_TRUE(configs.ok()) << configs.status();
-    if (!configs.ok()) return 0;
-    EXPECT_FALSE(configs->empty());
-    ++g_cases;
-    int failures = 0;
-    for (const LaunchConfig& config : *configs) {
-      const std::string failure =
-          LaunchAndCheck(*problem, config, problem->Args(with_stats), with_stats);
-      if (failure.empty()) continue;
-      if (++failures <= kMaxFailuresReported) {
-        ADD_FAILURE() << OpName(host.op) << " " << DTypeName(host.dtype) << " rows="
-                      << host.shape.rows << " cols=" << host.shape.cols << " "
-                      << ConfigKey(config) << ": " << failure;
-      }
-    }
-    return static_cast<int>(configs->size());
-  }
-
-  DeviceInfo device_;
-  cudaStream_t stream_ = nullptr;
 };
 
 // cols straddling each boundary: sub-warp groups (1, 2, 31..33), the warp
@@ -171,28 +96,18 @@ TEST_P(KernelGpuTest, InPlace) {
   for (int64_t cols : {int64_t{33}, int64_t{1024}, int64_t{4096}, limit + 1}) {
     absl::StatusOr<HostProblem> host = MakeProblem(op(), dtype(), {37, cols}, FreshSeed(),
                                                    InputPattern::kNormal, true);
-    ASSERT_TRUE(host.ok());
+    ASSERT_TRUE(host.ok()) << host.status();
     absl::StatusOr<DeviceProblem> problem = Upload(*host);
-    ASSERT_TRUE(problem.ok());
-    absl::StatusOr<std::vector<LaunchConfig>> configs =
-        EnumerateConfigs(op(), dtype(), host->shape, device_);
-    ASSERT_TRUE(configs.ok());
-    for (const LaunchConfig& config : *configs) {
-      ASSERT_EQ(cudaMemcpy(problem->y.data(), problem->x.data(), problem->x.bytes(),
-                           cudaMemcpyDeviceToDevice),
-                cudaSuccess);
-      RowOpArgs args = problem->Args();
-      args.x = args.y;
-      absl::StatusOr<LaunchConfig> launched =
-          Launch(op(), dtype(), host->shape, args, config, device_, stream_);
-      ASSERT_TRUE(launched.ok()) << launched.status();
-      ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
-      absl::StatusOr<CheckReport> report = CheckOutputs(*problem, true, stream_);
-      ASSERT_TRUE(report.ok());
-      EXPECT_TRUE(report->passed) << "cols=" << cols << " " << ConfigKey(config) << ": "
-                                  << report->detail;
-      ++g_launches;
-    }
+    ASSERT_TRUE(problem.ok()) << problem.status();
+    RowOpArgs args = problem->Args();
+    args.x = args.y;
+    const DeviceProblem& d = *problem;
+    SweepUploaded(*problem, args, /*with_stats=*/true, "in place", [&] {
+      const cudaError_t err = cudaMemcpyAsync(d.y.data(), d.x.data(), d.x.bytes(),
+                                              cudaMemcpyDeviceToDevice, stream_);
+      return err == cudaSuccess ? absl::OkStatus()
+                                : absl::InternalError(cudaGetErrorString(err));
+    });
   }
 }
 
@@ -233,9 +148,10 @@ TEST_P(KernelGpuTest, MisalignedPointersFallBackToNarrowerPacks) {
   }
 }
 
-// LayerNorm without gamma/beta and without the mean/inv_std outputs.
-TEST_P(KernelGpuTest, LayerNormWithoutAffineOrStats) {
-  if (op() != Op::kLayerNorm) GTEST_SKIP() << "LayerNorm only";
+// The norms (LayerNorm, RMSNorm) without gamma/beta and without their
+// per-row outputs.
+TEST_P(KernelGpuTest, NormsWithoutAffineOrStats) {
+  if (!TakesGamma(op())) GTEST_SKIP() << "LayerNorm and RMSNorm only";
   const int64_t limit = SharedMemoryLimitCols();
   for (int64_t cols : {int64_t{33}, int64_t{1024}, int64_t{4096}, limit + 1}) {
     absl::StatusOr<HostProblem> host = MakeProblem(op(), dtype(), {19, cols}, FreshSeed(),

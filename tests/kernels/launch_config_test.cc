@@ -2,12 +2,16 @@
 // refused and why, the enumerated space and the heuristic default.
 #include "kernels/launch_config.h"
 
+#include <cstdint>
+#include <limits>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "kernels/axis_plan.h"
+#include "kernels/launch.h"
+#include "kernels/op_args.h"
 
 namespace kt::kernels {
 namespace {
@@ -119,6 +123,39 @@ TEST(LaunchConfigTest, SharedMemoryLimitIsEnforced) {
                   .ok());
 }
 
+TEST(LaunchConfigTest, MaskedSoftmaxCachesFloatLogits) {
+  const LaunchConfig smem = Block(Impl::kBlockSmem, 256, 8);
+  for (DType dtype : kAllDTypes) {
+    EXPECT_EQ(SharedMemoryBytes(Op::kScaledMaskedSoftmax, dtype, {4, 1000}, smem), 4000);
+    EXPECT_EQ(SharedMemoryBytes(Op::kRmsNorm, dtype, {4, 1000}, smem),
+              1000 * static_cast<int64_t>(DTypeSize(dtype)));
+    EXPECT_EQ(SharedMemoryBytes(Op::kReduceScale, dtype, {4, 1000}, smem),
+              1000 * static_cast<int64_t>(DTypeSize(dtype)));
+    EXPECT_EQ(SharedMemoryBytes(Op::kScaledMaskedSoftmax, dtype, {4, 1000},
+                                Block(Impl::kBlockUncached, 256, 8)),
+              0);
+  }
+  // float16 rows of 65536 fit the storage-dtype cache (128 KiB), not the
+  // float one (256 KiB).
+  EXPECT_TRUE(ValidateConfig(Op::kSoftmax, DType::kFloat16, {8, 65536},
+                             Block(Impl::kBlockSmem, 1024, 8), H100())
+                  .ok());
+  ExpectRefused(Op::kScaledMaskedSoftmax, DType::kFloat16, {8, 65536},
+                Block(Impl::kBlockSmem, 1024, 8), absl::StatusCode::kResourceExhausted,
+                "shared memory");
+}
+
+TEST(LaunchConfigTest, NewOpsReduceTheLastAxisOnly) {
+  for (Op op : {Op::kRmsNorm, Op::kReduceScale, Op::kScaledMaskedSoftmax}) {
+    const absl::Status s = ValidateConfig(op, DType::kFloat16, {4, 64, 8},
+                                          LaunchConfig{Impl::kAxis, 128, 1, 32, 1, 0}, H100());
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << OpName(op) << ": " << s;
+    EXPECT_NE(s.message().find("inner=8"), absl::string_view::npos) << s;
+    EXPECT_FALSE(EnumerateConfigs(op, DType::kFloat16, {4, 64, 8}, H100()).ok());
+    EXPECT_FALSE(HeuristicConfig(op, DType::kFloat16, {4, 64, 8}, H100()).ok());
+  }
+}
+
 TEST(LaunchConfigTest, EnumerationIsLegalUniqueAndCoversEachImplWhereItFits) {
   for (Op op : kAllOps) {
     for (DType dtype : kAllDTypes) {
@@ -137,11 +174,12 @@ TEST(LaunchConfigTest, EnumerationIsLegalUniqueAndCoversEachImplWhereItFits) {
           impls.insert(c.impl);
         }
         EXPECT_EQ(impls.count(Impl::kWarp) > 0, cols <= kMaxWarpCols) << "cols=" << cols;
-        // The masked softmax caches float logits, the others the storage dtype.
-        const int64_t cached_bytes =
-            op == Op::kScaledMaskedSoftmax ? 4 : static_cast<int64_t>(DTypeSize(dtype));
-        EXPECT_EQ(impls.count(Impl::kBlockSmem) > 0, cols * cached_bytes <= 200 * 1024)
-            << "cols=" << cols;
+        // The row cache: the storage dtype, float logits for the masked
+        // softmax.
+        const int64_t cache_bytes =
+            SharedMemoryBytes(op, dtype, shape, Block(Impl::kBlockSmem, 128, 1));
+        EXPECT_EQ(impls.count(Impl::kBlockSmem) > 0, cache_bytes <= 200 * 1024)
+            << OpName(op) << " " << DTypeName(dtype) << " cols=" << cols;
         EXPECT_TRUE(impls.count(Impl::kBlockUncached)) << "cols=" << cols;
         absl::StatusOr<LaunchConfig> heuristic = HeuristicConfig(op, dtype, shape, H100());
         ASSERT_TRUE(heuristic.ok()) << heuristic.status();
@@ -173,6 +211,26 @@ TEST(LaunchConfigTest, HeuristicFollowsTheSeedRules) {
   EXPECT_EQ(ConfigKey(*c), "block_smem/b512/p8/g32/r1/w0");
   c = HeuristicConfig(Op::kSoftmax, DType::kFloat32, {49152, 131072}, H100());
   EXPECT_EQ(ConfigKey(*c), "block_uncached/b1024/p4/g32/r1/w0");
+}
+
+// The new ops follow the same row rules; the masked softmax's float cache
+// moves its switch to the uncached kernel to half the float16 row length.
+TEST(LaunchConfigTest, HeuristicForTheNewOps) {
+  for (Op op : {Op::kRmsNorm, Op::kReduceScale, Op::kScaledMaskedSoftmax}) {
+    SCOPED_TRACE(OpName(op));
+    absl::StatusOr<LaunchConfig> c = HeuristicConfig(op, DType::kFloat16, {49152, 32}, H100());
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(ConfigKey(*c), "warp/b128/p8/g4/r2/w0");
+    c = HeuristicConfig(op, DType::kBFloat16, {49152, 2048}, H100());
+    EXPECT_EQ(ConfigKey(*c), "warp/b128/p8/g32/r1/w0");
+    c = HeuristicConfig(op, DType::kFloat32, {49152, 4095}, H100());
+    EXPECT_EQ(ConfigKey(*c), "block_smem/b256/p1/g32/r1/w0");
+  }
+  absl::StatusOr<LaunchConfig> c =
+      HeuristicConfig(Op::kRmsNorm, DType::kFloat16, {64, 65536}, H100());
+  EXPECT_EQ(ConfigKey(*c), "block_smem/b1024/p8/g32/r1/w0");
+  c = HeuristicConfig(Op::kScaledMaskedSoftmax, DType::kFloat16, {64, 65536}, H100());
+  EXPECT_EQ(ConfigKey(*c), "block_uncached/b1024/p8/g32/r1/w0");
 }
 
 TEST(LaunchConfigTest, DescribedDeviceCannotLaunchButCanPlan) {
@@ -522,6 +580,132 @@ TEST(LaunchConfigTest, HeuristicSplitsFewLongRows) {
   c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {1, 131072}, *a100);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_NE(c->impl, Impl::kSplitRow) << ConfigKey(*c);
+
+// Launch checks the operands before it looks at the device: on a described
+// device (no GPU) a bad argument is InvalidArgument naming it, and good ones
+// get as far as FailedPrecondition (no GPU to run on). Nothing is launched
+// or dereferenced, so host addresses stand in for device buffers.
+class LaunchArgsTest : public ::testing::Test {
+ protected:
+  RowOpArgs Args() {
+    RowOpArgs args;
+    args.x = x_;
+    args.y = y_;
+    return args;
+  }
+  absl::Status LaunchOn(Op op, RowOpArgs args, Shape shape = {8, 64}) {
+    return Launch(op, DType::kFloat16, shape, args, Warp(128, 8, 8), H100(), nullptr).status();
+  }
+  void ExpectArgError(Op op, const RowOpArgs& args, const std::string& mentions,
+                      Shape shape = {8, 64}) {
+    const absl::Status s = LaunchOn(op, args, shape);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << OpName(op) << ": " << s;
+    EXPECT_NE(s.message().find(mentions), absl::string_view::npos)
+        << "message \"" << s.message() << "\" should mention \"" << mentions << "\"";
+  }
+  void ExpectAccepted(Op op, const RowOpArgs& args, Shape shape = {8, 64}) {
+    const absl::Status s = LaunchOn(op, args, shape);
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << OpName(op) << ": " << s;
+  }
+
+  alignas(16) uint16_t x_[8 * 64] = {};
+  alignas(16) uint16_t y_[8 * 64] = {};
+  alignas(16) uint16_t weight_[64] = {};
+  alignas(16) uint16_t mask_[8 * 64] = {};
+  float stats_[8] = {};
+};
+
+TEST_F(LaunchArgsTest, RmsNormTakesAWeightAndInvRmsOnly) {
+  RowOpArgs args = Args();
+  args.gamma = weight_;
+  args.inv_std = stats_;
+  ExpectAccepted(Op::kRmsNorm, args);
+  ExpectAccepted(Op::kRmsNorm, Args());
+  RowOpArgs bad = args;
+  bad.beta = weight_;
+  ExpectArgError(Op::kRmsNorm, bad, "rms_norm takes no beta");
+  bad = args;
+  bad.mean = stats_;
+  ExpectArgError(Op::kRmsNorm, bad, "mean");
+  bad = args;
+  bad.row_scale = stats_;
+  ExpectArgError(Op::kRmsNorm, bad, "row_scale");
+  bad = args;
+  bad.mask = mask_;
+  bad.mask_rows = 8;
+  ExpectArgError(Op::kRmsNorm, bad, "mask");
+  bad = args;
+  bad.epsilon = 0;
+  ExpectArgError(Op::kRmsNorm, bad, "epsilon=0");
+}
+
+TEST_F(LaunchArgsTest, ReduceScaleTakesRowScaleOnly) {
+  RowOpArgs args = Args();
+  args.row_scale = stats_;
+  ExpectAccepted(Op::kReduceScale, args);
+  RowOpArgs in_place = args;
+  in_place.x = in_place.y;
+  ExpectAccepted(Op::kReduceScale, in_place);
+  RowOpArgs bad = args;
+  bad.gamma = weight_;
+  ExpectArgError(Op::kReduceScale, bad, "reduce_scale takes no gamma");
+  bad = args;
+  bad.inv_std = stats_;
+  ExpectArgError(Op::kReduceScale, bad, "inv_std");
+  // Other ops have no row_scale output.
+  ExpectArgError(Op::kLayerNorm, args, "row_scale");
+  ExpectArgError(Op::kRmsNorm, args, "row_scale");
+}
+
+TEST_F(LaunchArgsTest, OnlyTheMaskedSoftmaxTakesAMask) {
+  for (Op op : {Op::kSoftmax, Op::kLogSoftmax, Op::kLayerNorm, Op::kReduceScale}) {
+    RowOpArgs args = Args();
+    args.mask = mask_;
+    args.mask_rows = 8;
+    ExpectArgError(op, args, "takes no mask");
+    args = Args();
+    args.causal = true;
+    args.mask_rows = 8;
+    ExpectArgError(op, args, "takes no mask");
+  }
+}
+
+TEST_F(LaunchArgsTest, MaskedSoftmaxChecksTheQueryLengthAndScale) {
+  const Op op = Op::kScaledMaskedSoftmax;
+  ExpectAccepted(op, Args());  // neither mask nor causal: mask_rows unused
+  RowOpArgs args = Args();
+  args.mask = mask_;
+  args.mask_rows = 4;
+  args.scale = 0.125;
+  ExpectAccepted(op, args);
+  args.causal = true;
+  ExpectAccepted(op, args);
+  args.mask_rows = 1;
+  ExpectAccepted(op, args);
+  args.mask_rows = 8;
+  ExpectAccepted(op, args);
+  args.mask_rows = 3;  // does not divide rows = 8
+  ExpectArgError(op, args, "mask_rows=3");
+  args.mask_rows = 0;
+  ExpectArgError(op, args, "mask_rows=0");
+  RowOpArgs causal_only = Args();
+  causal_only.causal = true;
+  ExpectArgError(op, causal_only, "mask_rows=0");  // causal needs the query length
+  causal_only.mask_rows = 16;
+  ExpectArgError(op, causal_only, "mask_rows=16");
+  causal_only.mask_rows = 2;
+  ExpectAccepted(op, causal_only);
+  RowOpArgs bad = Args();
+  bad.scale = std::numeric_limits<double>::infinity();
+  ExpectArgError(op, bad, "scale=");
+  bad = Args();
+  bad.gamma = weight_;
+  ExpectArgError(op, bad, "takes no gamma");
+  // A mask off the element grid is refused like any other operand.
+  bad = Args();
+  bad.mask = reinterpret_cast<const uint8_t*>(mask_) + 1;
+  bad.mask_rows = 8;
+  ExpectArgError(op, bad, "not aligned");
 }
 
 }  // namespace

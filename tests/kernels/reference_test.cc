@@ -3,6 +3,7 @@
 #include "kernels/reference.h"
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <vector>
 
@@ -88,6 +89,161 @@ TEST(ReferenceTest, LayerNormOfConstantRowIsBeta) {
   for (double v : y) EXPECT_EQ(v, 0.75);
 }
 
+TEST(ReferenceTest, RmsNormWithWeightAndInvRms) {
+  const std::vector<double> x = {1.0, -2.0, 3.0, 4.0};
+  const std::vector<double> gamma = {1.0, 2.0, 0.5, -1.0};
+  const double eps = 1e-5;
+  std::vector<double> y(4);
+  double inv_rms = 0;
+  ReferenceRow(Op::kRmsNorm, 4, x.data(), gamma.data(), nullptr, eps, y.data(), nullptr,
+               &inv_rms);
+  // mean(x^2) = (1 + 4 + 9 + 16) / 4 = 7.5; no mean is subtracted.
+  EXPECT_NEAR(inv_rms, 1.0 / std::sqrt(7.5 + eps), 1e-15);
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(y[i], x[i] * inv_rms * gamma[i], 1e-15);
+  // Without a weight: x / rms, whose mean square is 1 (up to epsilon).
+  y = Row(Op::kRmsNorm, x);
+  double mean_square = 0;
+  for (double v : y) mean_square += v * v / 4;
+  EXPECT_NEAR(mean_square, 7.5 / (7.5 + eps), 1e-15);
+}
+
+TEST(ReferenceTest, RmsNormOfZerosAndSpecialValues) {
+  std::vector<double> y(3);
+  double inv_rms = 0;
+  const std::vector<double> zeros(3, 0.0);
+  ReferenceRow(Op::kRmsNorm, 3, zeros.data(), nullptr, nullptr, 1e-4, y.data(), nullptr,
+               &inv_rms);
+  EXPECT_DOUBLE_EQ(inv_rms, 100.0);  // 1 / sqrt(0 + 1e-4)
+  for (double v : y) EXPECT_EQ(v, 0.0);
+  y = Row(Op::kRmsNorm, {1.0, std::nan(""), 2.0});
+  for (double v : y) EXPECT_TRUE(std::isnan(v));
+  // An infinite element: 1/rms is 0, so y is NaN there and 0 elsewhere.
+  y = Row(Op::kRmsNorm, {1.0, kInf, 2.0});
+  EXPECT_EQ(y[0], 0.0);
+  EXPECT_TRUE(std::isnan(y[1]));
+}
+
+std::vector<double> ReduceScaleRow(std::vector<double> x, double* scale) {
+  std::vector<double> y(x.size());
+  ReferenceRow(Op::kReduceScale, static_cast<int64_t>(x.size()), x.data(), nullptr, nullptr,
+               1e-5, y.data(), nullptr, nullptr, scale);
+  return y;
+}
+
+TEST(ReferenceTest, ReduceScaleDividesByTheAbsoluteMax) {
+  double scale = 0;
+  std::vector<double> y = ReduceScaleRow({-4.0, 2.0, 1.0, 0.0}, &scale);
+  EXPECT_EQ(scale, 4.0);
+  EXPECT_EQ(y, (std::vector<double>{-1.0, 0.5, 0.25, 0.0}));
+  // An all-zero row: zeros out, scale 0 (no division by zero).
+  y = ReduceScaleRow({0.0, -0.0, 0.0}, &scale);
+  EXPECT_EQ(scale, 0.0);
+  for (double v : y) EXPECT_EQ(v, 0.0);
+  // The max skips NaN (like fmax); the NaN itself stays NaN.
+  y = ReduceScaleRow({std::nan(""), -2.0, 1.0}, &scale);
+  EXPECT_EQ(scale, 2.0);
+  EXPECT_TRUE(std::isnan(y[0]));
+  EXPECT_EQ(y[1], -1.0);
+  EXPECT_EQ(y[2], 0.5);
+  // An infinite max: scale inf, the infinity becomes NaN and the rest 0.
+  y = ReduceScaleRow({-kInf, 3.0}, &scale);
+  EXPECT_EQ(scale, kInf);
+  EXPECT_TRUE(std::isnan(y[0]));
+  EXPECT_EQ(y[1], 0.0);
+  // Magnitudes subnormal in float (1 / max overflows float) scale to [-1, 1].
+  y = ReduceScaleRow({1e-40, -2e-40}, &scale);
+  EXPECT_EQ(scale, 2e-40);
+  EXPECT_NEAR(y[0], 0.5, 1e-12);
+  EXPECT_NEAR(y[1], -1.0, 1e-12);
+}
+
+// The scaled-masked softmax through RunReference, which applies scale, mask
+// and causal masking per query row q = row % mask_rows before the softmax.
+struct MaskedRun {
+  std::vector<float> y;
+  absl::Status status;
+};
+MaskedRun RunMasked(const std::vector<float>& x, int64_t rows, int64_t cols, double scale,
+                    const std::vector<float>* mask, int64_t mask_rows, bool causal) {
+  MaskedRun run;
+  run.y.assign(rows * cols, -1.f);
+  HostRowOpArgs args;
+  args.x = x.data();
+  args.y = run.y.data();
+  args.scale = scale;
+  args.mask = mask != nullptr ? mask->data() : nullptr;
+  args.mask_rows = mask_rows;
+  args.causal = causal;
+  run.status = RunReference(Op::kScaledMaskedSoftmax, DType::kFloat32, {rows, cols}, args, 0,
+                            rows, DType::kFloat32);
+  return run;
+}
+
+TEST(ReferenceTest, ScaledMaskedSoftmaxWithAMaskPerQuery) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float ln2 = std::log(2.f);
+  // (4, 3): two (batch, head) blocks of q = 2 queries; the mask is (2, 3).
+  const std::vector<float> x = {0.f, 0.5f, 1.f,  1.f, 1.f, 1.f,
+                                0.f, 0.f,  0.f,  0.5f, 0.f, 0.f};
+  const std::vector<float> mask = {0.f, -inf, 0.f, ln2, 0.f, -inf};
+  const MaskedRun run = RunMasked(x, 4, 3, /*scale=*/2.0, &mask, 2, /*causal=*/false);
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  const double e2 = std::exp(2.0), e1 = std::exp(1.0);
+  const std::vector<double> want = {
+      1 / (1 + e2),         0, e2 / (1 + e2),  // query 0: logits 0, -inf, 2
+      2.0 / 3,        1.0 / 3, 0,              // query 1: 2 + ln2, 2, -inf
+      0.5,                  0, 0.5,            // query 0: 0, -inf, 0
+      2 * e1 / (2 * e1 + 1), 1 / (2 * e1 + 1), 0};  // query 1: 1 + ln2, 0, -inf
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(run.y[i], want[i], 1e-6) << i;
+}
+
+TEST(ReferenceTest, ScaledMaskedSoftmaxCausal) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  // q = 2, k = 3, top-left aligned: query 0 sees column 0, query 1 columns
+  // 0 and 1. What the causal mask hides, even NaN or inf, does not matter.
+  const std::vector<float> x = {5.f, nan, inf,  0.f, std::log(3.f), 7.f};
+  MaskedRun run = RunMasked(x, 2, 3, 1.0, nullptr, 2, /*causal=*/true);
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_EQ(run.y[0], 1.f);
+  EXPECT_EQ(run.y[1], 0.f);
+  EXPECT_EQ(run.y[2], 0.f);
+  EXPECT_NEAR(run.y[3], 0.25, 1e-7);
+  EXPECT_NEAR(run.y[4], 0.75, 1e-7);
+  EXPECT_EQ(run.y[5], 0.f);
+  // Causal and a mask: query 1's mask removes column 0, causal column 2:
+  // one-hot on column 1. Query 0's mask removes its only column: NaN.
+  const std::vector<float> mask = {-inf, 0.f, 0.f, -inf, 0.f, 0.f};
+  run = RunMasked(x, 2, 3, 1.0, &mask, 2, /*causal=*/true);
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  for (int c = 0; c < 3; ++c) EXPECT_TRUE(std::isnan(run.y[c])) << c;
+  EXPECT_EQ(run.y[3], 0.f);
+  EXPECT_EQ(run.y[4], 1.f);
+  EXPECT_EQ(run.y[5], 0.f);
+}
+
+TEST(ReferenceTest, ScaledMaskedSoftmaxWithoutMaskIsScaledSoftmax) {
+  const std::vector<float> x = {0.f, 1.f, 2.f, -1.f};
+  const MaskedRun run = RunMasked(x, 2, 2, /*scale=*/std::log(3.0), nullptr, 0, false);
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_NEAR(run.y[0], 0.25, 1e-7);  // logits 0, ln 3
+  EXPECT_NEAR(run.y[1], 0.75, 1e-7);
+  EXPECT_NEAR(run.y[2], 27.0 / 28.0, 1e-7);  // logits 2 ln 3, -ln 3: 9 : 1/3
+  EXPECT_NEAR(run.y[3], 1.0 / 28.0, 1e-7);
+}
+
+TEST(ReferenceTest, ScaledMaskedSoftmaxRefusesAQueryLengthNotDividingRows) {
+  const std::vector<float> x(12, 0.f), mask(12, 0.f);
+  EXPECT_EQ(RunMasked(x, 4, 3, 1.0, &mask, 3, false).status.code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(RunMasked(x, 4, 3, 1.0, &mask, 0, false).status.code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(RunMasked(x, 4, 3, 1.0, nullptr, 3, true).status.code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(RunMasked(x, 4, 3, 1.0, &mask, 4, false).status.ok());
+  EXPECT_TRUE(RunMasked(x, 4, 3, 1.0, &mask, 1, true).status.ok());
+}
+
 TEST(ReferenceTest, StorageWrapperMatchesRowFunctionOnEveryThreadCount) {
   const Shape shape{37, 19};
   std::vector<uint16_t> x(shape.elements());
@@ -97,12 +253,13 @@ TEST(ReferenceTest, StorageWrapperMatchesRowFunctionOnEveryThreadCount) {
   for (Op op : kAllOps) {
     for (int threads : {1, 3, 8}) {
       std::vector<float> y(shape.elements());
-      std::vector<float> mean(shape.rows), inv_std(shape.rows);
+      std::vector<float> mean(shape.rows), inv_std(shape.rows), row_scale(shape.rows);
       HostRowOpArgs args;
       args.x = x.data();
       args.y = y.data();
       args.mean = mean.data();
       args.inv_std = inv_std.data();
+      args.row_scale = row_scale.data();
       ASSERT_TRUE(RunReference(op, DType::kFloat16, shape, args, 0, shape.rows,
                                DType::kFloat32, threads)
                       .ok());
@@ -111,13 +268,22 @@ TEST(ReferenceTest, StorageWrapperMatchesRowFunctionOnEveryThreadCount) {
         for (int64_t c = 0; c < shape.cols; ++c) {
           in[c] = LoadAsDouble(DType::kFloat16, x.data(), row * shape.cols + c);
         }
-        double m = 0, s = 0;
-        ReferenceRow(op, shape.cols, in.data(), nullptr, nullptr, 1e-5, want.data(), &m, &s);
+        double m = 0, s = 0, scale = 0;
+        ReferenceRow(op, shape.cols, in.data(), nullptr, nullptr, 1e-5, want.data(), &m, &s,
+                     &scale);
         for (int64_t c = 0; c < shape.cols; ++c) {
           ASSERT_EQ(y[row * shape.cols + c], static_cast<float>(want[c]))
               << OpName(op) << " threads=" << threads << " row=" << row << " col=" << c;
         }
-        if (op == Op::kLayerNorm) EXPECT_EQ(mean[row], static_cast<float>(m));
+        if (op == Op::kLayerNorm) {
+          EXPECT_EQ(mean[row], static_cast<float>(m));
+        }
+        if (op == Op::kLayerNorm || op == Op::kRmsNorm) {
+          EXPECT_EQ(inv_std[row], static_cast<float>(s)) << OpName(op);
+        }
+        if (op == Op::kReduceScale) {
+          EXPECT_EQ(row_scale[row], static_cast<float>(scale));
+        }
       }
     }
   }

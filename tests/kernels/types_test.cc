@@ -1,6 +1,9 @@
 // Names and parsing of the shared vocabulary.
 #include "kernels/types.h"
 
+#include <iterator>
+#include <vector>
+
 #include "gtest/gtest.h"
 
 namespace kt::kernels {
@@ -11,6 +14,47 @@ TEST(TypesTest, OpNamesRoundTrip) {
     absl::StatusOr<Op> parsed = ParseOp(OpName(op));
     ASSERT_TRUE(parsed.ok()) << parsed.status();
     EXPECT_EQ(*parsed, op);
+  }
+}
+
+TEST(TypesTest, NewOpNamesAndAliases) {
+  EXPECT_EQ(OpName(Op::kRmsNorm), "rms_norm");
+  EXPECT_EQ(OpName(Op::kReduceScale), "reduce_scale");
+  EXPECT_EQ(OpName(Op::kScaledMaskedSoftmax), "scaled_masked_softmax");
+  EXPECT_EQ(*ParseOp("RMSNorm"), Op::kRmsNorm);
+  EXPECT_EQ(*ParseOp("Reduce_Scale"), Op::kReduceScale);
+  EXPECT_EQ(*ParseOp("attention_softmax"), Op::kScaledMaskedSoftmax);
+  absl::StatusOr<std::vector<Op>> ops = ParseOpList("rms_norm,reduce_scale,scaled_masked_softmax");
+  ASSERT_TRUE(ops.ok()) << ops.status();
+  EXPECT_EQ(*ops, (std::vector<Op>{Op::kRmsNorm, Op::kReduceScale, Op::kScaledMaskedSoftmax}));
+  // The error lists every op, the new ones included.
+  const absl::Status bad = ParseOp("rms").status();
+  EXPECT_NE(bad.message().find("rms_norm"), absl::string_view::npos) << bad;
+  EXPECT_NE(bad.message().find("scaled_masked_softmax"), absl::string_view::npos) << bad;
+}
+
+TEST(TypesTest, OperandsEachOpTakes) {
+  struct Row {
+    Op op;
+    int stats;
+    bool gamma, beta, epsilon, inner;
+  };
+  const Row table[] = {
+      {Op::kSoftmax, 0, false, false, false, true},
+      {Op::kLogSoftmax, 0, false, false, false, true},
+      {Op::kLayerNorm, 2, true, true, true, false},
+      {Op::kRmsNorm, 1, true, false, true, false},
+      {Op::kReduceScale, 1, false, false, false, false},
+      {Op::kScaledMaskedSoftmax, 0, false, false, false, false},
+  };
+  ASSERT_EQ(std::size(table), std::size(kAllOps));
+  for (const Row& row : table) {
+    SCOPED_TRACE(OpName(row.op));
+    EXPECT_EQ(RowStatsCount(row.op), row.stats);
+    EXPECT_EQ(TakesGamma(row.op), row.gamma);
+    EXPECT_EQ(TakesBeta(row.op), row.beta);
+    EXPECT_EQ(TakesEpsilon(row.op), row.epsilon);
+    EXPECT_EQ(SupportsInnerAxis(row.op), row.inner);
   }
 }
 
@@ -56,6 +100,27 @@ TEST(TypesTest, MinimumBytesMoved) {
   // Affine and stats only count for LayerNorm.
   EXPECT_EQ(MinimumBytesMoved(Op::kLogSoftmax, DType::kFloat32, shape, true, true, true),
             2 * 1000 * 4);
+  // RMSNorm: its weight and one float per row (1/rms); no beta.
+  EXPECT_EQ(MinimumBytesMoved(Op::kRmsNorm, DType::kBFloat16, shape, true, true, true),
+            2 * 1000 * 2 + 100 * 2 + 10 * 4);
+  EXPECT_EQ(MinimumBytesMoved(Op::kRmsNorm, DType::kBFloat16, shape, false, false, false),
+            2 * 1000 * 2);
+  // ReduceScale: one float per row (the scale); no weight.
+  EXPECT_EQ(MinimumBytesMoved(Op::kReduceScale, DType::kFloat16, shape, true, true, true),
+            2 * 1000 * 2 + 10 * 4);
+  // The masked softmax reads its (mask_rows, cols) mask once; other ops
+  // ignore mask_rows.
+  EXPECT_EQ(MinimumBytesMoved(Op::kScaledMaskedSoftmax, DType::kFloat16, shape, false, false,
+                              false, /*mask_rows=*/5),
+            2 * 1000 * 2 + 5 * 100 * 2);
+  EXPECT_EQ(MinimumBytesMoved(Op::kScaledMaskedSoftmax, DType::kFloat16, shape, false, false,
+                              false),
+            2 * 1000 * 2);
+  EXPECT_EQ(MinimumBytesMoved(Op::kSoftmax, DType::kFloat16, shape, false, false, false, 5),
+            2 * 1000 * 2);
+  // Middle-axis shapes count every element.
+  EXPECT_EQ(MinimumBytesMoved(Op::kSoftmax, DType::kFloat32, {2, 3, 5}, false, false, false),
+            2 * 30 * 4);
 }
 
 }  // namespace

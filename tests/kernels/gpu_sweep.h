@@ -1,0 +1,165 @@
+// Shared fixture of the GPU suites (kernels_gpu_test.cc, row_ops_gpu_test.cc):
+// device setup, launching a config on poisoned outputs and checking it
+// against the fp64 reference, sweeps over every enumerated config, and host
+// problems with hand-made inputs. Header-only; test code.
+#ifndef KERNTUNE_TESTS_KERNELS_GPU_SWEEP_H_
+#define KERNTUNE_TESTS_KERNELS_GPU_SWEEP_H_
+
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "kernels/device_info.h"
+#include "kernels/host_dtype.h"
+#include "kernels/launch.h"
+#include "kernels/launch_config.h"
+#include "kernels/reference.h"
+#include "kernels/verify.h"
+
+namespace kt::kernels::gpu_testing {
+
+// Totals printed at the end (kernels_gpu_test.cc), for the record of what
+// the suites covered.
+inline std::atomic<int64_t> g_cases{0};
+inline std::atomic<int64_t> g_launches{0};
+
+inline constexpr int kMaxFailuresReported = 10;
+
+inline uint64_t FreshSeed() {
+  static std::random_device device;
+  return (static_cast<uint64_t>(device()) << 32) | device();
+}
+
+// Recomputes a host problem's references after a test wrote its own inputs
+// (x, gamma, mask) into it: the stored rows only, as MakeProblem does.
+inline absl::Status RecomputeReference(HostProblem& p) {
+  const Shape stored{p.stored_rows, p.shape.cols, p.shape.inner};
+  HostRowOpArgs args;
+  args.x = p.x.data();
+  args.y = p.y_ref.data();
+  args.gamma = p.gamma.empty() ? nullptr : p.gamma.data();
+  args.beta = p.beta.empty() ? nullptr : p.beta.data();
+  args.mean = p.mean_ref.empty() ? nullptr : p.mean_ref.data();
+  args.inv_std = p.inv_std_ref.empty() ? nullptr : p.inv_std_ref.data();
+  args.row_scale = p.row_scale_ref.empty() ? nullptr : p.row_scale_ref.data();
+  args.epsilon = p.epsilon;
+  args.scale = p.scale;
+  args.mask = p.mask.empty() ? nullptr : p.mask.data();
+  args.mask_rows = p.mask_rows;
+  args.causal = p.causal;
+  return RunReference(p.op, p.dtype, stored, args, 0, stored.rows, DType::kFloat32);
+}
+
+// Reads a device buffer of `n` storage-dtype elements back as doubles.
+inline std::vector<double> ReadBack(DType dtype, const void* device_data, int64_t n) {
+  std::vector<uint8_t> bytes(n * DTypeSize(dtype));
+  EXPECT_EQ(cudaMemcpy(bytes.data(), device_data, bytes.size(), cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  std::vector<double> values(n);
+  for (int64_t i = 0; i < n; ++i) values[i] = LoadAsDouble(dtype, bytes.data(), i);
+  return values;
+}
+
+class GpuSweepTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_GT(CudaDeviceCount(), 0) << "no CUDA device: the gpu-labelled tests need one";
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    absl::StatusOr<DeviceInfo> device = GetDeviceInfo(0);
+    ASSERT_TRUE(device.ok()) << device.status();
+    device_ = *device;
+    ASSERT_EQ(cudaStreamCreate(&stream_), cudaSuccess);
+  }
+  void TearDown() override {
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+
+  // Largest cols the shared-memory implementation accepts on this device
+  // for the op (the masked softmax caches float logits, the others the
+  // storage dtype).
+  int64_t SharedMemoryLimitCols(Op op, DType dtype) const {
+    int64_t lo = 1, hi = int64_t{1} << 20;
+    while (lo < hi) {
+      const int64_t mid = (lo + hi + 1) / 2;
+      const LaunchConfig c{Impl::kBlockSmem, 128, 1, 32, 1, 0};
+      if (ValidateConfig(op, dtype, {1, mid}, c, device_).ok()) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    return lo;
+  }
+
+  // Launches `config` on poisoned outputs and checks them. Returns a failure
+  // description, or "" when the launch was right. `prepare` runs after the
+  // poisoning (an in-place test copies x into y there).
+  std::string LaunchAndCheck(DeviceProblem& problem, const LaunchConfig& config,
+                             const RowOpArgs& args, bool check_stats,
+                             const std::function<absl::Status()>& prepare = nullptr) {
+    if (absl::Status s = PoisonOutputs(problem, stream_); !s.ok()) return s.ToString();
+    if (prepare) {
+      if (cudaError_t err = cudaStreamSynchronize(stream_); err != cudaSuccess) {
+        return cudaGetErrorString(err);
+      }
+      if (absl::Status s = prepare(); !s.ok()) return s.ToString();
+    }
+    absl::StatusOr<LaunchConfig> launched =
+        Launch(problem.op, problem.dtype, problem.shape, args, config, device_, stream_);
+    if (!launched.ok()) return launched.status().ToString();
+    if (cudaError_t err = cudaStreamSynchronize(stream_); err != cudaSuccess) {
+      return absl::StrCat("kernel failed: ", cudaGetErrorString(err));
+    }
+    absl::StatusOr<CheckReport> report = CheckOutputs(problem, check_stats, stream_);
+    if (!report.ok()) return report.status().ToString();
+    ++g_launches;
+    return report->passed ? "" : report->detail;
+  }
+
+  // Runs every enumerated config on an uploaded problem, with the launch
+  // arguments `args` (problem.Args(with_stats) by default); returns the
+  // number of configs run. `what` prefixes failure messages.
+  int SweepUploaded(DeviceProblem& problem, const RowOpArgs& args, bool with_stats,
+                    const std::string& what,
+                    const std::function<absl::Status()>& prepare = nullptr) {
+    absl::StatusOr<std::vector<LaunchConfig>> configs =
+        EnumerateConfigs(problem.op, problem.dtype, problem.shape, device_);
+    EXPECT_TRUE(configs.ok()) << configs.status();
+    if (!configs.ok()) return 0;
+    EXPECT_FALSE(configs->empty()) << what;
+    ++g_cases;
+    int failures = 0;
+    for (const LaunchConfig& config : *configs) {
+      const std::string failure = LaunchAndCheck(problem, config, args, with_stats, prepare);
+      if (failure.empty()) continue;
+      if (++failures <= kMaxFailuresReported) {
+        ADD_FAILURE() << OpName(problem.op) << " " << DTypeName(problem.dtype)
+                      << " rows=" << problem.shape.rows << " cols=" << problem.shape.cols
+                      << " " << what << " " << ConfigKey(config) << ": " << failure;
+      }
+    }
+    return static_cast<int>(configs->size());
+  }
+
+  int SweepAllConfigs(const HostProblem& host, bool with_stats, const std::string& what = "") {
+    absl::StatusOr<DeviceProblem> problem = Upload(host);
+    EXPECT_TRUE(problem.ok()) << problem.status();
+    if (!problem.ok()) return 0;
+    return SweepUploaded(*problem, problem->Args(with_stats), with_stats, what);
+  }
+
+  DeviceInfo device_;
+  cudaStream_t stream_ = nullptr;
+};
+
+}  // namespace kt::kernels::gpu_testing
+
+#endif  // KERNTUNE_TESTS_KERNELS_GPU_SWEEP_H_
