@@ -9,6 +9,12 @@
 # then compute-sanitizer memcheck over the daemon and its IPC clients, and
 # kt_daemon_bench against a daemon started here (tuned configs from
 # $TUNED_DB when given).
+# daemon-bench: kt_daemon_bench once per kerntuned --gpu_wait mode in
+# $GPU_WAIT_MODES (default "yield spin hybrid block"; the daemon mode runs
+# only "yield" unless it is set): daemon_bench_<mode>.{json,log} and the
+# daemon's log kerntuned_bench_<mode>.log; the first mode's files are also
+# daemon_bench.{json,log}. Each JSON holds the client figures and the
+# daemon's own stage times (RunTiming) and GPU counters (GetStatus.stats).
 # tune: `kerntune tune` over the standard grid into $OUT/tuning.db, resuming
 # from $RESUME_DB when given (a database an earlier, cut-off call brought
 # back) and stopped cleanly with SIGINT after $TUNE_LIMIT_S seconds if set.
@@ -32,7 +38,8 @@ mkdir -p "$out"
 status=0
 
 {
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv
+  nvidia-smi --query-gpu=name,uuid,pci.bus_id,driver_version,memory.total,clocks.max.sm,clocks.max.mem,compute_mode --format=csv
+  echo "cpus: $(nproc)"
   echo "commit: ${KT_COMMIT:-unknown}"
   date -u +%Y-%m-%dT%H:%M:%SZ
 } > "$out/environment.txt" 2>&1
@@ -71,16 +78,48 @@ if [ "$what" = daemon ]; then
 fi
 
 if [ "$what" = daemon ] || [ "$what" = daemon-bench ]; then
-  echo "== daemon benchmark"
-  socket=$(mktemp -u /tmp/kerntune-bench.XXXXXX.sock)
-  "$here/kerntuned" --socket="$socket" --db="${TUNED_DB:-/nonexistent.db}" \
-    > "$out/kerntuned_bench.log" 2>&1 &
-  daemon=$!
-  for _ in $(seq 100); do [ -S "$socket" ] && break; sleep 0.1; done
-  timeout 100 "$here/kt_daemon_bench" --socket="$socket" --out="$out/daemon_bench.json" \
-    > "$out/daemon_bench.log" 2>&1 || status=1
-  cat "$out/daemon_bench.log"
-  kill -TERM "$daemon"; wait "$daemon" || status=1
+  if [ "$what" = daemon ]; then modes=${GPU_WAIT_MODES:-yield}; else
+    modes=${GPU_WAIT_MODES:-yield spin hybrid block}; fi
+  first=
+  for mode in $modes; do
+    echo "== daemon benchmark, kerntuned --gpu_wait=$mode"
+    socket=$(mktemp -u /tmp/kerntune-bench.XXXXXX.sock)
+    "$here/kerntuned" --socket="$socket" --db="${TUNED_DB:-/nonexistent.db}" \
+      --gpu_wait="$mode" > "$out/kerntuned_bench_$mode.log" 2>&1 &
+    daemon=$!
+    for _ in $(seq 100); do [ -S "$socket" ] && break; sleep 0.1; done
+    timeout 100 "$here/kt_daemon_bench" --socket="$socket" \
+      --out="$out/daemon_bench_$mode.json" > "$out/daemon_bench_$mode.log" 2>&1 || status=1
+    cat "$out/daemon_bench_$mode.log"
+    kill -TERM "$daemon"; wait "$daemon" || status=1
+    if [ -z "$first" ]; then
+      first=$mode
+      cp "$out/daemon_bench_$mode.log" "$out/daemon_bench.log"
+      [ -f "$out/daemon_bench_$mode.json" ] && cp "$out/daemon_bench_$mode.json" "$out/daemon_bench.json"
+    fi
+  done
+  # One line per mode, side by side.
+  python3 - "$out" $modes > "$out/daemon_bench_summary.txt" 2>&1 <<'PY' || status=1
+import json, os, sys
+out, modes = sys.argv[1], sys.argv[2:]
+print("%-7s %8s %8s %9s %8s %8s %8s %7s %7s %7s %7s %7s" % (
+    "wait", "run_p50", "echo_p50", "overhead", "handler", "gpuwait", "outside",
+    "sync%", "events%", "self%", "pipe1%", "pipeN%"))
+for mode in modes:
+    path = os.path.join(out, "daemon_bench_%s.json" % mode)
+    if not os.path.exists(path):
+        print("%-7s (no results)" % mode)
+        continue
+    d = json.load(open(path))
+    lat, bw = d["latency"], d["bandwidth"]
+    print("%-7s %8.1f %8.1f %9.1f %8.1f %8.1f %8.1f %7.1f %7.1f %7.1f %7.1f %7.1f" % (
+        mode, lat["run_p50_us"], lat["echo_p50_us"], lat["overhead_p50_us"],
+        lat["server"]["handler_p50_us"], lat["server"]["gpu_wait_p50_us"],
+        lat["server"]["outside_handler_p50_us"], bw["sync_pct_of_kernel"],
+        bw["events"]["pct_of_kernel"], bw["daemon_chained"]["pct_of_kernel"],
+        bw["pipelined"]["pct_of_kernel"], bw["pipelined_deep"]["pct_of_kernel"]))
+PY
+  cat "$out/daemon_bench_summary.txt"
 fi
 
 bench_flags=()

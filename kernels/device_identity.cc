@@ -4,6 +4,8 @@
 #include <cuda_runtime_api.h>
 
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -22,7 +24,9 @@ std::string FormatGpuUuid(const uint8_t (&bytes)[16]) {
   return out;
 }
 
-absl::StatusOr<DeviceIdentity> GetDeviceIdentity(int ordinal) {
+namespace {
+
+absl::StatusOr<DeviceIdentity> QueryIdentity(int ordinal) {
   cudaDeviceProp prop;
   cudaError_t err = cudaGetDeviceProperties(&prop, ordinal);
   if (err != cudaSuccess) {
@@ -43,6 +47,19 @@ absl::StatusOr<DeviceIdentity> GetDeviceIdentity(int ordinal) {
                                                "): ", cudaGetErrorString(err)));
   }
   identity.pci_bus_id = bus_id;
+  return identity;
+}
+
+}  // namespace
+
+absl::StatusOr<DeviceIdentity> GetDeviceIdentity(int ordinal) {
+  // cudaGetDeviceProperties reads every attribute: ask once per device.
+  static std::mutex mu;
+  static auto* cache = new std::map<int, DeviceIdentity>();
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = cache->find(ordinal); it != cache->end()) return it->second;
+  absl::StatusOr<DeviceIdentity> identity = QueryIdentity(ordinal);
+  if (identity.ok()) cache->emplace(ordinal, *identity);
   return identity;
 }
 

@@ -22,8 +22,8 @@ struct DeviceIdentity {
 // "GPU-" + 8-4-4-4-12 lower-case hex digits.
 std::string FormatGpuUuid(const uint8_t (&bytes)[16]);
 
-// The identity of CUDA device `ordinal` as this process numbers it.
-// Unavailable when the runtime cannot describe it.
+// The identity of CUDA device `ordinal` as this process numbers it, read
+// once and cached. Unavailable when the runtime cannot describe it.
 absl::StatusOr<DeviceIdentity> GetDeviceIdentity(int ordinal);
 
 }  // namespace kt::kernels

@@ -63,23 +63,23 @@ bool FewLongRows(Shape shape, const DeviceInfo& device, int64_t max_rows) {
 absl::Status CheckSplitRowKnobs(Op op, DType dtype, Shape shape, const LaunchConfig& c,
                                 const DeviceInfo& device) {
   if (!SupportsClusters(device)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "impl=split_row needs thread-block clusters (compute capability 9.0+); ", device.name,
-        " is ", device.cc_major, ".", device.cc_minor));
+    return absl::InvalidArgumentError(
+        absl::StrCat("impl=split_row needs thread-block clusters (compute capability 9.0+); ",
+                     device.name, " is ", device.cc_major, ".", device.cc_minor));
   }
   if (std::find(std::begin(kSplitRowSplits), std::end(kSplitRowSplits), c.split) ==
       std::end(kSplitRowSplits)) {
     return absl::InvalidArgumentError(
         absl::StrCat("split=", c.split, " must be 2, 4, 8 or 16 for split_row"));
   }
-  if (std::find(std::begin(kBlockImplBlockSizes), std::end(kBlockImplBlockSizes),
-                c.block_size) == std::end(kBlockImplBlockSizes)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "block_size=", c.block_size, " must be 128, 256, 512 or 1024 for split_row"));
+  if (std::find(std::begin(kBlockImplBlockSizes), std::end(kBlockImplBlockSizes), c.block_size) ==
+      std::end(kBlockImplBlockSizes)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("block_size=", c.block_size, " must be 128, 256, 512 or 1024 for split_row"));
   }
   if (c.thread_group_width != 32) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "thread_group_width=", c.thread_group_width, " must be 32 for split_row"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("thread_group_width=", c.thread_group_width, " must be 32 for split_row"));
   }
   if (c.rows_per_access != 1) {
     return absl::InvalidArgumentError(

@@ -112,13 +112,17 @@ cudaError_t RunSplitRowOp(const KernelRequest& req, KernelAction action, cudaStr
         if (num_packs < c.split) return;  // a block without a slice: refused by the rules
         const size_t smem = static_cast<size_t>((num_packs + c.split - 1) / c.split) * kPack *
                             sizeof(typename Load::cache_type);
-        const split_row::Params params{
-            req.rows,     req.cols,    split_row::Slicing::Of(num_packs, c.split),
-            req.epsilon,  req.mean,    req.inv_std,
-            req.row_scale};
+        split_row::Params params;
+        params.rows = req.rows;
+        params.cols = req.cols;
+        params.slicing = split_row::Slicing::Of(num_packs, c.split);
+        params.epsilon = req.epsilon;
+        params.mean = req.mean;
+        params.inv_std = req.inv_std;
+        params.row_scale = req.row_scale;
         int active = 0;
-        result = CachedSplitRowOccupancy(req, reinterpret_cast<const void*>(kernel), kBlock,
-                                         smem, c.split, &active);
+        result = CachedSplitRowOccupancy(req, reinterpret_cast<const void*>(kernel), kBlock, smem,
+                                         c.split, &active);
         if (result != cudaSuccess) return;
         if (action == KernelAction::kQueryOccupancy) {
           *active_blocks = active;

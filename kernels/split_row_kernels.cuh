@@ -25,9 +25,7 @@ namespace split_row {
 struct Slicing {
   int64_t base;   // num_packs / split
   int64_t extra;  // num_packs % split
-  static Slicing Of(int64_t num_packs, int split) {
-    return {num_packs / split, num_packs % split};
-  }
+  static Slicing Of(int64_t num_packs, int split) { return {num_packs / split, num_packs % split}; }
 };
 struct Slice {
   int64_t first;  // in packs
@@ -295,8 +293,7 @@ __global__ void __launch_bounds__(block_size)
   using Reduce = typename BlockAllReducer<block_size, Partial>::Reduce;
   using CacheT = typename Load::cache_type;
   using CachePack = Pack<CacheT, pack>;
-  constexpr int kBatch =
-      split_row::LoadBatch(
+  constexpr int kBatch = split_row::LoadBatch(
       pack * static_cast<int>(sizeof(typename Load::storage_type)), block_size);
   static_assert(block_size % kWarpSize == 0, "whole warps: every lane shuffles");
 

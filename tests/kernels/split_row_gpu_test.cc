@@ -124,9 +124,9 @@ class SplitRowGpuTest : public ::testing::TestWithParam<std::tuple<Op, DType>> {
           LaunchAndCheck(problem, config, problem.Args(with_stats), with_stats);
       if (failure.empty()) continue;
       if (++failures <= kMaxFailuresReported) {
-        ADD_FAILURE() << OpName(problem.op) << " " << DTypeName(problem.dtype) << " rows="
-                      << problem.shape.rows << " cols=" << problem.shape.cols << " " << what
-                      << " " << ConfigKey(config) << ": " << failure;
+        ADD_FAILURE() << OpName(problem.op) << " " << DTypeName(problem.dtype)
+                      << " rows=" << problem.shape.rows << " cols=" << problem.shape.cols << " "
+                      << what << " " << ConfigKey(config) << ": " << failure;
       }
     }
   }
@@ -134,8 +134,8 @@ class SplitRowGpuTest : public ::testing::TestWithParam<std::tuple<Op, DType>> {
   // MakeProblem + Upload + every split config of the shape.
   void SweepProblem(Shape shape, InputPattern pattern, bool with_affine, bool with_stats,
                     const AttentionOptions& attention, const std::string& what) {
-    absl::StatusOr<HostProblem> host = MakeProblem(op(), dtype(), shape, FreshSeed(), pattern,
-                                                   with_affine, 0, 0, attention);
+    absl::StatusOr<HostProblem> host =
+        MakeProblem(op(), dtype(), shape, FreshSeed(), pattern, with_affine, 0, 0, attention);
     ASSERT_TRUE(host.ok()) << host.status();
     absl::StatusOr<DeviceProblem> problem = Upload(*host);
     ASSERT_TRUE(problem.ok()) << problem.status();
@@ -192,8 +192,8 @@ TEST_P(SplitRowGpuTest, InPlace) {
   for (int64_t cols : {int64_t{32768 + 8}, int64_t{131072}}) {
     for (int64_t rows : {1, 8}) {
       absl::StatusOr<HostProblem> host =
-          MakeProblem(op(), dtype(), {rows, cols}, FreshSeed(), InputPattern::kNormal, true, 0,
-                      0, FewRowsAttention(rows));
+          MakeProblem(op(), dtype(), {rows, cols}, FreshSeed(), InputPattern::kNormal, true, 0, 0,
+                      FewRowsAttention(rows));
       ASSERT_TRUE(host.ok()) << host.status();
       absl::StatusOr<DeviceProblem> problem = Upload(*host);
       ASSERT_TRUE(problem.ok()) << problem.status();
@@ -251,8 +251,7 @@ TEST_P(SplitRowGpuTest, MaskedSoftmaxVariants) {
     for (int64_t cols : {int64_t{32768 + 8}, int64_t{131072}}) {
       SCOPED_TRACE(absl::StrCat(v.name, " cols=", cols));
       SweepProblem({v.rows, cols}, InputPattern::kNormal, false, false, v.attention, v.name);
-      SweepProblem({v.rows, cols}, InputPattern::kSpecialValues, false, false, v.attention,
-                   v.name);
+      SweepProblem({v.rows, cols}, InputPattern::kSpecialValues, false, false, v.attention, v.name);
     }
   }
 }
@@ -262,9 +261,9 @@ TEST_P(SplitRowGpuTest, MaskedSoftmaxVariants) {
 TEST_P(SplitRowGpuTest, HeuristicAndCandidatesRunCorrectly) {
   for (int64_t rows : {1, 2, 5, 8, 64}) {
     const Shape shape{rows, 131072};
-    absl::StatusOr<HostProblem> host = MakeProblem(op(), dtype(), shape, FreshSeed(),
-                                                   InputPattern::kNormal, true, 0, 0,
-                                                   FewRowsAttention(rows));
+    absl::StatusOr<HostProblem> host =
+        MakeProblem(op(), dtype(), shape, FreshSeed(), InputPattern::kNormal, true, 0, 0,
+                    FewRowsAttention(rows));
     ASSERT_TRUE(host.ok()) << host.status();
     absl::StatusOr<DeviceProblem> problem = Upload(*host);
     ASSERT_TRUE(problem.ok()) << problem.status();
@@ -290,9 +289,8 @@ TEST_P(SplitRowGpuTest, HeuristicAndCandidatesRunCorrectly) {
 // config instead of issuing misaligned vector accesses.
 TEST_P(SplitRowGpuTest, MisalignedPointersFallBackToNarrowerPacks) {
   const Shape shape{3, 32768 + 8};
-  absl::StatusOr<HostProblem> host = MakeProblem(op(), dtype(), shape, FreshSeed(),
-                                                 InputPattern::kNormal, false, 0, 0,
-                                                 FewRowsAttention(3));
+  absl::StatusOr<HostProblem> host = MakeProblem(
+      op(), dtype(), shape, FreshSeed(), InputPattern::kNormal, false, 0, 0, FewRowsAttention(3));
   ASSERT_TRUE(host.ok()) << host.status();
   absl::StatusOr<DeviceProblem> problem = Upload(*host);
   ASSERT_TRUE(problem.ok()) << problem.status();
@@ -340,8 +338,7 @@ TEST_P(SplitRowGpuTest, OccupancyIsQueriedPerCluster) {
       }
       absl::StatusOr<int> active = ActiveBlocksPerSm(op(), dtype(), shape, c, device_);
       ASSERT_TRUE(active.ok()) << ConfigKey(c) << ": " << active.status();
-      EXPECT_EQ(*active > 0, ValidateConfig(op(), dtype(), shape, c, device_).ok())
-          << ConfigKey(c);
+      EXPECT_EQ(*active > 0, ValidateConfig(op(), dtype(), shape, c, device_).ok()) << ConfigKey(c);
       EXPECT_LE(*active, device_.max_threads_per_sm / block) << ConfigKey(c);
     }
   }
@@ -350,9 +347,8 @@ TEST_P(SplitRowGpuTest, OccupancyIsQueriedPerCluster) {
 // An illegal split config is refused before anything is launched: the
 // poisoned output stays untouched.
 TEST_P(SplitRowGpuTest, IllegalConfigIsNeverLaunched) {
-  absl::StatusOr<HostProblem> host = MakeProblem(op(), dtype(), {2, 32}, FreshSeed(),
-                                                 InputPattern::kNormal, true, 0, 0,
-                                                 FewRowsAttention(2));
+  absl::StatusOr<HostProblem> host = MakeProblem(
+      op(), dtype(), {2, 32}, FreshSeed(), InputPattern::kNormal, true, 0, 0, FewRowsAttention(2));
   ASSERT_TRUE(host.ok()) << host.status();
   absl::StatusOr<DeviceProblem> problem = Upload(*host);
   ASSERT_TRUE(problem.ok()) << problem.status();
@@ -363,15 +359,13 @@ TEST_P(SplitRowGpuTest, IllegalConfigIsNeverLaunched) {
     absl::StatusOr<LaunchConfig> launched =
         Launch(op(), dtype(), host->shape, problem->Args(), c, device_, stream_);
     ASSERT_FALSE(launched.ok()) << ConfigKey(c);
-    EXPECT_EQ(launched.status().code(), absl::StatusCode::kInvalidArgument)
-        << launched.status();
+    EXPECT_EQ(launched.status().code(), absl::StatusCode::kInvalidArgument) << launched.status();
     EXPECT_NE(launched.status().message().find("split="), absl::string_view::npos)
         << launched.status();
   }
   ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
   std::vector<uint8_t> y(problem->y.bytes());
-  ASSERT_EQ(cudaMemcpy(y.data(), problem->y.data(), y.size(), cudaMemcpyDeviceToHost),
-            cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(y.data(), problem->y.data(), y.size(), cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_TRUE(std::all_of(y.begin(), y.end(), [](uint8_t b) { return b == 0xff; }));
 }
 
