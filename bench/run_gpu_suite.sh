@@ -3,9 +3,10 @@
 # kernel benchmark on the standard grid, and the PyTorch peers in the same
 # run. Results go to $OUT (or ./gpu-results).
 #
-#   bin/run_gpu_suite.sh [tests|daemon|daemon-bench|bench|all|tune] [extra kt_kernel_bench flags...]
+#   bin/run_gpu_suite.sh [tests|kernel-tests|daemon|daemon-bench|bench|all|tune] [extra kt_kernel_bench flags...]
 #
-# tests: the kernel and the daemon gpu-labelled tests; daemon: the latter,
+# tests: the kernel and the daemon gpu-labelled tests (kernel-tests: the
+# kernel suites only, each under $KERNEL_TEST_TIMEOUT_S, default 300 s); daemon: the latter,
 # then compute-sanitizer memcheck over the daemon and its IPC clients, and
 # kt_daemon_bench against a daemon started here (tuned configs from
 # $TUNED_DB when given).
@@ -45,10 +46,16 @@ status=0
 } > "$out/environment.txt" 2>&1
 cat "$out/environment.txt"
 
-if [ "$what" = tests ] || [ "$what" = all ]; then
-  echo "== GPU tests"
-  timeout 300 "$here/kt_kernels_gpu_test" --gtest_brief=1 > "$out/gpu_test.log" 2>&1 || status=1
-  grep -E '^\[(coverage|sweep)\]|FAILED|PASSED|Failure|error' "$out/gpu_test.log" | head -60
+if [ "$what" = tests ] || [ "$what" = all ] || [ "$what" = kernel-tests ]; then
+  # The row kernels, the middle-axis kernel and the split-row kernel, each
+  # over every enumerated config of its shapes; KERNEL_TEST_FILTER narrows.
+  for suite in kernels axis split_row; do
+    echo "== GPU tests: kt_${suite}_gpu_test"
+    timeout "${KERNEL_TEST_TIMEOUT_S:-300}" "$here/kt_${suite}_gpu_test" --gtest_brief=1 \
+      --gtest_filter="${KERNEL_TEST_FILTER:-*}" > "$out/${suite}_gpu_test.log" 2>&1 || status=1
+    grep -E '^\[(coverage|sweep)\]|FAILED|PASSED|Failure|error' "$out/${suite}_gpu_test.log" \
+      | head -40
+  done
 fi
 
 if [ "$what" = tests ] || [ "$what" = daemon ] || [ "$what" = all ]; then
