@@ -227,9 +227,9 @@ TEST(LaunchConfigTest, HeuristicForTheNewOps) {
     EXPECT_EQ(ConfigKey(*c), "block_smem/b256/p1/g32/r1/w0");
   }
   absl::StatusOr<LaunchConfig> c =
-      HeuristicConfig(Op::kRmsNorm, DType::kFloat16, {64, 65536}, H100());
+      HeuristicConfig(Op::kRmsNorm, DType::kFloat16, {4096, 65536}, H100());
   EXPECT_EQ(ConfigKey(*c), "block_smem/b1024/p8/g32/r1/w0");
-  c = HeuristicConfig(Op::kScaledMaskedSoftmax, DType::kFloat16, {64, 65536}, H100());
+  c = HeuristicConfig(Op::kScaledMaskedSoftmax, DType::kFloat16, {4096, 65536}, H100());
   EXPECT_EQ(ConfigKey(*c), "block_uncached/b1024/p8/g32/r1/w0");
 }
 
@@ -402,6 +402,7 @@ TEST(LaunchConfigTest, AxisHeuristicCachesTheLineAndFillsTheDevice) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(internal::AxisCachedRows(1 << 20, c->thread_group_width, c->pack_size), 0);
   EXPECT_EQ(c->thread_group_width, 1024);
+}
 
 TEST(LaunchConfigTest, SplitRowConfigKeyRoundTrips) {
   const LaunchConfig c = Split(256, 8, 8);
@@ -580,6 +581,7 @@ TEST(LaunchConfigTest, HeuristicSplitsFewLongRows) {
   c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {1, 131072}, *a100);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_NE(c->impl, Impl::kSplitRow) << ConfigKey(*c);
+}
 
 // Launch checks the operands before it looks at the device: on a described
 // device (no GPU) a bad argument is InvalidArgument naming it, and good ones
