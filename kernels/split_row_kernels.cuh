@@ -213,21 +213,21 @@ struct ReduceScaleStat {
   __device__ __forceinline__ static Partial Identity() { return 0.f; }
   __device__ __forceinline__ static Partial Merge(Partial a, Partial b) { return fmaxf(a, b); }
 
+  // The factor is ScaleByStat's (row_common.cuh), shared with the row
+  // kernels: it also rescales rows whose max |x| is subnormal.
   struct Row {
-    float inv;
+    RowFactor factor;
     float abs_max;
     template <int N>
     __device__ __forceinline__ void Apply(float* v) const {
-#pragma unroll
-      for (int i = 0; i < N; ++i) v[i] *= inv;
+      ScaleByStat<Op::kReduceScale>::Apply<N>(v, factor);
     }
     __device__ __forceinline__ void WriteStats(const Params& p, int64_t row) const {
       if (p.row_scale != nullptr) p.row_scale[row] = abs_max;
     }
   };
   __device__ __forceinline__ static Row Finish(Partial total, const Params&) {
-    // An exact division: __fdividef would give 0 for max|x| above 2^126.
-    return {total > 0.f ? 1.f / total : 0.f, total};
+    return {ScaleByStat<Op::kReduceScale>::Factor(total, 0, 0.f), total};
   }
 };
 
