@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "client/daemon_cli_common.h"
 #include "db/tuning_store.h"
 #include "gtest/gtest.h"
 #include "kerntune/v1/kerntune.grpc.pb.h"
@@ -131,30 +132,6 @@ TEST_F(KerntunedGpuTest, StatusAndConfigsComeFromThisGpusSku) {
   EXPECT_EQ(config.config().config().impl(), "axis");
 }
 
-pb::Op ProtoOp(kernels::Op op) {
-  switch (op) {
-    case kernels::Op::kSoftmax:
-      return pb::OP_SOFTMAX;
-    case kernels::Op::kLogSoftmax:
-      return pb::OP_LOG_SOFTMAX;
-    case kernels::Op::kLayerNorm:
-      return pb::OP_LAYER_NORM;
-    case kernels::Op::kRmsNorm:
-      return pb::OP_RMS_NORM;
-    case kernels::Op::kReduceScale:
-      return pb::OP_REDUCE_SCALE;
-    case kernels::Op::kScaledMaskedSoftmax:
-      return pb::OP_SCALED_MASKED_SOFTMAX;
-  }
-  return pb::OP_UNSPECIFIED;
-}
-
-pb::DType ProtoDType(kernels::DType dtype) {
-  return dtype == kernels::DType::kFloat32   ? pb::DTYPE_FLOAT32
-         : dtype == kernels::DType::kFloat16 ? pb::DTYPE_FLOAT16
-                                             : pb::DTYPE_BFLOAT16;
-}
-
 // The query length of a masked problem of `rows`: the largest divisor <= 64.
 int64_t QueryLength(int64_t rows) {
   for (int64_t q = std::min<int64_t>(rows, 64); q > 1; --q) {
@@ -203,8 +180,8 @@ TEST_F(KerntunedGpuTest, RunsEveryOpAndDtypeWithinTolerance) {
           return bytes;
         };
         pb::RunRequest request;
-        request.set_op(ProtoOp(op));
-        request.set_dtype(ProtoDType(dtype));
+        request.set_op(client::OpToProto(op));
+        request.set_dtype(client::DTypeToProto(dtype));
         request.mutable_shape()->set_rows(shape.rows);
         request.mutable_shape()->set_cols(shape.cols);
         if (shape.inner > 1) request.mutable_shape()->set_inner(shape.inner);
