@@ -2,38 +2,16 @@
 #include "tests/server/request_values.h"
 
 #include "kernels/host_dtype.h"
+#include "server/run_request.h"
 
 namespace kt::server::testing {
 
 namespace pb = ::kerntune::v1;
 
-kernels::DType ToKernels(pb::DType dtype) {
-  switch (dtype) {
-    case pb::DTYPE_FLOAT16:
-      return kernels::DType::kFloat16;
-    case pb::DTYPE_BFLOAT16:
-      return kernels::DType::kBFloat16;
-    default:
-      return kernels::DType::kFloat32;
-  }
-}
+// The daemon's own conversions; the tests pass only valid enums.
+kernels::DType ToKernels(pb::DType dtype) { return DTypeFromProto(dtype, "dtype").value(); }
 
-kernels::Op ToKernels(pb::Op op) {
-  switch (op) {
-    case pb::OP_LOG_SOFTMAX:
-      return kernels::Op::kLogSoftmax;
-    case pb::OP_LAYER_NORM:
-      return kernels::Op::kLayerNorm;
-    case pb::OP_RMS_NORM:
-      return kernels::Op::kRmsNorm;
-    case pb::OP_REDUCE_SCALE:
-      return kernels::Op::kReduceScale;
-    case pb::OP_SCALED_MASKED_SOFTMAX:
-      return kernels::Op::kScaledMaskedSoftmax;
-    default:
-      return kernels::Op::kSoftmax;
-  }
-}
+kernels::Op ToKernels(pb::Op op) { return OpFromProto(op, "op").value(); }
 
 std::string RandomTensor(kernels::DType dtype, int64_t n, std::mt19937_64& rng, double mean) {
   std::normal_distribution<double> normal(mean, 2.0);
