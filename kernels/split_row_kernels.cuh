@@ -167,33 +167,35 @@ struct LayerNormStat {
 
 // RMSNorm: the sum of squares; y = x / sqrt(mean(x^2) + eps) (times gamma,
 // in the store functor).
+// RMSNorm's and ReduceScale's math is ScaleByStat's (row_common.cuh),
+// shared with the row kernels.
 struct RmsNormStat {
+  using Math = ScaleByStat<Op::kRmsNorm>;
   using Partial = float;
-  using MergeOp = SumOp;
+  using MergeOp = Math::Combine;
   float sum_squares = 0.f;
 
   template <int N>
   __device__ __forceinline__ void Add(const float* v) {
 #pragma unroll
-    for (int i = 0; i < N; ++i) sum_squares = fmaf(v[i], v[i], sum_squares);
+    for (int i = 0; i < N; ++i) sum_squares = Math::Accumulate(sum_squares, v[i]);
   }
   __device__ __forceinline__ Partial Get() const { return sum_squares; }
   __device__ __forceinline__ static Partial Identity() { return 0.f; }
   __device__ __forceinline__ static Partial Merge(Partial a, Partial b) { return a + b; }
 
   struct Row {
-    float inv_rms;
+    RowFactor factor;
     template <int N>
     __device__ __forceinline__ void Apply(float* v) const {
-#pragma unroll
-      for (int i = 0; i < N; ++i) v[i] *= inv_rms;
+      Math::Apply<N>(v, factor);
     }
     __device__ __forceinline__ void WriteStats(const Params& p, int64_t row) const {
-      if (p.inv_std != nullptr) p.inv_std[row] = inv_rms;
+      if (p.inv_std != nullptr) p.inv_std[row] = Math::RowOutput(0.f, factor);
     }
   };
   __device__ __forceinline__ static Row Finish(Partial total, const Params& p) {
-    return {rsqrtf(__fdividef(total, static_cast<float>(p.cols)) + p.epsilon)};
+    return {Math::Factor(total, p.cols, p.epsilon)};
   }
 };
 
@@ -213,8 +215,7 @@ struct ReduceScaleStat {
   __device__ __forceinline__ static Partial Identity() { return 0.f; }
   __device__ __forceinline__ static Partial Merge(Partial a, Partial b) { return fmaxf(a, b); }
 
-  // The factor is ScaleByStat's (row_common.cuh), shared with the row
-  // kernels: it also rescales rows whose max |x| is subnormal.
+  // ScaleByStat's factor also rescales rows whose max |x| is subnormal.
   struct Row {
     RowFactor factor;
     float abs_max;
