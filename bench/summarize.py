@@ -94,15 +94,16 @@ def main():
     slower_than_eager, below_target, slower_than_compile = [], [], []
     tuned_slower, tuned_below_target, tuned_slower_than_compile = [], [], []
     behind_best_peer, ratios = [], []
+    split_rows = []
     for group in GROUPS:
         rows = [r for r in ours["results"] if r["group"] == group]
         if not rows:
             continue
         out.write(f"### {group}\n\n")
         out.write("| op | dtype | rows | cols | inner | config | GB/s | % copy | graph GB/s "
-                  "| tuned GB/s | eager GB/s | compile GB/s | vs eager | vs compile "
-                  "| best peer | best vs peer |\n")
-        out.write("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+                  "| tuned GB/s | copy same bytes g | eager GB/s | compile GB/s | vs eager "
+                  "| vs compile | best peer | best vs peer |\n")
+        out.write("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
         for r in rows:
             inner = r.get("inner", 1)
             key = (r["group"], r["op"], r["dtype"], r["rows"], r["cols"], inner)
@@ -143,7 +144,7 @@ def main():
             config = f"`{r['config']}`" if r.get("config") else "none"
             out.write(f"| {r['op']} | {r['dtype']} | {r['rows']} | {r['cols']} | {inner} | "
                       f"{config} | {number(r.get('gbps'))} | {number(r.get('pct_copy'), 1)} | "
-                      f"{graph} | {tuned} | "
+                      f"{graph} | {tuned} | {number(r.get('copy_same_bytes_graph_gbps'))} | "
                       f"{number(eager.get('gbps') if eager else None)} | "
                       f"{number(compiled.get('gbps') if compiled else None)} | "
                       f"{ratio(a, b, basis)} | {ratio(c, d, cbasis)} | "
@@ -152,6 +153,15 @@ def main():
                 slower_than_eager.append((key, a, b))
             if c and d and c < d:
                 slower_than_compile.append(key)
+            # Split rows (issue 5): >= 80% of copy at rows 1 and 8 x 131072,
+            # held against both the 1 GiB copy and the same-size copy.
+            same = r.get("copy_same_bytes_graph_gbps")
+            if group == "few_rows" and r["rows"] in (1, 8) and r["cols"] == 131072 and same:
+                ours_graph = (t["gbps"] if has_tuned and t.get("graph_replay")
+                              else r.get("graph_gbps"))
+                if ours_graph:
+                    split_rows.append((key, ours_graph, 100 * ours_graph / copy,
+                                       100 * ours_graph / same))
             if (group == "main" and r["dtype"] != "float32" and r["cols"] >= 1024
                     and r.get("pct_copy") is not None and r["pct_copy"] < args.target_pct):
                 below_target.append((key, r["pct_copy"]))
@@ -189,6 +199,11 @@ def main():
         check(f"tuned, main, cols >= 1024 under {args.tuned_target_pct:.0f}% of copy",
               tuned_below_target, pct)
         check("tuned configs slower than torch.compile", tuned_slower_than_compile, gbps_pair)
+    check("split rows (1 and 8 x 131072) under 80% of the size-matched copy",
+          [item for item in split_rows if item[3] < 80],
+          lambda item: f"{key_text(item[0])}: {item[1]:.0f} GB/s (graph), {item[2]:.1f}% of "
+                       f"the 1 GiB copy, {item[3]:.1f}% of the same-size copy",
+          total=f" of {len(split_rows)}")
     check("points where kerntune's best is behind the best peer", behind_best_peer, gbps_pair,
           total=f" of {len(ratios)} compared")
     if ratios:

@@ -140,7 +140,8 @@ INSERT INTO meta (key, value) VALUES ('data_version', 0);
 // v3: middle-axis problems and split rows. Points gain `inner` (the
 // trailing extent of an (outer, dim, inner) tensor reduced along dim; 1 for
 // every last-axis problem) and configs the knob `split` (blocks per row of
-// the split_row impl; 1 for every other impl). best_configs' primary key
+// the split_row impl, and of split_grid, which came later and needed no
+// schema change; 1 for every other impl). best_configs' primary key
 // must include inner, and SQLite cannot alter a primary key: the table is
 // rebuilt (create the new one, copy, drop the old, rename), which keeps
 // every row with inner 1 and split 1. Nothing references best_configs, so

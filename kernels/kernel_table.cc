@@ -16,6 +16,7 @@ RowOpEntry SelectFamily(Impl impl) {
     case Impl::kBlockUncached:
       return &RunBlockRowOp<op, dtype>;
     case Impl::kSplitRow:
+    case Impl::kSplitGrid:
       return &RunSplitRowOp<op, dtype>;
     case Impl::kAxis:
       if constexpr (op == Op::kSoftmax || op == Op::kLogSoftmax) {

@@ -166,17 +166,20 @@ absl::string_view ImplName(Impl impl) {
       return "split_row";
     case Impl::kAxis:
       return "axis";
+    case Impl::kSplitGrid:
+      return "split_grid";
   }
   return "unknown";
 }
 
 absl::StatusOr<Impl> ParseImpl(absl::string_view name) {
-  for (Impl impl :
-       {Impl::kWarp, Impl::kBlockSmem, Impl::kBlockUncached, Impl::kSplitRow, Impl::kAxis}) {
+  for (Impl impl : {Impl::kWarp, Impl::kBlockSmem, Impl::kBlockUncached, Impl::kSplitRow,
+                    Impl::kAxis, Impl::kSplitGrid}) {
     if (name == ImplName(impl)) return impl;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "impl=\"", name, "\" is not one of warp, block_smem, block_uncached, split_row, axis"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("impl=\"", name,
+                   "\" is not one of warp, block_smem, block_uncached, split_row, axis, split_grid"));
 }
 
 std::string ConfigKey(const LaunchConfig& c) {
@@ -236,6 +239,7 @@ int64_t SharedMemoryBytes(Op op, DType dtype, Shape shape, const LaunchConfig& c
                                ? static_cast<int64_t>(sizeof(float))
                                : static_cast<int64_t>(DTypeSize(dtype)));
     case Impl::kSplitRow:
+    case Impl::kSplitGrid:
       return internal::SplitRowSharedMemoryBytes(op, dtype, shape, config);
     case Impl::kAxis:
       return internal::AxisSharedMemoryBytes(op, dtype, shape, config);
@@ -316,7 +320,7 @@ absl::Status ValidateConfig(Op op, DType dtype, Shape shape, const LaunchConfig&
     return absl::InvalidArgumentError(
         absl::StrCat("grid_waves=", config.grid_waves, " must be in [0, 1024]"));
   }
-  if (config.impl != Impl::kSplitRow && config.split != 1) {
+  if (!HasSplit(config.impl) && config.split != 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("split=", config.split, " must be 1 for ", ImplName(config.impl)));
   }
@@ -340,6 +344,9 @@ absl::Status ValidateConfig(Op op, DType dtype, Shape shape, const LaunchConfig&
     case Impl::kSplitRow:
       knobs = internal::CheckSplitRowKnobs(op, dtype, shape, config, device);
       break;
+    case Impl::kSplitGrid:
+      knobs = internal::CheckSplitGridKnobs(op, dtype, shape, config, device);
+      break;
     case Impl::kAxis:
       knobs = internal::CheckAxisKnobs(op, dtype, shape, config, device);
       break;
@@ -358,7 +365,11 @@ absl::Status ValidateConfig(Op op, DType dtype, Shape shape, const LaunchConfig&
   if (*active == 0) {
     return absl::ResourceExhaustedError(absl::StrCat(
         ConfigKey(config), " cannot be resident on ", device.name, " at cols=", shape.cols,
-        " (occupancy 0: shared memory ", smem, " bytes, block_size ", config.block_size, ")"));
+        " (occupancy 0: shared memory ", smem, " bytes, block_size ", config.block_size, ")",
+        config.impl == Impl::kSplitGrid
+            ? absl::StrCat("; split_grid needs all rows x split = ", shape.rows * config.split,
+                           " blocks resident at once")
+            : ""));
   }
   return absl::OkStatus();
 }

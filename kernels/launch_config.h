@@ -38,9 +38,14 @@ enum class Impl {
   // stay in registers and are read once, longer ones twice; a block
   // reduction only when thread_group_width > 1 (axis_plan.h).
   kAxis,
+  // `split` blocks share one row like kSplitRow, but they need not form a
+  // cluster: the partial statistics go through global memory across grid
+  // barriers (a cooperative launch, all rows * split blocks resident), so a
+  // row may span every SM. For a handful of very long rows.
+  kSplitGrid,
 };
 
-// "warp", "block_smem", "block_uncached", "split_row", "axis"
+// "warp", "block_smem", "block_uncached", "split_row", "axis", "split_grid"
 absl::string_view ImplName(Impl impl);
 absl::StatusOr<Impl> ParseImpl(absl::string_view name);
 
@@ -67,8 +72,8 @@ struct LaunchConfig {
   // waves of resident blocks (k * active blocks per SM * SM count), blocks
   // looping over the remaining rows.
   int grid_waves = 0;
-  // Blocks sharing one row: the cluster size of kSplitRow (2..16); 1 for
-  // every other impl.
+  // Blocks sharing one row: the cluster size of kSplitRow (2..16), the
+  // blocks per row of kSplitGrid (2..kMaxGridSplit); 1 for every other impl.
   int split = 1;
 
   friend bool operator==(const LaunchConfig& a, const LaunchConfig& b) {
@@ -84,12 +89,18 @@ struct LaunchConfig {
 };
 
 // "warp/b128/p8/g32/r1/w0" style key: stable, used in logs, the CLI and the
-// database; kSplitRow adds the split: "split_row/b256/p8/g32/r1/w0/s8".
+// database; the split impls add the split: "split_row/b256/p8/g32/r1/w0/s8".
 // ParseLaunchConfig is its inverse (a missing /s field means split 1).
 std::string ConfigKey(const LaunchConfig& config);
 absl::StatusOr<LaunchConfig> ParseLaunchConfig(absl::string_view key);
 
 inline constexpr int kBlockImplBlockSizes[] = {128, 256, 512, 1024};
+// The most blocks kSplitGrid spreads one row over.
+inline constexpr int kMaxGridSplit = 1024;
+// kSplitRow and kSplitGrid: the impls with a `split`.
+inline constexpr bool HasSplit(Impl impl) {
+  return impl == Impl::kSplitRow || impl == Impl::kSplitGrid;
+}
 inline constexpr int kWarpBlockSizes[] = {128, 256, 512};
 inline constexpr int kGridWavesChoices[] = {0, 1, 4};
 inline constexpr int kPackSizes[] = {1, 2, 4, 8};

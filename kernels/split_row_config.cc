@@ -1,5 +1,6 @@
-// kSplitRow's rules (config_rules.h): which split-row configs are legal, the
-// ones worth timing, and when split rows are the default.
+// The split impls' rules (config_rules.h): which kSplitRow (clusters) and
+// kSplitGrid (grid barriers) configs are legal, the ones worth timing, and
+// when split rows are the default.
 #include <algorithm>
 #include <cstdint>
 #include <iterator>
@@ -29,6 +30,17 @@ constexpr int64_t kSplitRowMinCols = 16384;
 constexpr int64_t kDefaultPacksPerThread = 2;
 
 bool SupportsClusters(const DeviceInfo& device) { return device.cc_major >= 9; }
+// Cooperative launches (grid barriers): every GPU CUDA 13 supports.
+bool SupportsGridBarriers(const DeviceInfo& device) { return device.cc_major >= 7; }
+
+// kSplitGrid publishes each block's partial in the first bytes of its slice
+// of y (split_row::GridSlots): at most 12 bytes, so 16 leave room.
+constexpr int64_t kGridSlotBytes = 16;
+
+// kSplitGrid's candidates put this many blocks of a row on each SM (the
+// split being blocks per SM * SMs / rows): one block per SM, or more,
+// smaller slices for latency hiding.
+constexpr int kGridBlocksPerSm[] = {1, 2, 4};
 
 int64_t CacheElementBytes(Op op, DType dtype) {
   // The masked softmax caches x * scale + mask in float (MaskedScaleLoad).
@@ -53,9 +65,54 @@ int WidestPack(DType dtype, int64_t cols) {
 // Few rows: one block per row would leave SMs idle (the default's rule), or
 // leave a ragged second wave (the tuner also times the band up to twice the
 // SM count, where splitting may still win).
-bool FewLongRows(Shape shape, const DeviceInfo& device, int64_t max_rows) {
-  return SupportsClusters(device) && shape.inner == 1 && shape.cols >= kSplitRowMinCols &&
-         shape.rows < max_rows;
+bool FewLongRows(Shape shape, int64_t max_rows) {
+  return shape.inner == 1 && shape.cols >= kSplitRowMinCols && shape.rows < max_rows;
+}
+
+// Knobs both split impls share: block size, the row-kernel knobs that must
+// stay neutral, and a whole pack per block.
+absl::Status CheckCommonSplitKnobs(DType dtype, Shape shape, const LaunchConfig& c) {
+  const absl::string_view impl = ImplName(c.impl);
+  if (std::find(std::begin(kBlockImplBlockSizes), std::end(kBlockImplBlockSizes), c.block_size) ==
+      std::end(kBlockImplBlockSizes)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "block_size=", c.block_size, " must be 128, 256, 512 or 1024 for ", impl));
+  }
+  if (c.thread_group_width != 32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("thread_group_width=", c.thread_group_width, " must be 32 for ", impl));
+  }
+  if (c.rows_per_access != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rows_per_access=", c.rows_per_access, " must be 1 for ", impl));
+  }
+  if (c.grid_waves != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "grid_waves=", c.grid_waves, " must be 0 for ", impl, " (split blocks per row)"));
+  }
+  // Every block of the row needs at least one whole pack of it.
+  const int64_t num_packs = shape.cols / c.pack_size;
+  if (num_packs < c.split) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "split=", c.split, " exceeds the ", num_packs, " packs of pack_size=", c.pack_size,
+        " in cols=", shape.cols, ": every block of the row needs at least one"));
+  }
+  return absl::OkStatus();
+}
+
+// The block size the defaults take for a slice: the smallest that gives
+// each thread at most kDefaultPacksPerThread packs (1024 at most).
+int DefaultSplitBlock(int64_t slice_packs) {
+  for (int candidate : kBlockImplBlockSizes) {
+    if (candidate * kDefaultPacksPerThread >= slice_packs) return candidate;
+  }
+  return kBlockImplBlockSizes[std::size(kBlockImplBlockSizes) - 1];
+}
+
+// Block sizes worth timing for a slice: those that give every thread at
+// least one pack (128 always).
+bool WorthTiming(int block, int64_t slice_packs) {
+  return block == kBlockImplBlockSizes[0] || block <= slice_packs;
 }
 
 }  // namespace
@@ -72,29 +129,39 @@ absl::Status CheckSplitRowKnobs(Op op, DType dtype, Shape shape, const LaunchCon
     return absl::InvalidArgumentError(
         absl::StrCat("split=", c.split, " must be 2, 4, 8 or 16 for split_row"));
   }
-  if (std::find(std::begin(kBlockImplBlockSizes), std::end(kBlockImplBlockSizes), c.block_size) ==
-      std::end(kBlockImplBlockSizes)) {
+  return CheckCommonSplitKnobs(dtype, shape, c);
+}
+
+absl::Status CheckSplitGridKnobs(Op op, DType dtype, Shape shape, const LaunchConfig& c,
+                                 const DeviceInfo& device) {
+  if (!SupportsGridBarriers(device)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("block_size=", c.block_size, " must be 128, 256, 512 or 1024 for split_row"));
+        absl::StrCat("impl=split_grid needs cooperative launches (compute capability 7.0+); ",
+                     device.name, " is ", device.cc_major, ".", device.cc_minor));
   }
-  if (c.thread_group_width != 32) {
+  if (c.split < 2 || c.split > kMaxGridSplit) {
     return absl::InvalidArgumentError(
-        absl::StrCat("thread_group_width=", c.thread_group_width, " must be 32 for split_row"));
+        absl::StrCat("split=", c.split, " must be in [2, ", kMaxGridSplit, "] for split_grid"));
   }
-  if (c.rows_per_access != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("rows_per_access=", c.rows_per_access, " must be 1 for split_row"));
-  }
-  if (c.grid_waves != 0) {
+  if (absl::Status s = CheckCommonSplitKnobs(dtype, shape, c); !s.ok()) return s;
+  // The smallest slice (cols / pack / split whole packs) holds the block's
+  // partial while the row is exchanged.
+  const int64_t smallest_slice_bytes =
+      shape.cols / c.pack_size / c.split * c.pack_size * static_cast<int64_t>(DTypeSize(dtype));
+  if (smallest_slice_bytes < kGridSlotBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "grid_waves=", c.grid_waves, " must be 0 for split_row (one cluster per row)"));
+        "split=", c.split, " leaves ", smallest_slice_bytes, " bytes of cols=", shape.cols,
+        " per block; split_grid needs ", kGridSlotBytes, " for the exchange"));
   }
-  // Every block of the cluster needs at least one whole pack of the row.
-  const int64_t num_packs = shape.cols / c.pack_size;
-  if (num_packs < c.split) {
+  // All rows * split blocks must be resident at once (the occupancy query
+  // checks this exactly on the GPU; this is the bound any GPU obeys).
+  const int64_t most_resident =
+      static_cast<int64_t>(device.sm_count) * (device.max_threads_per_sm / c.block_size);
+  if (shape.rows * c.split > most_resident) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "split=", c.split, " exceeds the ", num_packs, " packs of pack_size=", c.pack_size,
-        " in cols=", shape.cols, ": every block of the cluster needs at least one"));
+        "rows=", shape.rows, " x split=", c.split, " blocks of ", c.block_size,
+        " threads cannot all be resident on ", device.name, " (at most ", most_resident,
+        "); split_grid needs every block of the grid at once"));
   }
   return absl::OkStatus();
 }
@@ -107,43 +174,62 @@ int64_t SplitRowSharedMemoryBytes(Op op, DType dtype, Shape shape, const LaunchC
 
 void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo& device,
                               std::vector<LaunchConfig>& candidates) {
-  if (!FewLongRows(shape, device, 2 * static_cast<int64_t>(device.sm_count))) return;
+  if (!FewLongRows(shape, 2 * static_cast<int64_t>(device.sm_count))) return;
   // The widest pack only: narrower ones only add loads per byte, and Launch
   // narrows by itself where pointers demand it. Block sizes that give every
-  // thread at least one pack of the slice (128 always). At most 16 configs.
+  // thread at least one pack of the slice. At most 16 cluster configs and 12
+  // grid ones.
   const int pack = WidestPack(dtype, shape.cols);
-  for (int split : kSplitRowSplits) {
+  const auto append = [&](Impl impl, int split) {
     const int64_t slice_packs = PacksPerBlock(shape.cols, pack, split);
     for (int block : kBlockImplBlockSizes) {
-      if (block != kBlockImplBlockSizes[0] && block > slice_packs) continue;
-      LaunchConfig c{Impl::kSplitRow, block, pack, 32, 1, 0};
+      if (!WorthTiming(block, slice_packs)) continue;
+      LaunchConfig c{impl, block, pack, 32, 1, 0};
       c.split = split;
       candidates.push_back(c);
+    }
+  };
+  if (SupportsClusters(device)) {
+    for (int split : kSplitRowSplits) append(Impl::kSplitRow, split);
+  }
+  if (SupportsGridBarriers(device)) {
+    int previous = 0;
+    for (int per_sm : kGridBlocksPerSm) {
+      const int64_t split = std::min<int64_t>(
+          kMaxGridSplit, static_cast<int64_t>(per_sm) * device.sm_count / shape.rows);
+      if (split < 2 || split == previous) continue;
+      append(Impl::kSplitGrid, static_cast<int>(split));
+      previous = static_cast<int>(split);
     }
   }
 }
 
-// Rows fewer than SMs and at least kSplitRowMinCols columns: the split that
-// keeps the most SMs busy in a single wave of clusters (rows * split blocks,
-// all resident at once), the smallest such split on ties; its slice must fit
-// shared memory. Nothing when no split keeps more SMs busy than one block
-// per row would.
+// Rows fewer than SMs and at least kSplitRowMinCols columns.
+// First choice, kSplitGrid with one block of each row per SM (split = SMs /
+// rows): every SM busy, each with a small slice, where a cluster caps a row
+// at 16 SMs. Else (rows > SMs / 2, or no cooperative launch) the cluster
+// split that keeps the most SMs busy in a single wave of clusters (rows *
+// split blocks, all resident at once), the smallest such split on ties. The
+// slice must fit shared memory. Nothing when no split keeps more SMs busy
+// than one block per row would.
 std::optional<LaunchConfig> SplitRowHeuristic(Op op, DType dtype, Shape shape,
                                               const DeviceInfo& device) {
-  if (!FewLongRows(shape, device, device.sm_count)) return std::nullopt;
+  if (!FewLongRows(shape, device.sm_count)) return std::nullopt;
   const int pack = WidestPack(dtype, shape.cols);
+  const int64_t grid_split = std::min<int64_t>(kMaxGridSplit, device.sm_count / shape.rows);
+  if (SupportsGridBarriers(device) && grid_split >= 2) {
+    const int split = static_cast<int>(grid_split);
+    LaunchConfig c{Impl::kSplitGrid, DefaultSplitBlock(PacksPerBlock(shape.cols, pack, split)),
+                   pack, 32, 1, 0};
+    c.split = split;
+    if (ValidateConfig(op, dtype, shape, c, device).ok()) return c;
+  }
+  if (!SupportsClusters(device)) return std::nullopt;
   std::optional<LaunchConfig> best;
   int64_t best_busy_sms = shape.rows;  // one block per row
   for (int split : kSplitRowSplits) {
-    const int64_t slice_packs = PacksPerBlock(shape.cols, pack, split);
-    int block = kBlockImplBlockSizes[std::size(kBlockImplBlockSizes) - 1];
-    for (int candidate : kBlockImplBlockSizes) {
-      if (candidate * kDefaultPacksPerThread >= slice_packs) {
-        block = candidate;
-        break;
-      }
-    }
-    LaunchConfig c{Impl::kSplitRow, block, pack, 32, 1, 0};
+    LaunchConfig c{Impl::kSplitRow, DefaultSplitBlock(PacksPerBlock(shape.cols, pack, split)),
+                   pack, 32, 1, 0};
     c.split = split;
     if (!ValidateConfig(op, dtype, shape, c, device).ok()) continue;  // slice too big
     absl::StatusOr<int> active = ActiveBlocksPerSm(op, dtype, shape, c, device);

@@ -1,7 +1,7 @@
-// The split-row family (kSplitRow): runtime knobs -> SplitRowKernel
-// instances, cluster launch (cudaLaunchKernelEx with a cluster dimension) and
-// the occupancy of a cluster-launched instance. Included only by the
-// per-op/dtype translation units in kernels/instances/.
+// The split-row family (kSplitRow, kSplitGrid): runtime knobs ->
+// SplitRowKernel / SplitGridKernel instances, their launches (a cluster
+// dimension, or a cooperative launch) and the occupancy of each. Included
+// only by the per-op/dtype translation units in kernels/instances/.
 #ifndef KERNTUNE_KERNELS_SPLIT_ROW_DISPATCH_CUH_
 #define KERNTUNE_KERNELS_SPLIT_ROW_DISPATCH_CUH_
 
@@ -85,6 +85,78 @@ inline cudaError_t CachedSplitRowOccupancy(const KernelRequest& req, const void*
   return cudaSuccess;
 }
 
+// Launches (or sizes) a cluster-launched SplitRowKernel instance: one
+// cluster of c.split blocks per row.
+template <class Kernel, class Load, class Store>
+cudaError_t RunSplitRowClusters(const KernelRequest& req, KernelAction action,
+                                cudaStream_t stream, int* active_blocks, Kernel kernel,
+                                int block_size, size_t smem, const Load& load, const Store& store,
+                                const split_row::Params& params) {
+  const int split = req.config.split;
+  int active = 0;
+  cudaError_t err = CachedSplitRowOccupancy(req, reinterpret_cast<const void*>(kernel),
+                                            block_size, smem, split, &active);
+  if (err != cudaSuccess) return err;
+  if (action == KernelAction::kQueryOccupancy) {
+    *active_blocks = active;
+    return cudaSuccess;
+  }
+  if (active == 0) return cudaErrorInvalidConfiguration;
+  // One cluster per row; rows beyond the grid limit loop in the kernel.
+  const int64_t clusters = std::min<int64_t>(req.rows, INT_MAX / split);
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(clusters * split));
+  config.blockDim = dim3(static_cast<unsigned>(block_size));
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute;
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = static_cast<unsigned>(split);
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  err = cudaLaunchKernelEx(&config, kernel, load, store, params);
+  return err == cudaSuccess ? cudaPeekAtLastError() : err;
+}
+
+// Launches (or sizes) a SplitGridKernel instance: rows * c.split blocks, all
+// resident at once (a cooperative launch, whose grid barriers need that).
+// The occupancy reported is 0 when the grid cannot be resident, so the
+// rules refuse the config instead of the launch failing.
+template <class Kernel, class Load, class Store>
+cudaError_t RunSplitRowGrid(const KernelRequest& req, KernelAction action, cudaStream_t stream,
+                            int* active_blocks, Kernel kernel, int block_size, size_t smem,
+                            const Load& load, const Store& store,
+                            const split_row::Params& params) {
+  int active = 0;
+  cudaError_t err = CachedActiveBlocks(req.device, reinterpret_cast<const void*>(kernel),
+                                       block_size, smem, req.max_smem_per_block_optin, &active);
+  if (err != cudaSuccess) return err;
+  const int64_t blocks = req.rows * req.config.split;
+  const bool resident = blocks <= static_cast<int64_t>(active) * req.sm_count;
+  if (action == KernelAction::kQueryOccupancy) {
+    *active_blocks = resident ? active : 0;
+    return cudaSuccess;
+  }
+  if (!resident) return cudaErrorCooperativeLaunchTooLarge;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(blocks));
+  config.blockDim = dim3(static_cast<unsigned>(block_size));
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute;
+  attribute.id = cudaLaunchAttributeCooperative;
+  attribute.val.cooperative = 1;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  split_row::GridSlots slots;
+  slots.y = req.y;
+  slots.split = req.config.split;
+  err = cudaLaunchKernelEx(&config, kernel, load, store, params, slots);
+  return err == cudaSuccess ? cudaPeekAtLastError() : err;
+}
+
 template <Op op, DType dtype>
 cudaError_t RunSplitRowOp(const KernelRequest& req, KernelAction action, cudaStream_t stream,
                           int* active_blocks) {
@@ -94,9 +166,12 @@ cudaError_t RunSplitRowOp(const KernelRequest& req, KernelAction action, cudaStr
   using Load = decltype(load);
   using Store = decltype(store);
   const LaunchConfig& c = req.config;
-  // Must list exactly kSplitRowSplits (split_row_config.cc); one cluster per
-  // row, so no grid_waves policy.
-  if ((c.split != 2 && c.split != 4 && c.split != 8 && c.split != 16) || c.grid_waves != 0) {
+  const bool clusters = c.impl == Impl::kSplitRow;
+  // Must list exactly kSplitRowSplits (split_row_config.cc); the grid
+  // variant takes any split the rules allow. One row per cluster or per
+  // `split` blocks, so no grid_waves policy.
+  if ((clusters && c.split != 2 && c.split != 4 && c.split != 8 && c.split != 16) ||
+      (!clusters && (c.impl != Impl::kSplitGrid || c.split < 2)) || c.grid_waves != 0) {
     return cudaErrorInvalidConfiguration;
   }
   cudaError_t result = cudaErrorInvalidConfiguration;
@@ -107,7 +182,6 @@ cudaError_t RunSplitRowOp(const KernelRequest& req, KernelAction action, cudaStr
       // Must list exactly kBlockImplBlockSizes (launch_config.h).
       DispatchInt<128, 256, 512, 1024>(c.block_size, [&](auto block_c) {
         constexpr int kBlock = decltype(block_c)::value;
-        auto* kernel = &SplitRowKernel<op, Load, Store, kPack, kBlock>;
         const int64_t num_packs = req.cols / kPack;
         if (num_packs < c.split) return;  // a block without a slice: refused by the rules
         const size_t smem = static_cast<size_t>((num_packs + c.split - 1) / c.split) * kPack *
@@ -120,34 +194,15 @@ cudaError_t RunSplitRowOp(const KernelRequest& req, KernelAction action, cudaStr
         params.mean = req.mean;
         params.inv_std = req.inv_std;
         params.row_scale = req.row_scale;
-        int active = 0;
-        result = CachedSplitRowOccupancy(req, reinterpret_cast<const void*>(kernel), kBlock, smem,
-                                         c.split, &active);
-        if (result != cudaSuccess) return;
-        if (action == KernelAction::kQueryOccupancy) {
-          *active_blocks = active;
-          return;
+        if (clusters) {
+          result = RunSplitRowClusters(req, action, stream, active_blocks,
+                                       &SplitRowKernel<op, Load, Store, kPack, kBlock>, kBlock,
+                                       smem, load, store, params);
+        } else {
+          result = RunSplitRowGrid(req, action, stream, active_blocks,
+                                   &SplitGridKernel<op, Load, Store, kPack, kBlock>, kBlock, smem,
+                                   load, store, params);
         }
-        if (active == 0) {
-          result = cudaErrorInvalidConfiguration;
-          return;
-        }
-        // One cluster per row; rows beyond the grid limit loop in the kernel.
-        const int64_t clusters = std::min<int64_t>(req.rows, INT_MAX / c.split);
-        cudaLaunchConfig_t config = {};
-        config.gridDim = dim3(static_cast<unsigned>(clusters * c.split));
-        config.blockDim = dim3(kBlock);
-        config.dynamicSmemBytes = smem;
-        config.stream = stream;
-        cudaLaunchAttribute attribute;
-        attribute.id = cudaLaunchAttributeClusterDimension;
-        attribute.val.clusterDim.x = static_cast<unsigned>(c.split);
-        attribute.val.clusterDim.y = 1;
-        attribute.val.clusterDim.z = 1;
-        config.attrs = &attribute;
-        config.numAttrs = 1;
-        result = cudaLaunchKernelEx(&config, kernel, load, store, params);
-        if (result == cudaSuccess) result = cudaPeekAtLastError();
       });
     }
   });

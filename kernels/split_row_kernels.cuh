@@ -1,8 +1,11 @@
-// kSplitRow: one row shared by a thread-block cluster of `split` blocks
-// (Hopper, sm_90+), for few very long rows where one block per row would leave
-// most SMs idle. Each block caches its slice of the row in shared memory, the
-// blocks exchange one partial statistic each through distributed shared
-// memory, and each writes its own slice: global memory is read once.
+// The split-row kernels, for few very long rows where one block per row
+// would leave most SMs idle: each block caches its slice of a row in shared
+// memory, the blocks of a row exchange one partial statistic each, and each
+// writes its own slice, so global memory is read once.
+// kSplitRow: the blocks of a row form a thread-block cluster (Hopper, sm_90+,
+// at most 16 blocks) and exchange through distributed shared memory.
+// kSplitGrid: any number of blocks per row, exchanging through global
+// memory across grid barriers (a cooperative launch).
 #ifndef KERNTUNE_KERNELS_SPLIT_ROW_KERNELS_CUH_
 #define KERNTUNE_KERNELS_SPLIT_ROW_KERNELS_CUH_
 
@@ -10,6 +13,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <utility>
 
 #include "kernels/row_common.cuh"
 
@@ -262,6 +268,92 @@ constexpr int LoadBatch(int pack_bytes, int block_size) {
 
 }  // namespace split_row
 
+namespace split_row {
+
+// Pass 1 over a block's slice of `row`: loads it through `load` (kBatch
+// packs in flight per thread), caches it in shared memory in
+// Load::cache_type and returns this thread's share of the statistic.
+template <class Stat, int pack, int block_size, class Load, class CachePack>
+__device__ __forceinline__ Stat LoadSlice(const Load& load, int64_t row, const Slice& slice,
+                                          CachePack* cache) {
+  using CacheT = typename Load::cache_type;
+  constexpr int kBatch =
+      LoadBatch(pack * static_cast<int>(sizeof(typename Load::storage_type)), block_size);
+  Stat stat;
+  for (int64_t base = threadIdx.x; base < slice.count;
+       base += static_cast<int64_t>(kBatch) * block_size) {
+    float v[kBatch][pack];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int64_t k = base + static_cast<int64_t>(b) * block_size;
+      if (k < slice.count) load.template load<pack>(v[b], row, (slice.first + k) * pack);
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int64_t k = base + static_cast<int64_t>(b) * block_size;
+      if (k < slice.count) {
+        CachePack c;
+#pragma unroll
+        for (int i = 0; i < pack; ++i) c.elem[i] = FromFloat<CacheT>(v[b][i]);
+        cache[k] = c;
+        stat.template Add<pack>(v[b]);
+      }
+    }
+  }
+  return stat;
+}
+
+// Pass 2 over packs [begin, end) of the block's cached slice: outputs
+// through `finish` and `store`.
+template <int pack, int block_size, class Store, class Finish, class CachePack>
+__device__ __forceinline__ void StoreSlice(const Store& store, const Finish& finish, int64_t row,
+                                           const Slice& slice, const CachePack* cache,
+                                           int64_t begin, int64_t end) {
+  for (int64_t k = begin + threadIdx.x; k < end; k += block_size) {
+    const CachePack c = cache[k];
+    float v[pack];
+#pragma unroll
+    for (int i = 0; i < pack; ++i) v[i] = ToFloat(c.elem[i]);
+    finish.template Apply<pack>(v);
+    store.template store<pack>(v, row, (slice.first + k) * pack);
+  }
+}
+
+// kSplitGrid's exchange: block rank r of a row publishes its partial in the
+// first bytes of its own slice of y (the row's output, which nobody reads
+// before the kernel ends), as `Unit`s of the output dtype's width so that
+// any y the dtype allows is aligned for them. The host guarantees every
+// slice spans at least 16 bytes, more than any Partial.
+struct GridSlots {
+  void* y;    // the output, rows x cols of the op's dtype
+  int split;  // blocks per row
+};
+
+template <class Unit, class Partial>
+__device__ __forceinline__ void WriteSlot(Unit* slot, const Partial& partial) {
+  static_assert(sizeof(Partial) % sizeof(Unit) == 0, "a partial is whole units");
+  Unit units[sizeof(Partial) / sizeof(Unit)];
+  memcpy(units, &partial, sizeof(Partial));
+#pragma unroll
+  for (int i = 0; i < static_cast<int>(sizeof(Partial) / sizeof(Unit)); ++i) slot[i] = units[i];
+}
+
+// Read through L2 (ld.global.cg): the slot was written by another SM in
+// this kernel, after which this SM's L1 must not serve it.
+template <class Unit, class Partial>
+__device__ __forceinline__ Partial ReadSlot(const Unit* slot) {
+  Unit units[sizeof(Partial) / sizeof(Unit)];
+#pragma unroll
+  for (int i = 0; i < static_cast<int>(sizeof(Partial) / sizeof(Unit)); ++i) {
+    units[i] = __ldcg(slot + i);
+  }
+  Partial partial;
+  memcpy(&partial, units, sizeof(Partial));
+  return partial;
+}
+
+}  // namespace split_row
+
 // Thread mapping: a cluster of split = cluster size blocks per row (blocks
 // of cluster c: row c, then c + clusters, ...); block rank r owns the
 // contiguous packs SliceOf(p.slicing, r) of the row's cols / pack, thread t
@@ -292,10 +384,7 @@ __global__ void __launch_bounds__(block_size)
   using Stat = typename split_row::StatFor<op, kFastMathFor<Load>>::type;
   using Partial = typename Stat::Partial;
   using Reduce = typename BlockAllReducer<block_size, Partial>::Reduce;
-  using CacheT = typename Load::cache_type;
-  using CachePack = Pack<CacheT, pack>;
-  constexpr int kBatch = split_row::LoadBatch(
-      pack * static_cast<int>(sizeof(typename Load::storage_type)), block_size);
+  using CachePack = Pack<typename Load::cache_type, pack>;
   static_assert(block_size % kWarpSize == 0, "whole warps: every lane shuffles");
 
   extern __shared__ __align__(32) unsigned char split_row_smem[];
@@ -311,27 +400,7 @@ __global__ void __launch_bounds__(block_size)
   const int64_t clusters = gridDim.x / split;
 
   for (int64_t row = blockIdx.x / split; row < p.rows; row += clusters) {
-    Stat stat;
-    for (int64_t base = threadIdx.x; base < slice.count;
-         base += static_cast<int64_t>(kBatch) * block_size) {
-      float v[kBatch][pack];
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        const int64_t k = base + static_cast<int64_t>(b) * block_size;
-        if (k < slice.count) load.template load<pack>(v[b], row, (slice.first + k) * pack);
-      }
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        const int64_t k = base + static_cast<int64_t>(b) * block_size;
-        if (k < slice.count) {
-          CachePack c;
-#pragma unroll
-          for (int i = 0; i < pack; ++i) c.elem[i] = FromFloat<CacheT>(v[b][i]);
-          cache[k] = c;
-          stat.template Add<pack>(v[b]);
-        }
-      }
-    }
+    const Stat stat = split_row::LoadSlice<Stat, pack, block_size>(load, row, slice, cache);
     const Partial block_partial =
         Reduce(reduce_storage).Reduce(stat.Get(), typename Stat::MergeOp());
     if (threadIdx.x == 0) published = block_partial;
@@ -349,19 +418,87 @@ __global__ void __launch_bounds__(block_size)
 
     const typename Stat::Row finish = Stat::Finish(total, p);
     if (rank == 0 && threadIdx.x == 0) finish.WriteStats(p, row);
-    for (int64_t k = threadIdx.x; k < slice.count; k += block_size) {
-      const CachePack c = cache[k];
-      float v[pack];
-#pragma unroll
-      for (int i = 0; i < pack; ++i) v[i] = ToFloat(c.elem[i]);
-      finish.template Apply<pack>(v);
-      store.template store<pack>(v, row, (slice.first + k) * pack);
-    }
+    split_row::StoreSlice<pack, block_size>(store, finish, row, slice, cache, 0, slice.count);
     // Nobody reads a partial any more: `published` (and the block's shared
     // memory, when it exits) may go.
     cluster.barrier_wait();
   }
 #endif
+}
+
+// kSplitGrid: the same slices, passes and statistics as SplitRowKernel, but
+// a row may span any number of blocks (all SMs for a single row), since the
+// partials travel through global memory instead of a cluster's shared
+// memory. Block b serves row b / split as rank b % split; the grid is
+// exactly rows * split blocks, launched cooperatively so that all are
+// resident and grid barriers are safe.
+// Each block publishes its partial in its slot (GridSlots), a grid barrier
+// makes every slot visible, and every warp reads its row's `split` slots
+// (lane l merging ranks l, l + 32, ... in order, then the lanes in order), so
+// all blocks of a row compute bit-identical statistics. Pass 2 writes every
+// output except the slot's packs, which wait for a second grid barrier (by
+// then every block has read its partials); its arrival is posted before
+// pass 2, so its latency hides behind the stores.
+// Preconditions: as SplitRowKernel's, minus clusters: gridDim.x = rows *
+// slots.split, cooperative launch; every slice >= 16 bytes of y; y may
+// equal x (a block has read its whole slice before writing its slot).
+template <Op op, class Load, class Store, int pack, int block_size>
+__global__ void __launch_bounds__(block_size)
+    SplitGridKernel(Load load, Store store, split_row::Params p, split_row::GridSlots slots) {
+  namespace cg = cooperative_groups;
+  using Stat = typename split_row::StatFor<op, kFastMathFor<Load>>::type;
+  using Partial = typename Stat::Partial;
+  using Reduce = typename BlockAllReducer<block_size, Partial>::Reduce;
+  using CachePack = Pack<typename Load::cache_type, pack>;
+  using T = typename Load::storage_type;
+  // The slot's unit: the width of one output element, so y's alignment suffices.
+  using Unit = std::conditional_t<sizeof(T) == 2, unsigned short, unsigned int>;
+  static_assert(sizeof(Unit) == sizeof(T), "16- or 32-bit outputs");
+  static_assert(block_size % kWarpSize == 0, "whole warps: every lane shuffles");
+
+  extern __shared__ __align__(32) unsigned char split_row_smem[];
+  __shared__ typename Reduce::TempStorage reduce_storage;
+  CachePack* cache = reinterpret_cast<CachePack*>(split_row_smem);
+
+  const cg::grid_group grid = cg::this_grid();
+  const int split = slots.split;
+  const int64_t row = blockIdx.x / static_cast<unsigned>(split);
+  const int rank = static_cast<int>(blockIdx.x % static_cast<unsigned>(split));
+  const split_row::Slice slice = split_row::SliceOf(p.slicing, rank);
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  Unit* const row_units = static_cast<Unit*>(slots.y) + row * p.cols;
+  const auto slot_of = [&](int r) {
+    return row_units + split_row::SliceOf(p.slicing, r).first * pack;
+  };
+  // Packs of this slice that hold (part of) the slot.
+  constexpr int64_t kSlotPacks =
+      (sizeof(Partial) + pack * sizeof(T) - 1) / (pack * sizeof(T));
+
+  const Stat stat = split_row::LoadSlice<Stat, pack, block_size>(load, row, slice, cache);
+  // The reduction's barriers also order every thread's loads of x before
+  // the slot's store (y may be x).
+  const Partial block_partial =
+      Reduce(reduce_storage).Reduce(stat.Get(), typename Stat::MergeOp());
+  if (threadIdx.x == 0) split_row::WriteSlot(slot_of(rank), block_partial);
+  grid.sync();  // every slot written (release / acquire at GPU scope)
+
+  Partial mine = Stat::Identity();
+  for (int r = lane; r < split; r += kWarpSize) {
+    const Partial q = split_row::ReadSlot<Unit, Partial>(slot_of(r));
+    mine = r == lane ? q : Stat::Merge(mine, q);
+  }
+  Partial total = split_row::ShuffleFrom(mine, 0);
+  const int lanes = split < kWarpSize ? split : kWarpSize;
+  for (int l = 1; l < lanes; ++l) total = Stat::Merge(total, split_row::ShuffleFrom(mine, l));
+  cg::grid_group::arrival_token read_all = grid.barrier_arrive();
+
+  const typename Stat::Row finish = Stat::Finish(total, p);
+  if (rank == 0 && threadIdx.x == 0) finish.WriteStats(p, row);
+  const int64_t slot_packs = kSlotPacks < slice.count ? kSlotPacks : slice.count;
+  split_row::StoreSlice<pack, block_size>(store, finish, row, slice, cache, slot_packs,
+                                          slice.count);
+  grid.barrier_wait(std::move(read_all));  // no block reads a slot any more
+  split_row::StoreSlice<pack, block_size>(store, finish, row, slice, cache, 0, slot_packs);
 }
 
 }  // namespace kt::kernels::internal

@@ -7,6 +7,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "db/tuning_store.h"
 #include "server/server.h"
 
@@ -64,7 +66,10 @@ int main(int argc, char** argv) {
   // destructors and the CUDA runtime's exit-time teardown, which was seen to
   // hang the exit on an H100 with gRPC's threads still parked; the driver
   // reclaims the context when the process ends.
-  std::fprintf(stderr, "kerntuned: stopped\n");
+  // Timed like the signal's line: the process teardown after this is the
+  // kernel driver's.
+  std::fprintf(stderr, "kerntuned: stopped at %s\n",
+               absl::FormatTime("%H:%M:%E3S", absl::Now(), absl::UTCTimeZone()).c_str());
   std::fflush(stderr);
   std::fflush(stdout);
   std::_Exit(0);

@@ -20,6 +20,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -257,8 +259,10 @@ absl::Status RunServer(const Options& options) {
                options.db_path.empty() ? "(no database)" : options.db_path.c_str());
 
   const int signal_number = WaitForStopSignal();
-  std::fprintf(stderr, "kerntuned: %s received, draining requests in flight\n",
-               strsignal(signal_number));
+  const absl::Time stop_started = absl::Now();
+  std::fprintf(stderr, "kerntuned: %s received at %s, draining requests in flight\n",
+               strsignal(signal_number),
+               absl::FormatTime("%H:%M:%E3S", stop_started, absl::UTCTimeZone()).c_str());
   server->GetHealthCheckService()->SetServingStatus(false);
   // Refuse new calls and let the ones in flight finish; then shut down at
   // once, so idle client connections do not hold the exit back.
@@ -273,7 +277,10 @@ absl::Status RunServer(const Options& options) {
   housekeeper.join();
   service.CloseClientMemory();
   unlink(options.socket_path.c_str());
-  std::fprintf(stderr, "kerntuned: requests drained, client memory closed, socket removed\n");
+  std::fprintf(stderr,
+               "kerntuned: requests drained, client memory closed, socket removed (%.0f ms "
+               "after the signal)\n",
+               absl::ToDoubleMilliseconds(absl::Now() - stop_started));
   return absl::OkStatus();
 }
 

@@ -116,6 +116,25 @@ class GpuPointMeasurer final : public PointMeasurer {
     return m;
   }
 
+  absl::StatusOr<TimingStats> TimeInputCopy(const MeasureOptions& options) override {
+    const LaunchFn copy = [&](int rep) -> absl::Status {
+      const int set = rep % Sets();
+      const void* x = set == 0 ? problem_.x.data() : extra_x_[set - 1].data();
+      void* y = set == 0 ? problem_.y.data() : extra_y_[set - 1].data();
+      if (cudaMemcpyAsync(y, x, problem_.x.bytes(), cudaMemcpyDeviceToDevice, stream_) !=
+          cudaSuccess) {
+        cudaGetLastError();
+        return absl::InternalError("size-matched copy failed");
+      }
+      return absl::OkStatus();
+    };
+    if (options.graph_replay) {
+      return TimeGraphReplay(copy, std::max(Sets(), kLaunchesPerGraph), options.repetitions,
+                             stream_);
+    }
+    return TimeLaunches(copy, options.warmup, options.repetitions, stream_);
+  }
+
  private:
   int Sets() const { return 1 + static_cast<int>(extra_x_.size()); }
 

@@ -35,6 +35,12 @@ LaunchConfig Split(int block, int pack, int split) {
   return c;
 }
 
+LaunchConfig GridSplit(int block, int pack, int split) {
+  LaunchConfig c{Impl::kSplitGrid, block, pack, 32, 1, 0};
+  c.split = split;
+  return c;
+}
+
 void ExpectRefused(Op op, DType dtype, Shape shape, const LaunchConfig& config,
                    absl::StatusCode code, const std::string& mentions) {
   const absl::Status s = ValidateConfig(op, dtype, shape, config, H100());
@@ -418,6 +424,57 @@ TEST(LaunchConfigTest, SplitRowConfigKeyRoundTrips) {
                 absl::StatusCode::kInvalidArgument, "split=1");
   EXPECT_FALSE(ParseLaunchConfig("split_row/b256/p8/g32/r1/w0/x8").ok());
   EXPECT_FALSE(ParseLaunchConfig("split_row/b256/p8/g32/r1/w0/s8/s8").ok());
+  const LaunchConfig grid = GridSplit(128, 4, 132);
+  EXPECT_EQ(ConfigKey(grid), "split_grid/b128/p4/g32/r1/w0/s132");
+  parsed = ParseLaunchConfig(ConfigKey(grid));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(*parsed, grid);
+}
+
+TEST(LaunchConfigTest, SplitGridRulesNameTheKnob) {
+  const Shape shape{8, 131072};
+  // Any split from 2 while all rows * split blocks can be resident and each
+  // slice keeps 16 bytes for the exchange.
+  for (int split : {2, 3, 16, 33, 132}) {
+    for (int block : kBlockImplBlockSizes) {
+      const LaunchConfig c = GridSplit(block, 8, split);
+      const absl::Status s = ValidateConfig(Op::kSoftmax, DType::kFloat16, shape, c, H100());
+      // 8 rows x 132 = 1056 blocks: 132 SMs of 2048 threads hold that many
+      // blocks of 256 threads, not of 512.
+      EXPECT_EQ(s.ok(), !(split == 132 && block >= 512)) << ConfigKey(c) << ": " << s;
+    }
+  }
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, GridSplit(1024, 8, 132),
+                absl::StatusCode::kInvalidArgument, "resident");
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, GridSplit(256, 8, 1),
+                absl::StatusCode::kInvalidArgument, "split=1");
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, {1, 1 << 20}, GridSplit(128, 8, kMaxGridSplit + 1),
+                absl::StatusCode::kInvalidArgument, "split=1025");
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, GridSplit(384, 8, 8),
+                absl::StatusCode::kInvalidArgument, "block_size=384");
+  LaunchConfig c = GridSplit(256, 8, 8);
+  c.grid_waves = 1;
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, c, absl::StatusCode::kInvalidArgument,
+                "grid_waves=1");
+  c = GridSplit(256, 8, 8);
+  c.thread_group_width = 8;
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, c, absl::StatusCode::kInvalidArgument,
+                "thread_group_width=8");
+  // 32 float16 columns in packs of 2 over 16 blocks leave each block 4
+  // bytes, too few for the exchange's slot; over 4 blocks, 16 are enough.
+  ExpectRefused(Op::kRmsNorm, DType::kFloat16, {1, 32}, GridSplit(128, 2, 16),
+                absl::StatusCode::kInvalidArgument, "16 for the exchange");
+  EXPECT_TRUE(
+      ValidateConfig(Op::kRmsNorm, DType::kFloat16, {1, 32}, GridSplit(128, 2, 4), H100()).ok());
+  // Shared memory holds the largest slice, as for clusters.
+  EXPECT_EQ(SharedMemoryBytes(Op::kSoftmax, DType::kFloat32, {1, 131072}, GridSplit(128, 4, 132)),
+            (32768 + 131) / 132 * 4 * 4);
+  // Cooperative launches need Volta or newer; an A100 has them.
+  absl::StatusOr<DeviceInfo> a100 =
+      DescribeSku("NVIDIA A100-SXM4-80GB", 8, 0, 108, int64_t{80} << 30);
+  ASSERT_TRUE(a100.ok()) << a100.status();
+  EXPECT_TRUE(
+      ValidateConfig(Op::kSoftmax, DType::kFloat16, shape, GridSplit(256, 8, 13), *a100).ok());
 }
 
 TEST(LaunchConfigTest, SplitRowRulesNameTheKnob) {
@@ -507,7 +564,7 @@ int CountSplitCandidates(Op op, DType dtype, Shape shape, const DeviceInfo& devi
   if (!configs.ok()) return -1;
   int count = 0;
   for (const LaunchConfig& c : *configs) {
-    if (c.impl != Impl::kSplitRow) {
+    if (!HasSplit(c.impl)) {
       EXPECT_EQ(c.split, 1) << ConfigKey(c);
       continue;
     }
@@ -527,7 +584,7 @@ TEST(LaunchConfigTest, SplitRowCandidatesOnlyForFewLongRows) {
         const int count = CountSplitCandidates(op, dtype, shape, H100());
         EXPECT_GT(count, 0) << OpName(op) << " " << DTypeName(dtype) << " rows=" << shape.rows
                             << " cols=" << shape.cols;
-        EXPECT_LE(count, 16) << "rows=" << shape.rows << " cols=" << shape.cols;
+        EXPECT_LE(count, 16 + 12) << "rows=" << shape.rows << " cols=" << shape.cols;
       }
       // Many rows, or short ones: none.
       for (Shape shape : {Shape{264, 131072}, Shape{49152, 32768}, Shape{1, 16383},
@@ -541,7 +598,17 @@ TEST(LaunchConfigTest, SplitRowCandidatesOnlyForFewLongRows) {
   absl::StatusOr<DeviceInfo> a100 =
       DescribeSku("NVIDIA A100-SXM4-80GB", 8, 0, 108, int64_t{80} << 30);
   ASSERT_TRUE(a100.ok()) << a100.status();
-  EXPECT_EQ(CountSplitCandidates(Op::kSoftmax, DType::kFloat16, {1, 131072}, *a100), 0);
+  // No clusters before Hopper, but grid splits: one, two and four blocks per
+  // SM of the A100's 108, with a block size from 128 up to a pack per thread.
+  absl::StatusOr<std::vector<LaunchConfig>> configs =
+      EnumerateConfigs(Op::kSoftmax, DType::kFloat16, {1, 131072}, *a100);
+  ASSERT_TRUE(configs.ok()) << configs.status();
+  std::set<int> grid_splits;
+  for (const LaunchConfig& c : *configs) {
+    EXPECT_NE(c.impl, Impl::kSplitRow) << ConfigKey(c);
+    if (c.impl == Impl::kSplitGrid) grid_splits.insert(c.split);
+  }
+  EXPECT_EQ(grid_splits, (std::set<int>{108, 216, 432}));
 }
 
 TEST(LaunchConfigTest, HeuristicSplitsFewLongRows) {
@@ -550,37 +617,45 @@ TEST(LaunchConfigTest, HeuristicSplitsFewLongRows) {
       for (int64_t rows = 1; rows <= 8; ++rows) {
         absl::StatusOr<LaunchConfig> c = HeuristicConfig(op, dtype, {rows, 131072}, H100());
         ASSERT_TRUE(c.ok()) << c.status();
-        // 16 blocks a row: 8 rows still fit the 132 SMs in one wave.
-        EXPECT_EQ(c->impl, Impl::kSplitRow) << ConfigKey(*c) << " rows=" << rows;
-        EXPECT_EQ(c->split, 16) << ConfigKey(*c) << " rows=" << rows;
+        // A grid split with one block of each row per SM.
+        EXPECT_EQ(c->impl, Impl::kSplitGrid) << ConfigKey(*c) << " rows=" << rows;
+        EXPECT_EQ(c->split, 132 / rows) << ConfigKey(*c) << " rows=" << rows;
       }
       for (Shape shape : {Shape{49152, 131072}, Shape{49152, 32768}, Shape{132, 131072},
                           Shape{1, 8192}}) {
         absl::StatusOr<LaunchConfig> c = HeuristicConfig(op, dtype, shape, H100());
         ASSERT_TRUE(c.ok()) << c.status();
-        EXPECT_NE(c->impl, Impl::kSplitRow)
+        EXPECT_FALSE(HasSplit(c->impl))
             << ConfigKey(*c) << " rows=" << shape.rows << " cols=" << shape.cols;
       }
     }
   }
   // About 2 packs per thread: 8 rows of 131072 float16 have 1024-pack
-  // slices at split 16, so 512 threads.
+  // slices at split 16, so 512 threads; one row, 125 packs per block at 132.
   absl::StatusOr<LaunchConfig> c =
       HeuristicConfig(Op::kSoftmax, DType::kFloat16, {8, 131072}, H100());
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(ConfigKey(*c), "split_row/b512/p8/g32/r1/w0/s16");
-  // 40 rows: split 4 fills the SMs (160 blocks, 2 resident per SM); split 8
-  // would need a second wave.
+  EXPECT_EQ(ConfigKey(*c), "split_grid/b512/p8/g32/r1/w0/s16");
+  c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {1, 131072}, H100());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(ConfigKey(*c), "split_grid/b128/p8/g32/r1/w0/s132");
+  // 40 rows: three blocks each fill 120 SMs.
   c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {40, 131072}, H100());
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(ConfigKey(*c), "split_row/b1024/p8/g32/r1/w0/s4");
-  // Not on a GPU without clusters.
+  EXPECT_EQ(ConfigKey(*c), "split_grid/b1024/p8/g32/r1/w0/s3");
+  // 100 rows of 32768: not two grid blocks per row for each SM; cluster
+  // split 2 is the smallest that fills the SMs (200 blocks, 2 resident per
+  // SM).
+  c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {100, 32768}, H100());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(ConfigKey(*c), "split_row/b1024/p8/g32/r1/w0/s2");
+  // Grid splits on a GPU without clusters.
   absl::StatusOr<DeviceInfo> a100 =
       DescribeSku("NVIDIA A100-SXM4-80GB", 8, 0, 108, int64_t{80} << 30);
   ASSERT_TRUE(a100.ok()) << a100.status();
   c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {1, 131072}, *a100);
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_NE(c->impl, Impl::kSplitRow) << ConfigKey(*c);
+  EXPECT_EQ(ConfigKey(*c), "split_grid/b128/p8/g32/r1/w0/s108");
 }
 
 // Launch checks the operands before it looks at the device: on a described

@@ -1,6 +1,7 @@
-// GPU suite for split rows (CTest label "gpu"): every split-row config the
-// rules accept (each split, block size and pack, not only the tuner's
-// candidates) for every op and dtype, on few long rows including slices with
+// GPU suite for split rows (CTest label "gpu"): every split config the rules
+// accept, of both impls (split_row's clusters: each split; split_grid: a set
+// of splits up to every SM), each block size and pack, not only the tuner's
+// candidates, for every op and dtype, on few long rows including slices with
 // a remainder, checked against the fp64 CPU reference on fresh random data
 // with the outputs poisoned before each launch. Fails (does not skip)
 // without a GPU; skips on a GPU without thread-block clusters (pre-Hopper).
@@ -39,14 +40,17 @@ const auto* const g_report = ::testing::AddGlobalTestEnvironment(new LaunchCount
 
 constexpr int kMaxFailuresReported = 10;
 constexpr int kSplits[] = {2, 4, 8, 16};
+// split_grid: small, odd, a cluster's limit and beyond; plus, per shape, one
+// and two blocks per SM (GridSplitsFor).
+constexpr int kGridSplits[] = {2, 3, 16, 33};
 
 uint64_t FreshSeed() {
   static std::random_device device;
   return (static_cast<uint64_t>(device()) << 32) | device();
 }
 
-LaunchConfig Split(int block, int pack, int split) {
-  LaunchConfig c{Impl::kSplitRow, block, pack, 32, 1, 0};
+LaunchConfig Split(int block, int pack, int split, Impl impl = Impl::kSplitRow) {
+  LaunchConfig c{impl, block, pack, 32, 1, 0};
   c.split = split;
   return c;
 }
@@ -79,19 +83,35 @@ class SplitRowGpuTest : public ::testing::TestWithParam<std::tuple<Op, DType>> {
   Op op() const { return std::get<0>(GetParam()); }
   DType dtype() const { return std::get<1>(GetParam()); }
 
-  // Every split-row config ValidateConfig accepts for the shape: all splits,
-  // block sizes and pack sizes (the narrow packs are what Launch falls back
-  // to for misaligned pointers).
+  // split_grid's splits for a shape: kGridSplits and one and two blocks of
+  // each row per SM.
+  std::vector<int> GridSplitsFor(Shape shape) const {
+    std::vector<int> splits(std::begin(kGridSplits), std::end(kGridSplits));
+    for (int per_sm : {1, 2}) {
+      const int64_t split = per_sm * static_cast<int64_t>(device_.sm_count) / shape.rows;
+      if (split >= 2 && split <= kMaxGridSplit &&
+          std::find(splits.begin(), splits.end(), split) == splits.end()) {
+        splits.push_back(static_cast<int>(split));
+      }
+    }
+    return splits;
+  }
+
+  // Every split config ValidateConfig accepts for the shape: all splits of
+  // both impls, block sizes and pack sizes (the narrow packs are what Launch
+  // falls back to for misaligned pointers).
   std::vector<LaunchConfig> AllSplitConfigs(Shape shape) const {
     std::vector<LaunchConfig> configs;
-    for (int split : kSplits) {
+    const auto add = [&](Impl impl, int split) {
       for (int block : kBlockImplBlockSizes) {
         for (int pack : kPackSizes) {
-          const LaunchConfig c = Split(block, pack, split);
+          const LaunchConfig c = Split(block, pack, split, impl);
           if (ValidateConfig(op(), dtype(), shape, c, device_).ok()) configs.push_back(c);
         }
       }
-    }
+    };
+    for (int split : kSplits) add(Impl::kSplitRow, split);
+    for (int split : GridSplitsFor(shape)) add(Impl::kSplitGrid, split);
     return configs;
   }
 
@@ -103,7 +123,7 @@ class SplitRowGpuTest : public ::testing::TestWithParam<std::tuple<Op, DType>> {
     absl::StatusOr<LaunchConfig> launched =
         Launch(problem.op, problem.dtype, problem.shape, args, config, device_, stream_);
     if (!launched.ok()) return launched.status().ToString();
-    if (launched->impl != Impl::kSplitRow || launched->split != config.split) {
+    if (launched->impl != config.impl || launched->split != config.split) {
       return absl::StrCat("launched ", ConfigKey(*launched), " instead");
     }
     if (cudaError_t err = cudaStreamSynchronize(stream_); err != cudaSuccess) {
@@ -185,9 +205,9 @@ TEST_P(SplitRowGpuTest, SpecialValuesMatchTheReference) {
   }
 }
 
-// y == x: every block caches its slice before the cluster exchange and
-// writes only that slice, so in-place works for every op (ReduceScale's
-// in-place quantization included).
+// y == x: every block caches its slice before the exchange (split_grid's
+// slot in y included) and writes only that slice, so in-place works for
+// every op (ReduceScale's in-place quantization included).
 TEST_P(SplitRowGpuTest, InPlace) {
   for (int64_t cols : {int64_t{32768 + 8}, int64_t{131072}}) {
     for (int64_t rows : {1, 8}) {
@@ -256,8 +276,9 @@ TEST_P(SplitRowGpuTest, MaskedSoftmaxVariants) {
   }
 }
 
-// The rules' own choices: the heuristic takes split rows for 1..8 rows of
-// 131072, the enumeration offers them for few rows, and both run correctly.
+// The rules' own choices: the heuristic takes split rows (split_grid) for
+// 1..8 rows of 131072, the enumeration offers both impls for few rows, and
+// all run correctly.
 TEST_P(SplitRowGpuTest, HeuristicAndCandidatesRunCorrectly) {
   for (int64_t rows : {1, 2, 5, 8, 64}) {
     const Shape shape{rows, 131072};
@@ -271,15 +292,19 @@ TEST_P(SplitRowGpuTest, HeuristicAndCandidatesRunCorrectly) {
     absl::StatusOr<std::vector<LaunchConfig>> enumerated =
         EnumerateConfigs(op(), dtype(), shape, device_);
     ASSERT_TRUE(enumerated.ok()) << enumerated.status();
+    std::set<Impl> impls;
     for (const LaunchConfig& c : *enumerated) {
-      if (c.impl == Impl::kSplitRow) configs.push_back(c);
+      if (!HasSplit(c.impl)) continue;
+      configs.push_back(c);
+      impls.insert(c.impl);
     }
-    EXPECT_FALSE(configs.empty()) << "rows=" << rows << ": no split_row candidate";
+    EXPECT_TRUE(impls.count(Impl::kSplitRow)) << "rows=" << rows << ": no split_row candidate";
+    EXPECT_TRUE(impls.count(Impl::kSplitGrid)) << "rows=" << rows << ": no split_grid candidate";
     if (rows <= 8) {
       absl::StatusOr<LaunchConfig> heuristic = HeuristicConfig(op(), dtype(), shape, device_);
       ASSERT_TRUE(heuristic.ok()) << heuristic.status();
-      EXPECT_EQ(heuristic->impl, Impl::kSplitRow) << ConfigKey(*heuristic);
-      if (heuristic->impl == Impl::kSplitRow) configs.push_back(*heuristic);
+      EXPECT_EQ(heuristic->impl, Impl::kSplitGrid) << ConfigKey(*heuristic);
+      if (HasSplit(heuristic->impl)) configs.push_back(*heuristic);
     }
     Sweep(*problem, configs, true, "rules");
   }
@@ -305,12 +330,18 @@ TEST_P(SplitRowGpuTest, MisalignedPointersFallBackToNarrowerPacks) {
     auto* x = static_cast<uint8_t*>(in->data()) + offset;
     auto* y = static_cast<uint8_t*>(out->data()) + offset;
     ASSERT_EQ(cudaMemcpy(x, problem->x.data(), bytes, cudaMemcpyDeviceToDevice), cudaSuccess);
-    for (int split : kSplits) {
+    std::vector<LaunchConfig> configs;
+    for (int split : kSplits) configs.push_back(Split(256, widest, split));
+    for (int split : GridSplitsFor(shape)) {
+      configs.push_back(Split(256, widest, split, Impl::kSplitGrid));
+    }
+    for (const LaunchConfig& config : configs) {
+      const int split = config.split;
       RowOpArgs args = problem->Args();
       args.x = x;
       args.y = y;
       absl::StatusOr<LaunchConfig> launched =
-          Launch(op(), dtype(), shape, args, Split(256, widest, split), device_, stream_);
+          Launch(op(), dtype(), shape, args, config, device_, stream_);
       ASSERT_TRUE(launched.ok()) << launched.status();
       EXPECT_LE(launched->pack_size * element, offset % 16 == 0 ? 16 : offset & (~offset + 1))
           << "offset " << offset << " bytes";
@@ -318,8 +349,8 @@ TEST_P(SplitRowGpuTest, MisalignedPointersFallBackToNarrowerPacks) {
       ASSERT_EQ(cudaMemcpy(problem->y.data(), y, bytes, cudaMemcpyDeviceToDevice), cudaSuccess);
       absl::StatusOr<CheckReport> report = CheckOutputs(*problem, true, stream_);
       ASSERT_TRUE(report.ok()) << report.status();
-      EXPECT_TRUE(report->passed) << "offset " << offset << " split " << split << ": "
-                                  << report->detail;
+      EXPECT_TRUE(report->passed) << "offset " << offset << " " << ConfigKey(config)
+                                  << " (split " << split << "): " << report->detail;
       ++g_launches;
     }
   }
@@ -344,6 +375,43 @@ TEST_P(SplitRowGpuTest, OccupancyIsQueriedPerCluster) {
   }
 }
 
+// split_grid's occupancy is 0 when its rows * split blocks cannot all be
+// resident (its grid barriers need them all), so such a config is refused by
+// the rules instead of failing at launch: for each block size, the largest
+// split the rules accept launches (cooperatively: a grid that is not
+// resident would fail) and is correct, and the next one is refused.
+TEST_P(SplitRowGpuTest, GridSplitsStopAtTheResidentGrid) {
+  const Shape shape{8, 131072};
+  absl::StatusOr<HostProblem> host = MakeProblem(op(), dtype(), shape, FreshSeed(),
+                                                 InputPattern::kNormal, true, 0, 0,
+                                                 FewRowsAttention(shape.rows));
+  ASSERT_TRUE(host.ok()) << host.status();
+  absl::StatusOr<DeviceProblem> problem = Upload(*host);
+  ASSERT_TRUE(problem.ok()) << problem.status();
+  const int widest = 16 / static_cast<int>(DTypeSize(dtype()));
+  for (int block : kBlockImplBlockSizes) {
+    int largest = 0;
+    for (int split = 2; split <= kMaxGridSplit; ++split) {
+      const LaunchConfig c = Split(block, widest, split, Impl::kSplitGrid);
+      const absl::Status valid = ValidateConfig(op(), dtype(), shape, c, device_);
+      if (!valid.ok()) {
+        EXPECT_TRUE(valid.message().find("resident") != absl::string_view::npos)
+            << ConfigKey(c) << ": " << valid;
+        break;
+      }
+      absl::StatusOr<int> active = ActiveBlocksPerSm(op(), dtype(), shape, c, device_);
+      ASSERT_TRUE(active.ok()) << ConfigKey(c) << ": " << active.status();
+      EXPECT_LE(shape.rows * split, static_cast<int64_t>(*active) * device_.sm_count)
+          << ConfigKey(c);
+      largest = split;
+    }
+    ASSERT_GE(largest, 2) << "block " << block;
+    const LaunchConfig c = Split(block, widest, largest, Impl::kSplitGrid);
+    const std::string failure = LaunchAndCheck(*problem, c, problem->Args(true), true);
+    EXPECT_EQ(failure, "") << ConfigKey(c);
+  }
+}
+
 // An illegal split config is refused before anything is launched: the
 // poisoned output stays untouched.
 TEST_P(SplitRowGpuTest, IllegalConfigIsNeverLaunched) {
@@ -355,7 +423,10 @@ TEST_P(SplitRowGpuTest, IllegalConfigIsNeverLaunched) {
   ASSERT_TRUE(PoisonOutputs(*problem, stream_).ok());
   // 32 columns in 16-byte packs are fewer packs than 16 blocks.
   const int widest = 16 / static_cast<int>(DTypeSize(dtype()));
-  for (const LaunchConfig& c : {Split(128, widest, 16), Split(128, 1, 3), Split(128, 1, 32)}) {
+  for (const LaunchConfig& c :
+       {Split(128, widest, 16), Split(128, 1, 3), Split(128, 1, 32),
+        Split(128, widest, 16, Impl::kSplitGrid), Split(128, 1, 1, Impl::kSplitGrid),
+        Split(128, 1, kMaxGridSplit + 1, Impl::kSplitGrid)}) {
     absl::StatusOr<LaunchConfig> launched =
         Launch(op(), dtype(), host->shape, problem->Args(), c, device_, stream_);
     ASSERT_FALSE(launched.ok()) << ConfigKey(c);

@@ -25,7 +25,8 @@ def enum_name(enum_type, value, prefix):
 class LaunchConfig:
     """kernels::LaunchConfig: the knobs of one launch; `key` as "warp/b128/p8/g32/r1/w0".
 
-    split: blocks sharing one row (split_row's cluster size), 1 otherwise.
+    split: blocks sharing one row (split_row's cluster size, split_grid's
+        blocks per row), 1 otherwise.
     """
 
     impl: str
