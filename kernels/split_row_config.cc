@@ -24,10 +24,12 @@ constexpr int kSplitRowSplits[] = {2, 4, 8, 16};
 // default consider splitting. The PERF.md few-rows grid starts at 32768.
 constexpr int64_t kSplitRowMinCols = 16384;
 
-// The default gives each thread at most this many packs of its slice: few
-// rows make the kernel latency-bound, so more threads, each with one or two
-// loads in flight, beat fewer threads looping.
-constexpr int64_t kDefaultPacksPerThread = 2;
+// The default gives each thread at most this many packs of its slice. On
+// the H100 (bench/results/2026-11-21-h100-split-grid/tune_split.txt) the
+// tuned cluster configs at 1 and 8 rows x 131072 kept 4 to 8 packs per
+// thread, 1.1-1.6x faster than the 2 of an earlier default: fewer, fuller
+// threads pay for fewer block-wide reductions.
+constexpr int64_t kDefaultPacksPerThread = 8;
 
 bool SupportsClusters(const DeviceInfo& device) { return device.cc_major >= 9; }
 // Cooperative launches (grid barriers): every GPU CUDA 13 supports.
@@ -205,26 +207,26 @@ void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo&
 }
 
 // Rows fewer than SMs and at least kSplitRowMinCols columns.
-// First choice, kSplitGrid with one block of each row per SM (split = SMs /
-// rows): every SM busy, each with a small slice, where a cluster caps a row
-// at 16 SMs. Else (rows > SMs / 2, or no cooperative launch) the cluster
-// split that keeps the most SMs busy in a single wave of clusters (rows *
-// split blocks, all resident at once), the smallest such split on ties. The
-// slice must fit shared memory. Nothing when no split keeps more SMs busy
-// than one block per row would.
+// On Hopper, the cluster split that keeps the most SMs busy in a single wave
+// of clusters (rows * split blocks, all resident at once), the smallest such
+// split on ties. Before Hopper, kSplitGrid with one block of each row per SM
+// (split = SMs / rows). Measured on the H100, clusters won every point of
+// rows 1 and 8 x 131072 but one, by 1.1-1.6x against the one-block-per-SM
+// grid: a grid barrier costs more than a cluster's. The slice must fit
+// shared memory. Nothing when no split keeps more SMs busy than one block
+// per row would.
 std::optional<LaunchConfig> SplitRowHeuristic(Op op, DType dtype, Shape shape,
                                               const DeviceInfo& device) {
   if (!FewLongRows(shape, device.sm_count)) return std::nullopt;
   const int pack = WidestPack(dtype, shape.cols);
-  const int64_t grid_split = std::min<int64_t>(kMaxGridSplit, device.sm_count / shape.rows);
-  if (SupportsGridBarriers(device) && grid_split >= 2) {
-    const int split = static_cast<int>(grid_split);
+  if (!SupportsClusters(device)) {
+    const int64_t split = std::min<int64_t>(kMaxGridSplit, device.sm_count / shape.rows);
+    if (!SupportsGridBarriers(device) || split < 2) return std::nullopt;
     LaunchConfig c{Impl::kSplitGrid, DefaultSplitBlock(PacksPerBlock(shape.cols, pack, split)),
                    pack, 32, 1, 0};
-    c.split = split;
-    if (ValidateConfig(op, dtype, shape, c, device).ok()) return c;
+    c.split = static_cast<int>(split);
+    return c;
   }
-  if (!SupportsClusters(device)) return std::nullopt;
   std::optional<LaunchConfig> best;
   int64_t best_busy_sms = shape.rows;  // one block per row
   for (int split : kSplitRowSplits) {

@@ -617,9 +617,9 @@ TEST(LaunchConfigTest, HeuristicSplitsFewLongRows) {
       for (int64_t rows = 1; rows <= 8; ++rows) {
         absl::StatusOr<LaunchConfig> c = HeuristicConfig(op, dtype, {rows, 131072}, H100());
         ASSERT_TRUE(c.ok()) << c.status();
-        // A grid split with one block of each row per SM.
-        EXPECT_EQ(c->impl, Impl::kSplitGrid) << ConfigKey(*c) << " rows=" << rows;
-        EXPECT_EQ(c->split, 132 / rows) << ConfigKey(*c) << " rows=" << rows;
+        // 16 blocks a row: 8 rows still fit the 132 SMs in one wave.
+        EXPECT_EQ(c->impl, Impl::kSplitRow) << ConfigKey(*c) << " rows=" << rows;
+        EXPECT_EQ(c->split, 16) << ConfigKey(*c) << " rows=" << rows;
       }
       for (Shape shape : {Shape{49152, 131072}, Shape{49152, 32768}, Shape{132, 131072},
                           Shape{1, 8192}}) {
@@ -630,32 +630,30 @@ TEST(LaunchConfigTest, HeuristicSplitsFewLongRows) {
       }
     }
   }
-  // About 2 packs per thread: 8 rows of 131072 float16 have 1024-pack
-  // slices at split 16, so 512 threads; one row, 125 packs per block at 132.
+  // About 8 packs per thread: 8 rows of 131072 float16 have 1024-pack
+  // slices at split 16, so 128 threads; float32, 2048 packs and 256.
   absl::StatusOr<LaunchConfig> c =
       HeuristicConfig(Op::kSoftmax, DType::kFloat16, {8, 131072}, H100());
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(ConfigKey(*c), "split_grid/b512/p8/g32/r1/w0/s16");
-  c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {1, 131072}, H100());
+  EXPECT_EQ(ConfigKey(*c), "split_row/b128/p8/g32/r1/w0/s16");
+  c = HeuristicConfig(Op::kSoftmax, DType::kFloat32, {1, 131072}, H100());
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(ConfigKey(*c), "split_grid/b128/p8/g32/r1/w0/s132");
-  // 40 rows: three blocks each fill 120 SMs.
+  EXPECT_EQ(ConfigKey(*c), "split_row/b256/p4/g32/r1/w0/s16");
+  // 40 rows: split 4 fills the SMs (160 blocks, 3 resident per SM); split 2
+  // leaves 52 idle.
   c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {40, 131072}, H100());
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(ConfigKey(*c), "split_grid/b1024/p8/g32/r1/w0/s3");
-  // 100 rows of 32768: not two grid blocks per row for each SM; cluster
-  // split 2 is the smallest that fills the SMs (200 blocks, 2 resident per
-  // SM).
-  c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {100, 32768}, H100());
-  ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(ConfigKey(*c), "split_row/b1024/p8/g32/r1/w0/s2");
-  // Grid splits on a GPU without clusters.
+  EXPECT_EQ(ConfigKey(*c), "split_row/b512/p8/g32/r1/w0/s4");
+  // Without clusters, a grid split with one block of each row per SM.
   absl::StatusOr<DeviceInfo> a100 =
       DescribeSku("NVIDIA A100-SXM4-80GB", 8, 0, 108, int64_t{80} << 30);
   ASSERT_TRUE(a100.ok()) << a100.status();
   c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {1, 131072}, *a100);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(ConfigKey(*c), "split_grid/b128/p8/g32/r1/w0/s108");
+  c = HeuristicConfig(Op::kRmsNorm, DType::kFloat32, {4, 131072}, *a100);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(ConfigKey(*c), "split_grid/b256/p4/g32/r1/w0/s27");
 }
 
 // Launch checks the operands before it looks at the device: on a described
