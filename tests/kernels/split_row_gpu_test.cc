@@ -396,6 +396,10 @@ TEST_P(SplitRowGpuTest, GridSplitsStopAtTheResidentGrid) {
       const LaunchConfig c = Split(block, widest, split, Impl::kSplitGrid);
       const absl::Status valid = ValidateConfig(op(), dtype(), shape, c, device_);
       if (!valid.ok()) {
+        // The smallest splits may leave slices too big for shared memory.
+        if (largest == 0 && valid.message().find("shared memory") != absl::string_view::npos) {
+          continue;
+        }
         EXPECT_TRUE(valid.message().find("resident") != absl::string_view::npos)
             << ConfigKey(c) << ": " << valid;
         break;
