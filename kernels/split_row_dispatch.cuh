@@ -25,6 +25,25 @@ namespace kt::kernels::internal {
 // Portable clusters go up to 8 blocks; 16 needs a per-kernel opt-in.
 constexpr int kMaxPortableClusterSize = 8;
 
+// A launch of `blocks` blocks of `block_size` threads in clusters of
+// `split`; `attribute` is the storage the returned config points to.
+inline cudaLaunchConfig_t ClusterLaunchConfig(unsigned blocks, int block_size, size_t smem_bytes,
+                                              int split, cudaStream_t stream,
+                                              cudaLaunchAttribute& attribute) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(blocks);
+  config.blockDim = dim3(static_cast<unsigned>(block_size));
+  config.dynamicSmemBytes = smem_bytes;
+  config.stream = stream;
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = static_cast<unsigned>(split);
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  return config;
+}
+
 // Resident blocks per SM of a SplitRowKernel instance launched in clusters
 // of `split`: the per-block occupancy (CachedActiveBlocks, which also raises
 // the dynamic shared-memory limit), or 0 when not even one cluster of that
@@ -60,17 +79,9 @@ inline cudaError_t CachedSplitRowOccupancy(const KernelRequest& req, const void*
         return err;
       }
     }
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(static_cast<unsigned>(split));
-    config.blockDim = dim3(static_cast<unsigned>(block_size));
-    config.dynamicSmemBytes = smem_bytes;
     cudaLaunchAttribute attribute;
-    attribute.id = cudaLaunchAttributeClusterDimension;
-    attribute.val.clusterDim.x = static_cast<unsigned>(split);
-    attribute.val.clusterDim.y = 1;
-    attribute.val.clusterDim.z = 1;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
+    const cudaLaunchConfig_t config = ClusterLaunchConfig(
+        static_cast<unsigned>(split), block_size, smem_bytes, split, nullptr, attribute);
     int clusters = 0;
     err = cudaOccupancyMaxActiveClusters(&clusters, kernel, &config);
     if (err != cudaSuccess) {
@@ -104,18 +115,9 @@ cudaError_t RunSplitRowClusters(const KernelRequest& req, KernelAction action,
   if (active == 0) return cudaErrorInvalidConfiguration;
   // One cluster per row; rows beyond the grid limit loop in the kernel.
   const int64_t clusters = std::min<int64_t>(req.rows, INT_MAX / split);
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(clusters * split));
-  config.blockDim = dim3(static_cast<unsigned>(block_size));
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
   cudaLaunchAttribute attribute;
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = static_cast<unsigned>(split);
-  attribute.val.clusterDim.y = 1;
-  attribute.val.clusterDim.z = 1;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
+  const cudaLaunchConfig_t config = ClusterLaunchConfig(
+      static_cast<unsigned>(clusters * split), block_size, smem, split, stream, attribute);
   err = cudaLaunchKernelEx(&config, kernel, load, store, params);
   return err == cudaSuccess ? cudaPeekAtLastError() : err;
 }

@@ -49,6 +49,30 @@ void ExpectRefused(Op op, DType dtype, Shape shape, const LaunchConfig& config,
       << "message \"" << s.message() << "\" should mention \"" << mentions << "\"";
 }
 
+// The knobs both split impls pin (CheckCommonSplitKnobs): each refused by
+// name on a float16 8 x 131072 problem, starting from a legal `base`.
+void ExpectSplitKnobsRefused(const LaunchConfig& base) {
+  const Shape shape{8, 131072};
+  ASSERT_TRUE(ValidateConfig(Op::kSoftmax, DType::kFloat16, shape, base, H100()).ok())
+      << ConfigKey(base);
+  LaunchConfig c = base;
+  c.block_size = 384;
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, c, absl::StatusCode::kInvalidArgument,
+                "block_size=384");
+  c = base;
+  c.thread_group_width = 16;
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, c, absl::StatusCode::kInvalidArgument,
+                "thread_group_width=16");
+  c = base;
+  c.rows_per_access = 2;
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, c, absl::StatusCode::kInvalidArgument,
+                "rows_per_access=2");
+  c = base;
+  c.grid_waves = 1;
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, c, absl::StatusCode::kInvalidArgument,
+                "grid_waves=1");
+}
+
 TEST(LaunchConfigTest, ConfigKeyRoundTrips) {
   const LaunchConfig c = Warp(256, 8, 16, 2, 4);
   EXPECT_EQ(ConfigKey(c), "warp/b256/p8/g16/r2/w4");
@@ -450,16 +474,7 @@ TEST(LaunchConfigTest, SplitGridRulesNameTheKnob) {
                 absl::StatusCode::kInvalidArgument, "split=1");
   ExpectRefused(Op::kSoftmax, DType::kFloat16, {1, 1 << 20}, GridSplit(128, 8, kMaxGridSplit + 1),
                 absl::StatusCode::kInvalidArgument, "split=1025");
-  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, GridSplit(384, 8, 8),
-                absl::StatusCode::kInvalidArgument, "block_size=384");
-  LaunchConfig c = GridSplit(256, 8, 8);
-  c.grid_waves = 1;
-  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, c, absl::StatusCode::kInvalidArgument,
-                "grid_waves=1");
-  c = GridSplit(256, 8, 8);
-  c.thread_group_width = 8;
-  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, c, absl::StatusCode::kInvalidArgument,
-                "thread_group_width=8");
+  ExpectSplitKnobsRefused(GridSplit(256, 8, 8));
   // 32 float16 columns in packs of 2 over 16 blocks leave each block 4
   // bytes, too few for the exchange's slot; over 4 blocks, 16 are enough.
   ExpectRefused(Op::kRmsNorm, DType::kFloat16, {1, 32}, GridSplit(128, 2, 16),
@@ -497,20 +512,7 @@ TEST(LaunchConfigTest, SplitRowRulesNameTheKnob) {
                 absl::StatusCode::kInvalidArgument, "split=3");
   ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, Split(256, 8, 32),
                 absl::StatusCode::kInvalidArgument, "split=32");
-  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, Split(384, 8, 8),
-                absl::StatusCode::kInvalidArgument, "block_size=384");
-  LaunchConfig c = Split(256, 8, 8);
-  c.thread_group_width = 16;
-  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, c, absl::StatusCode::kInvalidArgument,
-                "thread_group_width=16");
-  c = Split(256, 8, 8);
-  c.rows_per_access = 2;
-  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, c, absl::StatusCode::kInvalidArgument,
-                "rows_per_access=2");
-  c = Split(256, 8, 8);
-  c.grid_waves = 1;
-  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, c, absl::StatusCode::kInvalidArgument,
-                "grid_waves=1");
+  ExpectSplitKnobsRefused(Split(256, 8, 8));
   // Every block needs a whole pack: 64 columns are 8 packs of 8.
   ExpectRefused(Op::kLayerNorm, DType::kFloat16, {8, 64}, Split(128, 8, 16),
                 absl::StatusCode::kInvalidArgument, "split=16");
