@@ -3,9 +3,11 @@
 #include "kernels/launch_config.h"
 
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -55,22 +57,20 @@ void ExpectSplitKnobsRefused(const LaunchConfig& base) {
   const Shape shape{8, 131072};
   ASSERT_TRUE(ValidateConfig(Op::kSoftmax, DType::kFloat16, shape, base, H100()).ok())
       << ConfigKey(base);
-  LaunchConfig c = base;
-  c.block_size = 384;
-  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, c, absl::StatusCode::kInvalidArgument,
-                "block_size=384");
-  c = base;
-  c.thread_group_width = 16;
-  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, c, absl::StatusCode::kInvalidArgument,
-                "thread_group_width=16");
-  c = base;
-  c.rows_per_access = 2;
-  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, c, absl::StatusCode::kInvalidArgument,
-                "rows_per_access=2");
-  c = base;
-  c.grid_waves = 1;
-  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, c, absl::StatusCode::kInvalidArgument,
-                "grid_waves=1");
+  const std::pair<int LaunchConfig::*, int> bad_knobs[] = {
+      {&LaunchConfig::block_size, 384},
+      {&LaunchConfig::thread_group_width, 16},
+      {&LaunchConfig::rows_per_access, 2},
+      {&LaunchConfig::grid_waves, 1},
+  };
+  const char* const names[] = {"block_size=384", "thread_group_width=16", "rows_per_access=2",
+                               "grid_waves=1"};
+  for (size_t i = 0; i < std::size(bad_knobs); ++i) {
+    LaunchConfig c = base;
+    c.*bad_knobs[i].first = bad_knobs[i].second;
+    ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, c, absl::StatusCode::kInvalidArgument,
+                  names[i]);
+  }
 }
 
 TEST(LaunchConfigTest, ConfigKeyRoundTrips) {
