@@ -28,6 +28,9 @@ void WriteLabelledLines(const LabelledLines& lines, std::ostream& out);
 // source of the config it launched).
 absl::string_view ConfigSourceName(pb::ConfigSource source);
 
+// Kernel enums -> proto enums. The daemon keeps its own pair (with the
+// reverse direction) in server/run_request.h: client/ and server/ share only
+// proto/, which holds generated code alone (DESIGN.md).
 pb::Op OpToProto(kernels::Op op);
 pb::DType DTypeToProto(kernels::DType dtype);
 

@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/cuda_ipc.h"
+#include "client/daemon_cli_common.h"
 #include "client/daemon_client.h"
 #include "kernels/host_dtype.h"
 #include "kernels/verify.h"
@@ -65,36 +66,6 @@ const char* ModeName(Mode mode) {
       return "one-off ipc+events";
   }
   return "?";
-}
-
-pb::Op OpToProto(kt::kernels::Op op) {
-  switch (op) {
-    case kt::kernels::Op::kSoftmax:
-      return pb::OP_SOFTMAX;
-    case kt::kernels::Op::kLogSoftmax:
-      return pb::OP_LOG_SOFTMAX;
-    case kt::kernels::Op::kLayerNorm:
-      return pb::OP_LAYER_NORM;
-    case kt::kernels::Op::kRmsNorm:
-      return pb::OP_RMS_NORM;
-    case kt::kernels::Op::kReduceScale:
-      return pb::OP_REDUCE_SCALE;
-    case kt::kernels::Op::kScaledMaskedSoftmax:
-      return pb::OP_SCALED_MASKED_SOFTMAX;
-  }
-  return pb::OP_UNSPECIFIED;
-}
-
-pb::DType DTypeToProto(kt::kernels::DType dtype) {
-  switch (dtype) {
-    case kt::kernels::DType::kFloat32:
-      return pb::DTYPE_FLOAT32;
-    case kt::kernels::DType::kFloat16:
-      return pb::DTYPE_FLOAT16;
-    case kt::kernels::DType::kBFloat16:
-      return pb::DTYPE_BFLOAT16;
-  }
-  return pb::DTYPE_UNSPECIFIED;
 }
 
 bool Within(double got, double want, const kt::kernels::Tolerance& t) {
@@ -214,8 +185,8 @@ class Peer {
     if (!s.ok()) return Fail(absl::StrCat(what, ": ", s.ToString()));
 
     RunArgs args;
-    args.op = OpToProto(op);
-    args.dtype = DTypeToProto(dtype);
+    args.op = kt::client::OpToProto(op);
+    args.dtype = kt::client::DTypeToProto(dtype);
     args.rows = shape.rows;
     args.cols = shape.cols;
     args.epsilon = p->epsilon;
