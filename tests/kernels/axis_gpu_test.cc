@@ -9,7 +9,6 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
-#include <random>
 #include <set>
 #include <string>
 #include <tuple>
@@ -22,6 +21,7 @@
 #include "kernels/launch.h"
 #include "kernels/launch_config.h"
 #include "kernels/verify.h"
+#include "tests/kernels/gpu_sweep.h"
 
 namespace kt::kernels {
 namespace {
@@ -45,12 +45,8 @@ class CoverageReport : public ::testing::Environment {
 };
 const auto* const g_report = ::testing::AddGlobalTestEnvironment(new CoverageReport);
 
-constexpr int kMaxFailuresReported = 10;
-
-uint64_t FreshSeed() {
-  static std::random_device device;
-  return (static_cast<uint64_t>(device()) << 32) | device();
-}
+using gpu_testing::FreshSeed;
+using gpu_testing::kMaxFailuresReported;
 
 std::string ShapeName(Shape s) {
   return absl::StrCat("(outer=", s.rows, ", dim=", s.cols, ", inner=", s.inner, ")");
@@ -71,19 +67,9 @@ const std::vector<Shape>& SweepShapes() {
   return *shapes;
 }
 
-class AxisGpuTest : public ::testing::TestWithParam<std::tuple<Op, DType>> {
+class AxisGpuTest : public gpu_testing::GpuTest,
+                    public ::testing::WithParamInterface<std::tuple<Op, DType>> {
  protected:
-  void SetUp() override {
-    ASSERT_GT(CudaDeviceCount(), 0) << "no CUDA device: the gpu-labelled tests need one";
-    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
-    absl::StatusOr<DeviceInfo> device = GetDeviceInfo(0);
-    ASSERT_TRUE(device.ok()) << device.status();
-    device_ = *device;
-    ASSERT_EQ(cudaStreamCreate(&stream_), cudaSuccess);
-  }
-  void TearDown() override {
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
-  }
 
   Op op() const { return std::get<0>(GetParam()); }
   DType dtype() const { return std::get<1>(GetParam()); }
@@ -133,8 +119,6 @@ class AxisGpuTest : public ::testing::TestWithParam<std::tuple<Op, DType>> {
     return static_cast<int>(configs->size());
   }
 
-  DeviceInfo device_;
-  cudaStream_t stream_ = nullptr;
 };
 
 TEST_P(AxisGpuTest, EveryEnumeratedConfigMatchesTheReference) {
@@ -277,21 +261,14 @@ TEST_P(AxisGpuTest, IllegalConfigIsNeverLaunched) {
     EXPECT_EQ(launched.status().code(), absl::StatusCode::kInvalidArgument)
         << ConfigKey(bad) << ": " << launched.status();
   }
-  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
-  std::vector<uint8_t> y(problem->y.bytes());
-  ASSERT_EQ(cudaMemcpy(y.data(), problem->y.data(), y.size(), cudaMemcpyDeviceToHost),
-            cudaSuccess);
-  EXPECT_TRUE(std::all_of(y.begin(), y.end(), [](uint8_t b) { return b == 0xff; }));
+  gpu_testing::ExpectOutputUntouched(*problem, stream_);
 }
 
-std::string ParamName(const ::testing::TestParamInfo<std::tuple<Op, DType>>& info) {
-  return absl::StrCat(OpName(std::get<0>(info.param)), "_", DTypeName(std::get<1>(info.param)));
-}
 
 INSTANTIATE_TEST_SUITE_P(SoftmaxOpsAndDTypes, AxisGpuTest,
                          ::testing::Combine(::testing::Values(Op::kSoftmax, Op::kLogSoftmax),
                                             ::testing::ValuesIn(kAllDTypes)),
-                         ParamName);
+                         gpu_testing::OpDTypeParamName);
 
 }  // namespace
 }  // namespace kt::kernels

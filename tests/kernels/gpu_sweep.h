@@ -1,17 +1,21 @@
-// Shared fixture of the GPU suites (kernels_gpu_test.cc, row_ops_gpu_test.cc):
-// device setup, launching a config on poisoned outputs and checking it
-// against the fp64 reference, sweeps over every enumerated config, and host
-// problems with hand-made inputs. Header-only; test code.
+// Shared fixtures of the GPU suites: device setup, parameter names and the
+// untouched-output check for all of them (GpuTest); for kernels_gpu_test.cc
+// and row_ops_gpu_test.cc also (GpuSweepTest) launching a config on poisoned
+// outputs and checking it against the fp64 reference, sweeps over every
+// enumerated config, and host problems with hand-made inputs. Header-only;
+// test code.
 #ifndef KERNTUNE_TESTS_KERNELS_GPU_SWEEP_H_
 #define KERNTUNE_TESTS_KERNELS_GPU_SWEEP_H_
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -68,7 +72,9 @@ inline std::vector<double> ReadBack(DType dtype, const void* device_data, int64_
   return values;
 }
 
-class GpuSweepTest : public ::testing::Test {
+// Device 0 and a stream of it. Fails (does not skip) without a GPU: the
+// gpu-labelled suites run only where one is expected.
+class GpuTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_GT(CudaDeviceCount(), 0) << "no CUDA device: the gpu-labelled tests need one";
@@ -81,6 +87,29 @@ class GpuSweepTest : public ::testing::Test {
   void TearDown() override {
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
+
+  DeviceInfo device_;
+  cudaStream_t stream_ = nullptr;
+};
+
+// gtest's name for an (op, dtype) parameter: "softmax_float16".
+inline std::string OpDTypeParamName(
+    const ::testing::TestParamInfo<std::tuple<Op, DType>>& info) {
+  return absl::StrCat(OpName(std::get<0>(info.param)), "_", DTypeName(std::get<1>(info.param)));
+}
+
+// Expects every byte of the problem's poisoned output still 0xff, once the
+// stream is idle: what a refused launch must leave.
+inline void ExpectOutputUntouched(const DeviceProblem& problem, cudaStream_t stream) {
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  std::vector<uint8_t> y(problem.y.bytes());
+  ASSERT_EQ(cudaMemcpy(y.data(), problem.y.data(), y.size(), cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  EXPECT_TRUE(std::all_of(y.begin(), y.end(), [](uint8_t b) { return b == 0xff; }));
+}
+
+class GpuSweepTest : public GpuTest {
+ protected:
 
   // Largest cols the shared-memory implementation accepts on this device
   // for the op (the masked softmax caches float logits, the others the
@@ -156,8 +185,6 @@ class GpuSweepTest : public ::testing::Test {
     return SweepUploaded(*problem, problem->Args(with_stats), with_stats, what);
   }
 
-  DeviceInfo device_;
-  cudaStream_t stream_ = nullptr;
 };
 
 }  // namespace kt::kernels::gpu_testing

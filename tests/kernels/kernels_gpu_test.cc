@@ -182,21 +182,14 @@ TEST_P(KernelGpuTest, IllegalConfigIsNeverLaunched) {
                 .status()
                 .code(),
             absl::StatusCode::kInvalidArgument);
-  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
-  std::vector<uint8_t> y(problem->y.bytes());
-  ASSERT_EQ(cudaMemcpy(y.data(), problem->y.data(), y.size(), cudaMemcpyDeviceToHost),
-            cudaSuccess);
-  EXPECT_TRUE(std::all_of(y.begin(), y.end(), [](uint8_t b) { return b == 0xff; }));
+  gpu_testing::ExpectOutputUntouched(*problem, stream_);
 }
 
-std::string ParamName(const ::testing::TestParamInfo<std::tuple<Op, DType>>& info) {
-  return absl::StrCat(OpName(std::get<0>(info.param)), "_", DTypeName(std::get<1>(info.param)));
-}
 
 INSTANTIATE_TEST_SUITE_P(AllOpsAndDTypes, KernelGpuTest,
                          ::testing::Combine(::testing::ValuesIn(kAllOps),
                                             ::testing::ValuesIn(kAllDTypes)),
-                         ParamName);
+                         gpu_testing::OpDTypeParamName);
 
 }  // namespace
 }  // namespace kt::kernels

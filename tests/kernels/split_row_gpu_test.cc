@@ -11,7 +11,6 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
-#include <random>
 #include <set>
 #include <string>
 #include <tuple>
@@ -23,6 +22,7 @@
 #include "kernels/launch.h"
 #include "kernels/launch_config.h"
 #include "kernels/verify.h"
+#include "tests/kernels/gpu_sweep.h"
 
 namespace kt::kernels {
 namespace {
@@ -38,16 +38,13 @@ class LaunchCountReport : public ::testing::Environment {
 };
 const auto* const g_report = ::testing::AddGlobalTestEnvironment(new LaunchCountReport);
 
-constexpr int kMaxFailuresReported = 10;
+using gpu_testing::FreshSeed;
+using gpu_testing::kMaxFailuresReported;
+
 constexpr int kSplits[] = {2, 4, 8, 16};
 // split_grid: small, odd, a cluster's limit and beyond; plus, per shape, one
 // and two blocks per SM (GridSplitsFor).
 constexpr int kGridSplits[] = {2, 3, 16, 33};
-
-uint64_t FreshSeed() {
-  static std::random_device device;
-  return (static_cast<uint64_t>(device()) << 32) | device();
-}
 
 LaunchConfig Split(int block, int pack, int split, Impl impl = Impl::kSplitRow) {
   LaunchConfig c{impl, block, pack, 32, 1, 0};
@@ -62,22 +59,16 @@ AttentionOptions FewRowsAttention(int64_t rows) {
   return attention;
 }
 
-class SplitRowGpuTest : public ::testing::TestWithParam<std::tuple<Op, DType>> {
+class SplitRowGpuTest : public gpu_testing::GpuTest,
+                        public ::testing::WithParamInterface<std::tuple<Op, DType>> {
  protected:
   void SetUp() override {
-    ASSERT_GT(CudaDeviceCount(), 0) << "no CUDA device: the gpu-labelled tests need one";
-    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
-    absl::StatusOr<DeviceInfo> device = GetDeviceInfo(0);
-    ASSERT_TRUE(device.ok()) << device.status();
-    device_ = *device;
+    GpuTest::SetUp();
+    if (HasFatalFailure()) return;
     if (device_.cc_major < 9) {
       GTEST_SKIP() << device_.name << " (compute capability " << device_.cc_major << "."
                    << device_.cc_minor << ") has no thread-block clusters";
     }
-    ASSERT_EQ(cudaStreamCreate(&stream_), cudaSuccess);
-  }
-  void TearDown() override {
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
 
   Op op() const { return std::get<0>(GetParam()); }
@@ -165,8 +156,6 @@ class SplitRowGpuTest : public ::testing::TestWithParam<std::tuple<Op, DType>> {
     Sweep(*problem, configs, with_stats, what);
   }
 
-  DeviceInfo device_;
-  cudaStream_t stream_ = nullptr;
 };
 
 // Few rows (a single cluster up to several waves of them), long rows whose
@@ -439,20 +428,14 @@ TEST_P(SplitRowGpuTest, IllegalConfigIsNeverLaunched) {
     EXPECT_NE(launched.status().message().find("split="), absl::string_view::npos)
         << launched.status();
   }
-  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
-  std::vector<uint8_t> y(problem->y.bytes());
-  ASSERT_EQ(cudaMemcpy(y.data(), problem->y.data(), y.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-  EXPECT_TRUE(std::all_of(y.begin(), y.end(), [](uint8_t b) { return b == 0xff; }));
+  gpu_testing::ExpectOutputUntouched(*problem, stream_);
 }
 
-std::string ParamName(const ::testing::TestParamInfo<std::tuple<Op, DType>>& info) {
-  return absl::StrCat(OpName(std::get<0>(info.param)), "_", DTypeName(std::get<1>(info.param)));
-}
 
 INSTANTIATE_TEST_SUITE_P(AllOpsAndDTypes, SplitRowGpuTest,
                          ::testing::Combine(::testing::ValuesIn(kAllOps),
                                             ::testing::ValuesIn(kAllDTypes)),
-                         ParamName);
+                         gpu_testing::OpDTypeParamName);
 
 }  // namespace
 }  // namespace kt::kernels
