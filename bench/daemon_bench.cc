@@ -118,6 +118,9 @@ class Stages {
     execute_.push_back(t.execute_us());
     lane_wait_.push_back(t.lane_wait_us());
     launch_.push_back(t.launch_us());
+    lookup_.push_back(t.lookup_us());
+    timing_events_.push_back(t.timing_events_us());
+    kernel_launch_.push_back(t.kernel_launch_us());
     gpu_wait_.push_back(t.gpu_wait_us());
     handler_.push_back(t.handler_us());
     // gRPC on both sides, the socket, thread hand-offs: everything the
@@ -130,10 +133,11 @@ class Stages {
   std::string Text() const {
     return absl::StrFormat(
         "    daemon (p50): handler %.1f us = validate %.1f + resolve %.1f + execute %.1f "
-        "[lane wait %.1f, launch %.1f, GPU wait %.1f] + reply %.1f; outside the handler "
-        "(gRPC, socket, threads) %.1f us\n",
+        "[lane wait %.1f, launch %.1f (config lookup %.1f, timing events %.1f, kernel "
+        "launch call %.1f), GPU wait %.1f] + reply %.1f; outside the handler (gRPC, socket, "
+        "threads) %.1f us\n",
         handler_p50(), P(validate_), P(resolve_), P(execute_), P(lane_wait_), P(launch_),
-        P(gpu_wait_),
+        P(lookup_), P(timing_events_), P(kernel_launch_), P(gpu_wait_),
         std::max(0.0, handler_p50() - P(validate_) - P(resolve_) - P(execute_)),
         outside_p50());
   }
@@ -141,16 +145,18 @@ class Stages {
     return absl::StrFormat(
         "{\"handler_p50_us\": %.2f, \"handler_p99_us\": %.2f, \"validate_p50_us\": %.2f, "
         "\"resolve_p50_us\": %.2f, \"execute_p50_us\": %.2f, \"lane_wait_p50_us\": %.2f, "
-        "\"launch_p50_us\": %.2f, \"gpu_wait_p50_us\": %.2f, \"outside_handler_p50_us\": %.2f, "
-        "\"outside_handler_p99_us\": %.2f}",
+        "\"launch_p50_us\": %.2f, \"lookup_p50_us\": %.2f, \"timing_events_p50_us\": %.2f, "
+        "\"kernel_launch_p50_us\": %.2f, \"gpu_wait_p50_us\": %.2f, "
+        "\"outside_handler_p50_us\": %.2f, \"outside_handler_p99_us\": %.2f}",
         handler_p50(), Percentile(handler_, 0.99), P(validate_), P(resolve_), P(execute_),
-        P(lane_wait_), P(launch_), P(gpu_wait_), outside_p50(), Percentile(outside_, 0.99));
+        P(lane_wait_), P(launch_), P(lookup_), P(timing_events_), P(kernel_launch_),
+        P(gpu_wait_), outside_p50(), Percentile(outside_, 0.99));
   }
 
  private:
   static double P(const std::vector<double>& v) { return Percentile(v, 0.5); }
-  std::vector<double> validate_, resolve_, execute_, lane_wait_, launch_, gpu_wait_, handler_,
-      outside_;
+  std::vector<double> validate_, resolve_, execute_, lane_wait_, launch_, lookup_,
+      timing_events_, kernel_launch_, gpu_wait_, handler_, outside_;
 };
 
 // GetStatus counters (cumulative in the daemon; a series takes differences).
@@ -373,6 +379,10 @@ int main(int argc, char** argv) {
     IpcBuffer buffer = RegisterNew(*stub, 2 * 1024 * 2, "latency", daemon_device);
     FillRandom(buffer.device, 1024);
     const pb::RunRequest run = SoftmaxRequest(buffer, 1, 1024);
+    // The same Run with the kernel timed by the daemon's CUDA events: what
+    // timing costs, and the kernel's own time.
+    pb::RunRequest timed_run = run;
+    timed_run.set_time_kernel(true);
     pb::GetConfigRequest get_config;
     get_config.set_op(run.op());
     get_config.set_dtype(run.dtype());
@@ -388,8 +398,8 @@ int main(int argc, char** argv) {
     // variable wakes this thread (one more hand-off than a Run has); kept
     // so the two methods can be compared.
     grpc::GenericStub generic(channel);
-    std::vector<double> run_us, echo_us, echo_callback_us, config_us, kernel_us;
-    Stages stages;
+    std::vector<double> run_us, timed_run_us, echo_us, echo_callback_us, config_us, kernel_us;
+    Stages stages, timed_stages;
     pb::ConfigChoice config;
     for (int i = 0; i < iterations + 200; ++i) {
       const bool timed = i >= 200;
@@ -442,26 +452,41 @@ int main(int argc, char** argv) {
         const double us = Us(Clock::now() - start);
         if (timed) {
           run_us.push_back(us);
-          kernel_us.push_back(response.kernel_time_us());
           stages.Add(response, us);
           config = response.config();
         }
       }
+      {
+        grpc::ClientContext context;
+        pb::RunResponse response;
+        const auto start = Clock::now();
+        Check(stub->Run(&context, timed_run, &response), "Run 1x1024, kernel timed");
+        const double us = Us(Clock::now() - start);
+        if (timed) {
+          timed_run_us.push_back(us);
+          kernel_us.push_back(response.kernel_time_us());
+          timed_stages.Add(response, us);
+        }
+      }
     }
-    const Series run_s = Summarize(run_us), echo_s = Summarize(echo_us),
+    const Series run_s = Summarize(run_us), timed_run_s = Summarize(timed_run_us),
+                 echo_s = Summarize(echo_us),
                  callback_s = Summarize(echo_callback_us), config_s = Summarize(config_us),
                  kernel_s = Summarize(kernel_us);
     std::printf(
         "latency (1x1024 fp16 softmax, registered IPC buffers, %d calls each, config %s):\n"
-        "  Run        p50 %.1f us  p99 %.1f us\n"
+        "  Run        p50 %.1f us  p99 %.1f us\n%s"
+        "  Run, kernel timed (time_kernel) p50 %.1f us  p99 %.1f us\n%s"
         "  echo       p50 %.1f us  p99 %.1f us  (health Check, blocking call like Run)\n"
         "  echo (cb)  p50 %.1f us  p99 %.1f us  (callback + condition variable: the old "
         "method)\n"
         "  GetConfig  p50 %.1f us  p99 %.1f us  (the daemon's sync service, trivial handler)\n"
-        "  overhead over echo at p50: %.1f us (kernel %.1f us of it, daemon's events)\n%s",
-        iterations, ConfigText(config).c_str(), run_s.p50, run_s.p99, echo_s.p50, echo_s.p99,
+        "  overhead over echo at p50: %.1f us (the kernel itself: %.1f us by the daemon's "
+        "events on the timed Runs)\n",
+        iterations, ConfigText(config).c_str(), run_s.p50, run_s.p99, stages.Text().c_str(),
+        timed_run_s.p50, timed_run_s.p99, timed_stages.Text().c_str(), echo_s.p50, echo_s.p99,
         callback_s.p50, callback_s.p99, config_s.p50, config_s.p99, run_s.p50 - echo_s.p50,
-        kernel_s.p50, stages.Text().c_str());
+        kernel_s.p50);
     absl::StrAppendFormat(
         &json,
         "  \"latency\": {\"shape\": [1, 1024], \"dtype\": \"float16\", \"calls\": %d, "
@@ -469,10 +494,12 @@ int main(int argc, char** argv) {
         "\"echo_p99_us\": %.2f, \"echo_method\": \"blocking unary call, as Run\", "
         "\"echo_callback_p50_us\": %.2f, \"echo_callback_p99_us\": %.2f, "
         "\"getconfig_p50_us\": %.2f, \"getconfig_p99_us\": %.2f, \"kernel_p50_us\": %.2f, "
-        "\"overhead_p50_us\": %.2f, \"server\": %s},\n",
+        "\"overhead_p50_us\": %.2f, \"server\": %s, \"timed_run_p50_us\": %.2f, "
+        "\"timed_run_p99_us\": %.2f, \"timed_server\": %s},\n",
         iterations, ConfigJson(config), run_s.p50, run_s.p99, echo_s.p50, echo_s.p99,
         callback_s.p50, callback_s.p99, config_s.p50, config_s.p99, kernel_s.p50,
-        run_s.p50 - echo_s.p50, stages.Json());
+        run_s.p50 - echo_s.p50, stages.Json(), timed_run_s.p50, timed_run_s.p99,
+        timed_stages.Json());
   }
 
   // --- throughput: N clients, each its own connection and buffers.
@@ -535,7 +562,10 @@ int main(int argc, char** argv) {
     auto gbps = [&](double us) { return us > 0 ? bytes / (us * 1e3) : 0; };
     IpcBuffer buffer = RegisterNew(*stub, static_cast<size_t>(bytes), "bandwidth", daemon_device);
     FillRandom(buffer.device, kRows * kCols);
-    const pb::RunRequest base = SoftmaxRequest(buffer, kRows, kCols);
+    // Timed: the kernel's own time comes from the daemon's events on these
+    // Runs, and the asynchronous series read the GPU counters they feed.
+    pb::RunRequest base = SoftmaxRequest(buffer, kRows, kCols);
+    base.set_time_kernel(true);
 
     // Synchronous: the reply comes once the kernel is done.
     std::vector<double> round_trip_us, kernel_us;

@@ -10,7 +10,8 @@
 # then compute-sanitizer memcheck over the daemon and its IPC clients, and
 # kt_daemon_bench against a daemon started here (tuned configs from
 # $TUNED_DB when given).
-# daemon-bench: kt_daemon_bench once per kerntuned --gpu_wait mode in
+# daemon-bench: kt_launch_overhead_bench (launch_overhead.{json,log}), then
+# kt_daemon_bench once per kerntuned --gpu_wait mode in
 # $GPU_WAIT_MODES (default "yield spin hybrid block"; the daemon mode runs
 # only "yield" unless it is set): daemon_bench_<mode>.{json,log} and the
 # daemon's log kerntuned_bench_<mode>.log; the first mode's files are also
@@ -85,6 +86,11 @@ if [ "$what" = daemon ]; then
 fi
 
 if [ "$what" = daemon ] || [ "$what" = daemon-bench ]; then
+  # The launch path's host-side steps in one process, before any daemon runs.
+  echo "== launch-path overhead (kt_launch_overhead_bench)"
+  timeout 120 "$here/kt_launch_overhead_bench" --benchmark_out="$out/launch_overhead.json" \
+    --benchmark_out_format=json > "$out/launch_overhead.log" 2>&1 || status=1
+  cat "$out/launch_overhead.log"
   if [ "$what" = daemon ]; then modes=${GPU_WAIT_MODES:-yield}; else
     modes=${GPU_WAIT_MODES:-yield spin hybrid block}; fi
   first=

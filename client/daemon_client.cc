@@ -240,6 +240,7 @@ pb::RunRequest MakeRunRequest(const RunArgs& args) {
   }
   request.set_wait_event(args.wait_event);
   request.set_done_event(args.done_event);
+  request.set_time_kernel(args.time_kernel);
   return request;
 }
 

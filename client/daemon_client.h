@@ -80,6 +80,9 @@ struct RunArgs {
   // cudaIpcEventHandle_t bytes (64) or empty; device tensors only.
   std::string wait_event;
   std::string done_event;
+  // Have the daemon time the kernel (RunResponse.kernel_time_us); costs a
+  // few microseconds per Run.
+  bool time_kernel = false;
 };
 pb::RunRequest MakeRunRequest(const RunArgs& args);
 

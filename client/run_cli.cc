@@ -71,6 +71,7 @@ RunArgs BaseArgs(const kernels::HostProblem& p) {
   args.cols = p.shape.cols;
   args.inner = p.shape.inner;
   args.epsilon = p.epsilon;
+  args.time_kernel = true;  // the CLI prints the kernel's time
   if (p.op == kernels::Op::kScaledMaskedSoftmax) {
     args.scale = p.scale;
     args.mask_rows = p.mask_rows;

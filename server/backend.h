@@ -26,6 +26,10 @@ namespace kt::server {
 struct ExecuteTiming {
   double lane_wait_us = 0;
   double launch_us = 0;
+  // Parts of launch_us.
+  double lookup_us = 0;
+  double timing_events_us = 0;
+  double kernel_launch_us = 0;
   double gpu_wait_us = 0;
 };
 

@@ -228,6 +228,10 @@ absl::StatusOr<std::unique_ptr<GpuBackend>> GpuBackend::Create(
       if (s.ok()) s = CudaError(cudaEventCreate(&launch.start), "cudaEventCreate");
       if (s.ok()) s = CudaError(cudaEventCreate(&launch.stop), "cudaEventCreate");
     }
+    if (s.ok()) {
+      s = CudaError(cudaEventCreateWithFlags(&lane.passed, cudaEventDisableTiming),
+                    "cudaEventCreate");
+    }
     if (!s.ok()) return s;
     lane.last_stop = lane.timing.back().stop;  // never recorded: complete
     absl::MutexLock lock(&backend->mu_);
@@ -247,6 +251,7 @@ GpuBackend::~GpuBackend() {
       if (launch.start != nullptr) cudaEventDestroy(launch.start);
       if (launch.stop != nullptr) cudaEventDestroy(launch.stop);
     }
+    if (lane.passed != nullptr) cudaEventDestroy(lane.passed);
   }
 }
 
@@ -389,6 +394,7 @@ absl::StatusOr<RunResult> GpuBackend::ExecuteOn(Lane& lane, const RunRequest& re
   const Clock::time_point start = Clock::now();
   absl::StatusOr<ConfigChoice> choice = cache_->Lookup(request.op, request.dtype, request.shape);
   if (!choice.ok()) return choice.status();
+  timing.lookup_us = MicrosSince(start, Clock::now());
   const cudaStream_t stream = lane.stream;
 
   std::shared_ptr<IpcEvent> done_event;
@@ -480,28 +486,37 @@ absl::StatusOr<RunResult> GpuBackend::ExecuteOn(Lane& lane, const RunRequest& re
     args.causal = request.causal;
   }
 
-  // The ring's next pair: if its earlier launch has still not been read
-  // (more than kTimingRing launches ahead), that time is given up.
-  TimedLaunch& timed = lane.timing[lane.next];
-  if (timed.pending) {
-    timed.pending = false;
-    --lane.pending;
+  // Timed: the ring's next pair. If its earlier launch has still not been
+  // read (more than kTimingRing launches ahead), that time is given up.
+  TimedLaunch* timed = request.time_kernel ? &lane.timing[lane.next] : nullptr;
+  const Clock::time_point before_start_event = Clock::now();
+  if (timed != nullptr) {
+    if (timed->pending) {
+      timed->pending = false;
+      --lane.pending;
+    }
+    if (absl::Status s = CudaError(cudaEventRecord(timed->start, stream), "cudaEventRecord");
+        !s.ok()) {
+      return s;
+    }
   }
-  if (absl::Status s = CudaError(cudaEventRecord(timed.start, stream), "cudaEventRecord");
-      !s.ok()) {
-    return s;
-  }
+  const Clock::time_point before_launch = Clock::now();
   absl::StatusOr<kernels::LaunchConfig> launched = kernels::Launch(
       request.op, request.dtype, request.shape, args, choice->config, device_, stream);
   if (!launched.ok()) return launched.status();
-  if (absl::Status s = CudaError(cudaEventRecord(timed.stop, stream), "cudaEventRecord");
-      !s.ok()) {
-    return s;
+  const Clock::time_point after_launch = Clock::now();
+  if (timed != nullptr) {
+    if (absl::Status s = CudaError(cudaEventRecord(timed->stop, stream), "cudaEventRecord");
+        !s.ok()) {
+      return s;
+    }
+    timed->pending = true;
+    ++lane.pending;
+    lane.next = (lane.next + 1) % kTimingRing;
   }
-  timed.pending = true;
-  ++lane.pending;
-  lane.next = (lane.next + 1) % kTimingRing;
-  lane.last_stop = timed.stop;
+  timing.kernel_launch_us = MicrosSince(before_launch, after_launch);
+  timing.timing_events_us =
+      MicrosSince(before_start_event, before_launch) + MicrosSince(after_launch, Clock::now());
   // Report the config actually launched (Launch may narrow the pack size).
   choice->config = *launched;
 
@@ -554,16 +569,31 @@ absl::StatusOr<RunResult> GpuBackend::ExecuteOn(Lane& lane, const RunRequest& re
   if (done_event != nullptr && !staged_outputs) {
     // Answer now; the client orders its work after done_event. The lane
     // keeps the client memory open until its stream has passed the kernel,
-    // and reads the kernel's time later.
+    // and reads the kernel's time (if timed) later.
+    if (timed != nullptr) {
+      lane.last_stop = timed->stop;
+    } else {
+      if (absl::Status s = CudaError(cudaEventRecord(lane.passed, stream), "cudaEventRecord");
+          !s.ok()) {
+        return s;
+      }
+      lane.last_stop = lane.passed;
+    }
     lane.in_flight.insert(lane.in_flight.end(), request.memory.begin(), request.memory.end());
     result.answered_early = true;
     return result;
   }
   if (absl::Status s = WaitForStream(stream); !s.ok()) return s;
   timing.gpu_wait_us = MicrosSince(queued, Clock::now());
-  const double kernel_us = ReadFinishedTimes(lane, &timed);
-  if (kernel_us < 0) return absl::InternalError("cudaEventElapsedTime failed on a finished launch");
-  result.kernel_time_us = kernel_us;
+  // The stream is idle: earlier early answers' memory can go too.
+  lane.in_flight.clear();
+  if (timed != nullptr) {
+    const double kernel_us = ReadFinishedTimes(lane, timed);
+    if (kernel_us < 0) {
+      return absl::InternalError("cudaEventElapsedTime failed on a finished launch");
+    }
+    result.kernel_time_us = kernel_us;
+  }
   for (auto [view, staged] : outputs) {
     if (view->where != TensorView::Where::kClientHost) continue;
     if (absl::Status s = CopyToClientHost(view->data, staged->host.data(), view->bytes); !s.ok()) {

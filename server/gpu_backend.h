@@ -74,7 +74,10 @@ class GpuBackend final : public Backend {
     std::vector<TimedLaunch> timing;  // kTimingRing pairs, fixed after Create
     size_t next = 0;                  // the pair the next launch uses
     int pending = 0;                  // pairs not yet read
-    cudaEvent_t last_stop = nullptr;  // the newest launch's stop event
+    // Recorded after an untimed launch answered early (no timing pair).
+    cudaEvent_t passed = nullptr;
+    // After the newest launch answered early: its stop event or `passed`.
+    cudaEvent_t last_stop = nullptr;
     std::vector<std::shared_ptr<const ClientMemory>> in_flight;
   };
   class LaneLease;

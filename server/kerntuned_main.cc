@@ -30,10 +30,14 @@ ABSL_FLAG(std::string, gpu_wait, "yield",
           "GPU's interrupt; slowest wake-up)");
 ABSL_FLAG(int64_t, gpu_wait_spin_us, 2000,
           "--gpu_wait=hybrid: microseconds to poll before blocking");
-ABSL_FLAG(int, grpc_min_pollers, 2, "gRPC threads kept waiting for requests");
+ABSL_FLAG(int, workers, 8,
+          "threads for the calls that may wait long (Runs above 64Ki elements, "
+          "RegisterBuffer); the rest are answered on gRPC's own threads");
+ABSL_FLAG(int, grpc_min_pollers, 2,
+          "gRPC sync-server threads kept waiting for requests (the reflection service)");
 ABSL_FLAG(int, grpc_max_pollers, 32,
-          "most gRPC threads kept waiting for requests (more are started under load and end "
-          "once idle)");
+          "most gRPC sync-server threads kept waiting for requests (the reflection service; "
+          "more are started under load and end once idle)");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("kerntuned [--socket=PATH] [--tcp=HOST:PORT] [--db=PATH] [--cpu]");
@@ -55,6 +59,7 @@ int main(int argc, char** argv) {
   }
   options.gpu_wait = *gpu_wait;
   options.gpu_wait_spin_us = absl::GetFlag(FLAGS_gpu_wait_spin_us);
+  options.workers = absl::GetFlag(FLAGS_workers);
   options.grpc_min_pollers = absl::GetFlag(FLAGS_grpc_min_pollers);
   options.grpc_max_pollers = absl::GetFlag(FLAGS_grpc_max_pollers);
   const absl::Status status = kt::server::RunServer(options);

@@ -452,6 +452,7 @@ absl::StatusOr<RunRequest> ValidateRunRequest(const pb::RunRequest& request,
   if (absl::Status s = CheckEvent(request.done_event(), "done_event"); !s.ok()) return s;
   run.wait_event = request.wait_event();
   run.done_event = request.done_event();
+  run.time_kernel = request.time_kernel();
 
   // Each op's parameters, and no other op's.
   const struct {

@@ -70,6 +70,8 @@ struct RunRequest {
   // cudaIpcEventHandle_t bytes, or empty.
   std::string wait_event;
   std::string done_event;
+  // Time the kernel with CUDA events (RunRequest.time_kernel).
+  bool time_kernel = false;
   // The calling process when it came over the Unix socket.
   std::optional<PeerProcess> caller;
   // Client memory the views point into, held open while the Run uses it.

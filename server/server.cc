@@ -192,6 +192,10 @@ absl::Status RunServer(const Options& options) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--gpu_wait_spin_us=", options.gpu_wait_spin_us, " must be in [0, 1000000]"));
   }
+  if (options.workers < 1 || options.workers > 1024) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--workers=", options.workers, " must be in [1, 1024]"));
+  }
   if (options.grpc_min_pollers < 1 || options.grpc_max_pollers < options.grpc_min_pollers) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--grpc_min_pollers=", options.grpc_min_pollers, " and --grpc_max_pollers=",
@@ -208,9 +212,10 @@ absl::Status RunServer(const Options& options) {
   service_options.backend_reason = backends->reason;
   service_options.database_path = options.db_path;
   service_options.registry.default_ttl = absl::Seconds(options.buffer_ttl_s);
-  service_options.identify_caller = [&peers](const grpc::ServerContext& context) {
-    return peers.Lookup(context.peer());
+  service_options.identify_caller = [&peers](absl::string_view grpc_peer) {
+    return peers.Lookup(grpc_peer);
   };
+  service_options.workers = options.workers;
   KernTuneService service(backend, std::move(service_options));
 
   // The Unix socket is accepted by the daemon (peer credentials), TCP by gRPC.

@@ -30,11 +30,15 @@ struct Options {
   // How request threads wait for the GPU, and hybrid's polling budget.
   GpuWait gpu_wait = GpuWait::kYield;
   int64_t gpu_wait_spin_us = 2000;
-  // gRPC's sync-server threads that wait for requests: at least
-  // min_pollers are kept waiting (a request taking the last one makes the
-  // server start another thread first), and a thread whose request is done
-  // exits when max_pollers already wait. gRPC's defaults (1 and 2) create
-  // and end a thread per request under concurrent clients.
+  // Threads for the calls that may wait long (Runs above 64Ki elements,
+  // RegisterBuffer); the rest are answered on gRPC's callback threads.
+  int workers = 8;
+  // gRPC's sync-server threads, which serve the reflection service (the
+  // KernTune service uses the callback API): at least min_pollers are kept
+  // waiting (a request taking the last one makes the server start another
+  // thread first), and a thread whose request is done exits when
+  // max_pollers already wait. gRPC's defaults (1 and 2) create and end a
+  // thread per request under concurrent clients.
   int grpc_min_pollers = 2;
   int grpc_max_pollers = 32;
   // How long in-flight requests may take to finish at shutdown.

@@ -94,12 +94,16 @@ void SkuToProto(const db::GpuSku& sku, pb::GpuSku* out) {
 }
 
 // Logs a failed request at the edge and converts its status.
-grpc::Status Fail(absl::string_view rpc, grpc::ServerContext* context,
-                  const absl::Status& status) {
+grpc::Status Fail(absl::string_view rpc, absl::string_view peer, const absl::Status& status) {
   std::fprintf(stderr, "kerntuned: %s from %s failed: %s\n", std::string(rpc).c_str(),
-               context->peer().c_str(), status.ToString().c_str());
+               std::string(peer).c_str(), status.ToString().c_str());
   return ToGrpcStatus(status);
 }
+
+// Elements above which a Run goes to a worker: 64Ki (128 KiB of float16)
+// runs in a few microseconds on a GPU and well under a millisecond in the
+// CPU reference.
+constexpr int64_t kMaxElementsOnGrpcThread = int64_t{1} << 16;
 
 }  // namespace
 
@@ -230,9 +234,91 @@ class KernTuneService::Resolver final : public TensorResolver {
   absl::flat_hash_set<std::string> used_;  // buffers this Run already counted
 };
 
-std::optional<PeerProcess> KernTuneService::Caller(const grpc::ServerContext& context) const {
+std::optional<PeerProcess> KernTuneService::Caller(absl::string_view peer) const {
   if (!options_.identify_caller) return std::nullopt;
-  return options_.identify_caller(context);
+  return options_.identify_caller(peer);
+}
+
+bool RunsOnGrpcThread(const pb::RunRequest& request) {
+  const pb::Shape& shape = request.shape();
+  int64_t elements = 1;
+  for (int64_t extent : {shape.rows(), shape.cols(), std::max<int64_t>(shape.inner(), 1)}) {
+    if (extent <= 0) return true;  // refused by validation, at once
+    if (__builtin_mul_overflow(elements, extent, &elements)) return false;
+  }
+  return elements <= kMaxElementsOnGrpcThread;
+}
+
+template <class Handle>
+grpc::ServerUnaryReactor* KernTuneService::Answer(grpc::CallbackServerContext* context,
+                                                  bool on_worker, Handle handle) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (!on_worker) {
+    reactor->Finish(handle(context->peer()));
+    return reactor;
+  }
+  // The request and response stay alive until Finish.
+  workers_.Submit([reactor, peer = context->peer(), handle = std::move(handle)]() mutable {
+    reactor->Finish(handle(peer));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* KernTuneService::Run(grpc::CallbackServerContext* context,
+                                               const pb::RunRequest* request,
+                                               pb::RunResponse* response) {
+  return Answer(context, !RunsOnGrpcThread(*request), [this, request, response](absl::string_view peer) {
+    return HandleRun(peer, request, response);
+  });
+}
+
+grpc::ServerUnaryReactor* KernTuneService::GetConfig(grpc::CallbackServerContext* context,
+                                                     const pb::GetConfigRequest* request,
+                                                     pb::GetConfigResponse* response) {
+  return Answer(context, false, [this, request, response](absl::string_view peer) {
+    return HandleGetConfig(peer, request, response);
+  });
+}
+
+grpc::ServerUnaryReactor* KernTuneService::ListConfigs(grpc::CallbackServerContext* context,
+                                                       const pb::ListConfigsRequest* request,
+                                                       pb::ListConfigsResponse* response) {
+  return Answer(context, false, [this, request, response](absl::string_view peer) {
+    return HandleListConfigs(peer, request, response);
+  });
+}
+
+grpc::ServerUnaryReactor* KernTuneService::GetStatus(grpc::CallbackServerContext* context,
+                                                     const pb::GetStatusRequest* request,
+                                                     pb::GetStatusResponse* response) {
+  return Answer(context, false, [this, request, response](absl::string_view peer) {
+    return HandleGetStatus(peer, request, response);
+  });
+}
+
+// Opening an IPC handle can take milliseconds: a worker does it.
+grpc::ServerUnaryReactor* KernTuneService::RegisterBuffer(
+    grpc::CallbackServerContext* context, const pb::RegisterBufferRequest* request,
+    pb::RegisterBufferResponse* response) {
+  return Answer(context, true, [this, request, response](absl::string_view peer) {
+    return HandleRegisterBuffer(peer, request, response);
+  });
+}
+
+grpc::ServerUnaryReactor* KernTuneService::UnregisterBuffer(
+    grpc::CallbackServerContext* context, const pb::UnregisterBufferRequest* request,
+    pb::UnregisterBufferResponse* response) {
+  return Answer(context, false, [this, request, response](absl::string_view peer) {
+    return HandleUnregisterBuffer(peer, request, response);
+  });
+}
+
+grpc::ServerUnaryReactor* KernTuneService::ListBuffers(grpc::CallbackServerContext* context,
+                                                       const pb::ListBuffersRequest* request,
+                                                       pb::ListBuffersResponse* response) {
+  return Answer(context, false, [this, request, response](absl::string_view peer) {
+    return HandleListBuffers(peer, request, response);
+  });
 }
 
 absl::StatusOr<std::shared_ptr<const ClientMemory>> KernTuneService::OpenCudaIpc(
@@ -249,7 +335,7 @@ absl::StatusOr<std::shared_ptr<const ClientMemory>> KernTuneService::OpenCudaIpc
   return memory;
 }
 
-grpc::Status KernTuneService::Run(grpc::ServerContext* context, const pb::RunRequest* request,
+grpc::Status KernTuneService::HandleRun(absl::string_view peer, const pb::RunRequest* request,
                                   pb::RunResponse* response) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
@@ -258,16 +344,16 @@ grpc::Status KernTuneService::Run(grpc::ServerContext* context, const pb::RunReq
   };
   KT_ADMIT_CALL();
   absl::StatusOr<RunRequest> run = ValidateRunRequest(*request, options_.max_request_bytes);
-  if (!run.ok()) return Fail("Run", context, run.status());
+  if (!run.ok()) return Fail("Run", peer, run.status());
   const Clock::time_point validated = Clock::now();
-  run->caller = Caller(*context);
+  run->caller = Caller(peer);
   Resolver resolver(*this, run->caller);
   if (absl::Status s = ResolveTensorRefs(*request, resolver, *run); !s.ok()) {
-    return Fail("Run", context, s);
+    return Fail("Run", peer, s);
   }
   const Clock::time_point resolved = Clock::now();
   absl::StatusOr<RunResult> result = backend_.Execute(*run);
-  if (!result.ok()) return Fail("Run", context, result.status());
+  if (!result.ok()) return Fail("Run", peer, result.status());
   const Clock::time_point executed = Clock::now();
   *response->mutable_output_data() = std::move(result->output);
   response->mutable_mean()->Add(result->mean.begin(), result->mean.end());
@@ -283,6 +369,9 @@ grpc::Status KernTuneService::Run(grpc::ServerContext* context, const pb::RunReq
   timing->set_lane_wait_us(result->timing.lane_wait_us);
   timing->set_launch_us(result->timing.launch_us);
   timing->set_gpu_wait_us(result->timing.gpu_wait_us);
+  timing->set_lookup_us(result->timing.lookup_us);
+  timing->set_timing_events_us(result->timing.timing_events_us);
+  timing->set_kernel_launch_us(result->timing.kernel_launch_us);
   const double handler_us = micros(start, Clock::now());
   timing->set_handler_us(handler_us);
   {
@@ -294,29 +383,27 @@ grpc::Status KernTuneService::Run(grpc::ServerContext* context, const pb::RunReq
   return grpc::Status::OK;
 }
 
-grpc::Status KernTuneService::GetConfig(grpc::ServerContext* context,
-                                        const pb::GetConfigRequest* request,
+grpc::Status KernTuneService::HandleGetConfig(absl::string_view peer, const pb::GetConfigRequest* request,
                                         pb::GetConfigResponse* response) {
   KT_ADMIT_CALL();
   absl::StatusOr<kernels::Op> op = OpFromProto(request->op(), "op");
-  if (!op.ok()) return Fail("GetConfig", context, op.status());
+  if (!op.ok()) return Fail("GetConfig", peer, op.status());
   absl::StatusOr<kernels::DType> dtype = DTypeFromProto(request->dtype(), "dtype");
-  if (!dtype.ok()) return Fail("GetConfig", context, dtype.status());
+  if (!dtype.ok()) return Fail("GetConfig", peer, dtype.status());
   absl::StatusOr<kernels::Shape> shape = ValidateShape(request->shape(), *op, *dtype);
-  if (!shape.ok()) return Fail("GetConfig", context, shape.status());
+  if (!shape.ok()) return Fail("GetConfig", peer, shape.status());
   const ConfigCache* cache = backend_.config_cache();
   if (cache == nullptr) {
     ChoiceToProto(std::nullopt, response->mutable_config());
     return grpc::Status::OK;
   }
   absl::StatusOr<ConfigChoice> choice = cache->Lookup(*op, *dtype, *shape);
-  if (!choice.ok()) return Fail("GetConfig", context, choice.status());
+  if (!choice.ok()) return Fail("GetConfig", peer, choice.status());
   ChoiceToProto(*choice, response->mutable_config());
   return grpc::Status::OK;
 }
 
-grpc::Status KernTuneService::ListConfigs(grpc::ServerContext* context,
-                                          const pb::ListConfigsRequest* request,
+grpc::Status KernTuneService::HandleListConfigs(absl::string_view peer, const pb::ListConfigsRequest* request,
                                           pb::ListConfigsResponse* response) {
   KT_ADMIT_CALL();
   const ConfigCache* cache = backend_.config_cache();
@@ -334,8 +421,7 @@ grpc::Status KernTuneService::ListConfigs(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status KernTuneService::GetStatus(grpc::ServerContext* context,
-                                        const pb::GetStatusRequest* request,
+grpc::Status KernTuneService::HandleGetStatus(absl::string_view peer, const pb::GetStatusRequest* request,
                                         pb::GetStatusResponse* response) {
   KT_ADMIT_CALL();
   response->set_version(KT_PROJECT_VERSION);
@@ -376,24 +462,23 @@ grpc::Status KernTuneService::GetStatus(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status KernTuneService::RegisterBuffer(grpc::ServerContext* context,
-                                             const pb::RegisterBufferRequest* request,
+grpc::Status KernTuneService::HandleRegisterBuffer(absl::string_view peer, const pb::RegisterBufferRequest* request,
                                              pb::RegisterBufferResponse* response) {
   KT_ADMIT_CALL();
-  const std::optional<PeerProcess> caller = Caller(*context);
-  if (!caller) return Fail("RegisterBuffer", context, NeedsUnixSocket("RegisterBuffer"));
+  const std::optional<PeerProcess> caller = Caller(peer);
+  if (!caller) return Fail("RegisterBuffer", peer, NeedsUnixSocket("RegisterBuffer"));
   if (request->size_bytes() < 0) {
-    return Fail("RegisterBuffer", context,
+    return Fail("RegisterBuffer", peer,
                 absl::InvalidArgumentError(absl::StrCat("size_bytes=", request->size_bytes(),
                                                         " must be >= 0 (0 = all of it)")));
   }
   if (request->ttl_seconds() < 0) {
-    return Fail("RegisterBuffer", context,
+    return Fail("RegisterBuffer", peer,
                 absl::InvalidArgumentError(absl::StrCat(
                     "ttl_seconds=", request->ttl_seconds(), " must be >= 0 (0 = the default)")));
   }
   if (request->label().size() > 256) {
-    return Fail("RegisterBuffer", context,
+    return Fail("RegisterBuffer", peer,
                 absl::InvalidArgumentError(absl::StrCat("label has ", request->label().size(),
                                                         " bytes; at most 256")));
   }
@@ -418,32 +503,30 @@ grpc::Status KernTuneService::RegisterBuffer(grpc::ServerContext* context,
       memory = absl::InvalidArgumentError("memory is not set: give cuda_ipc or host_shm");
       break;
   }
-  if (!memory.ok()) return Fail("RegisterBuffer", context, memory.status());
+  if (!memory.ok()) return Fail("RegisterBuffer", peer, memory.status());
   absl::StatusOr<Registration> registration = registry_.Register(
       *caller, kind, *std::move(memory), request->size_bytes(),
       absl::Seconds(request->ttl_seconds()), request->label(), absl::Now());
-  if (!registration.ok()) return Fail("RegisterBuffer", context, registration.status());
+  if (!registration.ok()) return Fail("RegisterBuffer", peer, registration.status());
   BufferToProto(*registration, response->mutable_buffer());
   return grpc::Status::OK;
 }
 
-grpc::Status KernTuneService::UnregisterBuffer(grpc::ServerContext* context,
-                                               const pb::UnregisterBufferRequest* request,
+grpc::Status KernTuneService::HandleUnregisterBuffer(absl::string_view peer, const pb::UnregisterBufferRequest* request,
                                                pb::UnregisterBufferResponse* response) {
   KT_ADMIT_CALL();
-  const std::optional<PeerProcess> caller = Caller(*context);
-  if (!caller) return Fail("UnregisterBuffer", context, NeedsUnixSocket("UnregisterBuffer"));
+  const std::optional<PeerProcess> caller = Caller(peer);
+  if (!caller) return Fail("UnregisterBuffer", peer, NeedsUnixSocket("UnregisterBuffer"));
   const absl::Status status = registry_.Unregister(*caller, request->buffer_id());
-  if (!status.ok()) return Fail("UnregisterBuffer", context, status);
+  if (!status.ok()) return Fail("UnregisterBuffer", peer, status);
   return grpc::Status::OK;
 }
 
-grpc::Status KernTuneService::ListBuffers(grpc::ServerContext* context,
-                                          const pb::ListBuffersRequest* request,
+grpc::Status KernTuneService::HandleListBuffers(absl::string_view peer, const pb::ListBuffersRequest* request,
                                           pb::ListBuffersResponse* response) {
   KT_ADMIT_CALL();
-  const std::optional<PeerProcess> caller = Caller(*context);
-  if (!caller) return Fail("ListBuffers", context, NeedsUnixSocket("ListBuffers"));
+  const std::optional<PeerProcess> caller = Caller(peer);
+  if (!caller) return Fail("ListBuffers", peer, NeedsUnixSocket("ListBuffers"));
   for (const Registration& registration : registry_.List(*caller)) {
     BufferToProto(registration, response->add_buffers());
   }

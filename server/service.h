@@ -1,5 +1,8 @@
 // The KernTune gRPC service: thin handlers (validate -> backend -> convert
-// the status), one line on stderr per failed request.
+// the status), one line on stderr per failed request. gRPC's callback API:
+// a call is answered on the gRPC thread that read it, without a hand-off,
+// unless it may wait long (a large Run, RegisterBuffer's IPC open), which
+// goes to the service's workers so gRPC's threads never block on a kernel.
 #ifndef KERNTUNE_SERVER_SERVICE_H_
 #define KERNTUNE_SERVER_SERVICE_H_
 
@@ -12,6 +15,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "kerntune/v1/kerntune.grpc.pb.h"
@@ -20,6 +24,7 @@
 #include "server/client_memory.h"
 #include "server/ipc_cache.h"
 #include "server/peer_credentials.h"
+#include "server/worker_pool.h"
 
 namespace kt::server {
 
@@ -33,38 +38,71 @@ struct ServiceOptions {
   RegistryLimits registry;
   // How long a one-off CUDA IPC mapping stays cached unused.
   absl::Duration ipc_idle = absl::Seconds(60);
-  // The calling process (peer credentials of the Unix socket); nullopt for
-  // TCP callers, which may send inline tensors only.
-  std::function<std::optional<PeerProcess>(const grpc::ServerContext&)> identify_caller;
+  // The calling process (peer credentials of the Unix socket) from gRPC's
+  // peer string; nullopt for TCP callers, which may send inline tensors only.
+  std::function<std::optional<PeerProcess>(absl::string_view grpc_peer)> identify_caller;
+  // Threads for the calls that may wait long.
+  int workers = 8;
 };
 
-class KernTuneService final : public kerntune::v1::KernTune::Service {
+// Small Runs are answered on gRPC's thread: their GPU wait is a few
+// microseconds, less than a hand-off to a worker. Larger ones (by element
+// count, saturating; malformed shapes count as small and are refused fast)
+// go to a worker.
+bool RunsOnGrpcThread(const kerntune::v1::RunRequest& request);
+
+class KernTuneService final : public kerntune::v1::KernTune::CallbackService {
  public:
   // `backend` must outlive the service.
   KernTuneService(Backend& backend, ServiceOptions options)
       : backend_(backend), options_(std::move(options)), started_(absl::Now()) {}
   ~KernTuneService() override { CloseClientMemory(); }
 
-  grpc::Status Run(grpc::ServerContext* context, const kerntune::v1::RunRequest* request,
-                   kerntune::v1::RunResponse* response) override;
-  grpc::Status GetConfig(grpc::ServerContext* context,
-                         const kerntune::v1::GetConfigRequest* request,
-                         kerntune::v1::GetConfigResponse* response) override;
-  grpc::Status ListConfigs(grpc::ServerContext* context,
-                           const kerntune::v1::ListConfigsRequest* request,
-                           kerntune::v1::ListConfigsResponse* response) override;
-  grpc::Status GetStatus(grpc::ServerContext* context,
-                         const kerntune::v1::GetStatusRequest* request,
-                         kerntune::v1::GetStatusResponse* response) override;
-  grpc::Status RegisterBuffer(grpc::ServerContext* context,
-                              const kerntune::v1::RegisterBufferRequest* request,
-                              kerntune::v1::RegisterBufferResponse* response) override;
-  grpc::Status UnregisterBuffer(grpc::ServerContext* context,
-                                const kerntune::v1::UnregisterBufferRequest* request,
-                                kerntune::v1::UnregisterBufferResponse* response) override;
-  grpc::Status ListBuffers(grpc::ServerContext* context,
-                           const kerntune::v1::ListBuffersRequest* request,
-                           kerntune::v1::ListBuffersResponse* response) override;
+  // The handlers as plain calls (the gRPC methods below answer with them;
+  // tests call them directly). `peer` is gRPC's peer string of the caller.
+  grpc::Status HandleRun(absl::string_view peer, const kerntune::v1::RunRequest* request,
+                         kerntune::v1::RunResponse* response);
+  grpc::Status HandleGetConfig(absl::string_view peer,
+                               const kerntune::v1::GetConfigRequest* request,
+                               kerntune::v1::GetConfigResponse* response);
+  grpc::Status HandleListConfigs(absl::string_view peer,
+                                 const kerntune::v1::ListConfigsRequest* request,
+                                 kerntune::v1::ListConfigsResponse* response);
+  grpc::Status HandleGetStatus(absl::string_view peer,
+                               const kerntune::v1::GetStatusRequest* request,
+                               kerntune::v1::GetStatusResponse* response);
+  grpc::Status HandleRegisterBuffer(absl::string_view peer,
+                                    const kerntune::v1::RegisterBufferRequest* request,
+                                    kerntune::v1::RegisterBufferResponse* response);
+  grpc::Status HandleUnregisterBuffer(absl::string_view peer,
+                                      const kerntune::v1::UnregisterBufferRequest* request,
+                                      kerntune::v1::UnregisterBufferResponse* response);
+  grpc::Status HandleListBuffers(absl::string_view peer,
+                                 const kerntune::v1::ListBuffersRequest* request,
+                                 kerntune::v1::ListBuffersResponse* response);
+
+  // gRPC's callback API.
+  grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* context,
+                                const kerntune::v1::RunRequest* request,
+                                kerntune::v1::RunResponse* response) override;
+  grpc::ServerUnaryReactor* GetConfig(grpc::CallbackServerContext* context,
+                                      const kerntune::v1::GetConfigRequest* request,
+                                      kerntune::v1::GetConfigResponse* response) override;
+  grpc::ServerUnaryReactor* ListConfigs(grpc::CallbackServerContext* context,
+                                        const kerntune::v1::ListConfigsRequest* request,
+                                        kerntune::v1::ListConfigsResponse* response) override;
+  grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
+                                      const kerntune::v1::GetStatusRequest* request,
+                                      kerntune::v1::GetStatusResponse* response) override;
+  grpc::ServerUnaryReactor* RegisterBuffer(grpc::CallbackServerContext* context,
+                                           const kerntune::v1::RegisterBufferRequest* request,
+                                           kerntune::v1::RegisterBufferResponse* response) override;
+  grpc::ServerUnaryReactor* UnregisterBuffer(
+      grpc::CallbackServerContext* context, const kerntune::v1::UnregisterBufferRequest* request,
+      kerntune::v1::UnregisterBufferResponse* response) override;
+  grpc::ServerUnaryReactor* ListBuffers(grpc::CallbackServerContext* context,
+                                        const kerntune::v1::ListBuffersRequest* request,
+                                        kerntune::v1::ListBuffersResponse* response) override;
 
   // Every second: ends registrations past their lease or of exited owners,
   // closes idle one-off IPC mappings, and lets the backend do the same.
@@ -80,7 +118,12 @@ class KernTuneService final : public kerntune::v1::KernTune::Service {
   class CallGuard;
   class Resolver;
 
-  std::optional<PeerProcess> Caller(const grpc::ServerContext& context) const;
+  std::optional<PeerProcess> Caller(absl::string_view peer) const;
+  // Answers the call with `handle(peer)`: on this (gRPC's) thread, or on a
+  // worker when `on_worker`.
+  template <class Handle>
+  grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, bool on_worker,
+                                   Handle handle);
   absl::StatusOr<std::shared_ptr<const ClientMemory>> OpenCudaIpc(const std::string& handle,
                                                                  int device_ordinal,
                                                                  const PeerProcess& caller);
@@ -99,6 +142,8 @@ class KernTuneService final : public kerntune::v1::KernTune::Service {
   BufferRegistry registry_{options_.registry};
   // Opened CUDA IPC memory by handle bytes (registrations and one-offs).
   IpcCache<const ClientMemory> cuda_ipc_;
+  // Last member: destroyed first, it runs what is queued before the rest goes.
+  WorkerPool workers_{options_.workers};
 };
 
 }  // namespace kt::server

@@ -30,27 +30,33 @@ class BlockingBackend final : public Backend {
   absl::Notification release_;
 };
 
+ServiceOptions TestOptions() {
+  ServiceOptions options;
+  options.max_request_bytes = int64_t{1} << 20;
+  options.backend_reason = "test";
+  return options;
+}
+
 TEST(KernTuneServiceTest, DrainWaitsForCallsInFlightAndRefusesNewOnes) {
   BlockingBackend backend;
-  KernTuneService service(backend, ServiceOptions{int64_t{1} << 20, "test", ""});
+  KernTuneService service(backend, TestOptions());
   const pb::RunRequest request =
       testing::ValidRunRequest(pb::OP_SOFTMAX, pb::DTYPE_FLOAT32, 2, 4);
 
   grpc::Status in_flight_status;
   pb::RunResponse in_flight_response;
   std::thread in_flight([&] {
-    grpc::ServerContext context;
-    in_flight_status = service.Run(&context, &request, &in_flight_response);
+    in_flight_status = service.HandleRun("test-peer", &request, &in_flight_response);
   });
   backend.entered_.WaitForNotification();
 
   // The call is still running: a short drain times out.
   EXPECT_FALSE(service.Drain(absl::Milliseconds(20)));
   // New calls are refused while draining.
-  grpc::ServerContext context;
   pb::GetStatusRequest status_request;
   pb::GetStatusResponse status_response;
-  const grpc::Status refused = service.GetStatus(&context, &status_request, &status_response);
+  const grpc::Status refused =
+      service.HandleGetStatus("test-peer", &status_request, &status_response);
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(refused.error_message(), "kerntuned is shutting down");
 
@@ -65,7 +71,7 @@ TEST(KernTuneServiceTest, DrainWaitsForCallsInFlightAndRefusesNewOnes) {
 
 TEST(KernTuneServiceTest, DrainWithNothingInFlightReturnsAtOnce) {
   BlockingBackend backend;
-  KernTuneService service(backend, ServiceOptions{int64_t{1} << 20, "test", ""});
+  KernTuneService service(backend, TestOptions());
   EXPECT_TRUE(service.Drain(absl::ZeroDuration()));
 }
 
@@ -77,7 +83,12 @@ class FakeGpuBackend final : public Backend {
     RunResult result;
     result.output.assign(static_cast<size_t>(request.tensor_bytes()), '\0');
     result.kernel_time_us = 3;
-    result.timing = {1.5, 2.5, 3.5};
+    result.timing.lane_wait_us = 1.5;
+    result.timing.launch_us = 2.5;
+    result.timing.lookup_us = 0.5;
+    result.timing.timing_events_us = 0.75;
+    result.timing.kernel_launch_us = 1.0;
+    result.timing.gpu_wait_us = 3.5;
     result.answered_early = answer_early;
     return result;
   }
@@ -89,13 +100,12 @@ class FakeGpuBackend final : public Backend {
 
 TEST(KernTuneServiceTest, RunReportsItsStagesAndGetStatusCountsIt) {
   FakeGpuBackend backend;
-  KernTuneService service(backend, ServiceOptions{int64_t{1} << 20, "test", ""});
+  KernTuneService service(backend, TestOptions());
   const pb::RunRequest request =
       testing::ValidRunRequest(pb::OP_SOFTMAX, pb::DTYPE_FLOAT32, 2, 4);
   pb::RunResponse response;
   {
-    grpc::ServerContext context;
-    ASSERT_TRUE(service.Run(&context, &request, &response).ok());
+    ASSERT_TRUE(service.HandleRun("test-peer", &request, &response).ok());
   }
   const pb::RunTiming& timing = response.server_timing();
   EXPECT_GE(timing.validate_us(), 0);
@@ -104,6 +114,9 @@ TEST(KernTuneServiceTest, RunReportsItsStagesAndGetStatusCountsIt) {
   EXPECT_EQ(timing.lane_wait_us(), 1.5);
   EXPECT_EQ(timing.launch_us(), 2.5);
   EXPECT_EQ(timing.gpu_wait_us(), 3.5);
+  EXPECT_EQ(timing.lookup_us(), 0.5);
+  EXPECT_EQ(timing.timing_events_us(), 0.75);
+  EXPECT_EQ(timing.kernel_launch_us(), 1.0);
   // The handler's time covers its stages (each measured on the same clock).
   EXPECT_GE(timing.handler_us() + 1e-9,
             timing.validate_us() + timing.resolve_us() + timing.execute_us());
@@ -111,22 +124,19 @@ TEST(KernTuneServiceTest, RunReportsItsStagesAndGetStatusCountsIt) {
 
   backend.answer_early = true;
   {
-    grpc::ServerContext context;
-    ASSERT_TRUE(service.Run(&context, &request, &response).ok());
+    ASSERT_TRUE(service.HandleRun("test-peer", &request, &response).ok());
   }
   // A refused Run is not counted.
   pb::RunRequest bad = request;
   bad.mutable_shape()->set_cols(0);
   {
-    grpc::ServerContext context;
-    EXPECT_EQ(service.Run(&context, &bad, &response).error_code(),
+    EXPECT_EQ(service.HandleRun("test-peer", &bad, &response).error_code(),
               grpc::StatusCode::INVALID_ARGUMENT);
   }
 
-  grpc::ServerContext context;
   pb::GetStatusRequest status_request;
   pb::GetStatusResponse status;
-  ASSERT_TRUE(service.GetStatus(&context, &status_request, &status).ok());
+  ASSERT_TRUE(service.HandleGetStatus("test-peer", &status_request, &status).ok());
   EXPECT_EQ(status.stats().runs(), 2);
   EXPECT_EQ(status.stats().runs_answered_early(), 1);
   EXPECT_GT(status.stats().handler_us(), 0);
@@ -150,17 +160,35 @@ TEST(KernTuneServiceTest, DevicesCarryTheirUuidAndPciBusIdWhenKnown) {
   BackendDevice unknown{kernels::DescribedH100(), {}};
   unknown.info.ordinal = 1;
   backend.devices_ = {known, unknown};
-  KernTuneService service(backend, ServiceOptions{int64_t{1} << 20, "test", ""});
-  grpc::ServerContext context;
+  KernTuneService service(backend, TestOptions());
   pb::GetStatusRequest request;
   pb::GetStatusResponse status;
-  ASSERT_TRUE(service.GetStatus(&context, &request, &status).ok());
+  ASSERT_TRUE(service.HandleGetStatus("test-peer", &request, &status).ok());
   ASSERT_EQ(status.devices_size(), 2);
   EXPECT_EQ(status.devices(0).ordinal(), 0);
   EXPECT_EQ(status.devices(0).uuid(), "GPU-5b7f6b8a-0123-4567-89ab-cdef0010feff");
   EXPECT_EQ(status.devices(0).pci_bus_id(), "0000:1B:00.0");
   EXPECT_EQ(status.devices(1).uuid(), "");
   EXPECT_EQ(status.devices(1).pci_bus_id(), "");
+}
+
+TEST(KernTuneServiceTest, OnlySmallRunsStayOnGrpcThreads) {
+  pb::RunRequest request = testing::ValidRunRequest(pb::OP_SOFTMAX, pb::DTYPE_FLOAT16, 1, 1024);
+  EXPECT_TRUE(RunsOnGrpcThread(request));
+  request.mutable_shape()->set_rows(64);  // exactly 64Ki elements
+  EXPECT_TRUE(RunsOnGrpcThread(request));
+  request.mutable_shape()->set_rows(65);
+  EXPECT_FALSE(RunsOnGrpcThread(request));
+  request.mutable_shape()->set_rows(1);
+  request.mutable_shape()->set_inner(128);  // the middle axis counts too
+  EXPECT_FALSE(RunsOnGrpcThread(request));
+  // A product past int64 goes to a worker, where validation refuses it.
+  request.mutable_shape()->set_rows(int64_t{1} << 40);
+  request.mutable_shape()->set_cols(int64_t{1} << 40);
+  EXPECT_FALSE(RunsOnGrpcThread(request));
+  // Non-positive extents are refused at once: no need for a worker.
+  request.mutable_shape()->set_cols(0);
+  EXPECT_TRUE(RunsOnGrpcThread(request));
 }
 
 }  // namespace

@@ -47,7 +47,7 @@ _DEFAULT_EPS = {pb.OP_LAYER_NORM: 1e-5, pb.OP_RMS_NORM: 1e-6}
 
 # One call's validated options (Client.run's keyword arguments).
 _Options = collections.namedtuple(
-    "_Options", "op dim weight bias eps return_stats mask scale causal")
+    "_Options", "op dim weight bias eps return_stats mask scale causal time_kernel")
 DTYPES = {
     "float32": pb.DTYPE_FLOAT32,
     "float16": pb.DTYPE_FLOAT16,
@@ -555,7 +555,8 @@ class Client:
                         stream=stream).output
 
     def run(self, op, x, out=None, *, dim=None, weight=None, bias=None, eps=None,
-            return_stats=False, mask=None, scale=None, causal=False, stream=None):
+            return_stats=False, mask=None, scale=None, causal=False, stream=None,
+            time_kernel=False):
         """One op on one tensor; returns a kerntune.RunResult (output, per-row outputs,
         config, time).
 
@@ -565,7 +566,9 @@ class Client:
         eps defaults to 1e-5 (layer_norm) or 1e-6 (rms_norm). return_stats:
         layer_norm's mean and inv_std, rms_norm's inv_rms (in inv_std).
         mask, scale, causal: scaled_masked_softmax. stream: torch CUDA
-        tensors only; see README.md.
+        tensors only; see README.md. time_kernel: have a GPU daemon time the
+        kernel with CUDA events (RunResult.kernel_time_us; a few
+        microseconds more per call).
         """
         op_enum = _op_enum(op)
         name = _OP_NAMES[op_enum]
@@ -583,7 +586,7 @@ class Client:
         if scale is not None:
             scale = float(scale)
         options = _Options(op_enum, dim, weight, bias, eps, bool(return_stats), mask, scale,
-                           bool(causal))
+                           bool(causal), bool(time_kernel))
         self._drain_dead()
         self._reap_pending(wait=False)
         if _torch.is_tensor(x) and x.is_cuda:
@@ -653,7 +656,8 @@ class Client:
 
         def build():
             used = []
-            request = pb.RunRequest(op=options.op, dtype=DTYPES[dtype], shape=layout.proto())
+            request = pb.RunRequest(op=options.op, dtype=DTYPES[dtype], shape=layout.proto(),
+                                time_kernel=options.time_kernel)
             self._host_ref(request.input, x, used)
             if out_segment is not None:
                 buffer = self._segment_buffer(out_segment)
@@ -788,7 +792,8 @@ class Client:
             if options.op == pb.OP_REDUCE_SCALE:
                 row_scale = torch.empty((layout.rows,), dtype=torch.float32, device=device)
 
-        request = pb.RunRequest(op=options.op, dtype=DTYPES[dtype], shape=layout.proto())
+        request = pb.RunRequest(op=options.op, dtype=DTYPES[dtype], shape=layout.proto(),
+                                time_kernel=options.time_kernel)
         self._cuda_ref(request.input, x)
         self._cuda_ref(request.output, out)
         self._params(request, options, layout, self._cuda_ref)

@@ -244,7 +244,9 @@ class RunResult:
     statistics (inv_std: RMSNorm's 1/rms) when asked for, else None, of shape
     x.shape[:-1]. row_scale: ReduceScale's per-row scales, float32 of shape
     x.shape[:-1] + (1,) (x == output * row_scale), else None.
-    kernel_time_us: 0 in stream (asynchronous) mode.
+    kernel_time_us: on a GPU daemon, the kernel's time when run() was given
+    time_kernel=True, and 0 otherwise and in stream (asynchronous) mode; on
+    the CPU backend the reference's time, always.
     """
 
     output: object

@@ -1,0 +1,145 @@
+// kt_launch_overhead_bench: the host-side cost of each step on the daemon's
+// launch path, one GPU, no gRPC: what a small Run's handler pays before and
+// after its kernel. Google Benchmark; CPU time per call is the figure.
+//
+//   kt_launch_overhead_bench [--benchmark_format=json --benchmark_out=FILE]
+//
+// Launches go to one stream and are synchronized every kSyncEvery calls, so
+// the queue never fills (a full queue would make the launch call block).
+#include <benchmark/benchmark.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "kernels/device_info.h"
+#include "kernels/launch.h"
+#include "kernels/launch_config.h"
+
+namespace {
+
+using kt::kernels::DType;
+using kt::kernels::Op;
+using kt::kernels::Shape;
+
+constexpr int kSyncEvery = 256;
+// The daemon benchmark's small Run: one row of 1024 float16.
+constexpr Shape kShape{1, 1024, 1};
+
+struct Fixture {
+  kt::kernels::DeviceInfo device;
+  cudaStream_t stream = nullptr;
+  void* x = nullptr;
+  void* y = nullptr;
+  cudaEvent_t start = nullptr;
+  cudaEvent_t stop = nullptr;
+  kt::kernels::LaunchConfig config;
+};
+
+Fixture& Get() {
+  static Fixture* fixture = [] {
+    auto* f = new Fixture();
+    absl::StatusOr<kt::kernels::DeviceInfo> device = kt::kernels::GetDeviceInfo(0);
+    if (!device.ok() || cudaSetDevice(0) != cudaSuccess) {
+      std::fprintf(stderr, "no usable CUDA device 0: %s\n", device.status().ToString().c_str());
+      std::exit(1);
+    }
+    f->device = *device;
+    cudaStreamCreateWithFlags(&f->stream, cudaStreamNonBlocking);
+    cudaMalloc(&f->x, 2 * kShape.cols);
+    cudaMalloc(&f->y, 2 * kShape.cols);
+    cudaMemset(f->x, 0, 2 * kShape.cols);
+    cudaEventCreate(&f->start);
+    cudaEventCreate(&f->stop);
+    absl::StatusOr<kt::kernels::LaunchConfig> config =
+        kt::kernels::HeuristicConfig(Op::kSoftmax, DType::kFloat16, kShape, f->device);
+    if (!config.ok()) {
+      std::fprintf(stderr, "%s\n", config.status().ToString().c_str());
+      std::exit(1);
+    }
+    f->config = *config;
+    return f;
+  }();
+  return *fixture;
+}
+
+kt::kernels::RowOpArgs Args(const Fixture& f) {
+  kt::kernels::RowOpArgs args;
+  args.x = f.x;
+  args.y = f.y;
+  return args;
+}
+
+void BM_CudaGetDevice(benchmark::State& state) {
+  Get();
+  int device = -1;
+  for (auto _ : state) {
+    cudaGetDevice(&device);
+    benchmark::DoNotOptimize(device);
+  }
+}
+BENCHMARK(BM_CudaGetDevice);
+
+void BM_CudaEventRecord(benchmark::State& state) {
+  Fixture& f = Get();
+  int n = 0;
+  for (auto _ : state) {
+    cudaEventRecord(f.start, f.stream);
+    if (++n % kSyncEvery == 0) cudaStreamSynchronize(f.stream);
+  }
+  cudaStreamSynchronize(f.stream);
+}
+BENCHMARK(BM_CudaEventRecord);
+
+void BM_HeuristicConfig(benchmark::State& state) {
+  Fixture& f = Get();
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(
+        kt::kernels::HeuristicConfig(Op::kSoftmax, DType::kFloat16, kShape, f.device));
+  }
+}
+BENCHMARK(BM_HeuristicConfig);
+
+void BM_ValidateConfig(benchmark::State& state) {
+  Fixture& f = Get();
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(
+        kt::kernels::ValidateConfig(Op::kSoftmax, DType::kFloat16, kShape, f.config, f.device));
+  }
+}
+BENCHMARK(BM_ValidateConfig);
+
+// kernels::Launch: argument and config checks, then the CUDA launch.
+void BM_Launch(benchmark::State& state) {
+  Fixture& f = Get();
+  const kt::kernels::RowOpArgs args = Args(f);
+  int n = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(kt::kernels::Launch(Op::kSoftmax, DType::kFloat16, kShape, args,
+                                                 f.config, f.device, f.stream));
+    if (++n % kSyncEvery == 0) cudaStreamSynchronize(f.stream);
+  }
+  cudaStreamSynchronize(f.stream);
+}
+BENCHMARK(BM_Launch);
+
+// One synchronous small Run's GPU part, as the daemon's lane does it:
+// launch, then wait for the stream (the runtime's default wait), with and
+// without the timing events around the kernel.
+void BM_LaunchAndWait(benchmark::State& state) {
+  Fixture& f = Get();
+  const bool timed = state.range(0) != 0;
+  const kt::kernels::RowOpArgs args = Args(f);
+  for (auto _ : state) {
+    if (timed) cudaEventRecord(f.start, f.stream);
+    benchmark::DoNotOptimize(kt::kernels::Launch(Op::kSoftmax, DType::kFloat16, kShape, args,
+                                                 f.config, f.device, f.stream));
+    if (timed) cudaEventRecord(f.stop, f.stream);
+    cudaStreamSynchronize(f.stream);
+  }
+}
+BENCHMARK(BM_LaunchAndWait)->ArgName("timed")->Arg(0)->Arg(1)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();
