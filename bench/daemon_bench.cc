@@ -3,7 +3,7 @@
 //  - latency: p50/p99 of a small Run (1 x 1024 fp16, registered buffers)
 //    against the floor of the same channel, a grpc.health.v1 Check (echo)
 //    made the same way as the Run (a blocking unary call), and against
-//    GetConfig (the daemon's own sync service, a trivial handler);
+//    GetConfig (the daemon's own service, a trivial handler);
 //  - throughput: Runs per second with 1, 4 and 16 concurrent clients, each
 //    on its own connection with its own buffers, timed once all registered;
 //  - bandwidth: a 49152 x 4096 fp16 softmax through the daemon against the
@@ -469,7 +469,7 @@ int main(int argc, char** argv) {
         "  echo       p50 %.1f us  p99 %.1f us  (health Check, blocking call like Run)\n"
         "  echo (cb)  p50 %.1f us  p99 %.1f us  (callback + condition variable: the old "
         "method)\n"
-        "  GetConfig  p50 %.1f us  p99 %.1f us  (the daemon's sync service, trivial handler)\n"
+        "  GetConfig  p50 %.1f us  p99 %.1f us  (the daemon's service, trivial handler)\n"
         "  overhead over echo at p50: %.1f us (the kernel itself: %.1f us by the daemon's "
         "events on the timed Runs)\n",
         iterations, ConfigText(config).c_str(), run_s.p50, run_s.p99, stages.Text().c_str(),

@@ -9,8 +9,10 @@
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 #include "kernels/device_info.h"
 #include "kernels/launch.h"
@@ -139,6 +141,29 @@ void BM_LaunchAndWait(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_LaunchAndWait)->ArgName("timed")->Arg(0)->Arg(1)->UseRealTime();
+
+// The same after the thread slept `idle_us` (a daemon thread waits for the
+// next request between Runs): how much colder caches cost the launch call
+// and the wait. Manual time: the sleep is not counted.
+void BM_LaunchAndWaitAfterIdle(benchmark::State& state) {
+  Fixture& f = Get();
+  const auto idle = std::chrono::microseconds(state.range(0));
+  const kt::kernels::RowOpArgs args = Args(f);
+  for (auto _ : state) {
+    std::this_thread::sleep_for(idle);
+    const auto start = std::chrono::steady_clock::now();
+    benchmark::DoNotOptimize(kt::kernels::Launch(Op::kSoftmax, DType::kFloat16, kShape, args,
+                                                 f.config, f.device, f.stream));
+    const auto launched = std::chrono::steady_clock::now();
+    cudaStreamSynchronize(f.stream);
+    const auto done = std::chrono::steady_clock::now();
+    state.SetIterationTime(std::chrono::duration<double>(done - start).count());
+    state.counters["launch_us"] +=
+        std::chrono::duration<double, std::micro>(launched - start).count();
+  }
+  state.counters["launch_us"] /= static_cast<double>(state.iterations());
+}
+BENCHMARK(BM_LaunchAndWaitAfterIdle)->ArgName("idle_us")->Arg(0)->Arg(200)->UseManualTime();
 
 }  // namespace
 
