@@ -267,9 +267,10 @@ grpc::ServerUnaryReactor* KernTuneService::Answer(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* KernTuneService::Run(grpc::CallbackServerContext* context,
                                                const pb::RunRequest* request,
                                                pb::RunResponse* response) {
-  return Answer(context, !RunsOnGrpcThread(*request), [this, request, response](absl::string_view peer) {
-    return HandleRun(peer, request, response);
-  });
+  return Answer(context, !RunsOnGrpcThread(*request),
+                [this, request, response](absl::string_view peer) {
+                  return HandleRun(peer, request, response);
+                });
 }
 
 grpc::ServerUnaryReactor* KernTuneService::GetConfig(grpc::CallbackServerContext* context,
@@ -383,8 +384,9 @@ grpc::Status KernTuneService::HandleRun(absl::string_view peer, const pb::RunReq
   return grpc::Status::OK;
 }
 
-grpc::Status KernTuneService::HandleGetConfig(absl::string_view peer, const pb::GetConfigRequest* request,
-                                        pb::GetConfigResponse* response) {
+grpc::Status KernTuneService::HandleGetConfig(absl::string_view peer,
+                                              const pb::GetConfigRequest* request,
+                                              pb::GetConfigResponse* response) {
   KT_ADMIT_CALL();
   absl::StatusOr<kernels::Op> op = OpFromProto(request->op(), "op");
   if (!op.ok()) return Fail("GetConfig", peer, op.status());
@@ -403,8 +405,9 @@ grpc::Status KernTuneService::HandleGetConfig(absl::string_view peer, const pb::
   return grpc::Status::OK;
 }
 
-grpc::Status KernTuneService::HandleListConfigs(absl::string_view peer, const pb::ListConfigsRequest* request,
-                                          pb::ListConfigsResponse* response) {
+grpc::Status KernTuneService::HandleListConfigs(absl::string_view peer,
+                                                const pb::ListConfigsRequest* request,
+                                                pb::ListConfigsResponse* response) {
   KT_ADMIT_CALL();
   const ConfigCache* cache = backend_.config_cache();
   if (cache == nullptr) return grpc::Status::OK;  // the CPU reference uses no configs
@@ -421,8 +424,9 @@ grpc::Status KernTuneService::HandleListConfigs(absl::string_view peer, const pb
   return grpc::Status::OK;
 }
 
-grpc::Status KernTuneService::HandleGetStatus(absl::string_view peer, const pb::GetStatusRequest* request,
-                                        pb::GetStatusResponse* response) {
+grpc::Status KernTuneService::HandleGetStatus(absl::string_view peer,
+                                              const pb::GetStatusRequest* request,
+                                              pb::GetStatusResponse* response) {
   KT_ADMIT_CALL();
   response->set_version(KT_PROJECT_VERSION);
   response->set_kernel_library_version(kernels::kKernelLibraryVersion);
@@ -462,8 +466,9 @@ grpc::Status KernTuneService::HandleGetStatus(absl::string_view peer, const pb::
   return grpc::Status::OK;
 }
 
-grpc::Status KernTuneService::HandleRegisterBuffer(absl::string_view peer, const pb::RegisterBufferRequest* request,
-                                             pb::RegisterBufferResponse* response) {
+grpc::Status KernTuneService::HandleRegisterBuffer(absl::string_view peer,
+                                                   const pb::RegisterBufferRequest* request,
+                                                   pb::RegisterBufferResponse* response) {
   KT_ADMIT_CALL();
   const std::optional<PeerProcess> caller = Caller(peer);
   if (!caller) return Fail("RegisterBuffer", peer, NeedsUnixSocket("RegisterBuffer"));
@@ -512,8 +517,9 @@ grpc::Status KernTuneService::HandleRegisterBuffer(absl::string_view peer, const
   return grpc::Status::OK;
 }
 
-grpc::Status KernTuneService::HandleUnregisterBuffer(absl::string_view peer, const pb::UnregisterBufferRequest* request,
-                                               pb::UnregisterBufferResponse* response) {
+grpc::Status KernTuneService::HandleUnregisterBuffer(absl::string_view peer,
+                                                     const pb::UnregisterBufferRequest* request,
+                                                     pb::UnregisterBufferResponse* response) {
   KT_ADMIT_CALL();
   const std::optional<PeerProcess> caller = Caller(peer);
   if (!caller) return Fail("UnregisterBuffer", peer, NeedsUnixSocket("UnregisterBuffer"));
@@ -522,8 +528,9 @@ grpc::Status KernTuneService::HandleUnregisterBuffer(absl::string_view peer, con
   return grpc::Status::OK;
 }
 
-grpc::Status KernTuneService::HandleListBuffers(absl::string_view peer, const pb::ListBuffersRequest* request,
-                                          pb::ListBuffersResponse* response) {
+grpc::Status KernTuneService::HandleListBuffers(absl::string_view peer,
+                                                const pb::ListBuffersRequest* request,
+                                                pb::ListBuffersResponse* response) {
   KT_ADMIT_CALL();
   const std::optional<PeerProcess> caller = Caller(peer);
   if (!caller) return Fail("ListBuffers", peer, NeedsUnixSocket("ListBuffers"));
