@@ -249,17 +249,18 @@ bool RunsOnGrpcThread(const pb::RunRequest& request) {
   return elements <= kMaxElementsOnGrpcThread;
 }
 
-template <class Handle>
+template <class Request, class Response>
 grpc::ServerUnaryReactor* KernTuneService::Answer(grpc::CallbackServerContext* context,
-                                                  bool on_worker, Handle handle) {
+                                                  bool on_worker, Handler<Request, Response> handle,
+                                                  const Request* request, Response* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   if (!on_worker) {
-    reactor->Finish(handle(context->peer()));
+    reactor->Finish((this->*handle)(context->peer(), request, response));
     return reactor;
   }
   // The request and response stay alive until Finish.
-  workers_.Submit([reactor, peer = context->peer(), handle = std::move(handle)]() mutable {
-    reactor->Finish(handle(peer));
+  workers_.Submit([this, reactor, peer = context->peer(), handle, request, response] {
+    reactor->Finish((this->*handle)(peer, request, response));
   });
   return reactor;
 }
@@ -267,59 +268,45 @@ grpc::ServerUnaryReactor* KernTuneService::Answer(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* KernTuneService::Run(grpc::CallbackServerContext* context,
                                                const pb::RunRequest* request,
                                                pb::RunResponse* response) {
-  return Answer(context, !RunsOnGrpcThread(*request),
-                [this, request, response](absl::string_view peer) {
-                  return HandleRun(peer, request, response);
-                });
+  return Answer(context, !RunsOnGrpcThread(*request), &KernTuneService::HandleRun, request,
+                response);
 }
 
 grpc::ServerUnaryReactor* KernTuneService::GetConfig(grpc::CallbackServerContext* context,
                                                      const pb::GetConfigRequest* request,
                                                      pb::GetConfigResponse* response) {
-  return Answer(context, false, [this, request, response](absl::string_view peer) {
-    return HandleGetConfig(peer, request, response);
-  });
+  return Answer(context, false, &KernTuneService::HandleGetConfig, request, response);
 }
 
 grpc::ServerUnaryReactor* KernTuneService::ListConfigs(grpc::CallbackServerContext* context,
                                                        const pb::ListConfigsRequest* request,
                                                        pb::ListConfigsResponse* response) {
-  return Answer(context, false, [this, request, response](absl::string_view peer) {
-    return HandleListConfigs(peer, request, response);
-  });
+  return Answer(context, false, &KernTuneService::HandleListConfigs, request, response);
 }
 
 grpc::ServerUnaryReactor* KernTuneService::GetStatus(grpc::CallbackServerContext* context,
                                                      const pb::GetStatusRequest* request,
                                                      pb::GetStatusResponse* response) {
-  return Answer(context, false, [this, request, response](absl::string_view peer) {
-    return HandleGetStatus(peer, request, response);
-  });
+  return Answer(context, false, &KernTuneService::HandleGetStatus, request, response);
 }
 
 // Opening an IPC handle can take milliseconds: a worker does it.
 grpc::ServerUnaryReactor* KernTuneService::RegisterBuffer(
     grpc::CallbackServerContext* context, const pb::RegisterBufferRequest* request,
     pb::RegisterBufferResponse* response) {
-  return Answer(context, true, [this, request, response](absl::string_view peer) {
-    return HandleRegisterBuffer(peer, request, response);
-  });
+  return Answer(context, true, &KernTuneService::HandleRegisterBuffer, request, response);
 }
 
 grpc::ServerUnaryReactor* KernTuneService::UnregisterBuffer(
     grpc::CallbackServerContext* context, const pb::UnregisterBufferRequest* request,
     pb::UnregisterBufferResponse* response) {
-  return Answer(context, false, [this, request, response](absl::string_view peer) {
-    return HandleUnregisterBuffer(peer, request, response);
-  });
+  return Answer(context, false, &KernTuneService::HandleUnregisterBuffer, request, response);
 }
 
 grpc::ServerUnaryReactor* KernTuneService::ListBuffers(grpc::CallbackServerContext* context,
                                                        const pb::ListBuffersRequest* request,
                                                        pb::ListBuffersResponse* response) {
-  return Answer(context, false, [this, request, response](absl::string_view peer) {
-    return HandleListBuffers(peer, request, response);
-  });
+  return Answer(context, false, &KernTuneService::HandleListBuffers, request, response);
 }
 
 absl::StatusOr<std::shared_ptr<const ClientMemory>> KernTuneService::OpenCudaIpc(

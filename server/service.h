@@ -119,11 +119,15 @@ class KernTuneService final : public kerntune::v1::KernTune::CallbackService {
   class Resolver;
 
   std::optional<PeerProcess> Caller(absl::string_view peer) const;
-  // Answers the call with `handle(peer)`: on this (gRPC's) thread, or on a
-  // worker when `on_worker`.
-  template <class Handle>
+  template <class Request, class Response>
+  using Handler = grpc::Status (KernTuneService::*)(absl::string_view peer, const Request*,
+                                                   Response*);
+  // Answers the call with the handler's status: on this (gRPC's) thread, or
+  // on a worker when `on_worker`.
+  template <class Request, class Response>
   grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, bool on_worker,
-                                   Handle handle);
+                                   Handler<Request, Response> handle, const Request* request,
+                                   Response* response);
   absl::StatusOr<std::shared_ptr<const ClientMemory>> OpenCudaIpc(const std::string& handle,
                                                                  int device_ordinal,
                                                                  const PeerProcess& caller);
