@@ -13,10 +13,13 @@
 # daemon-bench: kt_launch_overhead_bench (launch_overhead.{json,log}), then
 # kt_daemon_bench once per kerntuned --gpu_wait mode in
 # $GPU_WAIT_MODES (default "yield spin hybrid block"; the daemon mode runs
-# only "yield" unless it is set): daemon_bench_<mode>.{json,log} and the
+# only "yield" unless it is set; a mode ending in -hot, e.g. yield-hot, adds
+# --hot_launcher): daemon_bench_<mode>.{json,log} and the
 # daemon's log kerntuned_bench_<mode>.log; the first mode's files are also
 # daemon_bench.{json,log}. Each JSON holds the client figures and the
 # daemon's own stage times (RunTiming) and GPU counters (GetStatus.stats).
+# $KERNTUNED_FLAGS (e.g. --hot_launcher) go to every daemon the tests and
+# the sanitizer start.
 # tune: `kerntune tune` over the standard grid into $OUT/tuning.db, resuming
 # from $RESUME_DB when given (a database an earlier, cut-off call brought
 # back) and stopped cleanly with SIGINT after $TUNE_LIMIT_S seconds if set.
@@ -60,8 +63,15 @@ if [ "$what" = tests ] || [ "$what" = all ] || [ "$what" = kernel-tests ]; then
 fi
 
 if [ "$what" = tests ] || [ "$what" = daemon ] || [ "$what" = all ]; then
-  echo "== daemon GPU tests"
+  echo "== daemon GPU tests${KERNTUNED_FLAGS:+ (kerntuned $KERNTUNED_FLAGS)}"
   export KERNTUNED_BINARY="$here/kerntuned"
+  if [ -n "${KERNTUNED_FLAGS:-}" ]; then
+    # The tests start $KERNTUNED_BINARY with their own flags: add ours.
+    KERNTUNED_BINARY=$(mktemp /tmp/kerntuned-flags.XXXXXX)
+    printf '#!/bin/sh\nexec "%s" %s "$@"\n' "$here/kerntuned" "$KERNTUNED_FLAGS" \
+      > "$KERNTUNED_BINARY"
+    chmod +x "$KERNTUNED_BINARY"
+  fi
   timeout 90 "$here/kt_kerntuned_gpu_test" --gtest_brief=1 > "$out/daemon_gpu_test.log" 2>&1 \
     || status=1
   grep -E 'FAILED|PASSED|Failure|error' "$out/daemon_gpu_test.log" | head -20
@@ -95,10 +105,12 @@ if [ "$what" = daemon ] || [ "$what" = daemon-bench ]; then
     modes=${GPU_WAIT_MODES:-yield spin hybrid block}; fi
   first=
   for mode in $modes; do
-    echo "== daemon benchmark, kerntuned --gpu_wait=$mode"
+    hot=()
+    [ "${mode%-hot}" != "$mode" ] && hot=(--hot_launcher)
+    echo "== daemon benchmark, kerntuned --gpu_wait=${mode%-hot} ${hot[*]}"
     socket=$(mktemp -u /tmp/kerntune-bench.XXXXXX.sock)
     "$here/kerntuned" --socket="$socket" --db="${TUNED_DB:-/nonexistent.db}" \
-      --gpu_wait="$mode" > "$out/kerntuned_bench_$mode.log" 2>&1 &
+      --gpu_wait="${mode%-hot}" "${hot[@]}" > "$out/kerntuned_bench_$mode.log" 2>&1 &
     daemon=$!
     for _ in $(seq 100); do [ -S "$socket" ] && break; sleep 0.1; done
     timeout 100 "$here/kt_daemon_bench" --socket="$socket" \
@@ -115,22 +127,25 @@ if [ "$what" = daemon ] || [ "$what" = daemon-bench ]; then
   python3 - "$out" $modes > "$out/daemon_bench_summary.txt" 2>&1 <<'PY' || status=1
 import json, os, sys
 out, modes = sys.argv[1], sys.argv[2:]
-print("%-7s %8s %8s %9s %8s %8s %8s %7s %7s %7s %7s %7s" % (
-    "wait", "run_p50", "echo_p50", "overhead", "handler", "gpuwait", "outside",
-    "sync%", "events%", "self%", "pipe1%", "pipeN%"))
+print("%-10s %8s %8s %9s %8s %8s %8s %8s %7s %7s %7s %7s %7s %7s %7s %7s" % (
+    "wait", "run_p50", "echo_p50", "overhead", "handler", "launch", "gpuwait", "outside",
+    "sync%", "events%", "self%", "pipe1%", "pipeN%", "rps1", "rps4", "rps16"))
 for mode in modes:
     path = os.path.join(out, "daemon_bench_%s.json" % mode)
     if not os.path.exists(path):
-        print("%-7s (no results)" % mode)
+        print("%-10s (no results)" % mode)
         continue
     d = json.load(open(path))
     lat, bw = d["latency"], d["bandwidth"]
-    print("%-7s %8.1f %8.1f %9.1f %8.1f %8.1f %8.1f %7.1f %7.1f %7.1f %7.1f %7.1f" % (
+    rps = {t["clients"]: t["runs_per_s"] for t in d.get("throughput", [])}
+    print("%-10s %8.1f %8.1f %9.1f %8.1f %8.1f %8.1f %8.1f %7.1f %7.1f %7.1f %7.1f %7.1f %7.0f %7.0f %7.0f" % (
         mode, lat["run_p50_us"], lat["echo_p50_us"], lat["overhead_p50_us"],
-        lat["server"]["handler_p50_us"], lat["server"]["gpu_wait_p50_us"],
+        lat["server"]["handler_p50_us"], lat["server"]["kernel_launch_p50_us"],
+        lat["server"]["gpu_wait_p50_us"],
         lat["server"]["outside_handler_p50_us"], bw["sync_pct_of_kernel"],
         bw["events"]["pct_of_kernel"], bw["daemon_chained"]["pct_of_kernel"],
-        bw["pipelined"]["pct_of_kernel"], bw["pipelined_deep"]["pct_of_kernel"]))
+        bw["pipelined"]["pct_of_kernel"], bw["pipelined_deep"]["pct_of_kernel"],
+        rps.get(1, 0), rps.get(4, 0), rps.get(16, 0)))
 PY
   cat "$out/daemon_bench_summary.txt"
 fi

@@ -31,6 +31,8 @@ struct ExecuteTiming {
   double timing_events_us = 0;
   double kernel_launch_us = 0;
   double gpu_wait_us = 0;
+  // Handing the Run's CUDA calls to the polling launcher (--hot_launcher).
+  double handoff_us = 0;
 };
 
 struct RunResult {
@@ -60,6 +62,8 @@ struct BackendStats {
   std::string gpu_wait;  // GpuWaitName; empty on the CPU
   int64_t kernels_timed = 0;
   double kernel_us = 0;
+  bool hot_launcher = false;
+  int64_t launcher_sleeps = 0;
 };
 
 class Backend {

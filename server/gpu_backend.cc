@@ -228,19 +228,33 @@ absl::StatusOr<std::unique_ptr<GpuBackend>> GpuBackend::Create(
       if (s.ok()) s = CudaError(cudaEventCreate(&launch.start), "cudaEventCreate");
       if (s.ok()) s = CudaError(cudaEventCreate(&launch.stop), "cudaEventCreate");
     }
-    if (s.ok()) {
-      s = CudaError(cudaEventCreateWithFlags(&lane.passed, cudaEventDisableTiming),
-                    "cudaEventCreate");
+    for (cudaEvent_t* event : {&lane.passed, &lane.finished}) {
+      if (s.ok()) {
+        s = CudaError(cudaEventCreateWithFlags(event, cudaEventDisableTiming),
+                      "cudaEventCreate");
+      }
     }
     if (!s.ok()) return s;
     lane.last_stop = lane.timing.back().stop;  // never recorded: complete
     absl::MutexLock lock(&backend->mu_);
     backend->free_lanes_.push_back(i);
   }
+  if (options.hot_launcher) {
+    PollingLauncher::Options launcher;
+    launcher.idle = options.launcher_idle;
+    launcher.wait = options.wait;
+    launcher.wait_spin = options.spin;
+    // A fresh thread has no current device; a failure here shows as the
+    // first launch's error.
+    backend->launcher_ = std::make_unique<PollingLauncher>(
+        launcher, [ordinal] { cudaSetDevice(ordinal); });
+  }
+  backend->stats_.hot_launcher = options.hot_launcher;
   return backend;
 }
 
 GpuBackend::~GpuBackend() {
+  launcher_.reset();  // its work in flight uses the lanes
   if (cudaSetDevice(device_.ordinal) != cudaSuccess) return;
   for (const Lane& lane : lanes_) {
     if (lane.stream != nullptr) {
@@ -252,6 +266,7 @@ GpuBackend::~GpuBackend() {
       if (launch.stop != nullptr) cudaEventDestroy(launch.stop);
     }
     if (lane.passed != nullptr) cudaEventDestroy(lane.passed);
+    if (lane.finished != nullptr) cudaEventDestroy(lane.finished);
   }
 }
 
@@ -281,7 +296,9 @@ BackendStats GpuBackend::stats() {
     }
   }
   absl::MutexLock lock(&stats_mu_);
-  return stats_;
+  BackendStats stats = stats_;
+  if (launcher_ != nullptr) stats.launcher_sleeps = launcher_->stats().sleeps;
+  return stats;
 }
 
 absl::Status GpuBackend::WaitForStream(cudaStream_t stream) const {
@@ -486,40 +503,6 @@ absl::StatusOr<RunResult> GpuBackend::ExecuteOn(Lane& lane, const RunRequest& re
     args.causal = request.causal;
   }
 
-  // Timed: the ring's next pair. If its earlier launch has still not been
-  // read (more than kTimingRing launches ahead), that time is given up.
-  TimedLaunch* timed = request.time_kernel ? &lane.timing[lane.next] : nullptr;
-  const Clock::time_point before_start_event = Clock::now();
-  if (timed != nullptr) {
-    if (timed->pending) {
-      timed->pending = false;
-      --lane.pending;
-    }
-    if (absl::Status s = CudaError(cudaEventRecord(timed->start, stream), "cudaEventRecord");
-        !s.ok()) {
-      return s;
-    }
-  }
-  const Clock::time_point before_launch = Clock::now();
-  absl::StatusOr<kernels::LaunchConfig> launched = kernels::Launch(
-      request.op, request.dtype, request.shape, args, choice->config, device_, stream);
-  if (!launched.ok()) return launched.status();
-  const Clock::time_point after_launch = Clock::now();
-  if (timed != nullptr) {
-    if (absl::Status s = CudaError(cudaEventRecord(timed->stop, stream), "cudaEventRecord");
-        !s.ok()) {
-      return s;
-    }
-    timed->pending = true;
-    ++lane.pending;
-    lane.next = (lane.next + 1) % kTimingRing;
-  }
-  timing.kernel_launch_us = MicrosSince(before_launch, after_launch);
-  timing.timing_events_us =
-      MicrosSince(before_start_event, before_launch) + MicrosSince(after_launch, Clock::now());
-  // Report the config actually launched (Launch may narrow the pack size).
-  choice->config = *launched;
-
   // Staged outputs come back to the response (inline) or to a private copy
   // that goes to client shared memory after the stream finishes.
   RunResult result;
@@ -528,63 +511,139 @@ absl::StatusOr<RunResult> GpuBackend::ExecuteOn(Lane& lane, const RunRequest& re
                                                            {&request.inv_std, &inv_std},
                                                            {&request.row_scale, &row_scale}};
   bool staged_outputs = false;
-  for (auto [view, staged] : outputs) {
-    if (staged->device == nullptr) continue;
-    staged_outputs = true;
-    char* host = nullptr;
-    if (view->where == TensorView::Where::kInline) {
-      if (view == &request.output) {
-        result.output.resize(static_cast<size_t>(view->bytes));
-        host = result.output.data();
-      } else {
-        std::vector<float>& stats = view == &request.mean      ? result.mean
-                                    : view == &request.inv_std ? result.inv_std
-                                                               : result.row_scale;
-        stats.resize(static_cast<size_t>(request.shape.rows));
-        host = reinterpret_cast<char*>(stats.data());
-      }
-    } else {
-      staged->host.resize(static_cast<size_t>(view->bytes));
-      host = staged->host.data();
-    }
-    if (absl::Status s = CudaError(cudaMemcpyAsync(host, staged->device->data(),
-                                                   static_cast<size_t>(view->bytes),
-                                                   cudaMemcpyDeviceToHost, stream),
-                                   "copying an output to the host");
-        !s.ok()) {
-      return s;
-    }
-  }
-  if (done_event != nullptr) {
-    if (absl::Status s = CudaError(cudaEventRecord(done_event->get(), stream),
-                                   "recording done_event");
-        !s.ok()) {
-      return s;
-    }
-  }
-  result.config = *choice;
-  const Clock::time_point queued = Clock::now();
-  timing.launch_us = MicrosSince(start, queued);
+  for (auto [view, staged] : outputs) staged_outputs |= staged->device != nullptr;
+  // With done_event and nothing to copy back, the Run is answered once
+  // queued: the client orders its work after done_event.
+  const bool answer_early = done_event != nullptr && !staged_outputs;
 
-  if (done_event != nullptr && !staged_outputs) {
-    // Answer now; the client orders its work after done_event. The lane
-    // keeps the client memory open until its stream has passed the kernel,
-    // and reads the kernel's time (if timed) later.
+  // Timed: the ring's next pair. If its earlier launch has still not been
+  // read (more than kTimingRing launches ahead), that time is given up.
+  TimedLaunch* timed = request.time_kernel ? &lane.timing[lane.next] : nullptr;
+  // Every CUDA call from the timing events to done_event; on the polling
+  // launcher's thread when there is one and no tensor is staged.
+  auto enqueue = [&]() -> absl::Status {
+    const Clock::time_point before_start_event = Clock::now();
     if (timed != nullptr) {
-      lane.last_stop = timed->stop;
-    } else {
-      if (absl::Status s = CudaError(cudaEventRecord(lane.passed, stream), "cudaEventRecord");
+      if (timed->pending) {
+        timed->pending = false;
+        --lane.pending;
+      }
+      if (absl::Status s = CudaError(cudaEventRecord(timed->start, stream), "cudaEventRecord");
           !s.ok()) {
         return s;
       }
-      lane.last_stop = lane.passed;
     }
+    const Clock::time_point before_launch = Clock::now();
+    absl::StatusOr<kernels::LaunchConfig> launched = kernels::Launch(
+        request.op, request.dtype, request.shape, args, choice->config, device_, stream);
+    if (!launched.ok()) return launched.status();
+    const Clock::time_point after_launch = Clock::now();
+    if (timed != nullptr) {
+      if (absl::Status s = CudaError(cudaEventRecord(timed->stop, stream), "cudaEventRecord");
+          !s.ok()) {
+        return s;
+      }
+      timed->pending = true;
+      ++lane.pending;
+      lane.next = (lane.next + 1) % kTimingRing;
+    }
+    timing.kernel_launch_us = MicrosSince(before_launch, after_launch);
+    timing.timing_events_us =
+        MicrosSince(before_start_event, before_launch) + MicrosSince(after_launch, Clock::now());
+    // Report the config actually launched (Launch may narrow the pack size).
+    choice->config = *launched;
+
+    for (auto [view, staged] : outputs) {
+      if (staged->device == nullptr) continue;
+      char* host = nullptr;
+      if (view->where == TensorView::Where::kInline) {
+        if (view == &request.output) {
+          result.output.resize(static_cast<size_t>(view->bytes));
+          host = result.output.data();
+        } else {
+          std::vector<float>& stats = view == &request.mean      ? result.mean
+                                      : view == &request.inv_std ? result.inv_std
+                                                                 : result.row_scale;
+          stats.resize(static_cast<size_t>(request.shape.rows));
+          host = reinterpret_cast<char*>(stats.data());
+        }
+      } else {
+        staged->host.resize(static_cast<size_t>(view->bytes));
+        host = staged->host.data();
+      }
+      if (absl::Status s = CudaError(cudaMemcpyAsync(host, staged->device->data(),
+                                                     static_cast<size_t>(view->bytes),
+                                                     cudaMemcpyDeviceToHost, stream),
+                                     "copying an output to the host");
+          !s.ok()) {
+        return s;
+      }
+    }
+    if (done_event != nullptr) {
+      if (absl::Status s = CudaError(cudaEventRecord(done_event->get(), stream),
+                                     "recording done_event");
+          !s.ok()) {
+        return s;
+      }
+    }
+    if (answer_early) {
+      // The lane keeps the client memory open until its stream has passed
+      // the kernel (the timing stop event, else `passed`).
+      if (timed != nullptr) {
+        lane.last_stop = timed->stop;
+      } else {
+        if (absl::Status s = CudaError(cudaEventRecord(lane.passed, stream), "cudaEventRecord");
+            !s.ok()) {
+          return s;
+        }
+        lane.last_stop = lane.passed;
+      }
+    }
+    return absl::OkStatus();
+  };
+
+  const bool staged_tensors = staged_outputs || x.device != nullptr ||
+                              gamma.device != nullptr || beta.device != nullptr ||
+                              mask.device != nullptr;
+  Clock::time_point queued;
+  if (launcher_ != nullptr && !staged_tensors) {
+    const Clock::time_point submitted = Clock::now();
+    auto launch_work = [&]() -> absl::StatusOr<bool> {
+      timing.handoff_us = MicrosSince(submitted, Clock::now());
+      if (absl::Status s = enqueue(); !s.ok()) return s;
+      queued = Clock::now();
+      if (answer_early) return true;
+      if (absl::Status s = CudaError(cudaEventRecord(lane.finished, stream), "cudaEventRecord");
+          !s.ok()) {
+        return s;
+      }
+      return false;
+    };
+    auto poll_work = [&]() -> absl::StatusOr<bool> {
+      const cudaError_t state = cudaEventQuery(lane.finished);
+      if (state == cudaErrorNotReady) return false;
+      if (absl::Status s = CudaError(state, "running the kernel"); !s.ok()) return s;
+      return true;
+    };
+    if (absl::Status s = launcher_->Run({launch_work, poll_work}); !s.ok()) return s;
+    if (!answer_early) timing.gpu_wait_us = MicrosSince(queued, Clock::now());
+  } else {
+    if (absl::Status s = enqueue(); !s.ok()) return s;
+    queued = Clock::now();
+    if (!answer_early) {
+      if (absl::Status s = WaitForStream(stream); !s.ok()) return s;
+      timing.gpu_wait_us = MicrosSince(queued, Clock::now());
+    }
+  }
+  result.config = *choice;
+  timing.launch_us = MicrosSince(start, queued);
+
+  if (answer_early) {
+    // The kernel's time (if timed) is read later.
     lane.in_flight.insert(lane.in_flight.end(), request.memory.begin(), request.memory.end());
     result.answered_early = true;
     return result;
   }
-  if (absl::Status s = WaitForStream(stream); !s.ok()) return s;
-  timing.gpu_wait_us = MicrosSince(queued, Clock::now());
   // The stream is idle: earlier early answers' memory can go too.
   lane.in_flight.clear();
   if (timed != nullptr) {

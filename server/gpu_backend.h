@@ -5,8 +5,10 @@
 // streams; every request sets its device on the thread that executes it.
 //
 // Per Run on the GPU path: one lane lease, two timing-event records around
-// the launch, one wait (GpuWait) unless done_event answers at once, and one
-// cudaEventElapsedTime. Nothing is created or allocated per Run for device
+// the launch (when asked), one wait (GpuWait) unless done_event answers at
+// once, and one cudaEventElapsedTime (when timed). With hot_launcher, the
+// CUDA calls of Runs on device memory run on a PollingLauncher thread and
+// the request thread waits for it instead of for the stream. Nothing is created or allocated per Run for device
 // tensors; kernel times of Runs answered early are read later from a ring
 // of event pairs per lane.
 #ifndef KERNTUNE_SERVER_GPU_BACKEND_H_
@@ -25,6 +27,7 @@
 #include "server/config_cache.h"
 #include "server/gpu_wait.h"
 #include "server/ipc_cache.h"
+#include "server/polling_launcher.h"
 
 namespace kt::server {
 
@@ -33,6 +36,11 @@ struct GpuBackendOptions {
   GpuWait wait = GpuWait::kYield;
   // kHybrid: how long to poll before blocking.
   absl::Duration spin = absl::Milliseconds(2);
+  // Launch Runs whose tensors are all device memory from a PollingLauncher
+  // thread, which polls for `launcher_idle` after its last Run before it
+  // sleeps.
+  bool hot_launcher = false;
+  absl::Duration launcher_idle = absl::Milliseconds(100);
 };
 
 class GpuBackend final : public Backend {
@@ -76,6 +84,8 @@ class GpuBackend final : public Backend {
     int pending = 0;                  // pairs not yet read
     // Recorded after an untimed launch answered early (no timing pair).
     cudaEvent_t passed = nullptr;
+    // Recorded after a launch the polling launcher waits for.
+    cudaEvent_t finished = nullptr;
     // After the newest launch answered early: its stop event or `passed`.
     cudaEvent_t last_stop = nullptr;
     std::vector<std::shared_ptr<const ClientMemory>> in_flight;
@@ -107,6 +117,7 @@ class GpuBackend final : public Backend {
   absl::Mutex mu_;
   std::vector<int> free_lanes_ ABSL_GUARDED_BY(mu_);
   IpcCache<IpcEvent> events_;
+  std::unique_ptr<PollingLauncher> launcher_;  // with options_.hot_launcher
   absl::Mutex stats_mu_;
   BackendStats stats_ ABSL_GUARDED_BY(stats_mu_);
 };

@@ -115,6 +115,8 @@ absl::StatusOr<Backends> MakeBackend(const Options& options) {
   gpu_options.streams = options.streams;
   gpu_options.wait = options.gpu_wait;
   gpu_options.spin = absl::Microseconds(options.gpu_wait_spin_us);
+  gpu_options.hot_launcher = options.hot_launcher;
+  gpu_options.launcher_idle = absl::Milliseconds(options.hot_launcher_idle_ms);
   absl::StatusOr<std::unique_ptr<GpuBackend>> gpu =
       GpuBackend::Create(0, gpu_options, *std::move(cache));
   if (!gpu.ok()) {
@@ -192,6 +194,10 @@ absl::Status RunServer(const Options& options) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--gpu_wait_spin_us=", options.gpu_wait_spin_us, " must be in [0, 1000000]"));
   }
+  if (options.hot_launcher_idle_ms < 0 || options.hot_launcher_idle_ms > 3600 * 1000) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--hot_launcher_idle_ms=", options.hot_launcher_idle_ms, " must be in [0, 3600000]"));
+  }
   if (options.workers < 1 || options.workers > 1024) {
     return absl::InvalidArgumentError(
         absl::StrCat("--workers=", options.workers, " must be in [1, 1024]"));
@@ -258,7 +264,9 @@ absl::Status RunServer(const Options& options) {
                options.socket_path.c_str(), options.tcp_address.empty() ? "" : " and ",
                options.tcp_address.c_str(), backend.name().c_str(), backends->reason.c_str(),
                backend.name() == "gpu"
-                   ? absl::StrCat("; --gpu_wait=", GpuWaitName(options.gpu_wait)).c_str()
+                   ? absl::StrCat("; --gpu_wait=", GpuWaitName(options.gpu_wait),
+                                  options.hot_launcher ? ", hot launcher" : "")
+                         .c_str()
                    : "",
                cache == nullptr ? size_t{0} : cache->Entries().size(),
                options.db_path.empty() ? "(no database)" : options.db_path.c_str());

@@ -30,6 +30,10 @@ struct Options {
   // How request threads wait for the GPU, and hybrid's polling budget.
   GpuWait gpu_wait = GpuWait::kYield;
   int64_t gpu_wait_spin_us = 2000;
+  // Launch Runs on device memory from a thread that polls for work (holds a
+  // core), and how long it keeps polling after the last Run before it sleeps.
+  bool hot_launcher = false;
+  int64_t hot_launcher_idle_ms = 100;
   // Threads for the calls that may wait long (Runs above 64Ki elements,
   // RegisterBuffer); the rest are answered on gRPC's callback threads.
   int workers = 8;

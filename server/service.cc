@@ -360,6 +360,7 @@ grpc::Status KernTuneService::HandleRun(absl::string_view peer, const pb::RunReq
   timing->set_lookup_us(result->timing.lookup_us);
   timing->set_timing_events_us(result->timing.timing_events_us);
   timing->set_kernel_launch_us(result->timing.kernel_launch_us);
+  timing->set_handoff_us(result->timing.handoff_us);
   const double handler_us = micros(start, Clock::now());
   timing->set_handler_us(handler_us);
   {
@@ -442,6 +443,8 @@ grpc::Status KernTuneService::HandleGetStatus(absl::string_view peer,
   const BackendStats backend_stats = backend_.stats();
   pb::DaemonStats* stats = response->mutable_stats();
   stats->set_gpu_wait(backend_stats.gpu_wait);
+  stats->set_hot_launcher(backend_stats.hot_launcher);
+  stats->set_launcher_sleeps(backend_stats.launcher_sleeps);
   stats->set_kernels_timed(backend_stats.kernels_timed);
   stats->set_kernel_us(backend_stats.kernel_us);
   {

@@ -258,7 +258,9 @@ TEST_F(KerntunedGpuTest, RunsEveryOpAndDtypeWithinTolerance) {
                           shape.inner == 1
                       ? response.config().source()  // nearest or heuristic, by legality
                       : pb::CONFIG_SOURCE_HEURISTIC);
-        if (shape.inner > 1) EXPECT_EQ(response.config().config().impl(), "axis");
+        if (shape.inner > 1) {
+          EXPECT_EQ(response.config().config().impl(), "axis");
+        }
 
         // fp64 reference kept in float32, compared within the dtype's tolerance.
         args.x = request.input().inline_data().data();

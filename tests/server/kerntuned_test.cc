@@ -24,6 +24,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <thread>
 #include <vector>
 
@@ -510,6 +511,27 @@ TEST_F(KerntunedTest, ASecondDaemonOnALiveSocketRefusesToStart) {
   // The first one still serves.
   pb::GetStatusResponse reply;
   EXPECT_TRUE(Call(&pb::KernTune::Stub::GetStatus, pb::GetStatusRequest(), &reply).ok());
+}
+
+// Out-of-range numeric flags stop the daemon before it listens, naming the
+// flag and its range.
+TEST_F(KerntunedTest, OutOfRangeFlagsAreRefusedByName) {
+  const std::pair<std::string, std::string> bad[] = {
+      {"--hot_launcher_idle_ms=-1", "--hot_launcher_idle_ms=-1 must be in [0, 3600000]"},
+      {"--gpu_wait_spin_us=2000000", "--gpu_wait_spin_us=2000000 must be in [0, 1000000]"},
+      {"--workers=0", "--workers=0 must be in [1, 1024]"},
+      {"--buffer_ttl_s=0", "--buffer_ttl_s=0 must be in [1, 604800]"},
+  };
+  for (const auto& [flag, message] : bad) {
+    SCOPED_TRACE(flag);
+    Daemon daemon(KerntunedBinary(), {"--cpu", "--socket=" + socket_, "--db=" + db_, flag},
+                  dir_.File("refused.log"));
+    const std::optional<int> status = daemon.WaitExit(kStartDeadline);
+    ASSERT_TRUE(status.has_value());
+    EXPECT_TRUE(WIFEXITED(*status));
+    EXPECT_EQ(WEXITSTATUS(*status), 1);
+    EXPECT_THAT(daemon.Log(), HasSubstr(message));
+  }
 }
 
 TEST_F(KerntunedTest, WithoutCpuFlagFallsBackToTheCpuWhenThereIsNoGpu) {

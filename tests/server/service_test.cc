@@ -89,11 +89,12 @@ class FakeGpuBackend final : public Backend {
     result.timing.timing_events_us = 0.75;
     result.timing.kernel_launch_us = 1.0;
     result.timing.gpu_wait_us = 3.5;
+    result.timing.handoff_us = 0.25;
     result.answered_early = answer_early;
     return result;
   }
   std::vector<BackendDevice> devices() const override { return devices_; }
-  BackendStats stats() override { return {"yield", 7, 21.0}; }
+  BackendStats stats() override { return {"yield", 7, 21.0, true, 4}; }
   bool answer_early = false;
   std::vector<BackendDevice> devices_;
 };
@@ -117,6 +118,7 @@ TEST(KernTuneServiceTest, RunReportsItsStagesAndGetStatusCountsIt) {
   EXPECT_EQ(timing.lookup_us(), 0.5);
   EXPECT_EQ(timing.timing_events_us(), 0.75);
   EXPECT_EQ(timing.kernel_launch_us(), 1.0);
+  EXPECT_EQ(timing.handoff_us(), 0.25);
   // The handler's time covers its stages (each measured on the same clock).
   EXPECT_GE(timing.handler_us() + 1e-9,
             timing.validate_us() + timing.resolve_us() + timing.execute_us());
@@ -142,6 +144,8 @@ TEST(KernTuneServiceTest, RunReportsItsStagesAndGetStatusCountsIt) {
   EXPECT_GT(status.stats().handler_us(), 0);
   EXPECT_EQ(status.stats().gpu_wait(), "yield");
   EXPECT_EQ(status.stats().kernels_timed(), 7);
+  EXPECT_TRUE(status.stats().hot_launcher());
+  EXPECT_EQ(status.stats().launcher_sleeps(), 4);
   EXPECT_EQ(status.stats().kernel_us(), 21.0);
 }
 
