@@ -15,7 +15,8 @@
 # $GPU_WAIT_MODES (default "yield spin hybrid block"; the daemon mode runs
 # only "yield" unless it is set; a mode ending in -hot, e.g. yield-hot, adds
 # --hot_launcher): daemon_bench_<mode>.{json,log} and the
-# daemon's log kerntuned_bench_<mode>.log; the first mode's files are also
+# daemon's log kerntuned_bench_<mode>.log ($BENCH_DAEMON_FLAGS go to each of
+# these daemons); the first mode's files are also
 # daemon_bench.{json,log}. Each JSON holds the client figures and the
 # daemon's own stage times (RunTiming) and GPU counters (GetStatus.stats).
 # $KERNTUNED_FLAGS (e.g. --hot_launcher) go to every daemon the tests and
@@ -110,7 +111,8 @@ if [ "$what" = daemon ] || [ "$what" = daemon-bench ]; then
     echo "== daemon benchmark, kerntuned --gpu_wait=${mode%-hot} ${hot[*]}"
     socket=$(mktemp -u /tmp/kerntune-bench.XXXXXX.sock)
     "$here/kerntuned" --socket="$socket" --db="${TUNED_DB:-/nonexistent.db}" \
-      --gpu_wait="${mode%-hot}" "${hot[@]}" > "$out/kerntuned_bench_$mode.log" 2>&1 &
+      --gpu_wait="${mode%-hot}" "${hot[@]}" ${BENCH_DAEMON_FLAGS:-} \
+      > "$out/kerntuned_bench_$mode.log" 2>&1 &
     daemon=$!
     for _ in $(seq 100); do [ -S "$socket" ] && break; sleep 0.1; done
     timeout 100 "$here/kt_daemon_bench" --socket="$socket" \

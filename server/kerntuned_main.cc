@@ -39,6 +39,10 @@ ABSL_FLAG(int64_t, hot_launcher_idle_ms, 100,
 ABSL_FLAG(int, workers, 8,
           "threads for the calls that may wait long (Runs above 64Ki elements, "
           "RegisterBuffer); the rest are answered on gRPC's own threads");
+ABSL_FLAG(int64_t, grpc_thread_run_elements, int64_t{1} << 16,
+          "Runs of up to this many elements are answered on gRPC's own thread (no hand-off, "
+          "lowest latency); larger ones go to a worker so a long kernel does not hold gRPC's "
+          "threads");
 ABSL_FLAG(int, grpc_min_pollers, 2,
           "gRPC sync-server threads kept waiting for requests (the reflection service)");
 ABSL_FLAG(int, grpc_max_pollers, 32,
@@ -68,6 +72,7 @@ int main(int argc, char** argv) {
   options.hot_launcher = absl::GetFlag(FLAGS_hot_launcher);
   options.hot_launcher_idle_ms = absl::GetFlag(FLAGS_hot_launcher_idle_ms);
   options.workers = absl::GetFlag(FLAGS_workers);
+  options.grpc_thread_run_elements = absl::GetFlag(FLAGS_grpc_thread_run_elements);
   options.grpc_min_pollers = absl::GetFlag(FLAGS_grpc_min_pollers);
   options.grpc_max_pollers = absl::GetFlag(FLAGS_grpc_max_pollers);
   const absl::Status status = kt::server::RunServer(options);

@@ -198,6 +198,10 @@ absl::Status RunServer(const Options& options) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--hot_launcher_idle_ms=", options.hot_launcher_idle_ms, " must be in [0, 3600000]"));
   }
+  if (options.grpc_thread_run_elements < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--grpc_thread_run_elements=", options.grpc_thread_run_elements, " must be >= 0"));
+  }
   if (options.workers < 1 || options.workers > 1024) {
     return absl::InvalidArgumentError(
         absl::StrCat("--workers=", options.workers, " must be in [1, 1024]"));
@@ -222,6 +226,7 @@ absl::Status RunServer(const Options& options) {
     return peers.Lookup(grpc_peer);
   };
   service_options.workers = options.workers;
+  service_options.max_grpc_thread_run_elements = options.grpc_thread_run_elements;
   KernTuneService service(backend, std::move(service_options));
 
   // The Unix socket is accepted by the daemon (peer credentials), TCP by gRPC.

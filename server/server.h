@@ -37,6 +37,9 @@ struct Options {
   // Threads for the calls that may wait long (Runs above 64Ki elements,
   // RegisterBuffer); the rest are answered on gRPC's callback threads.
   int workers = 8;
+  // Runs of up to this many elements are answered on gRPC's thread, larger
+  // ones on a worker.
+  int64_t grpc_thread_run_elements = int64_t{1} << 16;
   // gRPC's sync-server threads, which serve the reflection service (the
   // KernTune service uses the callback API): at least min_pollers are kept
   // waiting (a request taking the last one makes the server start another

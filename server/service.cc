@@ -100,11 +100,6 @@ grpc::Status Fail(absl::string_view rpc, absl::string_view peer, const absl::Sta
   return ToGrpcStatus(status);
 }
 
-// Elements above which a Run goes to a worker: 64Ki (128 KiB of float16)
-// runs in a few microseconds on a GPU and well under a millisecond in the
-// CPU reference.
-constexpr int64_t kMaxElementsOnGrpcThread = int64_t{1} << 16;
-
 }  // namespace
 
 // Counts a call in flight for Drain; refuses it once draining began.
@@ -239,14 +234,14 @@ std::optional<PeerProcess> KernTuneService::Caller(absl::string_view peer) const
   return options_.identify_caller(peer);
 }
 
-bool RunsOnGrpcThread(const pb::RunRequest& request) {
+bool RunsOnGrpcThread(const pb::RunRequest& request, int64_t max_elements) {
   const pb::Shape& shape = request.shape();
   int64_t elements = 1;
   for (int64_t extent : {shape.rows(), shape.cols(), std::max<int64_t>(shape.inner(), 1)}) {
     if (extent <= 0) return true;  // refused by validation, at once
     if (__builtin_mul_overflow(elements, extent, &elements)) return false;
   }
-  return elements <= kMaxElementsOnGrpcThread;
+  return elements <= max_elements;
 }
 
 template <class Request, class Response>
@@ -268,8 +263,8 @@ grpc::ServerUnaryReactor* KernTuneService::Answer(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* KernTuneService::Run(grpc::CallbackServerContext* context,
                                                const pb::RunRequest* request,
                                                pb::RunResponse* response) {
-  return Answer(context, !RunsOnGrpcThread(*request), &KernTuneService::HandleRun, request,
-                response);
+  return Answer(context, !RunsOnGrpcThread(*request, options_.max_grpc_thread_run_elements),
+                &KernTuneService::HandleRun, request, response);
 }
 
 grpc::ServerUnaryReactor* KernTuneService::GetConfig(grpc::CallbackServerContext* context,

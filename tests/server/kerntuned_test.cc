@@ -520,6 +520,7 @@ TEST_F(KerntunedTest, OutOfRangeFlagsAreRefusedByName) {
       {"--hot_launcher_idle_ms=-1", "--hot_launcher_idle_ms=-1 must be in [0, 3600000]"},
       {"--gpu_wait_spin_us=2000000", "--gpu_wait_spin_us=2000000 must be in [0, 1000000]"},
       {"--workers=0", "--workers=0 must be in [1, 1024]"},
+      {"--grpc_thread_run_elements=-5", "--grpc_thread_run_elements=-5 must be >= 0"},
       {"--buffer_ttl_s=0", "--buffer_ttl_s=0 must be in [1, 604800]"},
   };
   for (const auto& [flag, message] : bad) {

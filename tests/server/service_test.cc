@@ -193,6 +193,13 @@ TEST(KernTuneServiceTest, OnlySmallRunsStayOnGrpcThreads) {
   // Non-positive extents are refused at once: no need for a worker.
   request.mutable_shape()->set_cols(0);
   EXPECT_TRUE(RunsOnGrpcThread(request));
+  // kerntuned --grpc_thread_run_elements moves the line.
+  request.mutable_shape()->set_rows(49152);
+  request.mutable_shape()->set_cols(4096);
+  request.mutable_shape()->set_inner(1);
+  EXPECT_FALSE(RunsOnGrpcThread(request));
+  EXPECT_TRUE(RunsOnGrpcThread(request, int64_t{49152} * 4096));
+  EXPECT_FALSE(RunsOnGrpcThread(request, int64_t{49152} * 4096 - 1));
 }
 
 }  // namespace
