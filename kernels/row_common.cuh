@@ -137,8 +137,6 @@ template <typename T>
 struct DirectStore {
   T* __restrict__ dst;
   int64_t row_stride;
-  // No weights to fetch early (AffineStore::PrefetchWeights).
-  __device__ __forceinline__ void PrefetchWeights(int64_t, int64_t) const {}
   template <int N>
   __device__ __forceinline__ void store(const float* src, int64_t row,
                                         int64_t col) const {
@@ -149,21 +147,6 @@ struct DirectStore {
   }
 };
 
-// Asks L2 for elements [first, first + count) of `base`, spread over the
-// block's threads: one prefetch per 128-byte line, the first line aligned
-// down (same line, so the same page as a real element). A hint: nothing
-// waits for it, nothing faults.
-template <typename T>
-__device__ __forceinline__ void PrefetchToL2(const T* base, int64_t first, int64_t count) {
-  if (base == nullptr || count <= 0) return;
-  constexpr uintptr_t kLine = 128;
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(base + first) & ~(kLine - 1);
-  const uintptr_t end = reinterpret_cast<uintptr_t>(base + first + count);
-  for (uintptr_t line = begin + threadIdx.x * kLine; line < end; line += blockDim.x * kLine) {
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(line));
-  }
-}
-
 // LayerNorm's output functor: y = normalized * gamma + beta, each optional
 // (a null pointer is a uniform branch, cheaper than 4x the instances).
 template <typename T>
@@ -172,13 +155,6 @@ struct AffineStore {
   int64_t row_stride;
   const T* __restrict__ gamma;
   const T* __restrict__ beta;
-  // Columns [col, col + count) of gamma and beta into L2. The split-row
-  // kernels call it before their loading pass, so that the stores after the
-  // cross-block exchange find the weights in L2 instead of waiting on DRAM.
-  __device__ __forceinline__ void PrefetchWeights(int64_t col, int64_t count) const {
-    PrefetchToL2(gamma, col, count);
-    PrefetchToL2(beta, col, count);
-  }
   template <int N>
   __device__ __forceinline__ void store(const float* normalized, int64_t row,
                                         int64_t col) const {

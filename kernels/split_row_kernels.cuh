@@ -398,9 +398,6 @@ __global__ void __launch_bounds__(block_size)
   const split_row::Slice slice = split_row::SliceOf(p.slicing, rank);
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const int64_t clusters = gridDim.x / split;
-  // Every row uses the same weights: fetch this slice's once, while pass 1
-  // loads x.
-  store.PrefetchWeights(slice.first * pack, slice.count * pack);
 
   for (int64_t row = blockIdx.x / split; row < p.rows; row += clusters) {
     const Stat stat = split_row::LoadSlice<Stat, pack, block_size>(load, row, slice, cache);
@@ -477,7 +474,6 @@ __global__ void __launch_bounds__(block_size)
   constexpr int64_t kSlotPacks =
       (sizeof(Partial) + pack * sizeof(T) - 1) / (pack * sizeof(T));
 
-  store.PrefetchWeights(slice.first * pack, slice.count * pack);  // see SplitRowKernel
   const Stat stat = split_row::LoadSlice<Stat, pack, block_size>(load, row, slice, cache);
   // The reduction's barriers also order every thread's loads of x before
   // the slot's store (y may be x).
