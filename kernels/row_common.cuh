@@ -145,6 +145,15 @@ struct DirectStore {
     for (int i = 0; i < N; ++i) pack.elem[i] = FromFloat<T>(src[i]);
     *reinterpret_cast<Pack<T, N>*>(dst + row * row_stride + col) = pack;
   }
+  // `count` (<= B) packs of `row`: pack b at column col + b * stride.
+  template <int B, int N>
+  __device__ __forceinline__ void StoreBatch(const float (&src)[B][N], int64_t row, int64_t col,
+                                             int64_t stride, int64_t count) const {
+#pragma unroll
+    for (int b = 0; b < B; ++b) {
+      if (b < count) store<N>(src[b], row, col + b * stride);
+    }
+  }
 };
 
 // LayerNorm's output functor: y = normalized * gamma + beta, each optional
@@ -172,6 +181,32 @@ struct AffineStore {
       for (int i = 0; i < N; ++i) out[i] += ToFloat(b.elem[i]);
     }
     DirectStore<T>{dst, row_stride}.template store<N>(out, row, col);
+  }
+  // As DirectStore::StoreBatch, with every weight of the batch loaded
+  // before the first store, so the loads are in flight together.
+  template <int B, int N>
+  __device__ __forceinline__ void StoreBatch(const float (&normalized)[B][N], int64_t row,
+                                             int64_t col, int64_t stride, int64_t count) const {
+    Pack<T, N> g[B], beta_pack[B];
+#pragma unroll
+    for (int b = 0; b < B; ++b) {
+      if (b < count) {
+        if (gamma != nullptr) g[b] = *reinterpret_cast<const Pack<T, N>*>(gamma + col + b * stride);
+        if (beta != nullptr) beta_pack[b] = *reinterpret_cast<const Pack<T, N>*>(beta + col + b * stride);
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < B; ++b) {
+      if (b >= count) continue;
+      float out[N];
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        out[i] = normalized[b][i];
+        if (gamma != nullptr) out[i] *= ToFloat(g[b].elem[i]);
+        if (beta != nullptr) out[i] += ToFloat(beta_pack[b].elem[i]);
+      }
+      DirectStore<T>{dst, row_stride}.template store<N>(out, row, col + b * stride);
+    }
   }
 };
 

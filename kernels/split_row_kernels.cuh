@@ -266,6 +266,15 @@ constexpr int LoadBatch(int pack_bytes, int block_size) {
   return wanted < 2 ? 2 : (wanted > most ? most : wanted);
 }
 
+// Packs per thread in one batch of pass 2: a batch holds 3 floats per
+// element (value, gamma, beta) in registers, so keep pack * batch within
+// 8192 / block_size elements (8 at 1024 threads, whose budget is 64
+// registers), at most 4 packs.
+constexpr int StoreBatch(int pack, int block_size) {
+  const int fits = 8192 / block_size / pack;
+  return fits < 1 ? 1 : (fits > 4 ? 4 : fits);
+}
+
 }  // namespace split_row
 
 namespace split_row {
@@ -304,18 +313,32 @@ __device__ __forceinline__ Stat LoadSlice(const Load& load, int64_t row, const S
 }
 
 // Pass 2 over packs [begin, end) of the block's cached slice: outputs
-// through `finish` and `store`.
+// through `finish` and `store`. The norms' stores load gamma and beta from
+// global memory, and with few rows nothing else hides that latency, so
+// each thread takes StoreBatch packs at a time: the store functor's loads
+// of a batch are independent and go out together (one round trip per batch
+// instead of per pack).
 template <int pack, int block_size, class Store, class Finish, class CachePack>
 __device__ __forceinline__ void StoreSlice(const Store& store, const Finish& finish, int64_t row,
                                            const Slice& slice, const CachePack* cache,
                                            int64_t begin, int64_t end) {
-  for (int64_t k = begin + threadIdx.x; k < end; k += block_size) {
-    const CachePack c = cache[k];
-    float v[pack];
+  constexpr int kStoreBatch = StoreBatch(pack, block_size);
+  for (int64_t base = begin + threadIdx.x; base < end;
+       base += static_cast<int64_t>(kStoreBatch) * block_size) {
+    float v[kStoreBatch][pack];
 #pragma unroll
-    for (int i = 0; i < pack; ++i) v[i] = ToFloat(c.elem[i]);
-    finish.template Apply<pack>(v);
-    store.template store<pack>(v, row, (slice.first + k) * pack);
+    for (int b = 0; b < kStoreBatch; ++b) {
+      const int64_t k = base + static_cast<int64_t>(b) * block_size;
+      if (k < end) {
+        const CachePack c = cache[k];
+#pragma unroll
+        for (int i = 0; i < pack; ++i) v[b][i] = ToFloat(c.elem[i]);
+        finish.template Apply<pack>(v[b]);
+      }
+    }
+    store.template StoreBatch<kStoreBatch, pack>(v, row, (slice.first + base) * pack,
+                                                 static_cast<int64_t>(block_size) * pack,
+                                                 (end - base + block_size - 1) / block_size);
   }
 }
 
