@@ -145,15 +145,6 @@ struct DirectStore {
     for (int i = 0; i < N; ++i) pack.elem[i] = FromFloat<T>(src[i]);
     *reinterpret_cast<Pack<T, N>*>(dst + row * row_stride + col) = pack;
   }
-  // `count` (<= B) packs of `row`: pack b at column col + b * stride.
-  template <int B, int N>
-  __device__ __forceinline__ void StoreBatch(const float (&src)[B][N], int64_t row, int64_t col,
-                                             int64_t stride, int64_t count) const {
-#pragma unroll
-    for (int b = 0; b < B; ++b) {
-      if (b < count) store<N>(src[b], row, col + b * stride);
-    }
-  }
 };
 
 // LayerNorm's output functor: y = normalized * gamma + beta, each optional
@@ -182,8 +173,9 @@ struct AffineStore {
     }
     DirectStore<T>{dst, row_stride}.template store<N>(out, row, col);
   }
-  // As DirectStore::StoreBatch, with every weight of the batch loaded
-  // before the first store, so the loads are in flight together.
+  // `count` (<= B) packs of `row`, pack b at column col + b * stride, with
+  // every weight of the batch loaded before the first store, so the loads
+  // are in flight together (the split-row kernels' store pass).
   template <int B, int N>
   __device__ __forceinline__ void StoreBatch(const float (&normalized)[B][N], int64_t row,
                                              int64_t col, int64_t stride, int64_t count) const {

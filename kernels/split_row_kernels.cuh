@@ -266,14 +266,20 @@ constexpr int LoadBatch(int pack_bytes, int block_size) {
   return wanted < 2 ? 2 : (wanted > most ? most : wanted);
 }
 
-// Packs per thread in one batch of pass 2: a batch holds 3 floats per
-// element (value, gamma, beta) in registers, so keep pack * batch within
-// 8192 / block_size elements (8 at 1024 threads, whose budget is 64
-// registers), at most 4 packs.
+// Packs per thread in one batch of pass 2 with weights: a batch holds up
+// to 3 floats per element (value, gamma, beta) in registers, so keep
+// pack * batch within 8192 / block_size elements (8 at 1024 threads, whose
+// budget is 64 registers), at most 4 packs.
 constexpr int StoreBatch(int pack, int block_size) {
   const int fits = 8192 / block_size / pack;
   return fits < 1 ? 1 : (fits > 4 ? 4 : fits);
 }
+
+// Whether the store functor loads weights (AffineStore: LayerNorm, RMSNorm).
+template <class Store>
+inline constexpr bool kStoreLoadsWeights = false;
+template <typename T>
+inline constexpr bool kStoreLoadsWeights<AffineStore<T>> = true;
 
 }  // namespace split_row
 
@@ -313,32 +319,42 @@ __device__ __forceinline__ Stat LoadSlice(const Load& load, int64_t row, const S
 }
 
 // Pass 2 over packs [begin, end) of the block's cached slice: outputs
-// through `finish` and `store`. The norms' stores load gamma and beta from
-// global memory, and with few rows nothing else hides that latency, so
-// each thread takes StoreBatch packs at a time: the store functor's loads
-// of a batch are independent and go out together (one round trip per batch
-// instead of per pack).
+// through `finish` and `store`.
 template <int pack, int block_size, class Store, class Finish, class CachePack>
 __device__ __forceinline__ void StoreSlice(const Store& store, const Finish& finish, int64_t row,
                                            const Slice& slice, const CachePack* cache,
                                            int64_t begin, int64_t end) {
-  constexpr int kStoreBatch = StoreBatch(pack, block_size);
-  for (int64_t base = begin + threadIdx.x; base < end;
-       base += static_cast<int64_t>(kStoreBatch) * block_size) {
-    float v[kStoreBatch][pack];
+  const auto apply = [&](int64_t k, float (&v)[pack]) {
+    const CachePack c = cache[k];
 #pragma unroll
-    for (int b = 0; b < kStoreBatch; ++b) {
-      const int64_t k = base + static_cast<int64_t>(b) * block_size;
-      if (k < end) {
-        const CachePack c = cache[k];
+    for (int i = 0; i < pack; ++i) v[i] = ToFloat(c.elem[i]);
+    finish.template Apply<pack>(v);
+  };
+  if constexpr (kStoreLoadsWeights<std::remove_cv_t<Store>>) {
+    // The norms' stores load gamma (and beta), and with few rows nothing
+    // else hides that latency: each thread takes a batch of packs and the
+    // store functor loads all their weights before the first store, one
+    // round trip per batch instead of per pack. (Stores without weights
+    // measured slower batched, so they keep the plain loop.)
+    constexpr int kBatch = StoreBatch(pack, block_size);
+    for (int64_t base = begin + threadIdx.x; base < end;
+         base += static_cast<int64_t>(kBatch) * block_size) {
+      float v[kBatch][pack];
 #pragma unroll
-        for (int i = 0; i < pack; ++i) v[b][i] = ToFloat(c.elem[i]);
-        finish.template Apply<pack>(v[b]);
+      for (int b = 0; b < kBatch; ++b) {
+        const int64_t k = base + static_cast<int64_t>(b) * block_size;
+        if (k < end) apply(k, v[b]);
       }
+      store.template StoreBatch<kBatch, pack>(v, row, (slice.first + base) * pack,
+                                              static_cast<int64_t>(block_size) * pack,
+                                              (end - base + block_size - 1) / block_size);
     }
-    store.template StoreBatch<kStoreBatch, pack>(v, row, (slice.first + base) * pack,
-                                                 static_cast<int64_t>(block_size) * pack,
-                                                 (end - base + block_size - 1) / block_size);
+  } else {
+    for (int64_t k = begin + threadIdx.x; k < end; k += block_size) {
+      float v[pack];
+      apply(k, v);
+      store.template store<pack>(v, row, (slice.first + k) * pack);
+    }
   }
 }
 
