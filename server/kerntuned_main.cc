@@ -39,7 +39,7 @@ ABSL_FLAG(int64_t, hot_launcher_idle_ms, 100,
 ABSL_FLAG(int, workers, 8,
           "threads for the calls that may wait long (Runs above 64Ki elements, "
           "RegisterBuffer); the rest are answered on gRPC's own threads");
-ABSL_FLAG(int64_t, grpc_thread_run_elements, int64_t{1} << 16,
+ABSL_FLAG(int64_t, grpc_thread_run_elements, kt::server::kDefaultMaxGrpcThreadRunElements,
           "Runs of up to this many elements are answered on gRPC's own thread (no hand-off, "
           "lowest latency); larger ones go to a worker so a long kernel does not hold gRPC's "
           "threads");

@@ -39,9 +39,8 @@ PollingLauncher::PollingLauncher(const Options& options, absl::AnyInvocable<void
 PollingLauncher::~PollingLauncher() {
   {
     absl::MutexLock lock(&mu_);
-    stopping_ = true;
+    stopping_.store(true, std::memory_order_relaxed);
   }
-  stop_requested_.store(true, std::memory_order_relaxed);
   thread_.join();
 }
 
@@ -110,7 +109,7 @@ void PollingLauncher::Loop() {
     // the destructor wakes the thread. Stopping ends the loop only there, so
     // the work in flight finishes first.
     const bool may_sleep =
-        running.empty() && (stop_requested_.load(std::memory_order_relaxed) ||
+        running.empty() && (stopping_.load(std::memory_order_relaxed) ||
                             Clock::now() - last_work >= idle);
     if (submitted_count_.load(std::memory_order_acquire) > 0 || may_sleep) {
       if (!TakeSubmitted(fresh, may_sleep)) return;

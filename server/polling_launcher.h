@@ -78,9 +78,10 @@ class PollingLauncher {
   // thread look without locking.
   mutable absl::Mutex mu_;
   std::vector<Job*> submitted_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<int> submitted_count_{0};
-  std::atomic<bool> stop_requested_{false};  // stopping_, readable without the lock
+  // Set once, under mu_ (so a sleeping thread's Await sees it); read
+  // without the lock by the polling loop.
+  std::atomic<bool> stopping_{false};
   std::atomic<int64_t> runs_{0};
   std::atomic<int64_t> sleeps_{0};
   std::thread thread_;

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "server/gpu_wait.h"
+#include "server/service.h"
 
 namespace kt::server {
 
@@ -39,7 +40,7 @@ struct Options {
   int workers = 8;
   // Runs of up to this many elements are answered on gRPC's thread, larger
   // ones on a worker.
-  int64_t grpc_thread_run_elements = int64_t{1} << 16;
+  int64_t grpc_thread_run_elements = kDefaultMaxGrpcThreadRunElements;
   // gRPC's sync-server threads, which serve the reflection service (the
   // KernTune service uses the callback API): at least min_pollers are kept
   // waiting (a request taking the last one makes the server start another
