@@ -82,7 +82,8 @@ struct PointKey {
 
 // kernels::LaunchConfig as stored, plus its ConfigKey.
 struct ConfigRecord {
-  // "warp", "block_smem", "block_uncached", "split_row", "axis", "split_grid"
+  // "warp", "block_smem", "block_uncached", "split_row", "axis", "split_grid",
+  // "split_two_pass"
   std::string impl;
   int block_size = 0;
   int pack_size = 0;
@@ -90,8 +91,8 @@ struct ConfigRecord {
   int rows_per_access = 0;
   int grid_waves = 0;
   std::string key;  // kernels::ConfigKey, e.g. "warp/b128/p8/g32/r1/w0"
-  // Blocks sharing one row (split_row's cluster size, split_grid's blocks
-  // per row); 1 for every other impl and for rows written before schema v3. Last so that the older
+  // Blocks sharing one row (split_row's cluster size, split_grid's and
+  // split_two_pass's blocks per row); 1 for every other impl and for rows written before schema v3. Last so that the older
   // brace initialisers keep meaning what they did.
   int split = 1;
 

@@ -17,20 +17,22 @@
 
 namespace kt::kernels::internal {
 
-// --- kSplitRow and kSplitGrid (split_row_config.cc) ---
+// --- kSplitRow, kSplitGrid and kSplitTwoPass (split_row_config.cc) ---
 // The knobs' own rules (InvalidArgument naming the knob), beyond the common
 // ones launch_config.cc checks (pack size range and width, grid_waves range).
 absl::Status CheckSplitRowKnobs(Op op, DType dtype, Shape shape, const LaunchConfig& config,
                                 const DeviceInfo& device);
 absl::Status CheckSplitGridKnobs(Op op, DType dtype, Shape shape, const LaunchConfig& config,
                                  const DeviceInfo& device);
-// Both impls cache a slice of the row per block.
+absl::Status CheckSplitTwoPassKnobs(Op op, DType dtype, Shape shape, const LaunchConfig& config,
+                                    const DeviceInfo& device);
+// kSplitRow and kSplitGrid cache a slice of the row per block.
 int64_t SplitRowSharedMemoryBytes(Op op, DType dtype, Shape shape, const LaunchConfig& config);
-// Appends the split configs of both impls worth timing for the problem
+// Appends the split configs of the three impls worth timing for the problem
 // (none when rows are many or short); legality is checked by the caller.
 void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo& device,
                               std::vector<LaunchConfig>& candidates);
-// The default (of either split impl) when split rows should serve the
+// The default (of one of the split impls) when split rows should serve the
 // problem (few long rows), else nullopt. The caller validates it and falls
 // back if it is illegal.
 std::optional<LaunchConfig> SplitRowHeuristic(Op op, DType dtype, Shape shape,

@@ -37,6 +37,10 @@ struct KernelRequest {
   const void* mask = nullptr;
   int64_t mask_rows = 1;  // >= 1 always, so kernels may take row % mask_rows
   bool causal = false;
+  // kSplitTwoPass: RowOpArgs::workspace, and whether the second kernel may
+  // be a programmatic dependent launch (sm_90+).
+  void* workspace = nullptr;
+  bool programmatic_launch = false;
   LaunchConfig config;
   int cols_per_thread = 0;  // kWarp only: WarpColsPerThread(config, cols)
 };
@@ -65,6 +69,9 @@ cudaError_t RunBlockRowOp(const KernelRequest&, KernelAction, cudaStream_t,
 template <Op op, DType dtype>
 cudaError_t RunSplitRowOp(const KernelRequest&, KernelAction, cudaStream_t,
                           int*);
+template <Op op, DType dtype>
+cudaError_t RunSplitTwoPassOp(const KernelRequest&, KernelAction, cudaStream_t,
+                              int*);
 // Softmax and log-softmax only.
 template <Op op, DType dtype>
 cudaError_t RunAxisOp(const KernelRequest&, KernelAction, cudaStream_t, int*);

@@ -18,6 +18,8 @@ RowOpEntry SelectFamily(Impl impl) {
     case Impl::kSplitRow:
     case Impl::kSplitGrid:
       return &RunSplitRowOp<op, dtype>;
+    case Impl::kSplitTwoPass:
+      return &RunSplitTwoPassOp<op, dtype>;
     case Impl::kAxis:
       if constexpr (op == Op::kSoftmax || op == Op::kLogSoftmax) {
         return &RunAxisOp<op, dtype>;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -73,6 +74,22 @@ absl::StatusOr<LaunchConfig> Launch(Op op, DType dtype, Shape shape, const RowOp
                                     const LaunchConfig& config, const DeviceInfo& device,
                                     cudaStream_t stream) {
   if (absl::Status s = CheckArgs(op, dtype, shape, args); !s.ok()) return s;
+  // The workspace a config needs does not depend on the pack size Launch
+  // may narrow, so it is checked with the operands, before the device.
+  // (Beyond kMaxWorkspaceBytes the rules refuse the config by name.)
+  const int64_t workspace_needed = WorkspaceBytes(shape, config);
+  if (workspace_needed > 0 && workspace_needed <= kMaxWorkspaceBytes &&
+      (args.workspace == nullptr || args.workspace_bytes < workspace_needed ||
+       reinterpret_cast<uintptr_t>(args.workspace) % kTwoPassSlotBytes != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        ConfigKey(config), " needs a workspace of ", workspace_needed, " bytes aligned to ",
+        kTwoPassSlotBytes, " (RowOpArgs::workspace); got ",
+        args.workspace == nullptr ? std::string("none")
+                                  : absl::StrCat(args.workspace_bytes, " bytes at ",
+                                                 absl::Hex(reinterpret_cast<uintptr_t>(
+                                                     args.workspace)))));
+  }
+
   if (absl::Status s = internal::CheckCurrentDevice(device); !s.ok()) return s;
 
   LaunchConfig effective = config;
@@ -82,7 +99,6 @@ absl::StatusOr<LaunchConfig> Launch(Op op, DType dtype, Shape shape, const RowOp
   if (absl::Status s = ValidateConfig(op, dtype, shape, effective, device); !s.ok()) {
     return s;
   }
-
   internal::KernelRequest request;
   request.device = device.ordinal;
   request.sm_count = device.sm_count;
@@ -102,6 +118,8 @@ absl::StatusOr<LaunchConfig> Launch(Op op, DType dtype, Shape shape, const RowOp
   request.mask = args.mask;
   request.mask_rows = std::max<int64_t>(args.mask_rows, 1);
   request.causal = args.causal;
+  request.workspace = args.workspace;
+  request.programmatic_launch = device.cc_major >= 9;
   request.config = effective;
   request.cols_per_thread = WarpColsPerThread(effective, shape.cols);
   // ValidateConfig has refused every (op, impl) without a kernel family.

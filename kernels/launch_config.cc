@@ -168,18 +168,21 @@ absl::string_view ImplName(Impl impl) {
       return "axis";
     case Impl::kSplitGrid:
       return "split_grid";
+    case Impl::kSplitTwoPass:
+      return "split_two_pass";
   }
   return "unknown";
 }
 
 absl::StatusOr<Impl> ParseImpl(absl::string_view name) {
   for (Impl impl : {Impl::kWarp, Impl::kBlockSmem, Impl::kBlockUncached, Impl::kSplitRow,
-                    Impl::kAxis, Impl::kSplitGrid}) {
+                    Impl::kAxis, Impl::kSplitGrid, Impl::kSplitTwoPass}) {
     if (name == ImplName(impl)) return impl;
   }
   return absl::InvalidArgumentError(
       absl::StrCat("impl=\"", name,
-                   "\" is not one of warp, block_smem, block_uncached, split_row, axis, split_grid"));
+                   "\" is not one of warp, block_smem, block_uncached, split_row, axis, split_grid, "
+                   "split_two_pass"));
 }
 
 std::string ConfigKey(const LaunchConfig& c) {
@@ -231,6 +234,15 @@ int WarpColsPerThread(const LaunchConfig& c, int64_t cols) {
   return 0;
 }
 
+int64_t WorkspaceBytes(Shape shape, const LaunchConfig& config) {
+  if (config.impl != Impl::kSplitTwoPass || shape.rows < 1 || config.split < 1) return 0;
+  const int64_t per_row = config.split * kTwoPassSlotBytes;
+  if (shape.rows > std::numeric_limits<int64_t>::max() / per_row) {
+    return std::numeric_limits<int64_t>::max();  // an illegal config anyway
+  }
+  return shape.rows * per_row;
+}
+
 int64_t SharedMemoryBytes(Op op, DType dtype, Shape shape, const LaunchConfig& config) {
   switch (config.impl) {
     case Impl::kBlockSmem:
@@ -245,6 +257,7 @@ int64_t SharedMemoryBytes(Op op, DType dtype, Shape shape, const LaunchConfig& c
       return internal::AxisSharedMemoryBytes(op, dtype, shape, config);
     case Impl::kWarp:
     case Impl::kBlockUncached:
+    case Impl::kSplitTwoPass:  // registers only
       break;
   }
   return 0;
@@ -346,6 +359,9 @@ absl::Status ValidateConfig(Op op, DType dtype, Shape shape, const LaunchConfig&
       break;
     case Impl::kSplitGrid:
       knobs = internal::CheckSplitGridKnobs(op, dtype, shape, config, device);
+      break;
+    case Impl::kSplitTwoPass:
+      knobs = internal::CheckSplitTwoPassKnobs(op, dtype, shape, config, device);
       break;
     case Impl::kAxis:
       knobs = internal::CheckAxisKnobs(op, dtype, shape, config, device);

@@ -43,9 +43,17 @@ enum class Impl {
   // barriers (a cooperative launch, all rows * split blocks resident), so a
   // row may span every SM. For a handful of very long rows.
   kSplitGrid,
+  // `split` blocks share one row without any barrier: a first kernel writes
+  // each block's partial statistic to a workspace (RowOpArgs::workspace), a
+  // second merges its row's partials and writes the block's slice, which it
+  // loaded into registers (at most kMaxTwoPassPacksPerThread packs per
+  // thread) before waiting for the first. On Hopper the second kernel is a
+  // programmatic dependent launch, so that load overlaps the first kernel.
+  kSplitTwoPass,
 };
 
-// "warp", "block_smem", "block_uncached", "split_row", "axis", "split_grid"
+// "warp", "block_smem", "block_uncached", "split_row", "axis", "split_grid",
+// "split_two_pass"
 absl::string_view ImplName(Impl impl);
 absl::StatusOr<Impl> ParseImpl(absl::string_view name);
 
@@ -73,7 +81,8 @@ struct LaunchConfig {
   // looping over the remaining rows.
   int grid_waves = 0;
   // Blocks sharing one row: the cluster size of kSplitRow (2..16), the
-  // blocks per row of kSplitGrid (2..kMaxGridSplit); 1 for every other impl.
+  // blocks per row of kSplitGrid (2..kMaxGridSplit) and of kSplitTwoPass
+  // (2.., rows * split <= kMaxTwoPassBlocks); 1 for every other impl.
   int split = 1;
 
   friend bool operator==(const LaunchConfig& a, const LaunchConfig& b) {
@@ -97,9 +106,21 @@ absl::StatusOr<LaunchConfig> ParseLaunchConfig(absl::string_view key);
 inline constexpr int kBlockImplBlockSizes[] = {128, 256, 512, 1024};
 // The most blocks kSplitGrid spreads one row over.
 inline constexpr int kMaxGridSplit = 1024;
-// kSplitRow and kSplitGrid: the impls with a `split`.
+// kSplitTwoPass: block sizes (a template parameter), the packs each thread
+// holds in registers (must match split_row::kTwoPassPacksPerThread), and the
+// most blocks of one launch, which bounds the workspace (kMaxWorkspaceBytes).
+inline constexpr int kTwoPassBlockSizes[] = {128, 256, 512};
+inline constexpr int kMaxTwoPassPacksPerThread = 8;
+inline constexpr int64_t kMaxTwoPassBlocks = 4096;
+// Bytes of workspace per kSplitTwoPass block: one partial statistic.
+inline constexpr int64_t kTwoPassSlotBytes = 16;
+// Enough workspace for any config (RowOpArgs::workspace): a caller that
+// keeps one buffer of this size per stream never needs to ask
+// WorkspaceBytes.
+inline constexpr int64_t kMaxWorkspaceBytes = kMaxTwoPassBlocks * kTwoPassSlotBytes;
+// kSplitRow, kSplitGrid and kSplitTwoPass: the impls with a `split`.
 inline constexpr bool HasSplit(Impl impl) {
-  return impl == Impl::kSplitRow || impl == Impl::kSplitGrid;
+  return impl == Impl::kSplitRow || impl == Impl::kSplitGrid || impl == Impl::kSplitTwoPass;
 }
 inline constexpr int kWarpBlockSizes[] = {128, 256, 512};
 inline constexpr int kGridWavesChoices[] = {0, 1, 4};
@@ -116,6 +137,10 @@ inline constexpr int64_t kMaxWarpCols = 32 * kMaxWarpColsPerThread;  // 2048
 // Elements each lane of a kWarp config caches for a row of `cols`: the kernel
 // instance it selects. 0 when no instance fits (cols too long for the config).
 int WarpColsPerThread(const LaunchConfig& config, int64_t cols);
+
+// Device scratch memory a launch of `config` needs (RowOpArgs::workspace):
+// rows * split * kTwoPassSlotBytes for kSplitTwoPass, 0 for every other impl.
+int64_t WorkspaceBytes(Shape shape, const LaunchConfig& config);
 
 // Dynamic shared memory one block of `config` needs for the problem (bytes).
 int64_t SharedMemoryBytes(Op op, DType dtype, Shape shape,

@@ -39,6 +39,13 @@ struct RowOpArgs {
   // Column c of query q is masked (-inf) when c > q, as PyTorch's
   // is_causal=True (top-left aligned).
   bool causal = false;
+
+  // Device scratch memory of workspace_bytes bytes, 16-byte aligned, for the
+  // configs that need it (WorkspaceBytes in launch_config.h: kSplitTwoPass);
+  // kMaxWorkspaceBytes suffice for any. No other launch in flight may use
+  // it: keep one per stream. Ignored by configs that need none.
+  void* workspace = nullptr;
+  int64_t workspace_bytes = 0;
 };
 
 // Host buffers in the storage dtype (the reference and the CPU backend).

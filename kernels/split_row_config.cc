@@ -1,6 +1,6 @@
-// The split impls' rules (config_rules.h): which kSplitRow (clusters) and
-// kSplitGrid (grid barriers) configs are legal, the ones worth timing, and
-// when split rows are the default.
+// The split impls' rules (config_rules.h): which kSplitRow (clusters),
+// kSplitGrid (grid barriers) and kSplitTwoPass (two kernels) configs are
+// legal, the ones worth timing, and when split rows are the default.
 #include <algorithm>
 #include <cstdint>
 #include <iterator>
@@ -43,6 +43,21 @@ constexpr int64_t kGridSlotBytes = 16;
 // split being blocks per SM * SMs / rows): one block per SM, or more,
 // smaller slices for latency hiding.
 constexpr int kGridBlocksPerSm[] = {1, 2, 4};
+
+// kSplitTwoPass's candidate splits, as long as rows * split stays within
+// kTwoPassMaxCandidateBlocksPerSm blocks per SM: the fastest configs of the
+// H100 prototype (1 and 8 rows x 131072) used 16 to 32 blocks per row.
+constexpr int kTwoPassSplits[] = {8, 16, 32, 64, 128};
+constexpr int kTwoPassMaxCandidateBlocksPerSm = 4;
+
+// kSplitTwoPass's default: 16 blocks per row of 256 threads (512 or more
+// blocks per row when the slice needs them), for rows * 16 <= SMs. On the
+// H100 (bench/results/2026-11-21-h100-two-pass/) split 16 with 256 threads
+// was the fastest or within 2% of it for softmax and LayerNorm at 1 and 8
+// rows x 131072, and beat the tuned cluster configs at all 12 points
+// measured (softmax, LayerNorm, RMSNorm; float32 and float16).
+constexpr int kTwoPassDefaultSplit = 16;
+constexpr int kTwoPassDefaultMinBlock = 256;
 
 int64_t CacheElementBytes(Op op, DType dtype) {
   // The masked softmax caches x * scale + mask in float (MaskedScaleLoad).
@@ -134,6 +149,35 @@ absl::Status CheckSplitRowKnobs(Op op, DType dtype, Shape shape, const LaunchCon
   return CheckCommonSplitKnobs(dtype, shape, c);
 }
 
+absl::Status CheckSplitTwoPassKnobs(Op op, DType dtype, Shape shape, const LaunchConfig& c,
+                                    const DeviceInfo& device) {
+  if (std::find(std::begin(kTwoPassBlockSizes), std::end(kTwoPassBlockSizes), c.block_size) ==
+      std::end(kTwoPassBlockSizes)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "block_size=", c.block_size, " must be 128, 256 or 512 for split_two_pass"));
+  }
+  if (c.split < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("split=", c.split, " must be >= 2 for split_two_pass"));
+  }
+  if (shape.rows * c.split > kMaxTwoPassBlocks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rows=", shape.rows, " x split=", c.split, " exceeds split_two_pass's ",
+        kMaxTwoPassBlocks, " blocks (the workspace holds one partial per block)"));
+  }
+  if (absl::Status s = CheckCommonSplitKnobs(dtype, shape, c); !s.ok()) return s;
+  // Each thread holds its packs of the slice in registers.
+  const int64_t slice_packs = PacksPerBlock(shape.cols, c.pack_size, c.split);
+  if (slice_packs > static_cast<int64_t>(kMaxTwoPassPacksPerThread) * c.block_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "split=", c.split, " leaves ", slice_packs, " packs per block at cols=", shape.cols,
+        ", pack_size=", c.pack_size, "; split_two_pass holds at most ",
+        kMaxTwoPassPacksPerThread, " per thread (", kMaxTwoPassPacksPerThread * c.block_size,
+        " for block_size=", c.block_size, "): raise split or block_size"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckSplitGridKnobs(Op op, DType dtype, Shape shape, const LaunchConfig& c,
                                  const DeviceInfo& device) {
   if (!SupportsGridBarriers(device)) {
@@ -179,12 +223,17 @@ void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo&
   if (!FewLongRows(shape, 2 * static_cast<int64_t>(device.sm_count))) return;
   // The widest pack only: narrower ones only add loads per byte, and Launch
   // narrows by itself where pointers demand it. Block sizes that give every
-  // thread at least one pack of the slice. At most 16 cluster configs and 12
-  // grid ones.
+  // thread at least one pack of the slice. At most 16 cluster configs, 12
+  // grid ones and 15 two-pass ones.
   const int pack = WidestPack(dtype, shape.cols);
   const auto append = [&](Impl impl, int split) {
     const int64_t slice_packs = PacksPerBlock(shape.cols, pack, split);
     for (int block : kBlockImplBlockSizes) {
+      if (impl == Impl::kSplitTwoPass &&
+          std::find(std::begin(kTwoPassBlockSizes), std::end(kTwoPassBlockSizes), block) ==
+              std::end(kTwoPassBlockSizes)) {
+        continue;
+      }
       if (!WorthTiming(block, slice_packs)) continue;
       LaunchConfig c{impl, block, pack, 32, 1, 0};
       c.split = split;
@@ -204,10 +253,18 @@ void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo&
       previous = static_cast<int>(split);
     }
   }
+  for (int split : kTwoPassSplits) {
+    if (shape.rows * split <=
+        static_cast<int64_t>(kTwoPassMaxCandidateBlocksPerSm) * device.sm_count) {
+      append(Impl::kSplitTwoPass, split);
+    }
+  }
 }
 
 // Rows fewer than SMs and at least kSplitRowMinCols columns.
-// On Hopper, the cluster split that keeps the most SMs busy in a single wave
+// When rows * kTwoPassDefaultSplit <= SMs: kSplitTwoPass, split 16 (more if
+// the slice does not fit 512 threads' registers) with 256 threads (512 if
+// needed). Otherwise, on Hopper, the cluster split that keeps the most SMs busy in a single wave
 // of clusters (rows * split blocks, all resident at once), the smallest such
 // split on ties. Before Hopper, kSplitGrid with one block of each row per SM
 // (split = SMs / rows). Measured on the H100, clusters won every point of
@@ -219,6 +276,20 @@ std::optional<LaunchConfig> SplitRowHeuristic(Op op, DType dtype, Shape shape,
                                               const DeviceInfo& device) {
   if (!FewLongRows(shape, device.sm_count)) return std::nullopt;
   const int pack = WidestPack(dtype, shape.cols);
+  if (shape.rows * kTwoPassDefaultSplit <= device.sm_count) {
+    for (int split = kTwoPassDefaultSplit; shape.rows * split <= kMaxTwoPassBlocks; split *= 2) {
+      const int64_t slice_packs = PacksPerBlock(shape.cols, pack, split);
+      for (int block : kTwoPassBlockSizes) {
+        if (block < kTwoPassDefaultMinBlock) continue;
+        LaunchConfig c{Impl::kSplitTwoPass, block, pack, 32, 1, 0};
+        c.split = split;
+        if (slice_packs <= static_cast<int64_t>(kMaxTwoPassPacksPerThread) * block &&
+            ValidateConfig(op, dtype, shape, c, device).ok()) {
+          return c;
+        }
+      }
+    }
+  }
   if (!SupportsClusters(device)) {
     const int64_t split = std::min<int64_t>(kMaxGridSplit, device.sm_count / shape.rows);
     if (!SupportsGridBarriers(device) || split < 2) return std::nullopt;

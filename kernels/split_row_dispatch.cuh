@@ -1,7 +1,9 @@
-// The split-row family (kSplitRow, kSplitGrid): runtime knobs ->
-// SplitRowKernel / SplitGridKernel instances, their launches (a cluster
-// dimension, or a cooperative launch) and the occupancy of each. Included
-// only by the per-op/dtype translation units in kernels/instances/.
+// The split-row family (kSplitRow, kSplitGrid, kSplitTwoPass): runtime
+// knobs -> SplitRowKernel / SplitGridKernel / SplitPartialKernel +
+// SplitFinishKernel instances, their launches (a cluster dimension, a
+// cooperative launch, or two launches, the second a programmatic dependent
+// one) and the occupancy of each. Included only by the per-op/dtype
+// translation units in kernels/instances/.
 #ifndef KERNTUNE_KERNELS_SPLIT_ROW_DISPATCH_CUH_
 #define KERNTUNE_KERNELS_SPLIT_ROW_DISPATCH_CUH_
 
@@ -205,6 +207,76 @@ cudaError_t RunSplitRowOp(const KernelRequest& req, KernelAction action, cudaStr
                                    &SplitGridKernel<op, Load, Store, kPack, kBlock>, kBlock, smem,
                                    load, store, params);
         }
+      });
+    }
+  });
+  return result;
+}
+
+// kSplitTwoPass: rows * c.split blocks of SplitPartialKernel, then as many
+// of SplitFinishKernel. On Hopper (sm_90+) the second is a programmatic
+// dependent launch, so its blocks start (and load their slices) while the
+// first kernel finishes. The workspace must hold rows * split slots and be
+// used by no other launch in flight (the caller's, one per stream). The
+// occupancy reported is the smaller of the two kernels'.
+template <Op op, DType dtype>
+cudaError_t RunSplitTwoPassOp(const KernelRequest& req, KernelAction action, cudaStream_t stream,
+                              int* active_blocks) {
+  using T = typename StorageOf<dtype>::type;
+  const auto load = MakeLoad<op, T>(req);
+  const auto store = MakeStore<op, T>(req);
+  using Load = decltype(load);
+  using Store = decltype(store);
+  const LaunchConfig& c = req.config;
+  if (c.impl != Impl::kSplitTwoPass || c.split < 2 || c.grid_waves != 0) {
+    return cudaErrorInvalidConfiguration;
+  }
+  cudaError_t result = cudaErrorInvalidConfiguration;
+  DispatchInt<1, 2, 4, 8>(c.pack_size, [&](auto pack_c) {
+    constexpr int kPack = decltype(pack_c)::value;
+    if constexpr (kPack * sizeof(T) <= 16) {
+      // Must list exactly kTwoPassBlockSizes (launch_config.h).
+      DispatchInt<128, 256, 512>(c.block_size, [&](auto block_c) {
+        constexpr int kBlock = decltype(block_c)::value;
+        const auto partial_kernel = &SplitPartialKernel<op, Load, kPack, kBlock>;
+        const auto finish_kernel = &SplitFinishKernel<op, Load, Store, kPack, kBlock>;
+        if (action == KernelAction::kQueryOccupancy) {
+          int partial_active = 0;
+          int finish_active = 0;
+          result = CachedActiveBlocks(req.device, reinterpret_cast<const void*>(partial_kernel),
+                                      kBlock, 0, req.max_smem_per_block_optin, &partial_active);
+          if (result != cudaSuccess) return;
+          result = CachedActiveBlocks(req.device, reinterpret_cast<const void*>(finish_kernel),
+                                      kBlock, 0, req.max_smem_per_block_optin, &finish_active);
+          *active_blocks = std::min(partial_active, finish_active);
+          return;
+        }
+        const int64_t num_packs = req.cols / kPack;
+        if (num_packs < c.split || req.workspace == nullptr) return;  // refused by the rules
+        split_row::Params params;
+        params.rows = req.rows;
+        params.cols = req.cols;
+        params.slicing = split_row::Slicing::Of(num_packs, c.split);
+        params.epsilon = req.epsilon;
+        params.mean = req.mean;
+        params.inv_std = req.inv_std;
+        params.row_scale = req.row_scale;
+        const split_row::TwoPassWorkspace workspace{req.workspace, c.split};
+        const auto blocks = static_cast<unsigned>(req.rows * c.split);
+        partial_kernel<<<blocks, kBlock, 0, stream>>>(load, params, workspace);
+        result = cudaPeekAtLastError();
+        if (result != cudaSuccess) return;
+        cudaLaunchConfig_t config = {};
+        config.gridDim = dim3(blocks);
+        config.blockDim = dim3(static_cast<unsigned>(kBlock));
+        config.stream = stream;
+        cudaLaunchAttribute attribute;
+        attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attribute.val.programmaticStreamSerializationAllowed = 1;
+        config.attrs = &attribute;
+        config.numAttrs = req.programmatic_launch ? 1 : 0;
+        result = cudaLaunchKernelEx(&config, finish_kernel, load, store, params, workspace);
+        if (result == cudaSuccess) result = cudaPeekAtLastError();
       });
     }
   });

@@ -6,6 +6,10 @@
 // at most 16 blocks) and exchange through distributed shared memory.
 // kSplitGrid: any number of blocks per row, exchanging through global
 // memory across grid barriers (a cooperative launch).
+// kSplitTwoPass: any number of blocks per row and no barrier: one kernel
+// writes each block's partial to a workspace, a second one (a programmatic
+// dependent launch on Hopper, which loads its slice while the first one
+// finishes) merges them and writes the outputs.
 #ifndef KERNTUNE_KERNELS_SPLIT_ROW_KERNELS_CUH_
 #define KERNTUNE_KERNELS_SPLIT_ROW_KERNELS_CUH_
 
@@ -17,6 +21,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "kernels/launch_config.h"  // the kSplitTwoPass limits
 #include "kernels/row_common.cuh"
 
 namespace kt::kernels::internal {
@@ -391,6 +396,56 @@ __device__ __forceinline__ Partial ReadSlot(const Unit* slot) {
   return partial;
 }
 
+// The row statistic from the `split` partials of a row, read by read(r):
+// lane l merges ranks l, l + 32, ... in order, then lane 0 merges the lanes
+// in order, and every lane takes lane 0's result. Every block of the row
+// runs the same operations on the same partials, so all compute
+// bit-identical statistics. Every lane of the warp must call it.
+template <class Stat, class Read>
+__device__ __forceinline__ typename Stat::Partial MergeRowPartials(int split, const Read& read) {
+  using Partial = typename Stat::Partial;
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  Partial mine = Stat::Identity();
+  for (int r = lane; r < split; r += kWarpSize) {
+    const Partial q = read(r);
+    mine = r == lane ? q : Stat::Merge(mine, q);
+  }
+  Partial total = ShuffleFrom(mine, 0);
+  const int lanes = split < kWarpSize ? split : kWarpSize;
+  for (int l = 1; l < lanes; ++l) total = Stat::Merge(total, ShuffleFrom(mine, l));
+  return total;
+}
+
+// kSplitTwoPass's scratch: the rows x split partials, row-major, each in a
+// kTwoPassSlotBytes slot (launch_config.h).
+struct TwoPassWorkspace {
+  void* partials;
+  int split;  // blocks per row
+};
+
+template <class Partial>
+struct alignas(kTwoPassSlotBytes) TwoPassSlot {
+  static_assert(sizeof(Partial) <= kTwoPassSlotBytes, "a partial fits its slot");
+  Partial partial;
+};
+
+// Packs of its slice each thread of a kSplitTwoPass block holds in
+// registers (all in flight at once); the rules keep slices within
+// kTwoPassPacksPerThread * block_size packs.
+constexpr int kTwoPassPacksPerThread = kMaxTwoPassPacksPerThread;
+
+// Loads this thread's packs of the slice (k = threadIdx.x + b * block_size
+// for b < kTwoPassPacksPerThread, those inside the slice), all in flight.
+template <int pack, int block_size, class Load>
+__device__ __forceinline__ void LoadThreadPacks(const Load& load, int64_t row, const Slice& slice,
+                                                float (&v)[kTwoPassPacksPerThread][pack]) {
+#pragma unroll
+  for (int b = 0; b < kTwoPassPacksPerThread; ++b) {
+    const int64_t k = threadIdx.x + static_cast<int64_t>(b) * block_size;
+    if (k < slice.count) load.template load<pack>(v[b], row, (slice.first + k) * pack);
+  }
+}
+
 }  // namespace split_row
 
 // Thread mapping: a cluster of split = cluster size blocks per row (blocks
@@ -504,7 +559,6 @@ __global__ void __launch_bounds__(block_size)
   const int64_t row = blockIdx.x / static_cast<unsigned>(split);
   const int rank = static_cast<int>(blockIdx.x % static_cast<unsigned>(split));
   const split_row::Slice slice = split_row::SliceOf(p.slicing, rank);
-  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   Unit* const row_units = static_cast<Unit*>(slots.y) + row * p.cols;
   const auto slot_of = [&](int r) {
     return row_units + split_row::SliceOf(p.slicing, r).first * pack;
@@ -521,14 +575,8 @@ __global__ void __launch_bounds__(block_size)
   if (threadIdx.x == 0) split_row::WriteSlot(slot_of(rank), block_partial);
   grid.sync();  // every slot written (release / acquire at GPU scope)
 
-  Partial mine = Stat::Identity();
-  for (int r = lane; r < split; r += kWarpSize) {
-    const Partial q = split_row::ReadSlot<Unit, Partial>(slot_of(r));
-    mine = r == lane ? q : Stat::Merge(mine, q);
-  }
-  Partial total = split_row::ShuffleFrom(mine, 0);
-  const int lanes = split < kWarpSize ? split : kWarpSize;
-  for (int l = 1; l < lanes; ++l) total = Stat::Merge(total, split_row::ShuffleFrom(mine, l));
+  const Partial total = split_row::MergeRowPartials<Stat>(
+      split, [&](int r) { return split_row::ReadSlot<Unit, Partial>(slot_of(r)); });
   cg::grid_group::arrival_token read_all = grid.barrier_arrive();
 
   const typename Stat::Row finish = Stat::Finish(total, p);
@@ -538,6 +586,100 @@ __global__ void __launch_bounds__(block_size)
                                           slice.count);
   grid.barrier_wait(std::move(read_all));  // no block reads a slot any more
   split_row::StoreSlice<pack, block_size>(store, finish, row, slice, cache, 0, slot_packs);
+}
+
+// kSplitTwoPass, first kernel: block b = row * split + rank loads packs
+// SliceOf(p.slicing, rank) of its row (every pack of a thread in flight at
+// once: the rules keep slices within kTwoPassPacksPerThread packs per
+// thread), reduces the op's statistic over the block and writes it to the
+// row's slot `rank` of the workspace.
+// Preconditions: gridDim.x = rows * ws.split; blockDim.x = block_size;
+// cols % pack == 0; p.slicing = Slicing::Of(cols / pack, ws.split); every
+// slice at most kTwoPassPacksPerThread * block_size packs.
+template <Op op, class Load, int pack, int block_size>
+__global__ void __launch_bounds__(block_size)
+    SplitPartialKernel(Load load, split_row::Params p, split_row::TwoPassWorkspace ws) {
+  using Stat = typename split_row::StatFor<op, kFastMathFor<Load>>::type;
+  using Partial = typename Stat::Partial;
+  using Reduce = typename BlockAllReducer<block_size, Partial>::Reduce;
+  __shared__ typename Reduce::TempStorage reduce_storage;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // The finishing kernel may start now: its blocks load their slices while
+  // this grid still runs, and wait for its partials in
+  // cudaGridDependencySynchronize (which waits for this whole grid).
+  cudaTriggerProgrammaticLaunchCompletion();
+#endif
+  const int split = ws.split;
+  const int64_t row = blockIdx.x / static_cast<unsigned>(split);
+  const int rank = static_cast<int>(blockIdx.x % static_cast<unsigned>(split));
+  const split_row::Slice slice = split_row::SliceOf(p.slicing, rank);
+  float v[split_row::kTwoPassPacksPerThread][pack];
+  split_row::LoadThreadPacks<pack, block_size>(load, row, slice, v);
+  Stat stat;
+#pragma unroll
+  for (int b = 0; b < split_row::kTwoPassPacksPerThread; ++b) {
+    if (threadIdx.x + static_cast<int64_t>(b) * block_size < slice.count) {
+      stat.template Add<pack>(v[b]);
+    }
+  }
+  const Partial partial = Reduce(reduce_storage).Reduce(stat.Get(), typename Stat::MergeOp());
+  if (threadIdx.x == 0) {
+    static_cast<split_row::TwoPassSlot<Partial>*>(ws.partials)[row * split + rank].partial =
+        partial;
+  }
+}
+
+// kSplitTwoPass, second kernel: the same blocks and slices. Each block
+// loads its slice into registers first (x is not written by the first
+// kernel), then waits for the first kernel (cudaGridDependencySynchronize:
+// with a programmatic dependent launch this block may have started before
+// it finished; otherwise stream order already waited), merges its row's
+// partials (MergeRowPartials: bit-identical in every block of the row) and
+// writes its slice through `store`; rank 0 writes the per-row outputs.
+// y may equal x: each thread writes only the packs it loaded itself, after
+// the first kernel (the only other reader of x) has finished.
+template <Op op, class Load, class Store, int pack, int block_size>
+__global__ void __launch_bounds__(block_size)
+    SplitFinishKernel(Load load, Store store, split_row::Params p,
+                      split_row::TwoPassWorkspace ws) {
+  using Stat = typename split_row::StatFor<op, kFastMathFor<Load>>::type;
+  using Partial = typename Stat::Partial;
+  static_assert(block_size % kWarpSize == 0, "whole warps: every lane shuffles");
+  constexpr int kPacks = split_row::kTwoPassPacksPerThread;
+  const int split = ws.split;
+  const int64_t row = blockIdx.x / static_cast<unsigned>(split);
+  const int rank = static_cast<int>(blockIdx.x % static_cast<unsigned>(split));
+  const split_row::Slice slice = split_row::SliceOf(p.slicing, rank);
+  float v[kPacks][pack];
+  split_row::LoadThreadPacks<pack, block_size>(load, row, slice, v);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaGridDependencySynchronize();
+#endif
+  const auto* slots =
+      static_cast<const split_row::TwoPassSlot<Partial>*>(ws.partials) + row * split;
+  const Partial total = split_row::MergeRowPartials<Stat>(
+      split, [&](int r) { return slots[r].partial; });
+  const typename Stat::Row finish = Stat::Finish(total, p);
+  if (rank == 0 && threadIdx.x == 0) finish.WriteStats(p, row);
+  // Packs of the slice this thread holds: those with k < slice.count.
+  const int64_t held = (slice.count - threadIdx.x + block_size - 1) / block_size;
+#pragma unroll
+  for (int b = 0; b < kPacks; ++b) {
+    if (b < held) finish.template Apply<pack>(v[b]);
+  }
+  const int64_t first_col = (slice.first + threadIdx.x) * pack;
+  if constexpr (split_row::kStoreLoadsWeights<std::remove_cv_t<Store>>) {
+    // Every weight of the thread's packs in flight before the first store.
+    store.template StoreBatch<kPacks, pack>(v, row, first_col,
+                                            static_cast<int64_t>(block_size) * pack, held);
+  } else {
+#pragma unroll
+    for (int b = 0; b < kPacks; ++b) {
+      if (b < held) {
+        store.template store<pack>(v[b], row, first_col + static_cast<int64_t>(b) * block_size * pack);
+      }
+    }
+  }
 }
 
 }  // namespace kt::kernels::internal

@@ -318,6 +318,8 @@ RowOpArgs DeviceProblem::Args(bool with_stats) const {
   args.mask = mask.data();
   args.mask_rows = mask_rows;
   args.causal = causal;
+  args.workspace = workspace.data();
+  args.workspace_bytes = static_cast<int64_t>(workspace.bytes());
   return args;
 }
 
@@ -368,6 +370,7 @@ absl::StatusOr<DeviceProblem> Upload(const HostProblem& problem) {
   if (s.ok()) s = assign(d.gamma, UploadVector(problem.gamma));
   if (s.ok()) s = assign(d.beta, UploadVector(problem.beta));
   if (s.ok()) s = assign(d.mask, UploadVector(problem.mask));
+  if (s.ok()) s = assign(d.workspace, DeviceBuffer::Allocate(kMaxWorkspaceBytes));
   if (s.ok()) {
     s = assign(d.y_ref, UploadRepeated(problem.y_ref.data(), stored, rows,
                                        row_elements * sizeof(float)));

@@ -109,10 +109,13 @@ struct DeviceProblem {
   bool causal = false;
   DeviceBuffer x, y, gamma, beta, mask, mean, inv_std, row_scale;
   DeviceBuffer y_ref, mean_ref, inv_std_ref, row_scale_ref;
+  // kMaxWorkspaceBytes of scratch for configs that need it: launches of one
+  // problem must share a stream.
+  DeviceBuffer workspace;
 
-  // Launch arguments: every input present; the per-row outputs (mean,
-  // inv_std, row_scale) only if `with_stats` (the kernels must also work
-  // without them).
+  // Launch arguments: every input present, and the workspace; the per-row
+  // outputs (mean, inv_std, row_scale) only if `with_stats` (the kernels
+  // must also work without them).
   RowOpArgs Args(bool with_stats = true) const;
 };
 

@@ -234,6 +234,10 @@ absl::StatusOr<std::unique_ptr<GpuBackend>> GpuBackend::Create(
                       "cudaEventCreate");
       }
     }
+    if (s.ok()) {
+      s = CudaError(cudaMalloc(&lane.workspace, kernels::kMaxWorkspaceBytes),
+                    "cudaMalloc (lane workspace)");
+    }
     if (!s.ok()) return s;
     lane.last_stop = lane.timing.back().stop;  // never recorded: complete
     absl::MutexLock lock(&backend->mu_);
@@ -267,6 +271,7 @@ GpuBackend::~GpuBackend() {
     }
     if (lane.passed != nullptr) cudaEventDestroy(lane.passed);
     if (lane.finished != nullptr) cudaEventDestroy(lane.finished);
+    if (lane.workspace != nullptr) cudaFree(lane.workspace);
   }
 }
 
@@ -502,6 +507,8 @@ absl::StatusOr<RunResult> GpuBackend::ExecuteOn(Lane& lane, const RunRequest& re
     args.mask_rows = request.mask_rows;
     args.causal = request.causal;
   }
+  args.workspace = lane.workspace;
+  args.workspace_bytes = kernels::kMaxWorkspaceBytes;
 
   // Staged outputs come back to the response (inline) or to a private copy
   // that goes to client shared memory after the stream finishes.

@@ -88,6 +88,9 @@ class GpuBackend final : public Backend {
     cudaEvent_t finished = nullptr;
     // After the newest launch answered early: its stop event or `passed`.
     cudaEvent_t last_stop = nullptr;
+    // kernels::kMaxWorkspaceBytes of scratch for configs that need it
+    // (split_two_pass); only this lane's stream uses it.
+    void* workspace = nullptr;
     std::vector<std::shared_ptr<const ClientMemory>> in_flight;
   };
   class LaneLease;

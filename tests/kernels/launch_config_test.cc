@@ -43,6 +43,12 @@ LaunchConfig GridSplit(int block, int pack, int split) {
   return c;
 }
 
+LaunchConfig TwoPass(int block, int pack, int split) {
+  LaunchConfig c{Impl::kSplitTwoPass, block, pack, 32, 1, 0};
+  c.split = split;
+  return c;
+}
+
 void ExpectRefused(Op op, DType dtype, Shape shape, const LaunchConfig& config,
                    absl::StatusCode code, const std::string& mentions) {
   const absl::Status s = ValidateConfig(op, dtype, shape, config, H100());
@@ -547,6 +553,77 @@ TEST(LaunchConfigTest, SplitRowRulesNameTheKnob) {
   EXPECT_NE(s.message().find("compute capability"), absl::string_view::npos) << s;
 }
 
+TEST(LaunchConfigTest, TwoPassConfigKeyRoundTrips) {
+  const LaunchConfig c = TwoPass(256, 4, 16);
+  EXPECT_EQ(ConfigKey(c), "split_two_pass/b256/p4/g32/r1/w0/s16");
+  absl::StatusOr<LaunchConfig> parsed = ParseLaunchConfig(ConfigKey(c));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(*parsed, c);
+  absl::StatusOr<Impl> impl = ParseImpl("split_two_pass");
+  ASSERT_TRUE(impl.ok()) << impl.status();
+  EXPECT_EQ(*impl, Impl::kSplitTwoPass);
+  EXPECT_TRUE(HasSplit(Impl::kSplitTwoPass));
+}
+
+TEST(LaunchConfigTest, TwoPassRulesNameTheKnob) {
+  const Shape shape{8, 131072};
+  // float16 packs of 8: 16384 packs a row. Legal while every slice fits 8
+  // packs per thread and rows * split <= kMaxTwoPassBlocks.
+  for (int split : {2, 3, 4, 8, 16, 33, 132, 512}) {
+    for (int block : kTwoPassBlockSizes) {
+      const LaunchConfig c = TwoPass(block, 8, split);
+      const absl::Status s = ValidateConfig(Op::kLayerNorm, DType::kFloat16, shape, c, H100());
+      const int64_t slice = (16384 + split - 1) / split;
+      const bool fits = slice <= int64_t{kMaxTwoPassPacksPerThread} * block;
+      EXPECT_EQ(s.ok(), fits && 8 * split <= kMaxTwoPassBlocks) << ConfigKey(c) << ": " << s;
+    }
+  }
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, TwoPass(1024, 8, 16),
+                absl::StatusCode::kInvalidArgument, "block_size=1024");
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, TwoPass(256, 8, 1),
+                absl::StatusCode::kInvalidArgument, "split=1");
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, TwoPass(128, 8, 8),
+                absl::StatusCode::kInvalidArgument, "at most 8 per thread");
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, {64, 131072}, TwoPass(128, 8, 128),
+                absl::StatusCode::kInvalidArgument, "4096 blocks");
+  ExpectSplitKnobsRefused(TwoPass(256, 8, 16));
+  // No shared memory, one 16-byte slot of workspace per block, none for the
+  // other impls.
+  EXPECT_EQ(SharedMemoryBytes(Op::kSoftmax, DType::kFloat32, shape, TwoPass(256, 4, 16)), 0);
+  EXPECT_EQ(WorkspaceBytes(shape, TwoPass(256, 4, 16)), 8 * 16 * 16);
+  EXPECT_EQ(WorkspaceBytes(shape, Split(256, 4, 16)), 0);
+  EXPECT_EQ(WorkspaceBytes({1, 4096}, Warp(128, 8, 32)), 0);
+  EXPECT_EQ(WorkspaceBytes({int64_t{1} << 62, 16}, TwoPass(256, 1, 1 << 20)),
+            std::numeric_limits<int64_t>::max());
+  // No clusters or cooperative launch needed: any GPU (an A100 here).
+  absl::StatusOr<DeviceInfo> a100 =
+      DescribeSku("NVIDIA A100-SXM4-80GB", 8, 0, 108, int64_t{80} << 30);
+  ASSERT_TRUE(a100.ok()) << a100.status();
+  EXPECT_TRUE(
+      ValidateConfig(Op::kSoftmax, DType::kFloat16, shape, TwoPass(256, 8, 16), *a100).ok());
+}
+
+// Every enumerated config's workspace fits kMaxWorkspaceBytes, so callers
+// that keep one buffer of that size never need to ask.
+TEST(LaunchConfigTest, EveryEnumeratedWorkspaceFitsTheMaximum) {
+  for (Op op : kAllOps) {
+    for (DType dtype : kAllDTypes) {
+      for (Shape shape : {Shape{1, 131072}, Shape{8, 131072}, Shape{263, 16384},
+                          Shape{1, 1 << 22}, Shape{3, 16384 + 2}}) {
+        absl::StatusOr<std::vector<LaunchConfig>> configs =
+            EnumerateConfigs(op, dtype, shape, H100());
+        ASSERT_TRUE(configs.ok()) << configs.status();
+        for (const LaunchConfig& c : *configs) {
+          EXPECT_LE(WorkspaceBytes(shape, c), kMaxWorkspaceBytes) << ConfigKey(c);
+        }
+        absl::StatusOr<LaunchConfig> heuristic = HeuristicConfig(op, dtype, shape, H100());
+        ASSERT_TRUE(heuristic.ok()) << heuristic.status();
+        EXPECT_LE(WorkspaceBytes(shape, *heuristic), kMaxWorkspaceBytes) << ConfigKey(*heuristic);
+      }
+    }
+  }
+}
+
 TEST(LaunchConfigTest, SplitRowSharedMemoryHoldsTheLargestSlice) {
   // 32776 float16 columns are 4097 packs of 8: one of 16 blocks takes 257.
   EXPECT_EQ(SharedMemoryBytes(Op::kSoftmax, DType::kFloat16, {1, 32776}, Split(128, 8, 16)),
@@ -586,7 +663,7 @@ TEST(LaunchConfigTest, SplitRowCandidatesOnlyForFewLongRows) {
         const int count = CountSplitCandidates(op, dtype, shape, H100());
         EXPECT_GT(count, 0) << OpName(op) << " " << DTypeName(dtype) << " rows=" << shape.rows
                             << " cols=" << shape.cols;
-        EXPECT_LE(count, 16 + 12) << "rows=" << shape.rows << " cols=" << shape.cols;
+        EXPECT_LE(count, 16 + 12 + 15) << "rows=" << shape.rows << " cols=" << shape.cols;
       }
       // Many rows, or short ones: none.
       for (Shape shape : {Shape{264, 131072}, Shape{49152, 32768}, Shape{1, 16383},
@@ -605,23 +682,28 @@ TEST(LaunchConfigTest, SplitRowCandidatesOnlyForFewLongRows) {
   absl::StatusOr<std::vector<LaunchConfig>> configs =
       EnumerateConfigs(Op::kSoftmax, DType::kFloat16, {1, 131072}, *a100);
   ASSERT_TRUE(configs.ok()) << configs.status();
-  std::set<int> grid_splits;
+  std::set<int> grid_splits, two_pass_splits;
   for (const LaunchConfig& c : *configs) {
     EXPECT_NE(c.impl, Impl::kSplitRow) << ConfigKey(c);
     if (c.impl == Impl::kSplitGrid) grid_splits.insert(c.split);
+    if (c.impl == Impl::kSplitTwoPass) two_pass_splits.insert(c.split);
   }
   EXPECT_EQ(grid_splits, (std::set<int>{108, 216, 432}));
+  // Two-pass splits while rows * split <= 4 blocks per SM (432).
+  EXPECT_EQ(two_pass_splits, (std::set<int>{8, 16, 32, 64, 128}));
 }
 
 TEST(LaunchConfigTest, HeuristicSplitsFewLongRows) {
   for (Op op : kAllOps) {
     for (DType dtype : kAllDTypes) {
-      for (int64_t rows = 1; rows <= 8; ++rows) {
+      for (int64_t rows = 1; rows <= 16; ++rows) {
         absl::StatusOr<LaunchConfig> c = HeuristicConfig(op, dtype, {rows, 131072}, H100());
         ASSERT_TRUE(c.ok()) << c.status();
-        // 16 blocks a row: 8 rows still fit the 132 SMs in one wave.
-        EXPECT_EQ(c->impl, Impl::kSplitRow) << ConfigKey(*c) << " rows=" << rows;
-        EXPECT_EQ(c->split, 16) << ConfigKey(*c) << " rows=" << rows;
+        // 16 blocks a row: up to 8 rows, two kernels; beyond, a cluster of
+        // 16 per row (9 rows still fit the 132 SMs in one wave of clusters).
+        EXPECT_EQ(c->impl, rows <= 8 ? Impl::kSplitTwoPass : Impl::kSplitRow)
+            << ConfigKey(*c) << " rows=" << rows;
+        if (rows <= 8) EXPECT_EQ(c->split, 16) << ConfigKey(*c) << " rows=" << rows;
       }
       for (Shape shape : {Shape{49152, 131072}, Shape{49152, 32768}, Shape{132, 131072},
                           Shape{1, 8192}}) {
@@ -632,30 +714,44 @@ TEST(LaunchConfigTest, HeuristicSplitsFewLongRows) {
       }
     }
   }
-  // About 8 packs per thread: 8 rows of 131072 float16 have 1024-pack
-  // slices at split 16, so 128 threads; float32, 2048 packs and 256.
+  // Two kernels, 256 threads: 8 rows of 131072 float16 have 1024-pack
+  // slices at split 16 (4 packs per thread); float32, 2048 (8 per thread).
   absl::StatusOr<LaunchConfig> c =
       HeuristicConfig(Op::kSoftmax, DType::kFloat16, {8, 131072}, H100());
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(ConfigKey(*c), "split_row/b128/p8/g32/r1/w0/s16");
+  EXPECT_EQ(ConfigKey(*c), "split_two_pass/b256/p8/g32/r1/w0/s16");
   c = HeuristicConfig(Op::kSoftmax, DType::kFloat32, {1, 131072}, H100());
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(ConfigKey(*c), "split_row/b256/p4/g32/r1/w0/s16");
+  EXPECT_EQ(ConfigKey(*c), "split_two_pass/b256/p4/g32/r1/w0/s16");
+  // 2^21 float32 columns are 524288 packs: split 128 is the first whose
+  // slices (4096 packs) fit 512 threads x 8 packs.
+  c = HeuristicConfig(Op::kSoftmax, DType::kFloat32, {1, 1 << 21}, H100());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(ConfigKey(*c), "split_two_pass/b512/p4/g32/r1/w0/s128");
+  // Clusters with 8 packs per thread beyond 8 rows: 9 rows of float16.
+  c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {9, 131072}, H100());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(ConfigKey(*c), "split_row/b128/p8/g32/r1/w0/s16");
   // 40 rows: split 4 fills the SMs (160 blocks, 3 resident per SM); split 2
   // leaves 52 idle.
   c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {40, 131072}, H100());
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(ConfigKey(*c), "split_row/b512/p8/g32/r1/w0/s4");
-  // Without clusters, a grid split with one block of each row per SM.
+  // Two kernels need no clusters: the same default on an A100 while
+  // rows * 16 <= its 108 SMs; beyond, without clusters, a grid split with
+  // one block of each row per SM.
   absl::StatusOr<DeviceInfo> a100 =
       DescribeSku("NVIDIA A100-SXM4-80GB", 8, 0, 108, int64_t{80} << 30);
   ASSERT_TRUE(a100.ok()) << a100.status();
   c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {1, 131072}, *a100);
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(ConfigKey(*c), "split_grid/b128/p8/g32/r1/w0/s108");
+  EXPECT_EQ(ConfigKey(*c), "split_two_pass/b256/p8/g32/r1/w0/s16");
   c = HeuristicConfig(Op::kRmsNorm, DType::kFloat32, {4, 131072}, *a100);
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(ConfigKey(*c), "split_grid/b256/p4/g32/r1/w0/s27");
+  EXPECT_EQ(ConfigKey(*c), "split_two_pass/b256/p4/g32/r1/w0/s16");
+  c = HeuristicConfig(Op::kRmsNorm, DType::kFloat32, {12, 131072}, *a100);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(ConfigKey(*c), "split_grid/b512/p4/g32/r1/w0/s9");
 }
 
 // Launch checks the operands before it looks at the device: on a described
@@ -691,6 +787,35 @@ class LaunchArgsTest : public ::testing::Test {
   alignas(16) uint16_t mask_[8 * 64] = {};
   float stats_[8] = {};
 };
+
+// split_two_pass needs rows * split 16-byte slots of workspace, aligned to
+// 16, before anything touches the device; configs that need none ignore it.
+TEST_F(LaunchArgsTest, TwoPassNeedsAWorkspace) {
+  const Shape shape{2, 32768};
+  const LaunchConfig two_pass = TwoPass(256, 8, 16);
+  const auto launch = [&](const RowOpArgs& args, const LaunchConfig& config) {
+    return Launch(Op::kSoftmax, DType::kFloat16, shape, args, config, H100(), nullptr).status();
+  };
+  const auto expect_refused = [&](const RowOpArgs& args, const std::string& mentions) {
+    const absl::Status s = launch(args, two_pass);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find(mentions), absl::string_view::npos)
+        << "message \"" << s.message() << "\" should mention \"" << mentions << "\"";
+  };
+  RowOpArgs args = Args();
+  expect_refused(args, "needs a workspace of 512 bytes");
+  alignas(16) static unsigned char workspace[1024];
+  args.workspace = workspace;
+  args.workspace_bytes = 511;
+  expect_refused(args, "got 511 bytes");
+  args.workspace = workspace + 8;
+  args.workspace_bytes = 512;
+  expect_refused(args, "aligned to 16");
+  args.workspace = workspace;
+  EXPECT_EQ(launch(args, two_pass).code(), absl::StatusCode::kFailedPrecondition);
+  // Other impls need none.
+  EXPECT_EQ(launch(Args(), Split(256, 8, 16)).code(), absl::StatusCode::kFailedPrecondition);
+}
 
 TEST_F(LaunchArgsTest, RmsNormTakesAWeightAndInvRmsOnly) {
   RowOpArgs args = Args();

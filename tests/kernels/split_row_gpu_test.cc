@@ -1,6 +1,7 @@
 // GPU suite for split rows (CTest label "gpu"): every split config the rules
-// accept, of both impls (split_row's clusters: each split; split_grid: a set
-// of splits up to every SM), each block size and pack, not only the tuner's
+// accept, of the three impls (split_row's clusters: each split; split_grid
+// and split_two_pass: a set of splits up to every SM and beyond), each block
+// size and pack, not only the tuner's
 // candidates, for every op and dtype, on few long rows including slices with
 // a remainder, checked against the fp64 CPU reference on fresh random data
 // with the outputs poisoned before each launch. Fails (does not skip)
@@ -45,6 +46,9 @@ constexpr int kSplits[] = {2, 4, 8, 16};
 // split_grid: small, odd, a cluster's limit and beyond; plus, per shape, one
 // and two blocks per SM (GridSplitsFor).
 constexpr int kGridSplits[] = {2, 3, 16, 33};
+// split_two_pass: odd and even, up to many blocks per SM (the rules drop
+// those whose slices exceed 8 packs per thread or rows * split > 4096).
+constexpr int kTwoPassSplits[] = {2, 3, 16, 33, 128, 300};
 
 LaunchConfig Split(int block, int pack, int split, Impl impl = Impl::kSplitRow) {
   LaunchConfig c{impl, block, pack, 32, 1, 0};
@@ -103,6 +107,7 @@ class SplitRowGpuTest : public gpu_testing::GpuTest,
     };
     for (int split : kSplits) add(Impl::kSplitRow, split);
     for (int split : GridSplitsFor(shape)) add(Impl::kSplitGrid, split);
+    for (int split : kTwoPassSplits) add(Impl::kSplitTwoPass, split);
     return configs;
   }
 
@@ -265,8 +270,8 @@ TEST_P(SplitRowGpuTest, MaskedSoftmaxVariants) {
   }
 }
 
-// The rules' own choices: the heuristic takes split rows (clusters) for
-// 1..8 rows of 131072, the enumeration offers both impls for few rows (grid
+// The rules' own choices: the heuristic takes two-pass split rows for 1..8
+// rows of 131072, the enumeration offers the three impls for few rows (grid
 // splits while two blocks of each row per SM can be resident, not at 64
 // rows), and all run correctly.
 TEST_P(SplitRowGpuTest, HeuristicAndCandidatesRunCorrectly) {
@@ -289,11 +294,13 @@ TEST_P(SplitRowGpuTest, HeuristicAndCandidatesRunCorrectly) {
       impls.insert(c.impl);
     }
     EXPECT_TRUE(impls.count(Impl::kSplitRow)) << "rows=" << rows << ": no split_row candidate";
+    EXPECT_TRUE(impls.count(Impl::kSplitTwoPass))
+        << "rows=" << rows << ": no split_two_pass candidate";
     if (rows <= 8) {
       EXPECT_TRUE(impls.count(Impl::kSplitGrid)) << "rows=" << rows << ": no split_grid candidate";
       absl::StatusOr<LaunchConfig> heuristic = HeuristicConfig(op(), dtype(), shape, device_);
       ASSERT_TRUE(heuristic.ok()) << heuristic.status();
-      EXPECT_EQ(heuristic->impl, Impl::kSplitRow) << ConfigKey(*heuristic);
+      EXPECT_EQ(heuristic->impl, Impl::kSplitTwoPass) << ConfigKey(*heuristic);
       if (HasSplit(heuristic->impl)) configs.push_back(*heuristic);
     }
     Sweep(*problem, configs, true, "rules");
@@ -325,6 +332,8 @@ TEST_P(SplitRowGpuTest, MisalignedPointersFallBackToNarrowerPacks) {
     for (int split : GridSplitsFor(shape)) {
       configs.push_back(Split(256, widest, split, Impl::kSplitGrid));
     }
+    // 4097 packs of 1 over 33 or 64 blocks stay within 256 threads x 8.
+    for (int split : {33, 64}) configs.push_back(Split(256, widest, split, Impl::kSplitTwoPass));
     for (const LaunchConfig& config : configs) {
       const int split = config.split;
       RowOpArgs args = problem->Args();
@@ -420,7 +429,9 @@ TEST_P(SplitRowGpuTest, IllegalConfigIsNeverLaunched) {
   for (const LaunchConfig& c :
        {Split(128, widest, 16), Split(128, 1, 3), Split(128, 1, 32),
         Split(128, widest, 16, Impl::kSplitGrid), Split(128, 1, 1, Impl::kSplitGrid),
-        Split(128, 1, kMaxGridSplit + 1, Impl::kSplitGrid)}) {
+        Split(128, 1, kMaxGridSplit + 1, Impl::kSplitGrid),
+        Split(128, widest, 16, Impl::kSplitTwoPass), Split(128, 1, 1, Impl::kSplitTwoPass),
+        Split(128, 1, kMaxTwoPassBlocks, Impl::kSplitTwoPass)}) {
     absl::StatusOr<LaunchConfig> launched =
         Launch(op(), dtype(), host->shape, problem->Args(), c, device_, stream_);
     ASSERT_FALSE(launched.ok()) << ConfigKey(c);
@@ -431,6 +442,66 @@ TEST_P(SplitRowGpuTest, IllegalConfigIsNeverLaunched) {
   gpu_testing::ExpectOutputUntouched(*problem, stream_);
 }
 
+// split_two_pass without its workspace (or with too small a one) is refused
+// before anything is launched.
+TEST_P(SplitRowGpuTest, TwoPassWithoutWorkspaceIsNeverLaunched) {
+  const Shape shape{2, 32768};
+  absl::StatusOr<HostProblem> host = MakeProblem(
+      op(), dtype(), shape, FreshSeed(), InputPattern::kNormal, true, 0, 0, FewRowsAttention(2));
+  ASSERT_TRUE(host.ok()) << host.status();
+  absl::StatusOr<DeviceProblem> problem = Upload(*host);
+  ASSERT_TRUE(problem.ok()) << problem.status();
+  ASSERT_TRUE(PoisonOutputs(*problem, stream_).ok());
+  const LaunchConfig c = Split(256, 16 / static_cast<int>(DTypeSize(dtype())), 16,
+                               Impl::kSplitTwoPass);
+  for (int64_t bytes : {int64_t{0}, WorkspaceBytes(shape, c) - 16}) {
+    RowOpArgs args = problem->Args();
+    if (bytes == 0) args.workspace = nullptr;
+    args.workspace_bytes = bytes;
+    absl::StatusOr<LaunchConfig> launched = Launch(op(), dtype(), shape, args, c, device_, stream_);
+    ASSERT_FALSE(launched.ok()) << ConfigKey(c);
+    EXPECT_EQ(launched.status().code(), absl::StatusCode::kInvalidArgument) << launched.status();
+    EXPECT_NE(launched.status().message().find("workspace"), absl::string_view::npos)
+        << launched.status();
+  }
+  gpu_testing::ExpectOutputUntouched(*problem, stream_);
+}
+
+// Back-to-back two-pass launches on one stream share the workspace: each
+// launch's first kernel waits for the previous second kernel, so a stream of
+// different problems (their partials in the same slots) stays correct.
+TEST_P(SplitRowGpuTest, TwoPassLaunchesShareTheWorkspaceInStreamOrder) {
+  const Shape shape{8, 131072};
+  std::vector<DeviceProblem> problems;
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<HostProblem> host = MakeProblem(op(), dtype(), shape, FreshSeed(),
+                                                   InputPattern::kNormal, true, 0, 0,
+                                                   FewRowsAttention(shape.rows));
+    ASSERT_TRUE(host.ok()) << host.status();
+    absl::StatusOr<DeviceProblem> problem = Upload(*host);
+    ASSERT_TRUE(problem.ok()) << problem.status();
+    ASSERT_TRUE(PoisonOutputs(*problem, stream_).ok());
+    problems.push_back(*std::move(problem));
+  }
+  const LaunchConfig c = Split(256, 16 / static_cast<int>(DTypeSize(dtype())), 16,
+                               Impl::kSplitTwoPass);
+  for (int round = 0; round < 4; ++round) {
+    for (const DeviceProblem& problem : problems) {
+      RowOpArgs args = problem.Args();
+      args.workspace = problems[0].workspace.data();  // one workspace for all
+      absl::StatusOr<LaunchConfig> launched =
+          Launch(op(), dtype(), shape, args, c, device_, stream_);
+      ASSERT_TRUE(launched.ok()) << launched.status();
+    }
+  }
+  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+  for (const DeviceProblem& problem : problems) {
+    absl::StatusOr<CheckReport> report = CheckOutputs(problem, true, stream_);
+    ASSERT_TRUE(report.ok()) << report.status();
+    EXPECT_TRUE(report->passed) << ConfigKey(c) << ": " << report->detail;
+    ++g_launches;
+  }
+}
 
 INSTANTIATE_TEST_SUITE_P(AllOpsAndDTypes, SplitRowGpuTest,
                          ::testing::Combine(::testing::ValuesIn(kAllOps),

@@ -26,7 +26,7 @@ class LaunchConfig:
     """kernels::LaunchConfig: the knobs of one launch; `key` as "warp/b128/p8/g32/r1/w0".
 
     split: blocks sharing one row (split_row's cluster size, split_grid's
-        blocks per row), 1 otherwise.
+        and split_two_pass's blocks per row), 1 otherwise.
     """
 
     impl: str
