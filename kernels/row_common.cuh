@@ -173,20 +173,30 @@ struct AffineStore {
     }
     DirectStore<T>{dst, row_stride}.template store<N>(out, row, col);
   }
-  // `count` (<= B) packs of `row`, pack b at column col + b * stride, with
-  // every weight of the batch loaded before the first store, so the loads
-  // are in flight together (the split-row kernels' store pass).
+  // The weights of B packs of N columns (LoadWeights, StoreLoaded).
   template <int B, int N>
-  __device__ __forceinline__ void StoreBatch(const float (&normalized)[B][N], int64_t row,
-                                             int64_t col, int64_t stride, int64_t count) const {
-    Pack<T, N> g[B], beta_pack[B];
+  struct Weights {
+    Pack<T, N> gamma[B];
+    Pack<T, N> beta[B];
+  };
+  // Loads the weights of `count` (<= B) packs, pack b at column
+  // col + b * stride, all in flight together.
+  template <int B, int N>
+  __device__ __forceinline__ void LoadWeights(Weights<B, N>& w, int64_t col, int64_t stride,
+                                              int64_t count) const {
 #pragma unroll
     for (int b = 0; b < B; ++b) {
       if (b < count) {
-        if (gamma != nullptr) g[b] = *reinterpret_cast<const Pack<T, N>*>(gamma + col + b * stride);
-        if (beta != nullptr) beta_pack[b] = *reinterpret_cast<const Pack<T, N>*>(beta + col + b * stride);
+        if (gamma != nullptr) w.gamma[b] = *reinterpret_cast<const Pack<T, N>*>(gamma + col + b * stride);
+        if (beta != nullptr) w.beta[b] = *reinterpret_cast<const Pack<T, N>*>(beta + col + b * stride);
       }
     }
+  }
+  // Stores those `count` packs of `row` with the weights LoadWeights read.
+  template <int B, int N>
+  __device__ __forceinline__ void StoreLoaded(const float (&normalized)[B][N],
+                                              const Weights<B, N>& w, int64_t row, int64_t col,
+                                              int64_t stride, int64_t count) const {
 #pragma unroll
     for (int b = 0; b < B; ++b) {
       if (b >= count) continue;
@@ -194,11 +204,21 @@ struct AffineStore {
 #pragma unroll
       for (int i = 0; i < N; ++i) {
         out[i] = normalized[b][i];
-        if (gamma != nullptr) out[i] *= ToFloat(g[b].elem[i]);
-        if (beta != nullptr) out[i] += ToFloat(beta_pack[b].elem[i]);
+        if (gamma != nullptr) out[i] *= ToFloat(w.gamma[b].elem[i]);
+        if (beta != nullptr) out[i] += ToFloat(w.beta[b].elem[i]);
       }
       DirectStore<T>{dst, row_stride}.template store<N>(out, row, col + b * stride);
     }
+  }
+  // `count` (<= B) packs of `row`, pack b at column col + b * stride, with
+  // every weight of the batch loaded before the first store, so the loads
+  // are in flight together (the split-row kernels' store pass).
+  template <int B, int N>
+  __device__ __forceinline__ void StoreBatch(const float (&normalized)[B][N], int64_t row,
+                                             int64_t col, int64_t stride, int64_t count) const {
+    Weights<B, N> w;
+    LoadWeights(w, col, stride, count);
+    StoreLoaded(normalized, w, row, col, stride, count);
   }
 };
 

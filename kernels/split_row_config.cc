@@ -50,14 +50,15 @@ constexpr int kGridBlocksPerSm[] = {1, 2, 4};
 constexpr int kTwoPassSplits[] = {8, 16, 32, 64, 128};
 constexpr int kTwoPassMaxCandidateBlocksPerSm = 4;
 
-// kSplitTwoPass's default: 16 blocks per row of 256 threads (512 or more
-// blocks per row when the slice needs them), for rows * 16 <= SMs. On the
-// H100 (bench/results/2026-11-21-h100-two-pass/) split 16 with 256 threads
-// was the fastest or within 2% of it for softmax and LayerNorm at 1 and 8
-// rows x 131072, and beat the tuned cluster configs at all 12 points
-// measured (softmax, LayerNorm, RMSNorm; float32 and float16).
-constexpr int kTwoPassDefaultSplit = 16;
-constexpr int kTwoPassDefaultMinBlock = 256;
+// kSplitTwoPass's default: 32 blocks per row of 256 threads (more blocks
+// per row when the slice needs them), while rows * 32 <= twice the SMs. On
+// the H100 (bench/results/2026-11-21-h100-two-pass/, the prototype with the
+// warp merges), that config was within 8% of the fastest of each point
+// (softmax, LayerNorm, RMSNorm; float32, float16; 1 and 8 rows x 131072),
+// which used 16 to 66 blocks per row, and the two-pass kernels beat the
+// tuned cluster configs at all 12 points.
+constexpr int kTwoPassDefaultSplit = 32;
+constexpr int kTwoPassDefaultBlock = 256;
 
 int64_t CacheElementBytes(Op op, DType dtype) {
   // The masked softmax caches x * scale + mask in float (MaskedScaleLoad).
@@ -262,9 +263,9 @@ void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo&
 }
 
 // Rows fewer than SMs and at least kSplitRowMinCols columns.
-// When rows * kTwoPassDefaultSplit <= SMs: kSplitTwoPass, split 16 (more if
-// the slice does not fit 512 threads' registers) with 256 threads (512 if
-// needed). Otherwise, on Hopper, the cluster split that keeps the most SMs busy in a single wave
+// When rows * kTwoPassDefaultSplit <= 2 * SMs: kSplitTwoPass, split 32 (more
+// if the slice does not fit 256 threads' registers) with 256 threads (128
+// for slices shorter than 256 packs). Otherwise, on Hopper, the cluster split that keeps the most SMs busy in a single wave
 // of clusters (rows * split blocks, all resident at once), the smallest such
 // split on ties. Before Hopper, kSplitGrid with one block of each row per SM
 // (split = SMs / rows). Measured on the H100, clusters won every point of
@@ -276,14 +277,17 @@ std::optional<LaunchConfig> SplitRowHeuristic(Op op, DType dtype, Shape shape,
                                               const DeviceInfo& device) {
   if (!FewLongRows(shape, device.sm_count)) return std::nullopt;
   const int pack = WidestPack(dtype, shape.cols);
-  if (shape.rows * kTwoPassDefaultSplit <= device.sm_count) {
-    for (int split = kTwoPassDefaultSplit; shape.rows * split <= kMaxTwoPassBlocks; split *= 2) {
-      const int64_t slice_packs = PacksPerBlock(shape.cols, pack, split);
-      for (int block : kTwoPassBlockSizes) {
-        if (block < kTwoPassDefaultMinBlock) continue;
+  if (shape.rows * kTwoPassDefaultSplit <= 2 * static_cast<int64_t>(device.sm_count)) {
+    // Longer rows raise the split before the block size (512 threads of 8
+    // packs and the norms' weights spill registers); slices shorter than 256
+    // packs take 128 threads, so that every thread has a pack.
+    for (int block : {kTwoPassDefaultBlock, kTwoPassBlockSizes[std::size(kTwoPassBlockSizes) - 1]}) {
+      for (int split = kTwoPassDefaultSplit; shape.rows * split <= kMaxTwoPassBlocks; split *= 2) {
+        const int64_t slice_packs = PacksPerBlock(shape.cols, pack, split);
         LaunchConfig c{Impl::kSplitTwoPass, block, pack, 32, 1, 0};
         c.split = split;
-        if (slice_packs <= static_cast<int64_t>(kMaxTwoPassPacksPerThread) * block &&
+        if (slice_packs < block) c.block_size = kTwoPassBlockSizes[0];
+        if (slice_packs <= static_cast<int64_t>(kMaxTwoPassPacksPerThread) * c.block_size &&
             ValidateConfig(op, dtype, shape, c, device).ok()) {
           return c;
         }

@@ -70,8 +70,26 @@ __device__ __forceinline__ WelfordStats ShuffleFrom(const WelfordStats& v, int s
   return {ShuffleFrom(v.mean, src), ShuffleFrom(v.m2, src), ShuffleFrom(v.count, src)};
 }
 
+// Butterfly max and sum over the warp. Every lane ends with the same bits:
+// each step combines a pair of lanes into one value both compute (fmaxf and
+// float + commute exactly).
+__device__ __forceinline__ float WarpMax(float v) {
+#pragma unroll
+  for (int mask = kWarpSize / 2; mask > 0; mask /= 2) {
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, mask));
+  }
+  return v;
+}
+__device__ __forceinline__ float WarpSum(float v) {
+#pragma unroll
+  for (int mask = kWarpSize / 2; mask > 0; mask /= 2) v += __shfl_xor_sync(0xffffffffu, v, mask);
+  return v;
+}
+
 // Each op's statistic: a per-thread accumulator (Add, Get), the partial it
-// yields and how partials merge (Identity, Merge, MergeOp for CUB), and what
+// yields and how partials merge (Identity, Merge, MergeOp for CUB, and
+// WarpMerge: all 32 lanes' partials at once, bit-identical on every lane,
+// cheaper than a chain of Merges), and what
 // the merged statistic makes of each value (Finish -> Row::Apply) and of the
 // per-row outputs (Row::WriteStats).
 
@@ -110,6 +128,14 @@ struct SoftmaxStat {
   __device__ __forceinline__ static Partial Identity() { return {-INFINITY, 0.f}; }
   __device__ __forceinline__ static Partial Merge(const Partial& a, const Partial& b) {
     return MaxSumMerge(a, b);
+  }
+  // The 32 lanes' partials merged, the same on every lane (WarpMerge, for
+  // every statistic): the row max first, then each sum rescaled to it once
+  // (one expf per lane instead of two per pairwise merge) and summed.
+  // RescaledSum keeps empty partials at 0 and a NaN sum NaN, as Merge.
+  __device__ __forceinline__ static Partial WarpMerge(const Partial& mine) {
+    const float max = WarpMax(mine.max);
+    return {max, WarpSum(RescaledSum(mine, max))};
   }
 
   struct Row {
@@ -156,6 +182,17 @@ struct LayerNormStat {
   __device__ __forceinline__ static Partial Merge(const Partial& a, const Partial& b) {
     return WelfordMerge(a, b);
   }
+  // Chan's parallel formula in two sums instead of 31 pairwise merges (each
+  // a division): the count and the mean from the sums of counts and of
+  // count * mean, then m2 = sum of (m2 + count * (mean_i - mean)^2).
+  __device__ __forceinline__ static Partial WarpMerge(const Partial& mine) {
+    const float count = WarpSum(mine.count);
+    if (count == 0.f) return Identity();  // the same branch on every lane
+    const float mean = __fdividef(WarpSum(mine.count * mine.mean), count);
+    const float delta = mine.mean - mean;
+    const float m2 = mine.count == 0.f ? 0.f : fmaf(mine.count * delta, delta, mine.m2);
+    return {mean, WarpSum(m2), count};
+  }
 
   struct Row {
     float mean;
@@ -194,6 +231,7 @@ struct RmsNormStat {
   __device__ __forceinline__ Partial Get() const { return sum_squares; }
   __device__ __forceinline__ static Partial Identity() { return 0.f; }
   __device__ __forceinline__ static Partial Merge(Partial a, Partial b) { return a + b; }
+  __device__ __forceinline__ static Partial WarpMerge(Partial mine) { return WarpSum(mine); }
 
   struct Row {
     RowFactor factor;
@@ -225,6 +263,7 @@ struct ReduceScaleStat {
   __device__ __forceinline__ Partial Get() const { return abs_max; }
   __device__ __forceinline__ static Partial Identity() { return 0.f; }
   __device__ __forceinline__ static Partial Merge(Partial a, Partial b) { return fmaxf(a, b); }
+  __device__ __forceinline__ static Partial WarpMerge(Partial mine) { return WarpMax(mine); }
 
   // ScaleByStat's factor also rescales rows whose max |x| is subnormal.
   struct Row {
@@ -285,6 +324,19 @@ template <class Store>
 inline constexpr bool kStoreLoadsWeights = false;
 template <typename T>
 inline constexpr bool kStoreLoadsWeights<AffineStore<T>> = true;
+
+// The weights a store holds for B packs of N (AffineStore::Weights); an
+// empty struct for stores without weights.
+template <class Store>
+struct WeightsOf {
+  template <int B, int N>
+  struct type {};
+};
+template <typename T>
+struct WeightsOf<AffineStore<T>> {
+  template <int B, int N>
+  using type = typename AffineStore<T>::template Weights<B, N>;
+};
 
 }  // namespace split_row
 
@@ -397,10 +449,10 @@ __device__ __forceinline__ Partial ReadSlot(const Unit* slot) {
 }
 
 // The row statistic from the `split` partials of a row, read by read(r):
-// lane l merges ranks l, l + 32, ... in order, then lane 0 merges the lanes
-// in order, and every lane takes lane 0's result. Every block of the row
-// runs the same operations on the same partials, so all compute
-// bit-identical statistics. Every lane of the warp must call it.
+// lane l merges ranks l, l + 32, ... in order, then Stat::WarpMerge
+// combines the lanes. Every block of the row runs the same operations on the
+// same partials, so all compute bit-identical statistics. Every lane of the
+// warp must call it.
 template <class Stat, class Read>
 __device__ __forceinline__ typename Stat::Partial MergeRowPartials(int split, const Read& read) {
   using Partial = typename Stat::Partial;
@@ -410,10 +462,22 @@ __device__ __forceinline__ typename Stat::Partial MergeRowPartials(int split, co
     const Partial q = read(r);
     mine = r == lane ? q : Stat::Merge(mine, q);
   }
-  Partial total = ShuffleFrom(mine, 0);
-  const int lanes = split < kWarpSize ? split : kWarpSize;
-  for (int l = 1; l < lanes; ++l) total = Stat::Merge(total, ShuffleFrom(mine, l));
-  return total;
+  return Stat::WarpMerge(mine);
+}
+
+// The block's statistic from every thread's partial, on every thread:
+// WarpMerge in each warp, then over the warps' results (`warp_partials`
+// holds block_size / 32; reusing it needs a __syncthreads() first).
+template <class Stat, int block_size>
+__device__ __forceinline__ typename Stat::Partial BlockMerge(
+    const typename Stat::Partial& mine, typename Stat::Partial* warp_partials) {
+  constexpr int kWarps = block_size / kWarpSize;
+  static_assert(kWarps <= kWarpSize, "one warp merges the warps' partials");
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  const typename Stat::Partial warp = Stat::WarpMerge(mine);
+  if (lane == 0) warp_partials[threadIdx.x / kWarpSize] = warp;
+  __syncthreads();
+  return Stat::WarpMerge(lane < kWarps ? warp_partials[lane] : Stat::Identity());
 }
 
 // kSplitTwoPass's scratch: the rows x split partials, row-major, each in a
@@ -591,8 +655,8 @@ __global__ void __launch_bounds__(block_size)
 // kSplitTwoPass, first kernel: block b = row * split + rank loads packs
 // SliceOf(p.slicing, rank) of its row (every pack of a thread in flight at
 // once: the rules keep slices within kTwoPassPacksPerThread packs per
-// thread), reduces the op's statistic over the block and writes it to the
-// row's slot `rank` of the workspace.
+// thread), reduces the op's statistic over the block (BlockMerge) and
+// writes it to the row's slot `rank` of the workspace.
 // Preconditions: gridDim.x = rows * ws.split; blockDim.x = block_size;
 // cols % pack == 0; p.slicing = Slicing::Of(cols / pack, ws.split); every
 // slice at most kTwoPassPacksPerThread * block_size packs.
@@ -601,8 +665,7 @@ __global__ void __launch_bounds__(block_size)
     SplitPartialKernel(Load load, split_row::Params p, split_row::TwoPassWorkspace ws) {
   using Stat = typename split_row::StatFor<op, kFastMathFor<Load>>::type;
   using Partial = typename Stat::Partial;
-  using Reduce = typename BlockAllReducer<block_size, Partial>::Reduce;
-  __shared__ typename Reduce::TempStorage reduce_storage;
+  __shared__ Partial warp_partials[block_size / kWarpSize];
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // The finishing kernel may start now: its blocks load their slices while
   // this grid still runs, and wait for its partials in
@@ -622,7 +685,7 @@ __global__ void __launch_bounds__(block_size)
       stat.template Add<pack>(v[b]);
     }
   }
-  const Partial partial = Reduce(reduce_storage).Reduce(stat.Get(), typename Stat::MergeOp());
+  const Partial partial = split_row::BlockMerge<Stat, block_size>(stat.Get(), warp_partials);
   if (threadIdx.x == 0) {
     static_cast<split_row::TwoPassSlot<Partial>*>(ws.partials)[row * split + rank].partial =
         partial;
@@ -630,8 +693,8 @@ __global__ void __launch_bounds__(block_size)
 }
 
 // kSplitTwoPass, second kernel: the same blocks and slices. Each block
-// loads its slice into registers first (x is not written by the first
-// kernel), then waits for the first kernel (cudaGridDependencySynchronize:
+// loads its slice (and the norms' weights for it) into registers first
+// (neither is written by the first kernel), then waits for the first kernel (cudaGridDependencySynchronize:
 // with a programmatic dependent launch this block may have started before
 // it finished; otherwise stream order already waited), merges its row's
 // partials (MergeRowPartials: bit-identical in every block of the row) and
@@ -652,6 +715,14 @@ __global__ void __launch_bounds__(block_size)
   const split_row::Slice slice = split_row::SliceOf(p.slicing, rank);
   float v[kPacks][pack];
   split_row::LoadThreadPacks<pack, block_size>(load, row, slice, v);
+  // Packs of the slice this thread holds: those with k < slice.count.
+  const int64_t held = (slice.count - threadIdx.x + block_size - 1) / block_size;
+  const int64_t first_col = (slice.first + threadIdx.x) * pack;
+  constexpr int64_t kStride = static_cast<int64_t>(block_size) * pack;
+  // The norms' weights are inputs too: in flight before the wait as well.
+  constexpr bool kWeights = split_row::kStoreLoadsWeights<std::remove_cv_t<Store>>;
+  [[maybe_unused]] typename split_row::WeightsOf<std::remove_cv_t<Store>>::template type<kPacks, pack> weights;
+  if constexpr (kWeights) store.LoadWeights(weights, first_col, kStride, held);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cudaGridDependencySynchronize();
 #endif
@@ -661,23 +732,16 @@ __global__ void __launch_bounds__(block_size)
       split, [&](int r) { return slots[r].partial; });
   const typename Stat::Row finish = Stat::Finish(total, p);
   if (rank == 0 && threadIdx.x == 0) finish.WriteStats(p, row);
-  // Packs of the slice this thread holds: those with k < slice.count.
-  const int64_t held = (slice.count - threadIdx.x + block_size - 1) / block_size;
 #pragma unroll
   for (int b = 0; b < kPacks; ++b) {
     if (b < held) finish.template Apply<pack>(v[b]);
   }
-  const int64_t first_col = (slice.first + threadIdx.x) * pack;
-  if constexpr (split_row::kStoreLoadsWeights<std::remove_cv_t<Store>>) {
-    // Every weight of the thread's packs in flight before the first store.
-    store.template StoreBatch<kPacks, pack>(v, row, first_col,
-                                            static_cast<int64_t>(block_size) * pack, held);
+  if constexpr (kWeights) {
+    store.StoreLoaded(v, weights, row, first_col, kStride, held);
   } else {
 #pragma unroll
     for (int b = 0; b < kPacks; ++b) {
-      if (b < held) {
-        store.template store<pack>(v[b], row, first_col + static_cast<int64_t>(b) * block_size * pack);
-      }
+      if (b < held) store.template store<pack>(v[b], row, first_col + b * kStride);
     }
   }
 }

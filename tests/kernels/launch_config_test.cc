@@ -699,11 +699,12 @@ TEST(LaunchConfigTest, HeuristicSplitsFewLongRows) {
       for (int64_t rows = 1; rows <= 16; ++rows) {
         absl::StatusOr<LaunchConfig> c = HeuristicConfig(op, dtype, {rows, 131072}, H100());
         ASSERT_TRUE(c.ok()) << c.status();
-        // 16 blocks a row: up to 8 rows, two kernels; beyond, a cluster of
-        // 16 per row (9 rows still fit the 132 SMs in one wave of clusters).
+        // Up to 8 rows, two kernels of 32 blocks a row (256 blocks, at most
+        // twice the 132 SMs); beyond, a cluster of 16 per row (9 rows still
+        // fit the SMs in one wave of clusters).
         EXPECT_EQ(c->impl, rows <= 8 ? Impl::kSplitTwoPass : Impl::kSplitRow)
             << ConfigKey(*c) << " rows=" << rows;
-        if (rows <= 8) EXPECT_EQ(c->split, 16) << ConfigKey(*c) << " rows=" << rows;
+        EXPECT_EQ(c->split, rows <= 8 ? 32 : 16) << ConfigKey(*c) << " rows=" << rows;
       }
       for (Shape shape : {Shape{49152, 131072}, Shape{49152, 32768}, Shape{132, 131072},
                           Shape{1, 8192}}) {
@@ -714,20 +715,20 @@ TEST(LaunchConfigTest, HeuristicSplitsFewLongRows) {
       }
     }
   }
-  // Two kernels, 256 threads: 8 rows of 131072 float16 have 1024-pack
-  // slices at split 16 (4 packs per thread); float32, 2048 (8 per thread).
+  // Two kernels, 256 threads: 8 rows of 131072 float16 have 512-pack
+  // slices at split 32 (2 packs per thread); float32, 1024 (4 per thread).
   absl::StatusOr<LaunchConfig> c =
       HeuristicConfig(Op::kSoftmax, DType::kFloat16, {8, 131072}, H100());
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(ConfigKey(*c), "split_two_pass/b256/p8/g32/r1/w0/s16");
+  EXPECT_EQ(ConfigKey(*c), "split_two_pass/b256/p8/g32/r1/w0/s32");
   c = HeuristicConfig(Op::kSoftmax, DType::kFloat32, {1, 131072}, H100());
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(ConfigKey(*c), "split_two_pass/b256/p4/g32/r1/w0/s16");
-  // 2^21 float32 columns are 524288 packs: split 128 is the first whose
-  // slices (4096 packs) fit 512 threads x 8 packs.
+  EXPECT_EQ(ConfigKey(*c), "split_two_pass/b256/p4/g32/r1/w0/s32");
+  // 2^21 float32 columns are 524288 packs: split 256 is the first whose
+  // slices (2048 packs) fit 256 threads x 8 packs.
   c = HeuristicConfig(Op::kSoftmax, DType::kFloat32, {1, 1 << 21}, H100());
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(ConfigKey(*c), "split_two_pass/b512/p4/g32/r1/w0/s128");
+  EXPECT_EQ(ConfigKey(*c), "split_two_pass/b256/p4/g32/r1/w0/s256");
   // Clusters with 8 packs per thread beyond 8 rows: 9 rows of float16.
   c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {9, 131072}, H100());
   ASSERT_TRUE(c.ok()) << c.status();
@@ -738,17 +739,17 @@ TEST(LaunchConfigTest, HeuristicSplitsFewLongRows) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(ConfigKey(*c), "split_row/b512/p8/g32/r1/w0/s4");
   // Two kernels need no clusters: the same default on an A100 while
-  // rows * 16 <= its 108 SMs; beyond, without clusters, a grid split with
-  // one block of each row per SM.
+  // rows * 32 <= twice its 108 SMs; beyond, without clusters, a grid split
+  // with one block of each row per SM.
   absl::StatusOr<DeviceInfo> a100 =
       DescribeSku("NVIDIA A100-SXM4-80GB", 8, 0, 108, int64_t{80} << 30);
   ASSERT_TRUE(a100.ok()) << a100.status();
   c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {1, 131072}, *a100);
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(ConfigKey(*c), "split_two_pass/b256/p8/g32/r1/w0/s16");
+  EXPECT_EQ(ConfigKey(*c), "split_two_pass/b256/p8/g32/r1/w0/s32");
   c = HeuristicConfig(Op::kRmsNorm, DType::kFloat32, {4, 131072}, *a100);
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(ConfigKey(*c), "split_two_pass/b256/p4/g32/r1/w0/s16");
+  EXPECT_EQ(ConfigKey(*c), "split_two_pass/b256/p4/g32/r1/w0/s32");
   c = HeuristicConfig(Op::kRmsNorm, DType::kFloat32, {12, 131072}, *a100);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(ConfigKey(*c), "split_grid/b512/p4/g32/r1/w0/s9");
