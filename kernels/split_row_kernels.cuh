@@ -182,13 +182,17 @@ struct LayerNormStat {
   __device__ __forceinline__ static Partial Merge(const Partial& a, const Partial& b) {
     return WelfordMerge(a, b);
   }
-  // Chan's parallel formula in two sums instead of 31 pairwise merges (each
-  // a division): the count and the mean from the sums of counts and of
-  // count * mean, then m2 = sum of (m2 + count * (mean_i - mean)^2).
+  // Chan's parallel formula in three sums instead of 31 pairwise merges
+  // (each a division): the count, the mean from the sum of
+  // count * (mean_i - shift), then m2 = sum of (m2 + count * (mean_i -
+  // mean)^2). The shift (lane 0's mean) keeps a large common offset from
+  // eating the mantissa of the sum, as in ShiftedSums.
   __device__ __forceinline__ static Partial WarpMerge(const Partial& mine) {
     const float count = WarpSum(mine.count);
     if (count == 0.f) return Identity();  // the same branch on every lane
-    const float mean = __fdividef(WarpSum(mine.count * mine.mean), count);
+    const float shift = ShuffleFrom(mine.mean, 0);
+    const float shifted = mine.count == 0.f ? 0.f : mine.count * (mine.mean - shift);
+    const float mean = shift + __fdividef(WarpSum(shifted), count);
     const float delta = mine.mean - mean;
     const float m2 = mine.count == 0.f ? 0.f : fmaf(mine.count * delta, delta, mine.m2);
     return {mean, WarpSum(m2), count};
