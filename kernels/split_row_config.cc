@@ -46,8 +46,9 @@ constexpr int kGridBlocksPerSm[] = {1, 2, 4};
 
 // kSplitTwoPass's candidate splits, as long as rows * split stays within
 // kTwoPassMaxCandidateBlocksPerSm blocks per SM: the fastest configs of the
-// H100 prototype (1 and 8 rows x 131072) used 16 to 32 blocks per row.
-constexpr int kTwoPassSplits[] = {8, 16, 32, 64, 128};
+// H100 prototype (1 and 8 rows x 131072) used 16 to 66 blocks per row; the
+// small splits are for tens of rows.
+constexpr int kTwoPassSplits[] = {2, 4, 8, 16, 32, 64, 128};
 constexpr int kTwoPassMaxCandidateBlocksPerSm = 4;
 
 // kSplitTwoPass's default: 32 blocks per row of 256 threads (more blocks
@@ -225,7 +226,7 @@ void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo&
   // The widest pack only: narrower ones only add loads per byte, and Launch
   // narrows by itself where pointers demand it. Block sizes that give every
   // thread at least one pack of the slice. At most 16 cluster configs, 12
-  // grid ones and 15 two-pass ones.
+  // grid ones and 21 two-pass ones.
   const int pack = WidestPack(dtype, shape.cols);
   const auto append = [&](Impl impl, int split) {
     const int64_t slice_packs = PacksPerBlock(shape.cols, pack, split);
@@ -281,16 +282,29 @@ std::optional<LaunchConfig> SplitRowHeuristic(Op op, DType dtype, Shape shape,
     // Longer rows raise the split before the block size (512 threads of 8
     // packs and the norms' weights spill registers); slices shorter than 256
     // packs take 128 threads, so that every thread has a pack.
+    const auto fits = [&](const LaunchConfig& c, int64_t slice_packs) {
+      return slice_packs <= static_cast<int64_t>(kMaxTwoPassPacksPerThread) * c.block_size &&
+             ValidateConfig(op, dtype, shape, c, device).ok();
+    };
+    const int smallest = kTwoPassBlockSizes[0];
     for (int block : {kTwoPassDefaultBlock, kTwoPassBlockSizes[std::size(kTwoPassBlockSizes) - 1]}) {
       for (int split = kTwoPassDefaultSplit; shape.rows * split <= kMaxTwoPassBlocks; split *= 2) {
         const int64_t slice_packs = PacksPerBlock(shape.cols, pack, split);
-        LaunchConfig c{Impl::kSplitTwoPass, block, pack, 32, 1, 0};
+        LaunchConfig c{Impl::kSplitTwoPass, slice_packs < block ? smallest : block, pack, 32, 1, 0};
         c.split = split;
-        if (slice_packs < block) c.block_size = kTwoPassBlockSizes[0];
-        if (slice_packs <= static_cast<int64_t>(kMaxTwoPassPacksPerThread) * c.block_size &&
-            ValidateConfig(op, dtype, shape, c, device).ok()) {
-          return c;
+        if (!fits(c, slice_packs)) continue;
+        // Every thread keeps 8 packs of registers (and the norms 16 more of
+        // weights), so a 256-thread block of 16-bit norms fits once per SM on
+        // the H100: a second wave of blocks cost 1.3-1.4x at 8 rows, where
+        // 128 threads fit twice. Take 128 when it avoids a second wave.
+        const absl::StatusOr<int> active = ActiveBlocksPerSm(op, dtype, shape, c, device);
+        if (c.block_size > smallest && active.ok() &&
+            shape.rows * split > static_cast<int64_t>(*active) * device.sm_count) {
+          LaunchConfig narrower = c;
+          narrower.block_size = smallest;
+          if (fits(narrower, slice_packs)) return narrower;
         }
+        return c;
       }
     }
   }
