@@ -181,8 +181,8 @@ absl::StatusOr<Impl> ParseImpl(absl::string_view name) {
   }
   return absl::InvalidArgumentError(
       absl::StrCat("impl=\"", name,
-                   "\" is not one of warp, block_smem, block_uncached, split_row, axis, split_grid, "
-                   "split_two_pass"));
+                   "\" is not one of warp, block_smem, block_uncached, split_row, axis, "
+                   "split_grid, split_two_pass"));
 }
 
 std::string ConfigKey(const LaunchConfig& c) {

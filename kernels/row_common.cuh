@@ -187,8 +187,9 @@ struct AffineStore {
 #pragma unroll
     for (int b = 0; b < B; ++b) {
       if (b < count) {
-        if (gamma != nullptr) w.gamma[b] = *reinterpret_cast<const Pack<T, N>*>(gamma + col + b * stride);
-        if (beta != nullptr) w.beta[b] = *reinterpret_cast<const Pack<T, N>*>(beta + col + b * stride);
+        const int64_t at = col + b * stride;
+        if (gamma != nullptr) w.gamma[b] = *reinterpret_cast<const Pack<T, N>*>(gamma + at);
+        if (beta != nullptr) w.beta[b] = *reinterpret_cast<const Pack<T, N>*>(beta + at);
       }
     }
   }

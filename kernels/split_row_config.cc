@@ -266,10 +266,11 @@ void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo&
 // Rows fewer than SMs and at least kSplitRowMinCols columns.
 // When rows * kTwoPassDefaultSplit <= 2 * SMs: kSplitTwoPass, split 32 (more
 // if the slice does not fit 256 threads' registers) with 256 threads (128
-// for slices shorter than 256 packs). Otherwise, on Hopper, the cluster split that keeps the most SMs busy in a single wave
-// of clusters (rows * split blocks, all resident at once), the smallest such
-// split on ties. Before Hopper, kSplitGrid with one block of each row per SM
-// (split = SMs / rows). Measured on the H100, clusters won every point of
+// for slices shorter than 256 packs, or when 256 would need a second wave).
+// Otherwise, on Hopper, the cluster split that keeps the most SMs busy in a
+// single wave of clusters (rows * split blocks, all resident at once), the
+// smallest such split on ties. Before Hopper, kSplitGrid with one block of
+// each row per SM (split = SMs / rows). Measured on the H100, clusters won every point of
 // rows 1 and 8 x 131072 but one, by 1.1-1.6x against the one-block-per-SM
 // grid: a grid barrier costs more than a cluster's. The slice must fit
 // shared memory. Nothing when no split keeps more SMs busy than one block
@@ -287,7 +288,8 @@ std::optional<LaunchConfig> SplitRowHeuristic(Op op, DType dtype, Shape shape,
              ValidateConfig(op, dtype, shape, c, device).ok();
     };
     const int smallest = kTwoPassBlockSizes[0];
-    for (int block : {kTwoPassDefaultBlock, kTwoPassBlockSizes[std::size(kTwoPassBlockSizes) - 1]}) {
+    const int largest = kTwoPassBlockSizes[std::size(kTwoPassBlockSizes) - 1];
+    for (int block : {kTwoPassDefaultBlock, largest}) {
       for (int split = kTwoPassDefaultSplit; shape.rows * split <= kMaxTwoPassBlocks; split *= 2) {
         const int64_t slice_packs = PacksPerBlock(shape.cols, pack, split);
         LaunchConfig c{Impl::kSplitTwoPass, slice_packs < block ? smallest : block, pack, 32, 1, 0};

@@ -98,6 +98,20 @@ inline cudaError_t CachedSplitRowOccupancy(const KernelRequest& req, const void*
   return cudaSuccess;
 }
 
+// The split kernels' per-launch scalars: rows of num_packs packs sliced
+// over req.config.split blocks.
+inline split_row::Params SplitParams(const KernelRequest& req, int64_t num_packs) {
+  split_row::Params params;
+  params.rows = req.rows;
+  params.cols = req.cols;
+  params.slicing = split_row::Slicing::Of(num_packs, req.config.split);
+  params.epsilon = req.epsilon;
+  params.mean = req.mean;
+  params.inv_std = req.inv_std;
+  params.row_scale = req.row_scale;
+  return params;
+}
+
 // Launches (or sizes) a cluster-launched SplitRowKernel instance: one
 // cluster of c.split blocks per row.
 template <class Kernel, class Load, class Store>
@@ -190,14 +204,7 @@ cudaError_t RunSplitRowOp(const KernelRequest& req, KernelAction action, cudaStr
         if (num_packs < c.split) return;  // a block without a slice: refused by the rules
         const size_t smem = static_cast<size_t>((num_packs + c.split - 1) / c.split) * kPack *
                             sizeof(typename Load::cache_type);
-        split_row::Params params;
-        params.rows = req.rows;
-        params.cols = req.cols;
-        params.slicing = split_row::Slicing::Of(num_packs, c.split);
-        params.epsilon = req.epsilon;
-        params.mean = req.mean;
-        params.inv_std = req.inv_std;
-        params.row_scale = req.row_scale;
+        const split_row::Params params = SplitParams(req, num_packs);
         if (clusters) {
           result = RunSplitRowClusters(req, action, stream, active_blocks,
                                        &SplitRowKernel<op, Load, Store, kPack, kBlock>, kBlock,
@@ -253,14 +260,7 @@ cudaError_t RunSplitTwoPassOp(const KernelRequest& req, KernelAction action, cud
         }
         const int64_t num_packs = req.cols / kPack;
         if (num_packs < c.split || req.workspace == nullptr) return;  // refused by the rules
-        split_row::Params params;
-        params.rows = req.rows;
-        params.cols = req.cols;
-        params.slicing = split_row::Slicing::Of(num_packs, c.split);
-        params.epsilon = req.epsilon;
-        params.mean = req.mean;
-        params.inv_std = req.inv_std;
-        params.row_scale = req.row_scale;
+        const split_row::Params params = SplitParams(req, num_packs);
         const split_row::TwoPassWorkspace workspace{req.workspace, c.split};
         const auto blocks = static_cast<unsigned>(req.rows * c.split);
         partial_kernel<<<blocks, kBlock, 0, stream>>>(load, params, workspace);

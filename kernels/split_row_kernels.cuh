@@ -698,11 +698,12 @@ __global__ void __launch_bounds__(block_size)
 
 // kSplitTwoPass, second kernel: the same blocks and slices. Each block
 // loads its slice (and the norms' weights for it) into registers first
-// (neither is written by the first kernel), then waits for the first kernel (cudaGridDependencySynchronize:
-// with a programmatic dependent launch this block may have started before
-// it finished; otherwise stream order already waited), merges its row's
-// partials (MergeRowPartials: bit-identical in every block of the row) and
-// writes its slice through `store`; rank 0 writes the per-row outputs.
+// (neither is written by the first kernel), then waits for the first kernel
+// (cudaGridDependencySynchronize: with a programmatic dependent launch this
+// block may have started before it finished; otherwise stream order already
+// waited), merges its row's partials (MergeRowPartials: bit-identical in
+// every block of the row) and writes its slice through `store`; rank 0
+// writes the per-row outputs.
 // y may equal x: each thread writes only the packs it loaded itself, after
 // the first kernel (the only other reader of x) has finished.
 template <Op op, class Load, class Store, int pack, int block_size>
@@ -725,7 +726,9 @@ __global__ void __launch_bounds__(block_size)
   constexpr int64_t kStride = static_cast<int64_t>(block_size) * pack;
   // The norms' weights are inputs too: in flight before the wait as well.
   constexpr bool kWeights = split_row::kStoreLoadsWeights<std::remove_cv_t<Store>>;
-  [[maybe_unused]] typename split_row::WeightsOf<std::remove_cv_t<Store>>::template type<kPacks, pack> weights;
+  using Weights =
+      typename split_row::WeightsOf<std::remove_cv_t<Store>>::template type<kPacks, pack>;
+  [[maybe_unused]] Weights weights;
   if constexpr (kWeights) store.LoadWeights(weights, first_col, kStride, held);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cudaGridDependencySynchronize();

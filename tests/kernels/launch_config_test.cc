@@ -23,6 +23,20 @@ const DeviceInfo& H100() {
   return device;
 }
 
+// A described A100 (compute capability 8.0, 108 SMs): no clusters.
+const DeviceInfo& A100() {
+  static const DeviceInfo device = [] {
+    absl::StatusOr<DeviceInfo> a100 =
+        DescribeSku("NVIDIA A100-SXM4-80GB", 8, 0, 108, int64_t{80} << 30);
+    if (!a100.ok()) {
+      ADD_FAILURE() << a100.status();
+      return DescribedH100();
+    }
+    return *a100;
+  }();
+  return device;
+}
+
 LaunchConfig Warp(int block, int pack, int group, int rows = 1, int waves = 0) {
   return {Impl::kWarp, block, pack, group, rows, waves};
 }
@@ -491,11 +505,8 @@ TEST(LaunchConfigTest, SplitGridRulesNameTheKnob) {
   EXPECT_EQ(SharedMemoryBytes(Op::kSoftmax, DType::kFloat32, {1, 131072}, GridSplit(128, 4, 132)),
             (32768 + 131) / 132 * 4 * 4);
   // Cooperative launches need Volta or newer; an A100 has them.
-  absl::StatusOr<DeviceInfo> a100 =
-      DescribeSku("NVIDIA A100-SXM4-80GB", 8, 0, 108, int64_t{80} << 30);
-  ASSERT_TRUE(a100.ok()) << a100.status();
   EXPECT_TRUE(
-      ValidateConfig(Op::kSoftmax, DType::kFloat16, shape, GridSplit(256, 8, 13), *a100).ok());
+      ValidateConfig(Op::kSoftmax, DType::kFloat16, shape, GridSplit(256, 8, 13), A100()).ok());
 }
 
 TEST(LaunchConfigTest, SplitRowRulesNameTheKnob) {
@@ -544,11 +555,8 @@ TEST(LaunchConfigTest, SplitRowRulesNameTheKnob) {
   ExpectRefused(Op::kScaledMaskedSoftmax, DType::kFloat16, {1, 1 << 20}, Split(1024, 8, 16),
                 absl::StatusCode::kResourceExhausted, "shared memory");
   // Clusters need Hopper.
-  absl::StatusOr<DeviceInfo> a100 =
-      DescribeSku("NVIDIA A100-SXM4-80GB", 8, 0, 108, int64_t{80} << 30);
-  ASSERT_TRUE(a100.ok()) << a100.status();
   const absl::Status s =
-      ValidateConfig(Op::kSoftmax, DType::kFloat16, shape, Split(256, 8, 8), *a100);
+      ValidateConfig(Op::kSoftmax, DType::kFloat16, shape, Split(256, 8, 8), A100());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_NE(s.message().find("compute capability"), absl::string_view::npos) << s;
 }
@@ -596,11 +604,8 @@ TEST(LaunchConfigTest, TwoPassRulesNameTheKnob) {
   EXPECT_EQ(WorkspaceBytes({int64_t{1} << 62, 16}, TwoPass(256, 1, 1 << 20)),
             std::numeric_limits<int64_t>::max());
   // No clusters or cooperative launch needed: any GPU (an A100 here).
-  absl::StatusOr<DeviceInfo> a100 =
-      DescribeSku("NVIDIA A100-SXM4-80GB", 8, 0, 108, int64_t{80} << 30);
-  ASSERT_TRUE(a100.ok()) << a100.status();
   EXPECT_TRUE(
-      ValidateConfig(Op::kSoftmax, DType::kFloat16, shape, TwoPass(256, 8, 16), *a100).ok());
+      ValidateConfig(Op::kSoftmax, DType::kFloat16, shape, TwoPass(256, 8, 16), A100()).ok());
 }
 
 // Every enumerated config's workspace fits kMaxWorkspaceBytes, so callers
@@ -674,13 +679,10 @@ TEST(LaunchConfigTest, SplitRowCandidatesOnlyForFewLongRows) {
       }
     }
   }
-  absl::StatusOr<DeviceInfo> a100 =
-      DescribeSku("NVIDIA A100-SXM4-80GB", 8, 0, 108, int64_t{80} << 30);
-  ASSERT_TRUE(a100.ok()) << a100.status();
   // No clusters before Hopper, but grid splits: one, two and four blocks per
   // SM of the A100's 108, with a block size from 128 up to a pack per thread.
   absl::StatusOr<std::vector<LaunchConfig>> configs =
-      EnumerateConfigs(Op::kSoftmax, DType::kFloat16, {1, 131072}, *a100);
+      EnumerateConfigs(Op::kSoftmax, DType::kFloat16, {1, 131072}, A100());
   ASSERT_TRUE(configs.ok()) << configs.status();
   std::set<int> grid_splits, two_pass_splits;
   for (const LaunchConfig& c : *configs) {
@@ -742,16 +744,13 @@ TEST(LaunchConfigTest, HeuristicSplitsFewLongRows) {
   // Two kernels need no clusters: the same default on an A100 while
   // rows * 32 <= twice its 108 SMs; beyond, without clusters, a grid split
   // with one block of each row per SM.
-  absl::StatusOr<DeviceInfo> a100 =
-      DescribeSku("NVIDIA A100-SXM4-80GB", 8, 0, 108, int64_t{80} << 30);
-  ASSERT_TRUE(a100.ok()) << a100.status();
-  c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {1, 131072}, *a100);
+  c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {1, 131072}, A100());
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(ConfigKey(*c), "split_two_pass/b256/p8/g32/r1/w0/s32");
-  c = HeuristicConfig(Op::kRmsNorm, DType::kFloat32, {4, 131072}, *a100);
+  c = HeuristicConfig(Op::kRmsNorm, DType::kFloat32, {4, 131072}, A100());
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(ConfigKey(*c), "split_two_pass/b256/p4/g32/r1/w0/s32");
-  c = HeuristicConfig(Op::kRmsNorm, DType::kFloat32, {12, 131072}, *a100);
+  c = HeuristicConfig(Op::kRmsNorm, DType::kFloat32, {12, 131072}, A100());
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(ConfigKey(*c), "split_grid/b512/p4/g32/r1/w0/s9");
 }

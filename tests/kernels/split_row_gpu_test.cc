@@ -131,6 +131,30 @@ class SplitRowGpuTest : public gpu_testing::GpuTest,
     return report->passed ? "" : report->detail;
   }
 
+  // A fresh random problem of `shape` (one query per row for the masked
+  // softmax) on the device, outputs poisoned.
+  absl::StatusOr<DeviceProblem> FreshProblem(Shape shape, bool with_affine = true) {
+    absl::StatusOr<HostProblem> host =
+        MakeProblem(op(), dtype(), shape, FreshSeed(), InputPattern::kNormal, with_affine, 0, 0,
+                    FewRowsAttention(shape.rows));
+    if (!host.ok()) return host.status();
+    absl::StatusOr<DeviceProblem> problem = Upload(*host);
+    if (!problem.ok()) return problem.status();
+    if (absl::Status s = PoisonOutputs(*problem, stream_); !s.ok()) return s;
+    return problem;
+  }
+
+  // Launch refuses `config` (InvalidArgument, naming `mentions`).
+  void ExpectLaunchRefused(Shape shape, const RowOpArgs& args, const LaunchConfig& config,
+                           const std::string& mentions) {
+    absl::StatusOr<LaunchConfig> launched =
+        Launch(op(), dtype(), shape, args, config, device_, stream_);
+    ASSERT_FALSE(launched.ok()) << ConfigKey(config);
+    EXPECT_EQ(launched.status().code(), absl::StatusCode::kInvalidArgument) << launched.status();
+    EXPECT_NE(launched.status().message().find(mentions), absl::string_view::npos)
+        << launched.status();
+  }
+
   // Runs `configs` on one uploaded problem, reporting the first failures.
   void Sweep(DeviceProblem& problem, const std::vector<LaunchConfig>& configs, bool with_stats,
              const std::string& what) {
@@ -381,11 +405,7 @@ TEST_P(SplitRowGpuTest, OccupancyIsQueriedPerCluster) {
 // resident would fail) and is correct, and the next one is refused.
 TEST_P(SplitRowGpuTest, GridSplitsStopAtTheResidentGrid) {
   const Shape shape{8, 131072};
-  absl::StatusOr<HostProblem> host = MakeProblem(op(), dtype(), shape, FreshSeed(),
-                                                 InputPattern::kNormal, true, 0, 0,
-                                                 FewRowsAttention(shape.rows));
-  ASSERT_TRUE(host.ok()) << host.status();
-  absl::StatusOr<DeviceProblem> problem = Upload(*host);
+  absl::StatusOr<DeviceProblem> problem = FreshProblem(shape);
   ASSERT_TRUE(problem.ok()) << problem.status();
   const int widest = 16 / static_cast<int>(DTypeSize(dtype()));
   for (int block : kBlockImplBlockSizes) {
@@ -432,12 +452,7 @@ TEST_P(SplitRowGpuTest, IllegalConfigIsNeverLaunched) {
         Split(128, 1, kMaxGridSplit + 1, Impl::kSplitGrid),
         Split(128, widest, 16, Impl::kSplitTwoPass), Split(128, 1, 1, Impl::kSplitTwoPass),
         Split(128, 1, kMaxTwoPassBlocks, Impl::kSplitTwoPass)}) {
-    absl::StatusOr<LaunchConfig> launched =
-        Launch(op(), dtype(), host->shape, problem->Args(), c, device_, stream_);
-    ASSERT_FALSE(launched.ok()) << ConfigKey(c);
-    EXPECT_EQ(launched.status().code(), absl::StatusCode::kInvalidArgument) << launched.status();
-    EXPECT_NE(launched.status().message().find("split="), absl::string_view::npos)
-        << launched.status();
+    ExpectLaunchRefused(host->shape, problem->Args(), c, "split=");
   }
   gpu_testing::ExpectOutputUntouched(*problem, stream_);
 }
@@ -446,23 +461,15 @@ TEST_P(SplitRowGpuTest, IllegalConfigIsNeverLaunched) {
 // before anything is launched.
 TEST_P(SplitRowGpuTest, TwoPassWithoutWorkspaceIsNeverLaunched) {
   const Shape shape{2, 32768};
-  absl::StatusOr<HostProblem> host = MakeProblem(
-      op(), dtype(), shape, FreshSeed(), InputPattern::kNormal, true, 0, 0, FewRowsAttention(2));
-  ASSERT_TRUE(host.ok()) << host.status();
-  absl::StatusOr<DeviceProblem> problem = Upload(*host);
+  absl::StatusOr<DeviceProblem> problem = FreshProblem(shape);
   ASSERT_TRUE(problem.ok()) << problem.status();
-  ASSERT_TRUE(PoisonOutputs(*problem, stream_).ok());
   const LaunchConfig c = Split(256, 16 / static_cast<int>(DTypeSize(dtype())), 16,
                                Impl::kSplitTwoPass);
   for (int64_t bytes : {int64_t{0}, WorkspaceBytes(shape, c) - 16}) {
     RowOpArgs args = problem->Args();
     if (bytes == 0) args.workspace = nullptr;
     args.workspace_bytes = bytes;
-    absl::StatusOr<LaunchConfig> launched = Launch(op(), dtype(), shape, args, c, device_, stream_);
-    ASSERT_FALSE(launched.ok()) << ConfigKey(c);
-    EXPECT_EQ(launched.status().code(), absl::StatusCode::kInvalidArgument) << launched.status();
-    EXPECT_NE(launched.status().message().find("workspace"), absl::string_view::npos)
-        << launched.status();
+    ExpectLaunchRefused(shape, args, c, "workspace");
   }
   gpu_testing::ExpectOutputUntouched(*problem, stream_);
 }
@@ -474,13 +481,8 @@ TEST_P(SplitRowGpuTest, TwoPassLaunchesShareTheWorkspaceInStreamOrder) {
   const Shape shape{8, 131072};
   std::vector<DeviceProblem> problems;
   for (int i = 0; i < 3; ++i) {
-    absl::StatusOr<HostProblem> host = MakeProblem(op(), dtype(), shape, FreshSeed(),
-                                                   InputPattern::kNormal, true, 0, 0,
-                                                   FewRowsAttention(shape.rows));
-    ASSERT_TRUE(host.ok()) << host.status();
-    absl::StatusOr<DeviceProblem> problem = Upload(*host);
+    absl::StatusOr<DeviceProblem> problem = FreshProblem(shape);
     ASSERT_TRUE(problem.ok()) << problem.status();
-    ASSERT_TRUE(PoisonOutputs(*problem, stream_).ok());
     problems.push_back(*std::move(problem));
   }
   const LaunchConfig c = Split(256, 16 / static_cast<int>(DTypeSize(dtype())), 16,
