@@ -88,7 +88,7 @@ bool FewLongRows(Shape shape, int64_t max_rows) {
   return shape.inner == 1 && shape.cols >= kSplitRowMinCols && shape.rows < max_rows;
 }
 
-// Knobs both split impls share: block size, the row-kernel knobs that must
+// Knobs the split impls share: block size, the row-kernel knobs that must
 // stay neutral, and a whole pack per block.
 absl::Status CheckCommonSplitKnobs(DType dtype, Shape shape, const LaunchConfig& c) {
   const absl::string_view impl = ImplName(c.impl);

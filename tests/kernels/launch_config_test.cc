@@ -71,7 +71,7 @@ void ExpectRefused(Op op, DType dtype, Shape shape, const LaunchConfig& config,
       << "message \"" << s.message() << "\" should mention \"" << mentions << "\"";
 }
 
-// The knobs both split impls pin (CheckCommonSplitKnobs): each refused by
+// The knobs the split impls pin (CheckCommonSplitKnobs): each refused by
 // name on a float16 8 x 131072 problem, starting from a legal `base`.
 void ExpectSplitKnobsRefused(const LaunchConfig& base) {
   const Shape shape{8, 131072};

@@ -93,7 +93,7 @@ class SplitRowGpuTest : public gpu_testing::GpuTest,
   }
 
   // Every split config ValidateConfig accepts for the shape: all splits of
-  // both impls, block sizes and pack sizes (the narrow packs are what Launch
+  // the three impls, block sizes and pack sizes (the narrow packs are what Launch
   // falls back to for misaligned pointers).
   std::vector<LaunchConfig> AllSplitConfigs(Shape shape) const {
     std::vector<LaunchConfig> configs;
