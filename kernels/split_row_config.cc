@@ -59,6 +59,13 @@ constexpr int kTwoPassMaxCandidateBlocksPerSm = 4;
 // which used 16 to 66 blocks per row, and the two-pass kernels beat the
 // tuned cluster configs at all 12 points.
 constexpr int kTwoPassDefaultSplit = 32;
+
+// The cluster default in more than one wave, when no split fits one, up to
+// this many waves of clusters. At 64 rows x 131072 float32 on the H100
+// (bench/results/2026-11-21-h100-two-pass/tuning_rows_1_8_64_f61cc7b.db),
+// split 16 of 256 threads (1.11 waves) ran softmax, LayerNorm, RMSNorm and
+// ReduceScale 1.13-1.38x faster than one block per row.
+constexpr double kMaxClusterWaves = 1.5;
 constexpr int kTwoPassDefaultBlock = 256;
 
 int64_t CacheElementBytes(Op op, DType dtype) {
@@ -269,8 +276,10 @@ void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo&
 // for slices shorter than 256 packs, or when 256 would need a second wave).
 // Otherwise, on Hopper, the cluster split that keeps the most SMs busy in a
 // single wave of clusters (rows * split blocks, all resident at once), the
-// smallest such split on ties. Before Hopper, kSplitGrid with one block of
-// each row per SM (split = SMs / rows). Measured on the H100, clusters won every point of
+// smallest such split on ties; when no split fits one wave (big float
+// slices, tens of rows), the one with the fewest waves up to
+// kMaxClusterWaves. Before Hopper, kSplitGrid with one block of each row per
+// SM (split = SMs / rows). Measured on the H100, clusters won every point of
 // rows 1 and 8 x 131072 but one, by 1.1-1.6x against the one-block-per-SM
 // grid: a grid barrier costs more than a cluster's. The slice must fit
 // shared memory. Nothing when no split keeps more SMs busy than one block
@@ -320,22 +329,32 @@ std::optional<LaunchConfig> SplitRowHeuristic(Op op, DType dtype, Shape shape,
   }
   std::optional<LaunchConfig> best;
   int64_t best_busy_sms = shape.rows;  // one block per row
+  std::optional<LaunchConfig> fewest_waves;
+  double least_waves = kMaxClusterWaves;
   for (int split : kSplitRowSplits) {
     LaunchConfig c{Impl::kSplitRow, DefaultSplitBlock(PacksPerBlock(shape.cols, pack, split)),
                    pack, 32, 1, 0};
     c.split = split;
     if (!ValidateConfig(op, dtype, shape, c, device).ok()) continue;  // slice too big
     absl::StatusOr<int> active = ActiveBlocksPerSm(op, dtype, shape, c, device);
-    if (!active.ok()) continue;
+    if (!active.ok() || *active == 0) continue;
     const int64_t blocks = shape.rows * split;
-    if (blocks > static_cast<int64_t>(*active) * device.sm_count) continue;  // two waves
+    const int64_t resident = static_cast<int64_t>(*active) * device.sm_count;
+    if (blocks > resident) {  // more than one wave
+      const double waves = static_cast<double>(blocks) / static_cast<double>(resident);
+      if (waves <= least_waves) {
+        fewest_waves = c;
+        least_waves = waves;
+      }
+      continue;
+    }
     const int64_t busy_sms = std::min<int64_t>(blocks, device.sm_count);
     if (busy_sms > best_busy_sms) {
       best = c;
       best_busy_sms = busy_sms;
     }
   }
-  return best;
+  return best.has_value() ? best : fewest_waves;
 }
 
 }  // namespace kt::kernels::internal

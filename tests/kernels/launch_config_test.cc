@@ -732,6 +732,16 @@ TEST(LaunchConfigTest, HeuristicSplitsFewLongRows) {
   c = HeuristicConfig(Op::kSoftmax, DType::kFloat32, {1, 1 << 21}, H100());
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(ConfigKey(*c), "split_two_pass/b256/p4/g32/r1/w0/s256");
+  // 64 rows of 131072 float32: no cluster split fits one wave (the slices
+  // need too much shared memory), so the fewest waves: split 16 (1024 blocks
+  // of 256 threads for 6 x 132 resident, 1.3 waves). At 100 rows even that
+  // is 2 waves, and one block per row serves.
+  c = HeuristicConfig(Op::kSoftmax, DType::kFloat32, {64, 131072}, H100());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(ConfigKey(*c), "split_row/b256/p4/g32/r1/w0/s16");
+  c = HeuristicConfig(Op::kSoftmax, DType::kFloat32, {100, 131072}, H100());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(HasSplit(c->impl)) << ConfigKey(*c);
   // Clusters with 8 packs per thread beyond 8 rows: 9 rows of float16.
   c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {9, 131072}, H100());
   ASSERT_TRUE(c.ok()) << c.status();
