@@ -62,9 +62,11 @@ constexpr int kTwoPassDefaultSplit = 32;
 
 // The cluster default in more than one wave, when no split fits one, up to
 // this many waves of clusters. At 64 rows x 131072 float32 on the H100
-// (bench/results/2026-11-21-h100-two-pass/tuning_rows_1_8_64_f61cc7b.db),
-// split 16 of 256 threads (1.11 waves) ran softmax, LayerNorm, RMSNorm and
-// ReduceScale 1.13-1.38x faster than one block per row.
+// (bench/results/2026-11-21-h100-two-pass/), ReduceScale takes split 8 of
+// 512 threads (1.29 waves), 1.37x faster than one block per row. Softmax,
+// LayerNorm and RMSNorm have no default block within 1.5 waves (their
+// registers fit 1-2 blocks per SM) and keep one block per row, where tuned
+// clusters of 256 threads are 1.28-1.44x faster.
 constexpr double kMaxClusterWaves = 1.5;
 constexpr int kTwoPassDefaultBlock = 256;
 
