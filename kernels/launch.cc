@@ -99,6 +99,7 @@ absl::StatusOr<LaunchConfig> Launch(Op op, DType dtype, Shape shape, const RowOp
   if (absl::Status s = ValidateConfig(op, dtype, shape, effective, device); !s.ok()) {
     return s;
   }
+
   internal::KernelRequest request;
   request.device = device.ordinal;
   request.sm_count = device.sm_count;

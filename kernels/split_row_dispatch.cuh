@@ -259,7 +259,8 @@ cudaError_t RunSplitTwoPassOp(const KernelRequest& req, KernelAction action, cud
           return;
         }
         const int64_t num_packs = req.cols / kPack;
-        if (num_packs < c.split || req.workspace == nullptr) return;  // refused by the rules
+        // Refused before: too few packs by the rules, no workspace by Launch.
+        if (num_packs < c.split || req.workspace == nullptr) return;
         const split_row::Params params = SplitParams(req, num_packs);
         const split_row::TwoPassWorkspace workspace{req.workspace, c.split};
         const auto blocks = static_cast<unsigned>(req.rows * c.split);

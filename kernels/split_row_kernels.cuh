@@ -323,24 +323,22 @@ constexpr int StoreBatch(int pack, int block_size) {
   return fits < 1 ? 1 : (fits > 4 ? 4 : fits);
 }
 
-// Whether the store functor loads weights (AffineStore: LayerNorm, RMSNorm).
-template <class Store>
-inline constexpr bool kStoreLoadsWeights = false;
-template <typename T>
-inline constexpr bool kStoreLoadsWeights<AffineStore<T>> = true;
-
-// The weights a store holds for B packs of N (AffineStore::Weights); an
-// empty struct for stores without weights.
+// The weights a store functor loads (AffineStore: LayerNorm, RMSNorm): its
+// Weights for B packs of N, or an empty struct for stores without weights.
 template <class Store>
 struct WeightsOf {
+  static constexpr bool kLoads = false;
   template <int B, int N>
   struct type {};
 };
 template <typename T>
 struct WeightsOf<AffineStore<T>> {
+  static constexpr bool kLoads = true;
   template <int B, int N>
   using type = typename AffineStore<T>::template Weights<B, N>;
 };
+template <class Store>
+inline constexpr bool kStoreLoadsWeights = WeightsOf<Store>::kLoads;
 
 }  // namespace split_row
 
@@ -497,20 +495,36 @@ struct alignas(kTwoPassSlotBytes) TwoPassSlot {
   Partial partial;
 };
 
-// Packs of its slice each thread of a kSplitTwoPass block holds in
-// registers (all in flight at once); the rules keep slices within
-// kTwoPassPacksPerThread * block_size packs.
-constexpr int kTwoPassPacksPerThread = kMaxTwoPassPacksPerThread;
+// A kSplitTwoPass block's place: block b = row * split + rank owns slice
+// SliceOf(p.slicing, rank) of `row`, and its thread t packs t,
+// t + block_size, ... of the slice, `held` of them (at most
+// kMaxTwoPassPacksPerThread, which the rules guarantee), kept in registers.
+struct TwoPassBlock {
+  int64_t row;
+  int rank;
+  Slice slice;
+  int64_t held;
+};
+template <int block_size>
+__device__ __forceinline__ TwoPassBlock TwoPassBlockOf(const Params& p, int split) {
+  TwoPassBlock b;
+  b.row = blockIdx.x / static_cast<unsigned>(split);
+  b.rank = static_cast<int>(blockIdx.x % static_cast<unsigned>(split));
+  b.slice = SliceOf(p.slicing, b.rank);
+  b.held = (b.slice.count - threadIdx.x + block_size - 1) / block_size;
+  return b;
+}
 
-// Loads this thread's packs of the slice (k = threadIdx.x + b * block_size
-// for b < kTwoPassPacksPerThread, those inside the slice), all in flight.
+// Loads this thread's packs of its slice, all in flight at once.
 template <int pack, int block_size, class Load>
-__device__ __forceinline__ void LoadThreadPacks(const Load& load, int64_t row, const Slice& slice,
-                                                float (&v)[kTwoPassPacksPerThread][pack]) {
+__device__ __forceinline__ void LoadThreadPacks(const Load& load, const TwoPassBlock& block,
+                                                float (&v)[kMaxTwoPassPacksPerThread][pack]) {
 #pragma unroll
-  for (int b = 0; b < kTwoPassPacksPerThread; ++b) {
-    const int64_t k = threadIdx.x + static_cast<int64_t>(b) * block_size;
-    if (k < slice.count) load.template load<pack>(v[b], row, (slice.first + k) * pack);
+  for (int b = 0; b < kMaxTwoPassPacksPerThread; ++b) {
+    if (b < block.held) {
+      const int64_t k = threadIdx.x + static_cast<int64_t>(b) * block_size;
+      load.template load<pack>(v[b], block.row, (block.slice.first + k) * pack);
+    }
   }
 }
 
@@ -656,14 +670,13 @@ __global__ void __launch_bounds__(block_size)
   split_row::StoreSlice<pack, block_size>(store, finish, row, slice, cache, 0, slot_packs);
 }
 
-// kSplitTwoPass, first kernel: block b = row * split + rank loads packs
-// SliceOf(p.slicing, rank) of its row (every pack of a thread in flight at
-// once: the rules keep slices within kTwoPassPacksPerThread packs per
-// thread), reduces the op's statistic over the block (BlockMerge) and
-// writes it to the row's slot `rank` of the workspace.
+// kSplitTwoPass, first kernel: each block (TwoPassBlock) loads its slice
+// (every pack of a thread in flight at once), reduces the op's statistic
+// over the block (BlockMerge) and writes it to its row's slot `rank` of the
+// workspace.
 // Preconditions: gridDim.x = rows * ws.split; blockDim.x = block_size;
 // cols % pack == 0; p.slicing = Slicing::Of(cols / pack, ws.split); every
-// slice at most kTwoPassPacksPerThread * block_size packs.
+// slice at most kMaxTwoPassPacksPerThread * block_size packs.
 template <Op op, class Load, int pack, int block_size>
 __global__ void __launch_bounds__(block_size)
     SplitPartialKernel(Load load, split_row::Params p, split_row::TwoPassWorkspace ws) {
@@ -676,23 +689,18 @@ __global__ void __launch_bounds__(block_size)
   // cudaGridDependencySynchronize (which waits for this whole grid).
   cudaTriggerProgrammaticLaunchCompletion();
 #endif
-  const int split = ws.split;
-  const int64_t row = blockIdx.x / static_cast<unsigned>(split);
-  const int rank = static_cast<int>(blockIdx.x % static_cast<unsigned>(split));
-  const split_row::Slice slice = split_row::SliceOf(p.slicing, rank);
-  float v[split_row::kTwoPassPacksPerThread][pack];
-  split_row::LoadThreadPacks<pack, block_size>(load, row, slice, v);
+  const split_row::TwoPassBlock block = split_row::TwoPassBlockOf<block_size>(p, ws.split);
+  float v[kMaxTwoPassPacksPerThread][pack];
+  split_row::LoadThreadPacks<pack, block_size>(load, block, v);
   Stat stat;
 #pragma unroll
-  for (int b = 0; b < split_row::kTwoPassPacksPerThread; ++b) {
-    if (threadIdx.x + static_cast<int64_t>(b) * block_size < slice.count) {
-      stat.template Add<pack>(v[b]);
-    }
+  for (int b = 0; b < kMaxTwoPassPacksPerThread; ++b) {
+    if (b < block.held) stat.template Add<pack>(v[b]);
   }
   const Partial partial = split_row::BlockMerge<Stat, block_size>(stat.Get(), warp_partials);
   if (threadIdx.x == 0) {
-    static_cast<split_row::TwoPassSlot<Partial>*>(ws.partials)[row * split + rank].partial =
-        partial;
+    static_cast<split_row::TwoPassSlot<Partial>*>(ws.partials)[block.row * ws.split + block.rank]
+        .partial = partial;
   }
 }
 
@@ -713,37 +721,32 @@ __global__ void __launch_bounds__(block_size)
   using Stat = typename split_row::StatFor<op, kFastMathFor<Load>>::type;
   using Partial = typename Stat::Partial;
   static_assert(block_size % kWarpSize == 0, "whole warps: every lane shuffles");
-  constexpr int kPacks = split_row::kTwoPassPacksPerThread;
-  const int split = ws.split;
-  const int64_t row = blockIdx.x / static_cast<unsigned>(split);
-  const int rank = static_cast<int>(blockIdx.x % static_cast<unsigned>(split));
-  const split_row::Slice slice = split_row::SliceOf(p.slicing, rank);
+  constexpr int kPacks = kMaxTwoPassPacksPerThread;
+  const split_row::TwoPassBlock block = split_row::TwoPassBlockOf<block_size>(p, ws.split);
+  const int64_t row = block.row;
+  const int64_t held = block.held;
   float v[kPacks][pack];
-  split_row::LoadThreadPacks<pack, block_size>(load, row, slice, v);
-  // Packs of the slice this thread holds: those with k < slice.count.
-  const int64_t held = (slice.count - threadIdx.x + block_size - 1) / block_size;
-  const int64_t first_col = (slice.first + threadIdx.x) * pack;
+  split_row::LoadThreadPacks<pack, block_size>(load, block, v);
+  const int64_t first_col = (block.slice.first + threadIdx.x) * pack;
   constexpr int64_t kStride = static_cast<int64_t>(block_size) * pack;
   // The norms' weights are inputs too: in flight before the wait as well.
-  constexpr bool kWeights = split_row::kStoreLoadsWeights<std::remove_cv_t<Store>>;
-  using Weights =
-      typename split_row::WeightsOf<std::remove_cv_t<Store>>::template type<kPacks, pack>;
-  [[maybe_unused]] Weights weights;
-  if constexpr (kWeights) store.LoadWeights(weights, first_col, kStride, held);
+  using StoreWeights = split_row::WeightsOf<std::remove_cv_t<Store>>;
+  [[maybe_unused]] typename StoreWeights::template type<kPacks, pack> weights;
+  if constexpr (StoreWeights::kLoads) store.LoadWeights(weights, first_col, kStride, held);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cudaGridDependencySynchronize();
 #endif
   const auto* slots =
-      static_cast<const split_row::TwoPassSlot<Partial>*>(ws.partials) + row * split;
+      static_cast<const split_row::TwoPassSlot<Partial>*>(ws.partials) + row * ws.split;
   const Partial total = split_row::MergeRowPartials<Stat>(
-      split, [&](int r) { return slots[r].partial; });
+      ws.split, [&](int r) { return slots[r].partial; });
   const typename Stat::Row finish = Stat::Finish(total, p);
-  if (rank == 0 && threadIdx.x == 0) finish.WriteStats(p, row);
+  if (block.rank == 0 && threadIdx.x == 0) finish.WriteStats(p, row);
 #pragma unroll
   for (int b = 0; b < kPacks; ++b) {
     if (b < held) finish.template Apply<pack>(v[b]);
   }
-  if constexpr (kWeights) {
+  if constexpr (StoreWeights::kLoads) {
     store.StoreLoaded(v, weights, row, first_col, kStride, held);
   } else {
 #pragma unroll
