@@ -496,23 +496,23 @@ struct alignas(kTwoPassSlotBytes) TwoPassSlot {
 };
 
 // A kSplitTwoPass block's place: block b = row * split + rank owns slice
-// SliceOf(p.slicing, rank) of `row`, and its thread t packs t,
-// t + block_size, ... of the slice, `held` of them (at most
-// kMaxTwoPassPacksPerThread, which the rules guarantee), kept in registers.
+// SliceOf(p.slicing, rank) of `row`; its thread t holds packs t,
+// t + block_size, ... of the slice in registers (at most
+// kMaxTwoPassPacksPerThread, which the rules guarantee).
 struct TwoPassBlock {
   int64_t row;
   int rank;
   Slice slice;
-  int64_t held;
 };
-template <int block_size>
 __device__ __forceinline__ TwoPassBlock TwoPassBlockOf(const Params& p, int split) {
-  TwoPassBlock b;
-  b.row = blockIdx.x / static_cast<unsigned>(split);
-  b.rank = static_cast<int>(blockIdx.x % static_cast<unsigned>(split));
-  b.slice = SliceOf(p.slicing, b.rank);
-  b.held = (b.slice.count - threadIdx.x + block_size - 1) / block_size;
-  return b;
+  const int rank = static_cast<int>(blockIdx.x % static_cast<unsigned>(split));
+  return {blockIdx.x / static_cast<unsigned>(split), rank, SliceOf(p.slicing, rank)};
+}
+
+// Whether pack b of this thread lies inside the block's slice.
+template <int block_size>
+__device__ __forceinline__ bool HoldsPack(const TwoPassBlock& block, int b) {
+  return threadIdx.x + static_cast<int64_t>(b) * block_size < block.slice.count;
 }
 
 // Loads this thread's packs of its slice, all in flight at once.
@@ -521,7 +521,7 @@ __device__ __forceinline__ void LoadThreadPacks(const Load& load, const TwoPassB
                                                 float (&v)[kMaxTwoPassPacksPerThread][pack]) {
 #pragma unroll
   for (int b = 0; b < kMaxTwoPassPacksPerThread; ++b) {
-    if (b < block.held) {
+    if (HoldsPack<block_size>(block, b)) {
       const int64_t k = threadIdx.x + static_cast<int64_t>(b) * block_size;
       load.template load<pack>(v[b], block.row, (block.slice.first + k) * pack);
     }
@@ -689,13 +689,13 @@ __global__ void __launch_bounds__(block_size)
   // cudaGridDependencySynchronize (which waits for this whole grid).
   cudaTriggerProgrammaticLaunchCompletion();
 #endif
-  const split_row::TwoPassBlock block = split_row::TwoPassBlockOf<block_size>(p, ws.split);
+  const split_row::TwoPassBlock block = split_row::TwoPassBlockOf(p, ws.split);
   float v[kMaxTwoPassPacksPerThread][pack];
   split_row::LoadThreadPacks<pack, block_size>(load, block, v);
   Stat stat;
 #pragma unroll
   for (int b = 0; b < kMaxTwoPassPacksPerThread; ++b) {
-    if (b < block.held) stat.template Add<pack>(v[b]);
+    if (split_row::HoldsPack<block_size>(block, b)) stat.template Add<pack>(v[b]);
   }
   const Partial partial = split_row::BlockMerge<Stat, block_size>(stat.Get(), warp_partials);
   if (threadIdx.x == 0) {
@@ -722,11 +722,12 @@ __global__ void __launch_bounds__(block_size)
   using Partial = typename Stat::Partial;
   static_assert(block_size % kWarpSize == 0, "whole warps: every lane shuffles");
   constexpr int kPacks = kMaxTwoPassPacksPerThread;
-  const split_row::TwoPassBlock block = split_row::TwoPassBlockOf<block_size>(p, ws.split);
+  const split_row::TwoPassBlock block = split_row::TwoPassBlockOf(p, ws.split);
   const int64_t row = block.row;
-  const int64_t held = block.held;
   float v[kPacks][pack];
   split_row::LoadThreadPacks<pack, block_size>(load, block, v);
+  // Packs of the slice this thread holds (HoldsPack of b < held).
+  const int64_t held = (block.slice.count - threadIdx.x + block_size - 1) / block_size;
   const int64_t first_col = (block.slice.first + threadIdx.x) * pack;
   constexpr int64_t kStride = static_cast<int64_t>(block_size) * pack;
   // The norms' weights are inputs too: in flight before the wait as well.
