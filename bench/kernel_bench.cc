@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -25,6 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "db/tuning_store.h"
@@ -41,6 +43,10 @@ ABSL_FLAG(std::string, ops,
           "softmax,log_softmax,layer_norm,rms_norm,reduce_scale,scaled_masked_softmax",
           "ops to run");
 ABSL_FLAG(std::string, dtypes, "float32,float16,bfloat16", "dtypes to run");
+ABSL_FLAG(std::vector<std::string>, rows, {},
+          "keep only the grid points with these row counts (comma list; as torch_bench.py --rows)");
+ABSL_FLAG(std::vector<std::string>, cols, {},
+          "keep only the grid points with these column counts (comma list)");
 ABSL_FLAG(bool, causal, false,
           "scaled_masked_softmax points: add the causal mask to the additive (s, s) one (as "
           "torch_bench.py --causal)");
@@ -66,6 +72,7 @@ struct Options {
   std::vector<Op> ops;
   std::vector<DType> dtypes;
   std::vector<DType> sweep_dtypes;
+  std::vector<int64_t> rows, cols;  // filters; empty keeps every point
   bool causal = false;
   int reps = 50;
   int sweep_reps = 15;
@@ -151,6 +158,18 @@ absl::Status Run(const Options& o) {
   absl::StatusOr<std::vector<tuner::GridPoint>> grid =
       tuner::StandardGrid(o.groups, o.ops, o.dtypes);
   if (!grid.ok()) return grid.status();
+  auto filtered_out = [](const std::vector<int64_t>& keep, int64_t value) {
+    return !keep.empty() && std::find(keep.begin(), keep.end(), value) == keep.end();
+  };
+  grid->erase(std::remove_if(grid->begin(), grid->end(),
+                             [&](const tuner::GridPoint& p) {
+                               return filtered_out(o.rows, p.shape.rows) ||
+                                      filtered_out(o.cols, p.shape.cols);
+                             }),
+              grid->end());
+  if (grid->empty()) {
+    return absl::InvalidArgumentError("no point of the chosen groups and ops has those --rows/--cols");
+  }
   if (o.causal) {
     for (tuner::GridPoint& p : *grid) p.causal = p.op == Op::kScaledMaskedSoftmax;
   }
@@ -320,6 +339,18 @@ int main(int argc, char** argv) {
     if (!s.ok()) {
       std::fprintf(stderr, "kt_kernel_bench: %s\n", s.ToString().c_str());
       return 2;
+    }
+  }
+  for (auto [flag, name, target] :
+       {std::tuple(&FLAGS_rows, "rows", &o.rows), std::tuple(&FLAGS_cols, "cols", &o.cols)}) {
+    for (const std::string& item : absl::GetFlag(*flag)) {
+      int64_t value = 0;
+      if (!absl::SimpleAtoi(item, &value) || value < 1) {
+        std::fprintf(stderr, "kt_kernel_bench: --%s: '%s' is not a positive integer\n", name,
+                     item.c_str());
+        return 2;
+      }
+      target->push_back(value);
     }
   }
   o.ops = *ops;
