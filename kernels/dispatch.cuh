@@ -97,10 +97,17 @@ cudaError_t RunWarpRowOp(const KernelRequest& req, KernelAction action,
     constexpr int kPack = decltype(pack)::value;
     if constexpr (kPack * sizeof(T) <= 16) {
       if (c.thread_group_width < kWarpSize) {
-        // One pack per lane; narrow groups may take two rows per step.
+        // One pack per lane, or two for 16-byte packs (WarpColsPerThread);
+        // narrow groups may take two rows per step.
         DispatchInt<1, 2, 4, 8, 16>(c.thread_group_width, [&](auto tgw) {
           DispatchInt<1, 2>(c.rows_per_access, [&](auto rpa) {
-            launch(pack, pack, tgw, rpa);
+            if (req.cols_per_thread == kPack) {
+              launch(pack, pack, tgw, rpa);
+            } else if constexpr (kPack * sizeof(T) == 16) {
+              if (req.cols_per_thread == 2 * kPack) {
+                launch(pack, std::integral_constant<int, 2 * kPack>{}, tgw, rpa);
+              }
+            }
           });
         });
       } else if (req.cols_per_thread == kPack) {

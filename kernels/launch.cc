@@ -122,7 +122,7 @@ absl::StatusOr<LaunchConfig> Launch(Op op, DType dtype, Shape shape, const RowOp
   request.workspace = args.workspace;
   request.programmatic_launch = device.cc_major >= 9;
   request.config = effective;
-  request.cols_per_thread = WarpColsPerThread(effective, shape.cols);
+  request.cols_per_thread = WarpColsPerThread(effective, dtype, shape.cols);
   // ValidateConfig has refused every (op, impl) without a kernel family.
   const cudaError_t err = internal::SelectEntry(op, dtype, effective.impl)(
       request, internal::KernelAction::kLaunch, stream, nullptr);

@@ -89,10 +89,11 @@ absl::Status CheckWarpKnobs(DType dtype, Shape shape, const LaunchConfig& c) {
     return absl::InvalidArgumentError(
         "rows_per_access=2 needs thread_group_width < 32 (no such kernel instance)");
   }
-  if (WarpColsPerThread(c, shape.cols) == 0) {
-    const int64_t limit = c.thread_group_width < 32
-                              ? static_cast<int64_t>(c.pack_size) * c.thread_group_width
-                              : kMaxWarpCols;
+  if (WarpColsPerThread(c, dtype, shape.cols) == 0) {
+    const int64_t per_lane =
+        c.pack_size * static_cast<int64_t>(DTypeSize(dtype)) == 16 ? 2 * c.pack_size : c.pack_size;
+    const int64_t limit =
+        c.thread_group_width < 32 ? per_lane * c.thread_group_width : kMaxWarpCols;
     return absl::InvalidArgumentError(absl::StrCat(
         "cols=", shape.cols, " exceeds the warp implementation's limit of ", limit,
         " for thread_group_width=", c.thread_group_width, ", pack_size=", c.pack_size));
@@ -133,11 +134,19 @@ void AppendRowCandidates(DType dtype, Shape shape, std::vector<LaunchConfig>& ca
       // The narrowest group that covers the row with one pack per lane; wider
       // groups would only idle lanes.
       const int group = std::min<int>(32, NextPowerOfTwo((shape.cols + pack - 1) / pack));
-      for (int rows_per_access : {1, 2}) {
-        if (rows_per_access == 2 && group == 32) continue;
-        for (int block : kWarpBlockSizes) {
-          for (int waves : kGridWavesChoices) {
-            candidates.push_back({Impl::kWarp, block, pack, group, rows_per_access, waves});
+      std::vector<int> groups = {group};
+      // Half as many lanes with two 16-byte packs each (WarpColsPerThread):
+      // more bytes in flight per thread for narrow rows.
+      if (group >= 2 && pack * DTypeSize(dtype) == 16 && shape.cols <= int64_t{pack} * group) {
+        groups.push_back(group / 2);
+      }
+      for (int width : groups) {
+        for (int rows_per_access : {1, 2}) {
+          if (rows_per_access == 2 && width == 32) continue;
+          for (int block : kWarpBlockSizes) {
+            for (int waves : kGridWavesChoices) {
+              candidates.push_back({Impl::kWarp, block, pack, width, rows_per_access, waves});
+            }
           }
         }
       }
@@ -219,11 +228,15 @@ absl::StatusOr<LaunchConfig> ParseLaunchConfig(absl::string_view key) {
   return c;
 }
 
-int WarpColsPerThread(const LaunchConfig& c, int64_t cols) {
+int WarpColsPerThread(const LaunchConfig& c, DType dtype, int64_t cols) {
   if (c.impl != Impl::kWarp || c.pack_size < 1 || c.thread_group_width < 1) return 0;
   const int64_t pack = c.pack_size;
   if (c.thread_group_width < 32) {
-    return cols <= pack * c.thread_group_width ? c.pack_size : 0;
+    // One pack per lane; or two, for 16-byte packs, which halves the group
+    // (narrow rows: 32 float32 columns on 4 lanes, not 8).
+    if (cols <= pack * c.thread_group_width) return c.pack_size;
+    const bool two_packs = pack * static_cast<int64_t>(DTypeSize(dtype)) == 16;
+    return two_packs && cols <= 2 * pack * c.thread_group_width ? 2 * c.pack_size : 0;
   }
   const int64_t packs_per_lane = (cols + 32 * pack - 1) / (32 * pack);
   const int64_t needed = packs_per_lane * pack;
@@ -290,7 +303,7 @@ absl::StatusOr<int> ActiveBlocksPerSm(Op op, DType dtype, Shape shape,
   request.cols = shape.cols;
   request.inner = shape.inner;
   request.config = config;
-  request.cols_per_thread = WarpColsPerThread(config, shape.cols);
+  request.cols_per_thread = WarpColsPerThread(config, dtype, shape.cols);
   const internal::RowOpEntry entry = internal::SelectEntry(op, dtype, config.impl);
   if (entry == nullptr) {
     return absl::InvalidArgumentError(
@@ -437,16 +450,30 @@ absl::StatusOr<LaunchConfig> HeuristicConfig(Op op, DType dtype, Shape shape,
   // Short rows: registers. OneFlow stops at 1024 columns; measured on an
   // H200 (bench/results/2026-11-21-h200), float16 rows of 2048 run at 3813
   // GB/s from registers (64 per lane) against 2333 GB/s through shared
-  // memory, so the register path goes to kMaxWarpCols. Narrow groups take two
-  // rows per step to keep enough bytes in flight.
+  // memory, so the register path goes to kMaxWarpCols.
   if (shape.cols <= kMaxWarpCols) {
     LaunchConfig c;
     c.impl = Impl::kWarp;
     c.block_size = 128;
     c.pack_size = pack;
     c.thread_group_width = std::min<int>(32, NextPowerOfTwo(num_packs));
-    c.rows_per_access = c.thread_group_width < 32 ? 2 : 1;
+    c.rows_per_access = 1;
     c.grid_waves = 0;
+    // Narrow rows keep more bytes in flight per lane. On the H100
+    // (bench/results/2026-11-22-h100-narrow-and-few-rows/), over 40 main-grid
+    // and attention points of 16 to 128 columns, two 16-byte packs per lane
+    // on half the group came within 2% of the tuned configs (geometric
+    // mean), 3.5% ahead of one pack on two rows per step; the masked
+    // softmax, whose load reads the mask too, did best with one pack on one
+    // row.
+    if (c.thread_group_width < 32) {
+      if (op != Op::kScaledMaskedSoftmax && c.thread_group_width >= 2 &&
+          pack * DTypeSize(dtype) == 16) {
+        c.thread_group_width /= 2;
+      } else if (op != Op::kScaledMaskedSoftmax) {
+        c.rows_per_access = 2;
+      }
+    }
     if (ValidateConfig(op, dtype, shape, c, device).ok()) return c;
   }
 
@@ -455,10 +482,13 @@ absl::StatusOr<LaunchConfig> HeuristicConfig(Op op, DType dtype, Shape shape,
   // thread (float16 4096: b128 3461 GB/s vs b512 2804; 16384: b128 3520 vs
   // b1024 2330), since many small resident blocks overlap one row's
   // reductions with other rows' loads.
-  constexpr int64_t kPacksPerThread = 8;
+  // Fewer rows than SMs leave SMs idle whatever the block, so there a row
+  // takes more threads, about two packs each: at 1 to 64 rows x 4096 on the
+  // H100 the tuned block configs kept two to four.
+  const int64_t packs_per_thread = shape.rows < device.sm_count ? 2 : 8;
   int block = kBlockImplBlockSizes[0];
   for (int candidate : kBlockImplBlockSizes) {
-    if (candidate <= num_packs / kPacksPerThread) block = candidate;
+    if (candidate <= num_packs / packs_per_thread) block = candidate;
   }
   for (Impl impl : {Impl::kBlockSmem, Impl::kBlockUncached}) {
     const LaunchConfig c{impl, block, pack, 32, 1, 0};

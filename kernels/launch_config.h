@@ -122,7 +122,7 @@ inline constexpr int64_t kMaxWorkspaceBytes = kMaxTwoPassBlocks * kTwoPassSlotBy
 inline constexpr bool HasSplit(Impl impl) {
   return impl == Impl::kSplitRow || impl == Impl::kSplitGrid || impl == Impl::kSplitTwoPass;
 }
-inline constexpr int kWarpBlockSizes[] = {128, 256, 512};
+inline constexpr int kWarpBlockSizes[] = {64, 128, 256, 512};
 inline constexpr int kGridWavesChoices[] = {0, 1, 4};
 inline constexpr int kPackSizes[] = {1, 2, 4, 8};
 inline constexpr int kThreadGroupWidths[] = {1, 2, 4, 8, 16, 32};
@@ -136,7 +136,9 @@ inline constexpr int64_t kMaxWarpCols = 32 * kMaxWarpColsPerThread;  // 2048
 
 // Elements each lane of a kWarp config caches for a row of `cols`: the kernel
 // instance it selects. 0 when no instance fits (cols too long for the config).
-int WarpColsPerThread(const LaunchConfig& config, int64_t cols);
+// Groups narrower than a warp hold one pack per lane, or two when the pack
+// is 16 bytes of `dtype` and one would not cover the row.
+int WarpColsPerThread(const LaunchConfig& config, DType dtype, int64_t cols);
 
 // Device scratch memory a launch of `config` needs (RowOpArgs::workspace):
 // rows * split * kTwoPassSlotBytes for kSplitTwoPass, 0 for every other impl.

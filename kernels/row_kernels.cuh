@@ -161,6 +161,39 @@ __global__ void WarpRowKernel(Load load, Store store, RowParams p) {
   }
 }
 
+// The block kernels' loads from global memory: each thread's packs k =
+// threadIdx.x, + block_size, ..., loaded a batch at a time (every load of a
+// batch in flight before any is used), then f(v, k) on each. A plain
+// strided loop waits a full memory round trip per pack: 1 x 4096 float32
+// LayerNorm at 256 threads paid four in a row (3.6 us against PyTorch's
+// 2.2 us on the H100). Batches of kLoadBatch for packs of up to 4 elements;
+// 8-element (16-bit) packs load one at a time, as before: batched, their
+// float copies took LayerNorm's shared-memory kernel from 34 to 52-84
+// registers (49152 x 32768 float16 at 512 threads 0.76-0.89x of before)
+// and cost the 16-bit softmax, RMSNorm and ReduceScale 5-8% at few rows
+// (bench/results/2026-11-22-h100-narrow-and-few-rows/).
+inline constexpr int kLoadBatch = 4;
+
+template <int pack, int block_size, class RowLoad, class F>
+__device__ __forceinline__ void ForEachLoadedPack(const RowLoad& row_load, int64_t num_packs,
+                                                  F&& f) {
+  constexpr int kBatch = pack >= 8 ? 1 : kLoadBatch;
+  for (int64_t first = threadIdx.x; first < num_packs;
+       first += static_cast<int64_t>(kBatch) * block_size) {
+    float v[kBatch][pack];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int64_t k = first + static_cast<int64_t>(b) * block_size;
+      if (k < num_packs) row_load.template load<pack>(v[b], k * pack);
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int64_t k = first + static_cast<int64_t>(b) * block_size;
+      if (k < num_packs) f(v[b], k);
+    }
+  }
+}
+
 // kBlockSmem: one block per row (grid-stride over rows). Pass 1 reads the
 // row once from global memory into shared memory, in the load functor's
 // cache type (the storage dtype for plain loads: half the bytes of float for
@@ -186,15 +219,13 @@ __global__ void __launch_bounds__(block_size)
       using Reducer = BlockAllReducer<block_size, WelfordStats>;
       __shared__ typename Reducer::Storage storage;
       ShiftedSums sums;
-      for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
-        float v[pack];
-        row_load.template load<pack>(v, k * pack);
+      ForEachLoadedPack<pack, block_size>(row_load, num_packs, [&](float* v, int64_t k) {
         CachePack c;
 #pragma unroll
         for (int i = 0; i < pack; ++i) c.elem[i] = FromFloat<CacheT>(v[i]);
         cache[k] = c;
         sums.Add<pack>(v);
-      }
+      });
       const WelfordStats stats = Reducer::Run(storage, sums.Stats(), WelfordMergeOp());
       const float inv_std = InvStd(stats, p.epsilon);
       if (threadIdx.x == 0) {
@@ -214,9 +245,7 @@ __global__ void __launch_bounds__(block_size)
       using Reducer = BlockAllReducer<block_size, float>;
       __shared__ typename Reducer::Storage storage;
       float stat = 0.f;
-      for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
-        float v[pack];
-        row_load.template load<pack>(v, k * pack);
+      ForEachLoadedPack<pack, block_size>(row_load, num_packs, [&](float* v, int64_t k) {
         CachePack c;
 #pragma unroll
         for (int i = 0; i < pack; ++i) {
@@ -224,7 +253,7 @@ __global__ void __launch_bounds__(block_size)
           stat = Stat::Accumulate(stat, v[i]);
         }
         cache[k] = c;
-      }
+      });
       stat = Reducer::Run(storage, stat, typename Stat::Combine());
       const RowFactor factor = Stat::Factor(stat, p.cols, p.epsilon);
       if (threadIdx.x == 0) StoreRowStat<op>(p, row, stat, factor);
@@ -240,9 +269,7 @@ __global__ void __launch_bounds__(block_size)
       using Reducer = BlockAllReducer<block_size, float>;
       __shared__ typename Reducer::Storage storage;
       float thread_max = -INFINITY;
-      for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
-        float v[pack];
-        row_load.template load<pack>(v, k * pack);
+      ForEachLoadedPack<pack, block_size>(row_load, num_packs, [&](float* v, int64_t k) {
         CachePack c;
 #pragma unroll
         for (int i = 0; i < pack; ++i) {
@@ -250,7 +277,7 @@ __global__ void __launch_bounds__(block_size)
           thread_max = fmaxf(thread_max, v[i]);
         }
         cache[k] = c;
-      }
+      });
       const float row_max = Reducer::Run(storage, thread_max, MaxOp());
       float thread_sum = 0.f;
       for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
@@ -292,50 +319,39 @@ __global__ void __launch_bounds__(block_size)
       using Reducer = BlockAllReducer<block_size, WelfordStats>;
       __shared__ typename Reducer::Storage storage;
       ShiftedSums sums;
-      for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
-        float v[pack];
-        row_load.template load<pack>(v, k * pack);
-        sums.Add<pack>(v);
-      }
+      ForEachLoadedPack<pack, block_size>(row_load, num_packs,
+                                          [&](float* v, int64_t) { sums.Add<pack>(v); });
       const WelfordStats stats = Reducer::Run(storage, sums.Stats(), WelfordMergeOp());
       const float inv_std = InvStd(stats, p.epsilon);
       if (threadIdx.x == 0) {
         if (p.mean != nullptr) p.mean[row] = stats.mean;
         if (p.inv_std != nullptr) p.inv_std[row] = inv_std;
       }
-      for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
-        float v[pack];
-        row_load.template load<pack>(v, k * pack);
+      ForEachLoadedPack<pack, block_size>(row_load, num_packs, [&](float* v, int64_t k) {
         Normalize<pack>(v, stats.mean, inv_std);
         store.template store<pack>(v, row, k * pack);
-      }
+      });
     } else if constexpr (kScalesByStat<op>) {
       using Stat = ScaleByStat<op>;
       using Reducer = BlockAllReducer<block_size, float>;
       __shared__ typename Reducer::Storage storage;
       float stat = 0.f;
-      for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
-        float v[pack];
-        row_load.template load<pack>(v, k * pack);
+      ForEachLoadedPack<pack, block_size>(row_load, num_packs, [&](float* v, int64_t) {
 #pragma unroll
         for (int i = 0; i < pack; ++i) stat = Stat::Accumulate(stat, v[i]);
-      }
+      });
       stat = Reducer::Run(storage, stat, typename Stat::Combine());
       const RowFactor factor = Stat::Factor(stat, p.cols, p.epsilon);
       if (threadIdx.x == 0) StoreRowStat<op>(p, row, stat, factor);
-      for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
-        float v[pack];
-        row_load.template load<pack>(v, k * pack);
+      ForEachLoadedPack<pack, block_size>(row_load, num_packs, [&](float* v, int64_t k) {
         Stat::template Apply<pack>(v, factor);
         store.template store<pack>(v, row, k * pack);
-      }
+      });
     } else {
       using Reducer = BlockAllReducer<block_size, MaxSum>;
       __shared__ typename Reducer::Storage storage;
       MaxSum state{-INFINITY, 0.f};
-      for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
-        float v[pack];
-        row_load.template load<pack>(v, k * pack);
+      ForEachLoadedPack<pack, block_size>(row_load, num_packs, [&](float* v, int64_t) {
         float pack_max = -INFINITY;
 #pragma unroll
         for (int i = 0; i < pack; ++i) pack_max = fmaxf(pack_max, v[i]);
@@ -347,20 +363,18 @@ __global__ void __launch_bounds__(block_size)
           for (int i = 0; i < pack; ++i) {
             if (isnan(v[i])) state.sum = NAN;
           }
-          continue;
+          return;
         }
         float pack_sum = 0.f;
 #pragma unroll
         for (int i = 0; i < pack; ++i) pack_sum += Exp<kFast>(v[i] - new_max);
         state = {new_max, RescaledSum(state, new_max) + pack_sum};
-      }
+      });
       state = Reducer::Run(storage, state, MaxSumMergeOp());
-      for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
-        float v[pack];
-        row_load.template load<pack>(v, k * pack);
+      ForEachLoadedPack<pack, block_size>(row_load, num_packs, [&](float* v, int64_t k) {
         FinishSoftmax<op, kFast, pack>(v, state.max, state.sum);
         store.template store<pack>(v, row, k * pack);
-      }
+      });
     }
   }
 }

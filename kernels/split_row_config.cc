@@ -18,11 +18,15 @@ namespace {
 // (8 is the portable limit). Must match RunSplitRowOp (split_row_dispatch.cuh).
 constexpr int kSplitRowSplits[] = {2, 4, 8, 16};
 
-// Split rows pay for a cluster barrier and a distributed-shared-memory
-// exchange per row; below this many columns one block per row (or a warp)
-// already has the row in one SM's reach, so neither the candidates nor the
-// default consider splitting. The PERF.md few-rows grid starts at 32768.
+// Split rows pay for a cluster barrier (or a second kernel) per row; below
+// this many columns one block per row already has the row in one SM's
+// reach, so the default does not split.
 constexpr int64_t kSplitRowMinCols = 16384;
+// The tuner times split configs from this many columns: at few rows x 4096
+// one block per row leaves most SMs idle, and on the H100 float32 LayerNorm
+// at 1 and 8 rows x 4096 chose split_two_pass at split 8
+// (bench/results/2026-11-22-h100-narrow-and-few-rows/).
+constexpr int64_t kSplitCandidateMinCols = 4096;
 
 // The default gives each thread at most this many packs of its slice. On
 // the H100 (bench/results/2026-11-21-h100-split-grid/) the tuned cluster
@@ -93,8 +97,8 @@ int WidestPack(DType dtype, int64_t cols) {
 // Few rows: one block per row would leave SMs idle (the default's rule), or
 // leave a ragged second wave (the tuner also times the band up to twice the
 // SM count, where splitting may still win).
-bool FewLongRows(Shape shape, int64_t max_rows) {
-  return shape.inner == 1 && shape.cols >= kSplitRowMinCols && shape.rows < max_rows;
+bool FewLongRows(Shape shape, int64_t max_rows, int64_t min_cols = kSplitRowMinCols) {
+  return shape.inner == 1 && shape.cols >= min_cols && shape.rows < max_rows;
 }
 
 // Knobs the split impls share: block size, the row-kernel knobs that must
@@ -231,7 +235,9 @@ int64_t SplitRowSharedMemoryBytes(Op op, DType dtype, Shape shape, const LaunchC
 
 void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo& device,
                               std::vector<LaunchConfig>& candidates) {
-  if (!FewLongRows(shape, 2 * static_cast<int64_t>(device.sm_count))) return;
+  if (!FewLongRows(shape, 2 * static_cast<int64_t>(device.sm_count), kSplitCandidateMinCols)) {
+    return;
+  }
   // The widest pack only: narrower ones only add loads per byte, and Launch
   // narrows by itself where pointers demand it. Block sizes that give every
   // thread at least one pack of the slice. At most 16 cluster configs, 12

@@ -7,7 +7,7 @@
 
 namespace kt::kernels {
 
-inline constexpr char kKernelLibraryVersion[] = "0.1.0+k1";
+inline constexpr char kKernelLibraryVersion[] = "0.1.0+k2";
 
 }  // namespace kt::kernels
 

@@ -74,6 +74,25 @@ TEST_P(KernelGpuTest, EveryEnumeratedConfigMatchesTheReference) {
               static_cast<long long>(limit));
 }
 
+// The layouts that hold more than one pack per thread before using any:
+// narrow groups with two 16-byte packs per lane (16..128 columns), and the
+// block kernels' batched loads (ForEachLoadedPack) at few rows, with a
+// slice of a batch (4104 columns) and several batches per thread. Every
+// config, so the full sweep above need not run to cover them.
+TEST_P(KernelGpuTest, NarrowRowsAndBatchedBlockLoadsMatchTheReference) {
+  int64_t launches = 0;
+  const std::vector<Shape> shapes = {{3, 16},   {4099, 32}, {49152, 64}, {777, 128},
+                                     {1, 4096}, {8, 4104},  {64, 12288}, {3, 65536}};
+  for (const Shape& shape : shapes) {
+    absl::StatusOr<HostProblem> host = MakeProblem(op(), dtype(), shape, FreshSeed(),
+                                                   InputPattern::kNormal, /*with_affine=*/true);
+    ASSERT_TRUE(host.ok()) << host.status();
+    launches += SweepAllConfigs(*host, /*with_stats=*/true);
+  }
+  std::printf("[narrow+batched] %s %s: %lld launches\n", OpName(op()).data(),
+              DTypeName(dtype()).data(), static_cast<long long>(launches));
+}
+
 // -inf rows with one finite value, constant rows, huge magnitudes, a NaN,
 // all -inf, a large offset: every config, each implementation's range.
 TEST_P(KernelGpuTest, SpecialValuesMatchTheReference) {

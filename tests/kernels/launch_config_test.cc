@@ -106,15 +106,44 @@ TEST(LaunchConfigTest, ConfigKeyRoundTrips) {
 }
 
 TEST(LaunchConfigTest, WarpColsPerThreadPicksTheSmallestInstance) {
-  EXPECT_EQ(WarpColsPerThread(Warp(128, 1, 1), 1), 1);
-  EXPECT_EQ(WarpColsPerThread(Warp(128, 4, 8), 32), 4);
-  EXPECT_EQ(WarpColsPerThread(Warp(128, 4, 8), 33), 0);  // 8 lanes x 4 < 33
-  EXPECT_EQ(WarpColsPerThread(Warp(128, 1, 32), 33), 2);
-  EXPECT_EQ(WarpColsPerThread(Warp(128, 4, 32), 640), 24);  // needs 20
-  EXPECT_EQ(WarpColsPerThread(Warp(128, 8, 32), 1024), 32);
-  EXPECT_EQ(WarpColsPerThread(Warp(128, 8, 32), 2048), 64);
-  EXPECT_EQ(WarpColsPerThread(Warp(128, 8, 32), 2056), 0);
-  EXPECT_EQ(WarpColsPerThread(Block(Impl::kBlockSmem, 128, 8), 64), 0);
+  constexpr DType f32 = DType::kFloat32;
+  EXPECT_EQ(WarpColsPerThread(Warp(128, 1, 1), f32, 1), 1);
+  EXPECT_EQ(WarpColsPerThread(Warp(128, 4, 8), f32, 32), 4);
+  EXPECT_EQ(WarpColsPerThread(Warp(128, 1, 32), f32, 33), 2);
+  EXPECT_EQ(WarpColsPerThread(Warp(128, 4, 32), f32, 640), 24);  // needs 20
+  EXPECT_EQ(WarpColsPerThread(Warp(128, 8, 32), f32, 1024), 32);
+  EXPECT_EQ(WarpColsPerThread(Warp(128, 8, 32), f32, 2048), 64);
+  EXPECT_EQ(WarpColsPerThread(Warp(128, 8, 32), f32, 2056), 0);
+  EXPECT_EQ(WarpColsPerThread(Block(Impl::kBlockSmem, 128, 8), f32, 64), 0);
+}
+
+TEST(LaunchConfigTest, NarrowGroupsTakeTwoPacksPerLaneOnlyFor16BytePacks) {
+  // 16-byte packs: one per lane while it covers the row, else two.
+  EXPECT_EQ(WarpColsPerThread(Warp(128, 4, 8), DType::kFloat32, 33), 8);
+  EXPECT_EQ(WarpColsPerThread(Warp(128, 4, 4), DType::kFloat32, 32), 8);
+  EXPECT_EQ(WarpColsPerThread(Warp(128, 4, 4), DType::kFloat32, 33), 0);
+  EXPECT_EQ(WarpColsPerThread(Warp(128, 8, 2), DType::kFloat16, 32), 16);
+  EXPECT_EQ(WarpColsPerThread(Warp(128, 8, 16), DType::kBFloat16, 256), 16);
+  // Narrower packs keep one per lane (no two-pack instance is compiled).
+  EXPECT_EQ(WarpColsPerThread(Warp(128, 2, 8), DType::kFloat32, 17), 0);
+  EXPECT_EQ(WarpColsPerThread(Warp(128, 4, 4), DType::kFloat16, 17), 0);
+  EXPECT_TRUE(ValidateConfig(Op::kRmsNorm, DType::kFloat32, {49152, 32}, Warp(64, 4, 4),
+                             H100())
+                  .ok());
+  ExpectRefused(Op::kRmsNorm, DType::kFloat32, {49152, 36}, Warp(64, 4, 4),
+                absl::StatusCode::kInvalidArgument, "limit of 32");
+  // The candidates of a narrow row hold both layouts, at 64 to 512 threads.
+  absl::StatusOr<std::vector<LaunchConfig>> configs =
+      EnumerateConfigs(Op::kSoftmax, DType::kFloat32, {32768, 16}, H100());
+  ASSERT_TRUE(configs.ok()) << configs.status();
+  std::set<int> widths, blocks;
+  for (const LaunchConfig& c : *configs) {
+    if (c.impl != Impl::kWarp || c.pack_size != 4) continue;
+    widths.insert(c.thread_group_width);
+    blocks.insert(c.block_size);
+  }
+  EXPECT_EQ(widths, (std::set<int>{2, 4}));
+  EXPECT_EQ(blocks, (std::set<int>{64, 128, 256, 512}));
 }
 
 TEST(LaunchConfigTest, NarrowPackSizeFallsBackForOddColsAndMisalignment) {
@@ -241,11 +270,16 @@ TEST(LaunchConfigTest, EnumerationIsLegalUniqueAndCoversEachImplWhereItFits) {
 }
 
 TEST(LaunchConfigTest, HeuristicFollowsTheSeedRules) {
-  // Short rows: a sub-warp group per row with 16-byte packs, two rows a step.
+  // Short rows: a sub-warp group per row, two 16-byte packs per lane.
   absl::StatusOr<LaunchConfig> c =
       HeuristicConfig(Op::kSoftmax, DType::kFloat16, {49152, 32}, H100());
   ASSERT_TRUE(c.ok());
-  EXPECT_EQ(ConfigKey(*c), "warp/b128/p8/g4/r2/w0");
+  EXPECT_EQ(ConfigKey(*c), "warp/b128/p8/g2/r1/w0");
+  c = HeuristicConfig(Op::kLayerNorm, DType::kFloat32, {49152, 64}, H100());
+  EXPECT_EQ(ConfigKey(*c), "warp/b128/p4/g8/r1/w0");
+  // Narrower packs (30 columns: 8 bytes) keep one per lane, two rows a step.
+  c = HeuristicConfig(Op::kSoftmax, DType::kFloat32, {49152, 30}, H100());
+  EXPECT_EQ(ConfigKey(*c), "warp/b128/p2/g16/r2/w0");
   c = HeuristicConfig(Op::kSoftmax, DType::kFloat32, {49152, 1024}, H100());
   EXPECT_EQ(ConfigKey(*c), "warp/b128/p4/g32/r1/w0");
   // Odd columns fall back to scalar access.
@@ -261,6 +295,13 @@ TEST(LaunchConfigTest, HeuristicFollowsTheSeedRules) {
   EXPECT_EQ(ConfigKey(*c), "block_smem/b512/p8/g32/r1/w0");
   c = HeuristicConfig(Op::kSoftmax, DType::kFloat32, {49152, 131072}, H100());
   EXPECT_EQ(ConfigKey(*c), "block_uncached/b1024/p4/g32/r1/w0");
+  // Fewer rows than SMs: about 2 packs per thread.
+  c = HeuristicConfig(Op::kLayerNorm, DType::kFloat32, {8, 4096}, H100());
+  EXPECT_EQ(ConfigKey(*c), "block_smem/b512/p4/g32/r1/w0");
+  c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {131, 4096}, H100());
+  EXPECT_EQ(ConfigKey(*c), "block_smem/b256/p8/g32/r1/w0");
+  c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {132, 4096}, H100());
+  EXPECT_EQ(ConfigKey(*c), "block_smem/b128/p8/g32/r1/w0");
 }
 
 // The new ops follow the same row rules; the masked softmax's float cache
@@ -270,7 +311,9 @@ TEST(LaunchConfigTest, HeuristicForTheNewOps) {
     SCOPED_TRACE(OpName(op));
     absl::StatusOr<LaunchConfig> c = HeuristicConfig(op, DType::kFloat16, {49152, 32}, H100());
     ASSERT_TRUE(c.ok()) << c.status();
-    EXPECT_EQ(ConfigKey(*c), "warp/b128/p8/g4/r2/w0");
+    // The masked softmax's load also reads the mask: one pack per lane.
+    EXPECT_EQ(ConfigKey(*c), op == Op::kScaledMaskedSoftmax ? "warp/b128/p8/g4/r1/w0"
+                                                             : "warp/b128/p8/g2/r1/w0");
     c = HeuristicConfig(op, DType::kBFloat16, {49152, 2048}, H100());
     EXPECT_EQ(ConfigKey(*c), "warp/b128/p8/g32/r1/w0");
     c = HeuristicConfig(op, DType::kFloat32, {49152, 4095}, H100());
@@ -662,17 +705,18 @@ int CountSplitCandidates(Op op, DType dtype, Shape shape, const DeviceInfo& devi
 TEST(LaunchConfigTest, SplitRowCandidatesOnlyForFewLongRows) {
   for (Op op : kAllOps) {
     for (DType dtype : kAllDTypes) {
-      // Few (fewer than twice the 132 SMs) rows of at least 16384 columns.
+      // Few (fewer than twice the 132 SMs) rows of at least 4096 columns.
       for (Shape shape : {Shape{1, 131072}, Shape{8, 131072}, Shape{64, 32768},
-                          Shape{263, 16384}, Shape{3, 16384 + 2}, Shape{8, 262144}}) {
+                          Shape{263, 16384}, Shape{3, 16384 + 2}, Shape{8, 262144},
+                          Shape{64, 4096}}) {
         const int count = CountSplitCandidates(op, dtype, shape, H100());
         EXPECT_GT(count, 0) << OpName(op) << " " << DTypeName(dtype) << " rows=" << shape.rows
                             << " cols=" << shape.cols;
         EXPECT_LE(count, 16 + 12 + 21) << "rows=" << shape.rows << " cols=" << shape.cols;
       }
       // Many rows, or short ones: none.
-      for (Shape shape : {Shape{264, 131072}, Shape{49152, 32768}, Shape{1, 16383},
-                          Shape{8, 4096}}) {
+      for (Shape shape : {Shape{264, 131072}, Shape{49152, 32768}, Shape{1, 4095},
+                          Shape{8, 2048}}) {
         EXPECT_EQ(CountSplitCandidates(op, dtype, shape, H100()), 0)
             << OpName(op) << " " << DTypeName(dtype) << " rows=" << shape.rows
             << " cols=" << shape.cols;
