@@ -1,0 +1,63 @@
+#!/bin/bash
+# Batched block-kernel loads, two packs per lane for narrow groups, 64-thread
+# warp blocks, split candidates from 4096 columns: GPU tests, before/after
+# heuristic bench (c3ae088 library vs this one), tuning, and the tuned
+# kernels beside PyTorch at the points that were behind.
+set -u
+rm -rf dist && mkdir -p dist && tar xJf dist-pack/kt.tar.xz -C dist
+r=$OUT/r; mkdir -p $r
+{ nvidia-smi --query-gpu=name,uuid,driver_version,memory.total --format=csv; echo "commit: $(cat dist-pack/commit)"; date -u +%FT%TZ; } > $r/environment.txt
+cat $r/environment.txt
+t0=$(date +%s)
+F='*NarrowRowsAndBatched*:*SpecialValues*:*InPlace*:*Misaligned*:*NormsWithout*:*Illegal*'
+timeout 200 dist/bin/kt_kernels_gpu_test --gtest_brief=1 --gtest_filter="$F" > $r/kernels_gpu_test.log 2>&1
+echo "kernels_gpu_test rc=$? at $(( $(date +%s) - t0 )) s"; grep -E "^\[(coverage|narrow)|FAILED|PASSED|Failure" $r/kernels_gpu_test.log | head -30
+mkdir -p /tmp/old/bin /tmp/old/lib && cp dist/lib/* /tmp/old/lib/ && xz -dc dist-pack/libkt_kernels_c3ae088.so.xz > /tmp/old/lib/libkt_kernels.so && cp dist-pack/kt_kernel_bench_c3ae088 /tmp/old/bin/kt_kernel_bench
+OPS=softmax,layer_norm,rms_norm,reduce_scale
+for i in 1 2; do
+timeout 60 /tmp/old/bin/kt_kernel_bench --groups=main,few_rows --ops=$OPS --dtypes=float32,float16 --commit=c3ae088 --out=$r/before_$i.json > $r/before_$i.log 2>&1; echo "before rc=$? at $(( $(date +%s) - t0 )) s"
+timeout 60 dist/bin/kt_kernel_bench --groups=main,few_rows --ops=$OPS --dtypes=float32,float16 --commit="$(cat dist-pack/commit)" --out=$r/after_$i.json > $r/after_$i.log 2>&1; echo "after rc=$? at $(( $(date +%s) - t0 )) s"
+done
+python3 - $r <<'PY'
+import json,sys,statistics
+r=sys.argv[1]
+def load(f):
+    d=json.load(open(f)); return {(x['group'],x['op'],x['dtype'],x['rows'],x['cols']):x for x in d['results']}
+def us(x): return x.get('graph_median_us') or x.get('median_us')
+b=[load(f"{r}/before_{i}.json") for i in (1,2)]; a=[load(f"{r}/after_{i}.json") for i in (1,2)]
+ratios=[]
+for k in sorted(b[0]):
+    if k not in a[0]: continue
+    bu=min(us(x[k]) for x in b); au=min(us(x[k]) for x in a)
+    ratios.append(bu/au)
+    print("%-9s %-12s %-8s %6d x %6d  before %-32s %8.2f us  after %-32s %8.2f us  x%.3f"%(k[0],k[1],k[2],k[3],k[4],b[0][k]['config'],bu,a[0][k]['config'],au,bu/au))
+print("speedup after/before: geomean %.3f min %.3f max %.3f over %d points"%(statistics.geometric_mean(ratios),min(ratios),max(ratios),len(ratios)))
+PY
+cp dist-pack/tuned12.db /tmp/t.db
+timeout 100 dist/bin/kerntune tune --db=/tmp/t.db --force --ops=$OPS --dtypes=float32,float16 --rows=1,8,64 --cols=4096 > $r/tune_few_rows_4096.txt 2>&1; echo "tune few rc=$? at $(( $(date +%s) - t0 )) s"; tail -1 $r/tune_few_rows_4096.txt
+timeout 80 dist/bin/kerntune tune --db=/tmp/t.db --force --ops=$OPS --dtypes=float32,float16 --rows=49152 --cols=32,64,128 > $r/tune_main_narrow.txt 2>&1; echo "tune main rc=$? at $(( $(date +%s) - t0 )) s"; tail -1 $r/tune_main_narrow.txt
+timeout 60 dist/bin/kerntune tune --db=/tmp/t.db --force --ops=softmax,scaled_masked_softmax --dtypes=float32,float16 --groups=attention > $r/tune_attention.txt 2>&1; echo "tune attention rc=$? at $(( $(date +%s) - t0 )) s"; tail -1 $r/tune_attention.txt
+python3 -c "import sqlite3; c=sqlite3.connect('/tmp/t.db'); c.execute('PRAGMA wal_checkpoint(TRUNCATE)'); c.close()"; cp /tmp/t.db $r/tuned.db
+timeout 60 dist/bin/kt_kernel_bench --groups=few_rows,main,attention --ops=$OPS,scaled_masked_softmax --dtypes=float32,float16 \
+   --cols=16,32,64,128,4096 --db=/tmp/t.db --commit="$(cat dist-pack/commit)" --out=$r/kernel_bench.json > $r/kernel_bench.log 2>&1
+echo "kernel_bench rc=$? at $(( $(date +%s) - t0 )) s"
+PYTHONUNBUFFERED=1 timeout 80 python3 dist/bin/torch_bench.py --groups few_rows --ops $OPS --dtypes float32,float16 --cols 4096 --out $r/torch_few_rows.json > $r/torch_few_rows.log 2>&1
+echo "torch few rc=$? at $(( $(date +%s) - t0 )) s"
+PYTHONUNBUFFERED=1 timeout 70 python3 dist/bin/torch_bench.py --groups main --ops $OPS --dtypes float32,float16 --cols 32,64,128 --out $r/torch_main.json > $r/torch_main.log 2>&1
+echo "torch main rc=$? at $(( $(date +%s) - t0 )) s"
+PYTHONUNBUFFERED=1 timeout 60 python3 dist/bin/torch_bench.py --groups attention --ops softmax,scaled_masked_softmax --dtypes float32,float16 --cols 16,32,64 --out $r/torch_attention.json > $r/torch_attention.log 2>&1
+echo "torch attention rc=$? at $(( $(date +%s) - t0 )) s"
+python3 - $r <<'PY'
+import json,sys,os
+r=sys.argv[1]; merged=None
+for f in ('torch_few_rows.json','torch_main.json','torch_attention.json'):
+    p=os.path.join(r,f)
+    if os.path.exists(p):
+        d=json.load(open(p))
+        if merged is None: merged=d
+        else: merged['results']+=d['results']
+if merged: json.dump(merged, open(os.path.join(r,'torch_all.json'),'w'))
+PY
+python3 dist/bin/summarize.py $r/kernel_bench.json $r/torch_all.json > $r/summary.md 2>$r/summarize.err; echo "summarize rc=$?"
+grep -E "^\| " $r/summary.md | awk -F'|' '{v=$(NF-1); gsub(/[ g]/,"",v); if (v+0>0) print $2,$3,$4,$5,"heur",$10,"tuned",$11,"peer",$(NF-2),$(NF-1)}'
+cd $OUT && tar czf r.tgz r && rm -rf r
