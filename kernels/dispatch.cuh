@@ -103,7 +103,7 @@ cudaError_t RunWarpRowOp(const KernelRequest& req, KernelAction action,
           DispatchInt<1, 2>(c.rows_per_access, [&](auto rpa) {
             if (req.cols_per_thread == kPack) {
               launch(pack, pack, tgw, rpa);
-            } else if constexpr (kPack * sizeof(T) == 16) {
+            } else if constexpr (NarrowGroupPacksPerLane(kPack * sizeof(T)) == 2) {
               if (req.cols_per_thread == 2 * kPack) {
                 launch(pack, std::integral_constant<int, 2 * kPack>{}, tgw, rpa);
               }

@@ -91,7 +91,8 @@ absl::Status CheckWarpKnobs(DType dtype, Shape shape, const LaunchConfig& c) {
   }
   if (WarpColsPerThread(c, dtype, shape.cols) == 0) {
     const int64_t per_lane =
-        c.pack_size * static_cast<int64_t>(DTypeSize(dtype)) == 16 ? 2 * c.pack_size : c.pack_size;
+        NarrowGroupPacksPerLane(c.pack_size * static_cast<int64_t>(DTypeSize(dtype))) *
+        static_cast<int64_t>(c.pack_size);
     const int64_t limit =
         c.thread_group_width < 32 ? per_lane * c.thread_group_width : kMaxWarpCols;
     return absl::InvalidArgumentError(absl::StrCat(
@@ -137,7 +138,8 @@ void AppendRowCandidates(DType dtype, Shape shape, std::vector<LaunchConfig>& ca
       std::vector<int> groups = {group};
       // Half as many lanes with two 16-byte packs each (WarpColsPerThread):
       // more bytes in flight per thread for narrow rows.
-      if (group >= 2 && pack * DTypeSize(dtype) == 16 && shape.cols <= int64_t{pack} * group) {
+      if (group >= 2 && NarrowGroupPacksPerLane(pack * DTypeSize(dtype)) == 2 &&
+          shape.cols <= int64_t{pack} * group) {
         groups.push_back(group / 2);
       }
       for (int width : groups) {
@@ -234,9 +236,11 @@ int WarpColsPerThread(const LaunchConfig& c, DType dtype, int64_t cols) {
   if (c.thread_group_width < 32) {
     // One pack per lane; or two, for 16-byte packs, which halves the group
     // (narrow rows: 32 float32 columns on 4 lanes, not 8).
-    if (cols <= pack * c.thread_group_width) return c.pack_size;
-    const bool two_packs = pack * static_cast<int64_t>(DTypeSize(dtype)) == 16;
-    return two_packs && cols <= 2 * pack * c.thread_group_width ? 2 * c.pack_size : 0;
+    const int most = NarrowGroupPacksPerLane(pack * static_cast<int64_t>(DTypeSize(dtype)));
+    for (int packs = 1; packs <= most; ++packs) {
+      if (cols <= packs * pack * c.thread_group_width) return packs * c.pack_size;
+    }
+    return 0;
   }
   const int64_t packs_per_lane = (cols + 32 * pack - 1) / (32 * pack);
   const int64_t needed = packs_per_lane * pack;
@@ -466,11 +470,10 @@ absl::StatusOr<LaunchConfig> HeuristicConfig(Op op, DType dtype, Shape shape,
     // mean), 3.5% ahead of one pack on two rows per step; the masked
     // softmax, whose load reads the mask too, did best with one pack on one
     // row.
-    if (c.thread_group_width < 32) {
-      if (op != Op::kScaledMaskedSoftmax && c.thread_group_width >= 2 &&
-          pack * DTypeSize(dtype) == 16) {
+    if (c.thread_group_width < 32 && op != Op::kScaledMaskedSoftmax) {
+      if (c.thread_group_width >= 2 && NarrowGroupPacksPerLane(pack * DTypeSize(dtype)) == 2) {
         c.thread_group_width /= 2;
-      } else if (op != Op::kScaledMaskedSoftmax) {
+      } else {
         c.rows_per_access = 2;
       }
     }

@@ -134,6 +134,11 @@ inline constexpr int kWarpColsPerThread[] = {2, 4, 8, 12, 16, 24, 32, 48, 64};
 inline constexpr int kMaxWarpColsPerThread = 64;
 inline constexpr int64_t kMaxWarpCols = 32 * kMaxWarpColsPerThread;  // 2048
 
+// The most packs a lane of a kWarp group narrower than a warp holds: two
+// for 16-byte packs (each such pack size has a two-pack kernel instance),
+// else one.
+constexpr int NarrowGroupPacksPerLane(int64_t pack_bytes) { return pack_bytes == 16 ? 2 : 1; }
+
 // Elements each lane of a kWarp config caches for a row of `cols`: the kernel
 // instance it selects. 0 when no instance fits (cols too long for the config).
 // Groups narrower than a warp hold one pack per lane, or two when the pack
