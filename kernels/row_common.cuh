@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 #include <utility>
 #include <cub/block/block_reduce.cuh>
@@ -193,6 +194,20 @@ struct AffineStore {
       }
     }
   }
+  // Stores pack b of a batch, at `col` of `row`, with the weights
+  // LoadWeights read for it.
+  template <int B, int N>
+  __device__ __forceinline__ void StoreWith(const float* normalized, const Weights<B, N>& w,
+                                            int b, int64_t row, int64_t col) const {
+    float out[N];
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      out[i] = normalized[i];
+      if (gamma != nullptr) out[i] *= ToFloat(w.gamma[b].elem[i]);
+      if (beta != nullptr) out[i] += ToFloat(w.beta[b].elem[i]);
+    }
+    DirectStore<T>{dst, row_stride}.template store<N>(out, row, col);
+  }
   // Stores those `count` packs of `row` with the weights LoadWeights read.
   template <int B, int N>
   __device__ __forceinline__ void StoreLoaded(const float (&normalized)[B][N],
@@ -200,15 +215,7 @@ struct AffineStore {
                                               int64_t stride, int64_t count) const {
 #pragma unroll
     for (int b = 0; b < B; ++b) {
-      if (b >= count) continue;
-      float out[N];
-#pragma unroll
-      for (int i = 0; i < N; ++i) {
-        out[i] = normalized[b][i];
-        if (gamma != nullptr) out[i] *= ToFloat(w.gamma[b].elem[i]);
-        if (beta != nullptr) out[i] += ToFloat(w.beta[b].elem[i]);
-      }
-      DirectStore<T>{dst, row_stride}.template store<N>(out, row, col + b * stride);
+      if (b < count) StoreWith<B, N>(normalized[b], w, b, row, col + b * stride);
     }
   }
   // `count` (<= B) packs of `row`, pack b at column col + b * stride, with
@@ -222,6 +229,32 @@ struct AffineStore {
     StoreLoaded(normalized, w, row, col, stride, count);
   }
 };
+
+// Packs per thread whose weights a store with weights loads at once: a
+// batch holds up to 3 floats per element (value, gamma, beta) in registers,
+// so keep pack * batch within 8192 / block_size elements (8 at 1024
+// threads, whose budget is 64 registers), at most 4 packs.
+constexpr int WeightBatch(int pack, int block_size) {
+  const int fits = 8192 / block_size / pack;
+  return fits < 1 ? 1 : (fits > 4 ? 4 : fits);
+}
+
+// The weights a store functor loads (AffineStore: LayerNorm, RMSNorm): its
+// Weights for B packs of N, or an empty struct for stores without weights.
+template <class Store>
+struct WeightsOf {
+  static constexpr bool kLoads = false;
+  template <int B, int N>
+  struct type {};
+};
+template <typename T>
+struct WeightsOf<AffineStore<T>> {
+  static constexpr bool kLoads = true;
+  template <int B, int N>
+  using type = typename AffineStore<T>::template Weights<B, N>;
+};
+template <class Store>
+inline constexpr bool kStoreLoadsWeights = WeightsOf<Store>::kLoads;
 
 // Shuffle all-reduce inside groups of `width` consecutive lanes. Every lane
 // of the warp must call it (the row loops keep warps converged for this).
@@ -407,25 +440,71 @@ struct MaxSumMergeOp {
   }
 };
 
-// Block-wide all-reduce through CUB: reduce to thread 0, broadcast through
-// shared memory. Ends with a barrier, so the caller may reuse `storage`.
+// __shfl_xor_sync for any trivially copyable T, as 32-bit words.
+template <typename T>
+__device__ __forceinline__ T ShuffleXorWords(const T& value, int mask, int width) {
+  static_assert(sizeof(T) % 4 == 0, "shuffled as whole 32-bit words");
+  constexpr int kWords = sizeof(T) / 4;
+  unsigned words[kWords];
+  memcpy(words, &value, sizeof(T));
+#pragma unroll
+  for (int i = 0; i < kWords; ++i) words[i] = __shfl_xor_sync(0xffffffffu, words[i], mask, width);
+  T result;
+  memcpy(&result, words, sizeof(T));
+  return result;
+}
+
+// Block-wide all-reduce. Each warp reduces by butterfly, lane 0 of each
+// writes the warp's result, and after one barrier every warp reads all of
+// them and reduces them the same way: every thread has the total after
+// log2(block_size) combines and one barrier. CUB's
+// BLOCK_REDUCE_WARP_REDUCTIONS, used before, combined the warps' results one
+// after another on thread 0 and then broadcast the total through two more
+// barriers: at 512 threads 15 Welford merges in a row. At 1-64 rows x 4096
+// this reducer made LayerNorm 10-15% and the 16-bit softmax 7-9% faster (it
+// also cost LayerNorm float16 4096 x 32768 2-4%; see
+// bench/results/2026-11-22-h100-block-reduction/). Combine must be
+// commutative up to rounding: threads may differ in the last bit.
+// Consecutive reductions alternate between two slots per warp, so that one
+// reduction's reads never race the next one's writes without a trailing
+// barrier; every thread of the block must therefore call Run equally often,
+// and the reducer must outlive the row loop.
 template <int block_size, typename T>
-struct BlockAllReducer {
+class BlockAllReducer {
+ public:
+  static constexpr int kWarps = block_size / 32;
+  static_assert(block_size % 32 == 0 && (kWarps & (kWarps - 1)) == 0,
+                "a power-of-two number of whole warps");
   using Reduce = cub::BlockReduce<T, block_size, cub::BLOCK_REDUCE_WARP_REDUCTIONS>;
   struct Storage {
-    typename Reduce::TempStorage temp;
-    T result;
+    T warp[2][kWarps];
   };
+
+  __device__ __forceinline__ explicit BlockAllReducer(Storage& storage) : storage_(storage) {}
+
   template <typename Combine>
-  __device__ __forceinline__ static T Run(Storage& storage, T value,
-                                          Combine combine) {
-    const T reduced = Reduce(storage.temp).Reduce(value, combine);
-    if (threadIdx.x == 0) storage.result = reduced;
-    __syncthreads();
-    const T result = storage.result;
-    __syncthreads();
-    return result;
+  __device__ __forceinline__ T Run(T value, Combine combine) {
+#pragma unroll
+    for (int mask = 16; mask > 0; mask /= 2) {
+      value = combine(value, ShuffleXorWords(value, mask, 32));
+    }
+    if constexpr (kWarps > 1) {
+      T* slots = storage_.warp[parity_];
+      parity_ ^= 1;
+      if (threadIdx.x % 32 == 0) slots[threadIdx.x / 32] = value;
+      __syncthreads();
+      value = slots[threadIdx.x % kWarps];
+#pragma unroll
+      for (int mask = kWarps / 2; mask > 0; mask /= 2) {
+        value = combine(value, ShuffleXorWords(value, mask, kWarps));
+      }
+    }
+    return value;
   }
+
+ private:
+  Storage& storage_;
+  int parity_ = 0;
 };
 
 }  // namespace kt::kernels::internal

@@ -8,6 +8,8 @@
 #define KERNTUNE_KERNELS_ROW_KERNELS_CUH_
 
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "kernels/row_common.cuh"
 
@@ -173,11 +175,12 @@ __global__ void WarpRowKernel(Load load, Store store, RowParams p) {
 // and cost the 16-bit softmax, RMSNorm and ReduceScale 5-8% at few rows
 // (bench/results/2026-11-22-h100-narrow-and-few-rows/).
 inline constexpr int kLoadBatch = 4;
+constexpr int BlockLoadBatch(int pack) { return pack >= 8 ? 1 : kLoadBatch; }
 
 template <int pack, int block_size, class RowLoad, class F>
 __device__ __forceinline__ void ForEachLoadedPack(const RowLoad& row_load, int64_t num_packs,
                                                   F&& f) {
-  constexpr int kBatch = pack >= 8 ? 1 : kLoadBatch;
+  constexpr int kBatch = BlockLoadBatch(pack);
   for (int64_t first = threadIdx.x; first < num_packs;
        first += static_cast<int64_t>(kBatch) * block_size) {
     float v[kBatch][pack];
@@ -192,6 +195,145 @@ __device__ __forceinline__ void ForEachLoadedPack(const RowLoad& row_load, int64
       if (k < num_packs) f(v[b], k);
     }
   }
+}
+
+// The last pass of the block kernels: writes this thread's packs of a row,
+// pack k (k = threadIdx.x + j * block_size) read by fetch(v, k) and turned
+// into outputs by finish(v). Without prefetched weights it takes kPlainBatch
+// packs at a time, their reads in flight together, and the store loads any
+// weights itself, one pack at a time.
+//
+// Float32 LayerNorm and RMSNorm prefetch their weights instead (gamma,
+// beta): those of this thread's first kWeightBatch packs are loaded by
+// Prefetch, called before the block reduction, whose barrier hides them,
+// and each later batch's are loaded before its values. At few rows nothing
+// else hides a load's latency, and the store's own loads came one round
+// trip per pack after the reduction: prefetched, LayerNorm float32 at 1-64
+// rows x 4096 took 2.7-3.9 us instead of 3.1-4.7. 16-bit weights stay with
+// the store: prefetched, their kernels took 40-95 registers instead of
+// 32-40, and the fastest config got slower at 9 of the 10 float16 shapes
+// measured (LayerNorm 4096 x 32768: 196 -> 212 us;
+// bench/results/2026-11-22-h100-block-reduction/). With prefetched weights,
+// kFetchAhead reads a batch's values before using any (global memory);
+// otherwise one pack at a time (shared memory), to spare registers.
+template <class Store, int pack, int block_size, int kPlainBatch, bool kFetchAhead>
+class BlockRowStore {
+  using Weights = WeightsOf<std::remove_cv_t<Store>>;
+  static constexpr int kPackWeightBytes =
+      static_cast<int>(sizeof(typename Weights::template type<1, pack>));
+  static constexpr bool kWeights = Weights::kLoads && kPackWeightBytes == 2 * 4 * pack;
+  // 64 bytes of weights per thread in flight: 2 packs of 4 floats.
+  static constexpr int kWeightBatch =
+      64 / kPackWeightBytes < 1 ? 1 : (64 / kPackWeightBytes > 4 ? 4 : 64 / kPackWeightBytes);
+  static constexpr int kBatch = kWeights ? kWeightBatch : kPlainBatch;
+  static constexpr int64_t kStep = static_cast<int64_t>(kBatch) * block_size;
+
+ public:
+  __device__ __forceinline__ BlockRowStore(const Store& store, int64_t num_packs)
+      : store_(store), num_packs_(num_packs) {}
+
+  // Starts loading the weights of this thread's first batch of packs.
+  __device__ __forceinline__ void Prefetch() {
+    if constexpr (kWeights) LoadWeights(threadIdx.x);
+  }
+
+  template <class Fetch, class Finish>
+  __device__ __forceinline__ void StoreRow(int64_t row, Fetch&& fetch, Finish&& finish) {
+    for (int64_t first = threadIdx.x; first < num_packs_; first += kStep) {
+      if constexpr (kWeights) {
+        if (first != threadIdx.x) LoadWeights(first);
+      }
+      if constexpr (kWeights && !kFetchAhead) {
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b) {
+          const int64_t k = first + static_cast<int64_t>(b) * block_size;
+          if (k >= num_packs_) continue;
+          float v[pack];
+          fetch(v, k);
+          finish(v);
+          store_.template StoreWith<kBatch, pack>(v, weights_, b, row, k * pack);
+        }
+      } else {
+        float v[kBatch][pack];
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b) {
+          const int64_t k = first + static_cast<int64_t>(b) * block_size;
+          if (k < num_packs_) fetch(v[b], k);
+        }
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b) {
+          const int64_t k = first + static_cast<int64_t>(b) * block_size;
+          if (k >= num_packs_) continue;
+          finish(v[b]);
+          if constexpr (!kWeights) store_.template store<pack>(v[b], row, k * pack);
+        }
+        if constexpr (kWeights) {
+          store_.template StoreLoaded<kBatch, pack>(v, weights_, row, first * pack,
+                                                    static_cast<int64_t>(block_size) * pack,
+                                                    Count(first));
+        }
+      }
+    }
+  }
+
+ private:
+  // This thread's packs from `first` on (StoreLoaded and LoadWeights use
+  // at most kBatch of them).
+  __device__ __forceinline__ int64_t Count(int64_t first) const {
+    return (num_packs_ - first + block_size - 1) / block_size;
+  }
+  __device__ __forceinline__ void LoadWeights(int64_t first) {
+    store_.template LoadWeights<kBatch, pack>(weights_, first * pack,
+                                              static_cast<int64_t>(block_size) * pack,
+                                              Count(first));
+  }
+
+  const Store& store_;
+  const int64_t num_packs_;
+  typename Weights::template type<kBatch, pack> weights_;
+};
+
+// LayerNorm's statistics in the block kernels: sums of x - shift and
+// (x - shift)^2 with one shift for the whole row, its first element (so a
+// large common offset does not eat the float mantissa, as in ShiftedSums).
+// With a shift common to all threads, threads, warps and the block merge
+// the sums by plain addition: two floats per shuffle and no division,
+// where Welford merges take three and a division at each of
+// log2(block_size) steps.
+struct RowShiftedSums {
+  float sum = 0.f;
+  float sum_squares = 0.f;
+
+  template <int N>
+  __device__ __forceinline__ void Add(const float* v, float shift) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const float d = v[i] - shift;
+      sum += d;
+      sum_squares = fmaf(d, d, sum_squares);
+    }
+  }
+  // The row's mean and m2 (sum of squared deviations) from its reduced sums.
+  __device__ __forceinline__ WelfordStats Stats(float shift, int64_t cols) const {
+    const float n = static_cast<float>(cols);
+    const float mean_shifted = sum / n;
+    return {shift + mean_shifted, fmaxf(sum_squares - sum * mean_shifted, 0.f), n};
+  }
+};
+
+struct RowShiftedSumsOp {
+  __device__ __forceinline__ RowShiftedSums operator()(const RowShiftedSums& a,
+                                                       const RowShiftedSums& b) const {
+    return {a.sum + b.sum, a.sum_squares + b.sum_squares};
+  }
+};
+
+// The row's first element, the shift of its RowShiftedSums.
+template <class RowLoad>
+__device__ __forceinline__ float RowShift(const RowLoad& row_load) {
+  float first;
+  row_load.template load<1>(&first, 0);
+  return first;
 }
 
 // kBlockSmem: one block per row (grid-stride over rows). Pass 1 reads the
@@ -213,37 +355,41 @@ __global__ void __launch_bounds__(block_size)
   const int64_t num_packs = p.cols / pack;
   constexpr bool kFast = kFastMathFor<Load>;
 
+  const auto read_cached = [&](float* v, int64_t k) {
+    const CachePack c = cache[k];
+#pragma unroll
+    for (int i = 0; i < pack; ++i) v[i] = ToFloat(c.elem[i]);
+  };
+  BlockRowStore<Store, pack, block_size, 1, false> out(store, num_packs);
+  // Outside the row loop: the reducer alternates its slots across rows.
+  using Reducer = BlockAllReducer<
+      block_size, std::conditional_t<op == Op::kLayerNorm, RowShiftedSums, float>>;
+  __shared__ typename Reducer::Storage storage;
+  Reducer reducer(storage);
+
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
     const auto row_load = BindRow(load, row);
     if constexpr (op == Op::kLayerNorm) {
-      using Reducer = BlockAllReducer<block_size, WelfordStats>;
-      __shared__ typename Reducer::Storage storage;
-      ShiftedSums sums;
+      const float shift = RowShift(row_load);
+      RowShiftedSums sums;
       ForEachLoadedPack<pack, block_size>(row_load, num_packs, [&](float* v, int64_t k) {
         CachePack c;
 #pragma unroll
         for (int i = 0; i < pack; ++i) c.elem[i] = FromFloat<CacheT>(v[i]);
         cache[k] = c;
-        sums.Add<pack>(v);
+        sums.Add<pack>(v, shift);
       });
-      const WelfordStats stats = Reducer::Run(storage, sums.Stats(), WelfordMergeOp());
+      out.Prefetch();
+      const WelfordStats stats =
+          reducer.Run(sums, RowShiftedSumsOp()).Stats(shift, p.cols);
       const float inv_std = InvStd(stats, p.epsilon);
       if (threadIdx.x == 0) {
         if (p.mean != nullptr) p.mean[row] = stats.mean;
         if (p.inv_std != nullptr) p.inv_std[row] = inv_std;
       }
-      for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
-        const CachePack c = cache[k];
-        float v[pack];
-#pragma unroll
-        for (int i = 0; i < pack; ++i) v[i] = ToFloat(c.elem[i]);
-        Normalize<pack>(v, stats.mean, inv_std);
-        store.template store<pack>(v, row, k * pack);
-      }
+      out.StoreRow(row, read_cached, [&](float* v) { Normalize<pack>(v, stats.mean, inv_std); });
     } else if constexpr (kScalesByStat<op>) {
       using Stat = ScaleByStat<op>;
-      using Reducer = BlockAllReducer<block_size, float>;
-      __shared__ typename Reducer::Storage storage;
       float stat = 0.f;
       ForEachLoadedPack<pack, block_size>(row_load, num_packs, [&](float* v, int64_t k) {
         CachePack c;
@@ -254,20 +400,12 @@ __global__ void __launch_bounds__(block_size)
         }
         cache[k] = c;
       });
-      stat = Reducer::Run(storage, stat, typename Stat::Combine());
+      out.Prefetch();
+      stat = reducer.Run(stat, typename Stat::Combine());
       const RowFactor factor = Stat::Factor(stat, p.cols, p.epsilon);
       if (threadIdx.x == 0) StoreRowStat<op>(p, row, stat, factor);
-      for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
-        const CachePack c = cache[k];
-        float v[pack];
-#pragma unroll
-        for (int i = 0; i < pack; ++i) v[i] = ToFloat(c.elem[i]);
-        Stat::template Apply<pack>(v, factor);
-        store.template store<pack>(v, row, k * pack);
-      }
+      out.StoreRow(row, read_cached, [&](float* v) { Stat::template Apply<pack>(v, factor); });
     } else {
-      using Reducer = BlockAllReducer<block_size, float>;
-      __shared__ typename Reducer::Storage storage;
       float thread_max = -INFINITY;
       ForEachLoadedPack<pack, block_size>(row_load, num_packs, [&](float* v, int64_t k) {
         CachePack c;
@@ -278,7 +416,7 @@ __global__ void __launch_bounds__(block_size)
         }
         cache[k] = c;
       });
-      const float row_max = Reducer::Run(storage, thread_max, MaxOp());
+      const float row_max = reducer.Run(thread_max, MaxOp());
       float thread_sum = 0.f;
       for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
         const CachePack c = cache[k];
@@ -287,7 +425,7 @@ __global__ void __launch_bounds__(block_size)
           thread_sum += Exp<kFast>(ToFloat(c.elem[i]) - row_max);
         }
       }
-      const float row_sum = Reducer::Run(storage, thread_sum, SumOp());
+      const float row_sum = reducer.Run(thread_sum, SumOp());
       for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
         const CachePack c = cache[k];
         float v[pack];
@@ -302,9 +440,9 @@ __global__ void __launch_bounds__(block_size)
 
 // kBlockUncached: one block per row, nothing cached, so any cols works.
 // Softmax keeps an online (max, sum-of-exp) per thread so the statistics
-// take one read of the row instead of OneFlow's two; LayerNorm merges
-// Welford statistics per pack; RMSNorm and ReduceScale reduce their one
-// statistic. The second read (to write outputs) often hits L2, since a
+// take one read of the row instead of OneFlow's two; LayerNorm sums with
+// a shift common to the row (RowShiftedSums); RMSNorm and ReduceScale reduce
+// their one statistic. The second read (to write outputs) often hits L2, since a
 // resident block's row is recent; in place is safe because the block-wide
 // reduction's barrier separates every thread's first read from any write.
 // Preconditions as kBlockSmem, without the shared memory.
@@ -313,43 +451,47 @@ __global__ void __launch_bounds__(block_size)
     BlockUncachedRowKernel(Load load, Store store, RowParams p) {
   const int64_t num_packs = p.cols / pack;
   constexpr bool kFast = kFastMathFor<Load>;
+  // The second read of the row, in ForEachLoadedPack's batches.
+  const auto reload = [](const auto& row_load) {
+    return [&row_load](float* v, int64_t k) { row_load.template load<pack>(v, k * pack); };
+  };
+  BlockRowStore<Store, pack, block_size, BlockLoadBatch(pack), true> out(store, num_packs);
+  // Outside the row loop: the reducer alternates its slots across rows.
+  using Reducer = BlockAllReducer<
+      block_size, std::conditional_t<op == Op::kLayerNorm, RowShiftedSums,
+                                     std::conditional_t<kScalesByStat<op>, float, MaxSum>>>;
+  __shared__ typename Reducer::Storage storage;
+  Reducer reducer(storage);
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
     const auto row_load = BindRow(load, row);
     if constexpr (op == Op::kLayerNorm) {
-      using Reducer = BlockAllReducer<block_size, WelfordStats>;
-      __shared__ typename Reducer::Storage storage;
-      ShiftedSums sums;
+      const float shift = RowShift(row_load);
+      RowShiftedSums sums;
       ForEachLoadedPack<pack, block_size>(row_load, num_packs,
-                                          [&](float* v, int64_t) { sums.Add<pack>(v); });
-      const WelfordStats stats = Reducer::Run(storage, sums.Stats(), WelfordMergeOp());
+                                          [&](float* v, int64_t) { sums.Add<pack>(v, shift); });
+      out.Prefetch();
+      const WelfordStats stats =
+          reducer.Run(sums, RowShiftedSumsOp()).Stats(shift, p.cols);
       const float inv_std = InvStd(stats, p.epsilon);
       if (threadIdx.x == 0) {
         if (p.mean != nullptr) p.mean[row] = stats.mean;
         if (p.inv_std != nullptr) p.inv_std[row] = inv_std;
       }
-      ForEachLoadedPack<pack, block_size>(row_load, num_packs, [&](float* v, int64_t k) {
-        Normalize<pack>(v, stats.mean, inv_std);
-        store.template store<pack>(v, row, k * pack);
-      });
+      out.StoreRow(row, reload(row_load),
+                   [&](float* v) { Normalize<pack>(v, stats.mean, inv_std); });
     } else if constexpr (kScalesByStat<op>) {
       using Stat = ScaleByStat<op>;
-      using Reducer = BlockAllReducer<block_size, float>;
-      __shared__ typename Reducer::Storage storage;
       float stat = 0.f;
       ForEachLoadedPack<pack, block_size>(row_load, num_packs, [&](float* v, int64_t) {
 #pragma unroll
         for (int i = 0; i < pack; ++i) stat = Stat::Accumulate(stat, v[i]);
       });
-      stat = Reducer::Run(storage, stat, typename Stat::Combine());
+      out.Prefetch();
+      stat = reducer.Run(stat, typename Stat::Combine());
       const RowFactor factor = Stat::Factor(stat, p.cols, p.epsilon);
       if (threadIdx.x == 0) StoreRowStat<op>(p, row, stat, factor);
-      ForEachLoadedPack<pack, block_size>(row_load, num_packs, [&](float* v, int64_t k) {
-        Stat::template Apply<pack>(v, factor);
-        store.template store<pack>(v, row, k * pack);
-      });
+      out.StoreRow(row, reload(row_load), [&](float* v) { Stat::template Apply<pack>(v, factor); });
     } else {
-      using Reducer = BlockAllReducer<block_size, MaxSum>;
-      __shared__ typename Reducer::Storage storage;
       MaxSum state{-INFINITY, 0.f};
       ForEachLoadedPack<pack, block_size>(row_load, num_packs, [&](float* v, int64_t) {
         float pack_max = -INFINITY;
@@ -370,7 +512,7 @@ __global__ void __launch_bounds__(block_size)
         for (int i = 0; i < pack; ++i) pack_sum += Exp<kFast>(v[i] - new_max);
         state = {new_max, RescaledSum(state, new_max) + pack_sum};
       });
-      state = Reducer::Run(storage, state, MaxSumMergeOp());
+      state = reducer.Run(state, MaxSumMergeOp());
       ForEachLoadedPack<pack, block_size>(row_load, num_packs, [&](float* v, int64_t k) {
         FinishSoftmax<op, kFast, pack>(v, state.max, state.sum);
         store.template store<pack>(v, row, k * pack);

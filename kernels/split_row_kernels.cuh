@@ -314,32 +314,6 @@ constexpr int LoadBatch(int pack_bytes, int block_size) {
   return wanted < 2 ? 2 : (wanted > most ? most : wanted);
 }
 
-// Packs per thread in one batch of pass 2 with weights: a batch holds up
-// to 3 floats per element (value, gamma, beta) in registers, so keep
-// pack * batch within 8192 / block_size elements (8 at 1024 threads, whose
-// budget is 64 registers), at most 4 packs.
-constexpr int StoreBatch(int pack, int block_size) {
-  const int fits = 8192 / block_size / pack;
-  return fits < 1 ? 1 : (fits > 4 ? 4 : fits);
-}
-
-// The weights a store functor loads (AffineStore: LayerNorm, RMSNorm): its
-// Weights for B packs of N, or an empty struct for stores without weights.
-template <class Store>
-struct WeightsOf {
-  static constexpr bool kLoads = false;
-  template <int B, int N>
-  struct type {};
-};
-template <typename T>
-struct WeightsOf<AffineStore<T>> {
-  static constexpr bool kLoads = true;
-  template <int B, int N>
-  using type = typename AffineStore<T>::template Weights<B, N>;
-};
-template <class Store>
-inline constexpr bool kStoreLoadsWeights = WeightsOf<Store>::kLoads;
-
 }  // namespace split_row
 
 namespace split_row {
@@ -395,7 +369,7 @@ __device__ __forceinline__ void StoreSlice(const Store& store, const Finish& fin
     // store functor loads all their weights before the first store, one
     // round trip per batch instead of per pack. (Stores without weights
     // measured slower batched, so they keep the plain loop.)
-    constexpr int kBatch = StoreBatch(pack, block_size);
+    constexpr int kBatch = WeightBatch(pack, block_size);
     for (int64_t base = begin + threadIdx.x; base < end;
          base += static_cast<int64_t>(kBatch) * block_size) {
       float v[kBatch][pack];
@@ -731,7 +705,7 @@ __global__ void __launch_bounds__(block_size)
   const int64_t first_col = (block.slice.first + threadIdx.x) * pack;
   constexpr int64_t kStride = static_cast<int64_t>(block_size) * pack;
   // The norms' weights are inputs too: in flight before the wait as well.
-  using StoreWeights = split_row::WeightsOf<std::remove_cv_t<Store>>;
+  using StoreWeights = WeightsOf<std::remove_cv_t<Store>>;
   [[maybe_unused]] typename StoreWeights::template type<kPacks, pack> weights;
   if constexpr (StoreWeights::kLoads) store.LoadWeights(weights, first_col, kStride, held);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

@@ -7,7 +7,7 @@
 
 namespace kt::kernels {
 
-inline constexpr char kKernelLibraryVersion[] = "0.1.0+k2";
+inline constexpr char kKernelLibraryVersion[] = "0.1.0+k3";
 
 }  // namespace kt::kernels
 

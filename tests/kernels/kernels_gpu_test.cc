@@ -93,6 +93,23 @@ TEST_P(KernelGpuTest, NarrowRowsAndBatchedBlockLoadsMatchTheReference) {
               DTypeName(dtype()).data(), static_cast<long long>(launches));
 }
 
+// Block kernels whose blocks loop over several rows: their reducer
+// alternates two shared-memory slots from one reduction to the next (the
+// softmax takes two per row), with no barrier after a reduction, and float32
+// norms prefetch the next row's weights before its reduction. Every config,
+// at row counts well above any grid the occupancy sizing gives.
+TEST_P(KernelGpuTest, BlockRowLoopsMatchTheReference) {
+  int64_t launches = 0;
+  for (const Shape& shape : {Shape{10000, 1032}, Shape{4000, 4104}}) {
+    absl::StatusOr<HostProblem> host = MakeProblem(op(), dtype(), shape, FreshSeed(),
+                                                   InputPattern::kNormal, /*with_affine=*/true);
+    ASSERT_TRUE(host.ok()) << host.status();
+    launches += SweepAllConfigs(*host, /*with_stats=*/true);
+  }
+  std::printf("[row loops] %s %s: %lld launches\n", OpName(op()).data(),
+              DTypeName(dtype()).data(), static_cast<long long>(launches));
+}
+
 // -inf rows with one finite value, constant rows, huge magnitudes, a NaN,
 // all -inf, a large offset: every config, each implementation's range.
 TEST_P(KernelGpuTest, SpecialValuesMatchTheReference) {
