@@ -461,8 +461,8 @@ __device__ __forceinline__ T ShuffleXorWords(const T& value, int mask, int width
 // BLOCK_REDUCE_WARP_REDUCTIONS, used before, combined the warps' results one
 // after another on thread 0 and then broadcast the total through two more
 // barriers: at 512 threads 15 Welford merges in a row. At 1-64 rows x 4096
-// this reducer made LayerNorm 10-15% and the 16-bit softmax 7-9% faster (it
-// also cost LayerNorm float16 4096 x 32768 2-4%; see
+// this reducer made LayerNorm 9-13% and the 16-bit softmax 7-10% faster (it
+// also cost LayerNorm float16 4096 x 32768 2-3%; see
 // bench/results/2026-11-22-h100-block-reduction/). Combine must be
 // commutative up to rounding: threads may differ in the last bit.
 // Consecutive reductions alternate between two slots per warp, so that one

@@ -293,49 +293,6 @@ class BlockRowStore {
   typename Weights::template type<kBatch, pack> weights_;
 };
 
-// LayerNorm's statistics in the block kernels: sums of x - shift and
-// (x - shift)^2 with one shift for the whole row, its first element (so a
-// large common offset does not eat the float mantissa, as in ShiftedSums).
-// With a shift common to all threads, threads, warps and the block merge
-// the sums by plain addition: two floats per shuffle and no division,
-// where Welford merges take three and a division at each of
-// log2(block_size) steps.
-struct RowShiftedSums {
-  float sum = 0.f;
-  float sum_squares = 0.f;
-
-  template <int N>
-  __device__ __forceinline__ void Add(const float* v, float shift) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) {
-      const float d = v[i] - shift;
-      sum += d;
-      sum_squares = fmaf(d, d, sum_squares);
-    }
-  }
-  // The row's mean and m2 (sum of squared deviations) from its reduced sums.
-  __device__ __forceinline__ WelfordStats Stats(float shift, int64_t cols) const {
-    const float n = static_cast<float>(cols);
-    const float mean_shifted = sum / n;
-    return {shift + mean_shifted, fmaxf(sum_squares - sum * mean_shifted, 0.f), n};
-  }
-};
-
-struct RowShiftedSumsOp {
-  __device__ __forceinline__ RowShiftedSums operator()(const RowShiftedSums& a,
-                                                       const RowShiftedSums& b) const {
-    return {a.sum + b.sum, a.sum_squares + b.sum_squares};
-  }
-};
-
-// The row's first element, the shift of its RowShiftedSums.
-template <class RowLoad>
-__device__ __forceinline__ float RowShift(const RowLoad& row_load) {
-  float first;
-  row_load.template load<1>(&first, 0);
-  return first;
-}
-
 // kBlockSmem: one block per row (grid-stride over rows). Pass 1 reads the
 // row once from global memory into shared memory, in the load functor's
 // cache type (the storage dtype for plain loads: half the bytes of float for
@@ -363,25 +320,23 @@ __global__ void __launch_bounds__(block_size)
   BlockRowStore<Store, pack, block_size, 1, false> out(store, num_packs);
   // Outside the row loop: the reducer alternates its slots across rows.
   using Reducer = BlockAllReducer<
-      block_size, std::conditional_t<op == Op::kLayerNorm, RowShiftedSums, float>>;
+      block_size, std::conditional_t<op == Op::kLayerNorm, WelfordStats, float>>;
   __shared__ typename Reducer::Storage storage;
   Reducer reducer(storage);
 
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
     const auto row_load = BindRow(load, row);
     if constexpr (op == Op::kLayerNorm) {
-      const float shift = RowShift(row_load);
-      RowShiftedSums sums;
+      ShiftedSums sums;
       ForEachLoadedPack<pack, block_size>(row_load, num_packs, [&](float* v, int64_t k) {
         CachePack c;
 #pragma unroll
         for (int i = 0; i < pack; ++i) c.elem[i] = FromFloat<CacheT>(v[i]);
         cache[k] = c;
-        sums.Add<pack>(v, shift);
+        sums.Add<pack>(v);
       });
       out.Prefetch();
-      const WelfordStats stats =
-          reducer.Run(sums, RowShiftedSumsOp()).Stats(shift, p.cols);
+      const WelfordStats stats = reducer.Run(sums.Stats(), WelfordMergeOp());
       const float inv_std = InvStd(stats, p.epsilon);
       if (threadIdx.x == 0) {
         if (p.mean != nullptr) p.mean[row] = stats.mean;
@@ -440,9 +395,9 @@ __global__ void __launch_bounds__(block_size)
 
 // kBlockUncached: one block per row, nothing cached, so any cols works.
 // Softmax keeps an online (max, sum-of-exp) per thread so the statistics
-// take one read of the row instead of OneFlow's two; LayerNorm sums with
-// a shift common to the row (RowShiftedSums); RMSNorm and ReduceScale reduce
-// their one statistic. The second read (to write outputs) often hits L2, since a
+// take one read of the row instead of OneFlow's two; LayerNorm merges
+// Welford statistics per pack; RMSNorm and ReduceScale reduce their one
+// statistic. The second read (to write outputs) often hits L2, since a
 // resident block's row is recent; in place is safe because the block-wide
 // reduction's barrier separates every thread's first read from any write.
 // Preconditions as kBlockSmem, without the shared memory.
@@ -458,20 +413,18 @@ __global__ void __launch_bounds__(block_size)
   BlockRowStore<Store, pack, block_size, BlockLoadBatch(pack), true> out(store, num_packs);
   // Outside the row loop: the reducer alternates its slots across rows.
   using Reducer = BlockAllReducer<
-      block_size, std::conditional_t<op == Op::kLayerNorm, RowShiftedSums,
+      block_size, std::conditional_t<op == Op::kLayerNorm, WelfordStats,
                                      std::conditional_t<kScalesByStat<op>, float, MaxSum>>>;
   __shared__ typename Reducer::Storage storage;
   Reducer reducer(storage);
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
     const auto row_load = BindRow(load, row);
     if constexpr (op == Op::kLayerNorm) {
-      const float shift = RowShift(row_load);
-      RowShiftedSums sums;
+      ShiftedSums sums;
       ForEachLoadedPack<pack, block_size>(row_load, num_packs,
-                                          [&](float* v, int64_t) { sums.Add<pack>(v, shift); });
+                                          [&](float* v, int64_t) { sums.Add<pack>(v); });
       out.Prefetch();
-      const WelfordStats stats =
-          reducer.Run(sums, RowShiftedSumsOp()).Stats(shift, p.cols);
+      const WelfordStats stats = reducer.Run(sums.Stats(), WelfordMergeOp());
       const float inv_std = InvStd(stats, p.epsilon);
       if (threadIdx.x == 0) {
         if (p.mean != nullptr) p.mean[row] = stats.mean;
