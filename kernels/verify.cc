@@ -71,15 +71,17 @@ void FillSpecialLine(Op op, DType dtype, void* data, int64_t line, int64_t base,
   // Largest magnitude whose squares and exps stay meaningful in float
   // compute: LayerNorm squares deviations, softmax subtracts the max first.
   // The masked softmax adds an O(1) mask to x * scale, which neither float
-  // nor the fp64 reference resolves at 1e30: two equal inputs (frequent in
-  // bfloat16) then tie or not on rounding alone (the fused x * scale + mask
-  // rounds a product that lies exactly between two floats up or down by the
-  // mask's sign: 1 and 0 where the reference has 0.5 and 0.5). At 6e4 float
-  // still resolves the mask.
+  // nor the fp64 reference resolves at 1e30: two equal bfloat16 inputs
+  // (frequent, with 8 mantissa bits) then tie or not on rounding alone (the
+  // fused x * scale + mask rounds a product that lies exactly between two
+  // floats up or down by the mask's sign: 1 and 0 where the reference has
+  // 0.5 and 0.5). At 6e4 float resolves the mask, well within bfloat16's
+  // tolerance. (Float32 keeps 1e30: its inputs practically never tie, and
+  // at 6e4 float's rounding of x * scale alone exceeds its tolerance.)
   const bool squares = op == Op::kLayerNorm || op == Op::kRmsNorm;
-  const double huge = dtype == DType::kFloat16 || op == Op::kScaledMaskedSoftmax
-                          ? 6e4
-                          : (squares ? 1e15 : 1e30);
+  const bool masked_bf16 = op == Op::kScaledMaskedSoftmax && dtype == DType::kBFloat16;
+  const double huge =
+      dtype == DType::kFloat16 || masked_bf16 ? 6e4 : (squares ? 1e15 : 1e30);
   for (int64_t c = 0; c < cols; ++c) {
     double v = 0;
     switch (line % 6) {
