@@ -240,16 +240,19 @@ constexpr int WeightBatch(int pack, int block_size) {
 }
 
 // The weights a store functor loads (AffineStore: LayerNorm, RMSNorm): its
-// Weights for B packs of N, or an empty struct for stores without weights.
+// Weights for B packs of N and the bytes of one weight, or an empty struct
+// for stores without weights.
 template <class Store>
 struct WeightsOf {
   static constexpr bool kLoads = false;
+  static constexpr int kValueBytes = 0;
   template <int B, int N>
   struct type {};
 };
 template <typename T>
 struct WeightsOf<AffineStore<T>> {
   static constexpr bool kLoads = true;
+  static constexpr int kValueBytes = static_cast<int>(sizeof(T));
   template <int B, int N>
   using type = typename AffineStore<T>::template Weights<B, N>;
 };
@@ -462,7 +465,7 @@ __device__ __forceinline__ T ShuffleXorWords(const T& value, int mask, int width
 // after another on thread 0 and then broadcast the total through two more
 // barriers: at 512 threads 15 Welford merges in a row. At 1-64 rows x 4096
 // this reducer made LayerNorm 9-13% and the 16-bit softmax 7-10% faster (it
-// also cost LayerNorm float16 4096 x 32768 2-3%; see
+// also cost LayerNorm 3-5% at 49152 x 32768, the default configs; see
 // bench/results/2026-11-22-h100-block-reduction/). Combine must be
 // commutative up to rounding: threads may differ in the last bit.
 // Consecutive reductions alternate between two slots per warp, so that one

@@ -8,7 +8,6 @@
 #define KERNTUNE_KERNELS_ROW_KERNELS_CUH_
 
 #include <cstdint>
-#include <cstring>
 #include <type_traits>
 
 #include "kernels/row_common.cuh"
@@ -211,7 +210,7 @@ __device__ __forceinline__ void ForEachLoadedPack(const RowLoad& row_load, int64
 // trip per pack after the reduction: prefetched, LayerNorm float32 at 1-64
 // rows x 4096 took 2.7-3.9 us instead of 3.1-4.7. 16-bit weights stay with
 // the store: prefetched, their kernels took 40-95 registers instead of
-// 32-40, and the fastest config got slower at 9 of the 10 float16 shapes
+// 32-40, and the fastest config got slower at 8 of the 9 float16 shapes
 // measured (LayerNorm 4096 x 32768: 196 -> 212 us;
 // bench/results/2026-11-22-h100-block-reduction/). With prefetched weights,
 // kFetchAhead reads a batch's values before using any (global memory);
@@ -221,7 +220,7 @@ class BlockRowStore {
   using Weights = WeightsOf<std::remove_cv_t<Store>>;
   static constexpr int kPackWeightBytes =
       static_cast<int>(sizeof(typename Weights::template type<1, pack>));
-  static constexpr bool kWeights = Weights::kLoads && kPackWeightBytes == 2 * 4 * pack;
+  static constexpr bool kWeights = Weights::kLoads && Weights::kValueBytes == 4;
   // 64 bytes of weights per thread in flight: 2 packs of 4 floats.
   static constexpr int kWeightBatch =
       64 / kPackWeightBytes < 1 ? 1 : (64 / kPackWeightBytes > 4 ? 4 : 64 / kPackWeightBytes);

@@ -46,6 +46,19 @@ class KernelGpuTest : public gpu_testing::GpuSweepTest,
   int64_t SharedMemoryLimitCols() const {
     return GpuSweepTest::SharedMemoryLimitCols(op(), dtype());
   }
+  // Every config at each shape, on fresh normal data with the affine
+  // operands, statistics checked too; prints the launches under `label`.
+  void SweepShapes(const std::vector<Shape>& shapes, const char* label) {
+    int64_t launches = 0;
+    for (const Shape& shape : shapes) {
+      absl::StatusOr<HostProblem> host = MakeProblem(op(), dtype(), shape, FreshSeed(),
+                                                     InputPattern::kNormal, /*with_affine=*/true);
+      ASSERT_TRUE(host.ok()) << host.status();
+      launches += SweepAllConfigs(*host, /*with_stats=*/true);
+    }
+    std::printf("[%s] %s %s: %lld launches\n", label, OpName(op()).data(),
+                DTypeName(dtype()).data(), static_cast<long long>(launches));
+  }
 };
 
 // cols straddling each boundary: sub-warp groups (1, 2, 31..33), the warp
@@ -80,17 +93,9 @@ TEST_P(KernelGpuTest, EveryEnumeratedConfigMatchesTheReference) {
 // slice of a batch (4104 columns) and several batches per thread. Every
 // config, so the full sweep above need not run to cover them.
 TEST_P(KernelGpuTest, NarrowRowsAndBatchedBlockLoadsMatchTheReference) {
-  int64_t launches = 0;
-  const std::vector<Shape> shapes = {{3, 16},   {4099, 32}, {49152, 64}, {777, 128},
-                                     {1, 4096}, {8, 4104},  {64, 12288}, {3, 65536}};
-  for (const Shape& shape : shapes) {
-    absl::StatusOr<HostProblem> host = MakeProblem(op(), dtype(), shape, FreshSeed(),
-                                                   InputPattern::kNormal, /*with_affine=*/true);
-    ASSERT_TRUE(host.ok()) << host.status();
-    launches += SweepAllConfigs(*host, /*with_stats=*/true);
-  }
-  std::printf("[narrow+batched] %s %s: %lld launches\n", OpName(op()).data(),
-              DTypeName(dtype()).data(), static_cast<long long>(launches));
+  SweepShapes({{3, 16}, {4099, 32}, {49152, 64}, {777, 128}, {1, 4096}, {8, 4104}, {64, 12288},
+               {3, 65536}},
+              "narrow+batched");
 }
 
 // Block kernels whose blocks loop over several rows: their reducer
@@ -99,15 +104,7 @@ TEST_P(KernelGpuTest, NarrowRowsAndBatchedBlockLoadsMatchTheReference) {
 // norms prefetch the next row's weights before its reduction. Every config,
 // at row counts well above any grid the occupancy sizing gives.
 TEST_P(KernelGpuTest, BlockRowLoopsMatchTheReference) {
-  int64_t launches = 0;
-  for (const Shape& shape : {Shape{10000, 1032}, Shape{4000, 4104}}) {
-    absl::StatusOr<HostProblem> host = MakeProblem(op(), dtype(), shape, FreshSeed(),
-                                                   InputPattern::kNormal, /*with_affine=*/true);
-    ASSERT_TRUE(host.ok()) << host.status();
-    launches += SweepAllConfigs(*host, /*with_stats=*/true);
-  }
-  std::printf("[row loops] %s %s: %lld launches\n", OpName(op()).data(),
-              DTypeName(dtype()).data(), static_cast<long long>(launches));
+  SweepShapes({{10000, 1032}, {4000, 4104}}, "row loops");
 }
 
 // -inf rows with one finite value, constant rows, huge magnitudes, a NaN,
