@@ -176,24 +176,33 @@ __global__ void WarpRowKernel(Load load, Store store, RowParams p) {
 inline constexpr int kLoadBatch = 4;
 constexpr int BlockLoadBatch(int pack) { return pack >= 8 ? 1 : kLoadBatch; }
 
-template <int pack, int block_size, class RowLoad, class F>
-__device__ __forceinline__ void ForEachLoadedPack(const RowLoad& row_load, int64_t num_packs,
-                                                  F&& f) {
-  constexpr int kBatch = BlockLoadBatch(pack);
+// This thread's packs k = threadIdx.x + j * block_size, `batch` at a time:
+// fetch(v, k) for every pack of a batch before f(v, k) for any, so their
+// reads are in flight together.
+template <int pack, int block_size, int batch, class Fetch, class F>
+__device__ __forceinline__ void ForEachFetchedPack(int64_t num_packs, Fetch&& fetch, F&& f) {
   for (int64_t first = threadIdx.x; first < num_packs;
-       first += static_cast<int64_t>(kBatch) * block_size) {
-    float v[kBatch][pack];
+       first += static_cast<int64_t>(batch) * block_size) {
+    float v[batch][pack];
 #pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
+    for (int b = 0; b < batch; ++b) {
       const int64_t k = first + static_cast<int64_t>(b) * block_size;
-      if (k < num_packs) row_load.template load<pack>(v[b], k * pack);
+      if (k < num_packs) fetch(v[b], k);
     }
 #pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
+    for (int b = 0; b < batch; ++b) {
       const int64_t k = first + static_cast<int64_t>(b) * block_size;
       if (k < num_packs) f(v[b], k);
     }
   }
+}
+
+// The row's packs from global memory, BlockLoadBatch(pack) in flight.
+template <int pack, int block_size, class RowLoad, class F>
+__device__ __forceinline__ void ForEachLoadedPack(const RowLoad& row_load, int64_t num_packs,
+                                                  F&& f) {
+  ForEachFetchedPack<pack, block_size, BlockLoadBatch(pack)>(
+      num_packs, [&](float* v, int64_t k) { row_load.template load<pack>(v, k * pack); }, f);
 }
 
 // The last pass of the block kernels: writes this thread's packs of a row,
@@ -238,11 +247,36 @@ class BlockRowStore {
 
   template <class Fetch, class Finish>
   __device__ __forceinline__ void StoreRow(int64_t row, Fetch&& fetch, Finish&& finish) {
+    if constexpr (!kWeights) {
+      ForEachFetchedPack<pack, block_size, kBatch>(num_packs_, fetch, [&](float* v, int64_t k) {
+        finish(v);
+        store_.template store<pack>(v, row, k * pack);
+      });
+    } else {
+      StoreWithWeights(row, fetch, finish);
+    }
+  }
+
+ private:
+  template <class Fetch, class Finish>
+  __device__ __forceinline__ void StoreWithWeights(int64_t row, Fetch&& fetch, Finish&& finish) {
     for (int64_t first = threadIdx.x; first < num_packs_; first += kStep) {
-      if constexpr (kWeights) {
-        if (first != threadIdx.x) LoadWeights(first);
-      }
-      if constexpr (kWeights && !kFetchAhead) {
+      if (first != threadIdx.x) LoadWeights(first);
+      if constexpr (kFetchAhead) {
+        float v[kBatch][pack];
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b) {
+          const int64_t k = first + static_cast<int64_t>(b) * block_size;
+          if (k < num_packs_) fetch(v[b], k);
+        }
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b) {
+          if (first + static_cast<int64_t>(b) * block_size < num_packs_) finish(v[b]);
+        }
+        store_.template StoreLoaded<kBatch, pack>(v, weights_, row, first * pack,
+                                                  static_cast<int64_t>(block_size) * pack,
+                                                  Count(first));
+      } else {
 #pragma unroll
         for (int b = 0; b < kBatch; ++b) {
           const int64_t k = first + static_cast<int64_t>(b) * block_size;
@@ -252,30 +286,10 @@ class BlockRowStore {
           finish(v);
           store_.template StoreWith<kBatch, pack>(v, weights_, b, row, k * pack);
         }
-      } else {
-        float v[kBatch][pack];
-#pragma unroll
-        for (int b = 0; b < kBatch; ++b) {
-          const int64_t k = first + static_cast<int64_t>(b) * block_size;
-          if (k < num_packs_) fetch(v[b], k);
-        }
-#pragma unroll
-        for (int b = 0; b < kBatch; ++b) {
-          const int64_t k = first + static_cast<int64_t>(b) * block_size;
-          if (k >= num_packs_) continue;
-          finish(v[b]);
-          if constexpr (!kWeights) store_.template store<pack>(v[b], row, k * pack);
-        }
-        if constexpr (kWeights) {
-          store_.template StoreLoaded<kBatch, pack>(v, weights_, row, first * pack,
-                                                    static_cast<int64_t>(block_size) * pack,
-                                                    Count(first));
-        }
       }
     }
   }
 
- private:
   // This thread's packs from `first` on (StoreLoaded and LoadWeights use
   // at most kBatch of them).
   __device__ __forceinline__ int64_t Count(int64_t first) const {
@@ -405,10 +419,6 @@ __global__ void __launch_bounds__(block_size)
     BlockUncachedRowKernel(Load load, Store store, RowParams p) {
   const int64_t num_packs = p.cols / pack;
   constexpr bool kFast = kFastMathFor<Load>;
-  // The second read of the row, in ForEachLoadedPack's batches.
-  const auto reload = [](const auto& row_load) {
-    return [&row_load](float* v, int64_t k) { row_load.template load<pack>(v, k * pack); };
-  };
   BlockRowStore<Store, pack, block_size, BlockLoadBatch(pack), true> out(store, num_packs);
   // Outside the row loop: the reducer alternates its slots across rows.
   using Reducer = BlockAllReducer<
@@ -418,6 +428,8 @@ __global__ void __launch_bounds__(block_size)
   Reducer reducer(storage);
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
     const auto row_load = BindRow(load, row);
+    // The second read of the row, for the last pass.
+    const auto reload = [&](float* v, int64_t k) { row_load.template load<pack>(v, k * pack); };
     if constexpr (op == Op::kLayerNorm) {
       ShiftedSums sums;
       ForEachLoadedPack<pack, block_size>(row_load, num_packs,
@@ -429,8 +441,7 @@ __global__ void __launch_bounds__(block_size)
         if (p.mean != nullptr) p.mean[row] = stats.mean;
         if (p.inv_std != nullptr) p.inv_std[row] = inv_std;
       }
-      out.StoreRow(row, reload(row_load),
-                   [&](float* v) { Normalize<pack>(v, stats.mean, inv_std); });
+      out.StoreRow(row, reload, [&](float* v) { Normalize<pack>(v, stats.mean, inv_std); });
     } else if constexpr (kScalesByStat<op>) {
       using Stat = ScaleByStat<op>;
       float stat = 0.f;
@@ -442,7 +453,7 @@ __global__ void __launch_bounds__(block_size)
       stat = reducer.Run(stat, typename Stat::Combine());
       const RowFactor factor = Stat::Factor(stat, p.cols, p.epsilon);
       if (threadIdx.x == 0) StoreRowStat<op>(p, row, stat, factor);
-      out.StoreRow(row, reload(row_load), [&](float* v) { Stat::template Apply<pack>(v, factor); });
+      out.StoreRow(row, reload, [&](float* v) { Stat::template Apply<pack>(v, factor); });
     } else {
       MaxSum state{-INFINITY, 0.f};
       ForEachLoadedPack<pack, block_size>(row_load, num_packs, [&](float* v, int64_t) {
