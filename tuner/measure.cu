@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -67,6 +68,36 @@ TimingStats Summarize(std::vector<double> samples_us) {
   return stats;
 }
 
+// Reads `n` float4 and writes only if their sum is a sentinel, so the
+// reads cannot be dropped.
+__global__ void ReadAllKernel(const float4* data, size_t n, float* sink) {
+  float sum = 0.f;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const float4 v = data[i];
+    sum += v.x + v.y + v.z + v.w;
+  }
+  if (sum == 1234567.f) *sink = sum;
+}
+
+// Elapsed microseconds between the events of each pair (2i, 2i + 1), for
+// timings with a flush between one pair and the next.
+absl::StatusOr<std::vector<double>> PairIntervals(const Events& events, int pairs,
+                                                  double scale) {
+  std::vector<double> us;
+  us.reserve(pairs);
+  for (int i = 0; i < pairs; ++i) {
+    float ms = 0;
+    if (absl::Status s = CudaStatus(cudaEventElapsedTime(&ms, events[2 * i], events[2 * i + 1]),
+                                    "cudaEventElapsedTime");
+        !s.ok()) {
+      return s;
+    }
+    us.push_back(static_cast<double>(ms) * 1000.0 * scale);
+  }
+  return us;
+}
+
 // Elapsed microseconds between consecutive events [first, first + count].
 absl::StatusOr<std::vector<double>> Intervals(const Events& events, int first, int count,
                                               double scale) {
@@ -87,17 +118,62 @@ absl::StatusOr<std::vector<double>> Intervals(const Events& events, int first, i
 
 }  // namespace
 
+absl::StatusOr<std::unique_ptr<L2Flusher>> L2Flusher::Create(int64_t l2_bytes, int multiple) {
+  if (l2_bytes <= 0 || multiple < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("L2 flush of ", multiple, " x ", l2_bytes, " bytes"));
+  }
+  const size_t bytes = static_cast<size_t>(l2_bytes) * multiple / 16 * 16;
+  void* buffer = nullptr;
+  float* sink = nullptr;
+  absl::Status s = CudaStatus(cudaMalloc(&buffer, bytes), "cudaMalloc L2 flush buffer");
+  if (s.ok()) s = CudaStatus(cudaMalloc(&sink, sizeof(float)), "cudaMalloc L2 flush sink");
+  if (s.ok()) s = CudaStatus(cudaMemset(buffer, 0, bytes), "memset L2 flush buffer");
+  if (!s.ok()) {
+    if (buffer != nullptr) cudaFree(buffer);
+    if (sink != nullptr) cudaFree(sink);
+    return s;
+  }
+  return std::unique_ptr<L2Flusher>(new L2Flusher(buffer, bytes, sink));
+}
+
+L2Flusher::~L2Flusher() {
+  cudaFree(buffer_);
+  cudaFree(sink_);
+}
+
+absl::Status L2Flusher::Flush(cudaStream_t stream) const {
+  ReadAllKernel<<<1024, 512, 0, stream>>>(static_cast<const float4*>(buffer_), bytes_ / 16,
+                                          sink_);
+  return CudaStatus(cudaPeekAtLastError(), "L2 flush");
+}
+
 absl::StatusOr<TimingStats> TimeLaunches(const LaunchFn& launch, int warmup, int reps,
-                                         cudaStream_t stream) {
+                                         cudaStream_t stream, const L2Flusher* flush) {
   if (reps < 1) return absl::InvalidArgumentError(absl::StrCat("reps=", reps, " must be >= 1"));
   for (int i = 0; i < warmup; ++i) {
     if (absl::Status s = launch(i); !s.ok()) return s;
   }
   Events events;
-  if (absl::Status s = events.Create(reps + 1); !s.ok()) return s;
-  // ~10 us of host work per launch, plus a margin.
-  SpinKernel<<<1, 1, 0, stream>>>(1000000LL + 10000LL * reps);
+  if (absl::Status s = events.Create(flush != nullptr ? 2 * reps : reps + 1); !s.ok()) return s;
+  // ~10 us of host work per launch (twice that with a flush), plus a margin.
+  SpinKernel<<<1, 1, 0, stream>>>(1000000LL + (flush != nullptr ? 20000LL : 10000LL) * reps);
   if (absl::Status s = CudaStatus(cudaPeekAtLastError(), "spin kernel"); !s.ok()) return s;
+  if (flush != nullptr) {
+    for (int i = 0; i < reps; ++i) {
+      absl::Status s = flush->Flush(stream);
+      if (s.ok()) s = CudaStatus(cudaEventRecord(events[2 * i], stream), "cudaEventRecord");
+      if (s.ok()) s = launch(warmup + i);
+      if (s.ok()) s = CudaStatus(cudaEventRecord(events[2 * i + 1], stream), "cudaEventRecord");
+      if (!s.ok()) return s;
+    }
+    if (absl::Status s = CudaStatus(cudaStreamSynchronize(stream), "timed launches"); !s.ok()) {
+      return s;
+    }
+    absl::StatusOr<std::vector<double>> us = PairIntervals(events, reps, 1.0);
+    if (!us.ok()) return us.status();
+    return Summarize(*std::move(us));
+  }
   if (absl::Status s = CudaStatus(cudaEventRecord(events[0], stream), "cudaEventRecord");
       !s.ok()) {
     return s;
@@ -118,7 +194,8 @@ absl::StatusOr<TimingStats> TimeLaunches(const LaunchFn& launch, int warmup, int
 }
 
 absl::StatusOr<TimingStats> TimeGraphReplay(const LaunchFn& launch, int launches_per_graph,
-                                            int reps, cudaStream_t stream) {
+                                            int reps, cudaStream_t stream,
+                                            const L2Flusher* flush) {
   if (launches_per_graph < 1 || reps < 1) {
     return absl::InvalidArgumentError("launches_per_graph and reps must be >= 1");
   }
@@ -144,21 +221,32 @@ absl::StatusOr<TimingStats> TimeGraphReplay(const LaunchFn& launch, int launches
   cudaGraphDestroy(graph);
   if (!s.ok()) return s;
   Events events;
-  s = events.Create(reps + 1);
+  s = events.Create(flush != nullptr ? 2 * reps : reps + 1);
   if (s.ok()) s = CudaStatus(cudaGraphLaunch(exec, stream), "graph warm-up");
   if (s.ok()) {
-    SpinKernel<<<1, 1, 0, stream>>>(1000000LL + 5000LL * reps);
-    s = CudaStatus(cudaEventRecord(events[0], stream), "cudaEventRecord");
+    SpinKernel<<<1, 1, 0, stream>>>(1000000LL + (flush != nullptr ? 15000LL : 5000LL) * reps);
+    if (flush == nullptr) s = CudaStatus(cudaEventRecord(events[0], stream), "cudaEventRecord");
   }
   for (int i = 0; s.ok() && i < reps; ++i) {
-    s = CudaStatus(cudaGraphLaunch(exec, stream), "graph launch");
-    if (s.ok()) s = CudaStatus(cudaEventRecord(events[i + 1], stream), "cudaEventRecord");
+    // With a flush, each replay has its own pair of events; without, the
+    // replays run back to back between consecutive events.
+    if (flush != nullptr) {
+      s = flush->Flush(stream);
+      if (s.ok()) s = CudaStatus(cudaEventRecord(events[2 * i], stream), "cudaEventRecord");
+    }
+    if (s.ok()) s = CudaStatus(cudaGraphLaunch(exec, stream), "graph launch");
+    if (s.ok()) {
+      s = CudaStatus(cudaEventRecord(events[flush != nullptr ? 2 * i + 1 : i + 1], stream),
+                     "cudaEventRecord");
+    }
   }
   if (s.ok()) s = CudaStatus(cudaStreamSynchronize(stream), "graph replays");
   cudaGraphExecDestroy(exec);
   if (!s.ok()) return s;
-  absl::StatusOr<std::vector<double>> us =
-      Intervals(events, 0, reps, 1.0 / static_cast<double>(launches_per_graph));
+  const double per_launch = 1.0 / static_cast<double>(launches_per_graph);
+  absl::StatusOr<std::vector<double>> us = flush != nullptr
+                                               ? PairIntervals(events, reps, per_launch)
+                                               : Intervals(events, 0, reps, per_launch);
   if (!us.ok()) return us.status();
   return Summarize(*std::move(us));
 }

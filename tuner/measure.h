@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 
 #include "absl/status/statusor.h"
 
@@ -25,17 +26,45 @@ struct TimingStats {
 // Enqueues one launch for repetition `rep` (callers rotate buffers by it).
 using LaunchFn = std::function<absl::Status(int rep)>;
 
+// Empties the L2 cache by reading a buffer several times its size, so the
+// next launch reads its inputs from DRAM (PERF.md: never time the L2). The
+// timers flush before each timed launch or replay when given one: for
+// problems whose rotation sets together fit in L2, where rotating alone
+// would time L2-resident inputs (torch_bench.py flushes the same way).
+class L2Flusher {
+ public:
+  // A buffer of `multiple` x `l2_bytes`.
+  static absl::StatusOr<std::unique_ptr<L2Flusher>> Create(int64_t l2_bytes, int multiple);
+  ~L2Flusher();
+  L2Flusher(const L2Flusher&) = delete;
+  L2Flusher& operator=(const L2Flusher&) = delete;
+
+  // Enqueues the flush on `stream`.
+  absl::Status Flush(cudaStream_t stream) const;
+
+ private:
+  L2Flusher(void* buffer, size_t bytes, float* sink)
+      : buffer_(buffer), bytes_(bytes), sink_(sink) {}
+  void* buffer_;
+  size_t bytes_;
+  float* sink_;  // written only if the sum hits a sentinel: keeps the reads
+};
+
 // Times `reps` launches after `warmup` untimed ones, each between its own
 // pair of events. A spin kernel is queued first, so every launch is already
 // queued when the GPU reaches it and host overhead never shows as GPU time.
+// With `flush`, L2 is flushed before each timed launch (outside its events).
 absl::StatusOr<TimingStats> TimeLaunches(const LaunchFn& launch, int warmup, int reps,
-                                         cudaStream_t stream);
+                                         cudaStream_t stream,
+                                         const L2Flusher* flush = nullptr);
 
 // Captures `launches_per_graph` launches into one CUDA graph and times
 // `reps` replays; figures are per launch. For launches of a few
-// microseconds, where queueing overhead would otherwise dominate.
+// microseconds, where queueing overhead would otherwise dominate. With
+// `flush`, L2 is flushed before each replay (outside its events).
 absl::StatusOr<TimingStats> TimeGraphReplay(const LaunchFn& launch, int launches_per_graph,
-                                            int reps, cudaStream_t stream);
+                                            int reps, cudaStream_t stream,
+                                            const L2Flusher* flush = nullptr);
 
 // Device-to-device copy of `bytes` (cudaMemcpyAsync): GB/s counting bytes
 // read plus bytes written, from the median of `reps` copies. The roofline
