@@ -83,7 +83,7 @@ struct PointKey {
 // kernels::LaunchConfig as stored, plus its ConfigKey.
 struct ConfigRecord {
   // "warp", "block_smem", "block_uncached", "split_row", "axis", "split_grid",
-  // "split_two_pass"
+  // "split_two_pass", "block_regs"
   std::string impl;
   int block_size = 0;
   int pack_size = 0;

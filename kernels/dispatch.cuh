@@ -165,6 +165,32 @@ cudaError_t RunBlockRowOp(const KernelRequest& req, KernelAction action,
   return result;
 }
 
+template <Op op, DType dtype>
+cudaError_t RunBlockRegsRowOp(const KernelRequest& req, KernelAction action,
+                              cudaStream_t stream, int* active_blocks) {
+  using T = typename StorageOf<dtype>::type;
+  const auto load = MakeLoad<op, T>(req);
+  const auto store = MakeStore<op, T>(req);
+  using Load = decltype(load);
+  using Store = decltype(store);
+  const LaunchConfig& c = req.config;
+  cudaError_t result = cudaErrorInvalidConfiguration;
+  DispatchInt<1, 2, 4, 8>(c.pack_size, [&](auto pack) {
+    constexpr int kPack = decltype(pack)::value;
+    if constexpr (kPack * sizeof(T) <= 16) {
+      // Must list exactly kBlockImplBlockSizes (launch_config.h).
+      DispatchInt<128, 256, 512, 1024>(c.block_size, [&](auto block_c) {
+        constexpr int kBlock = decltype(block_c)::value;
+        result = LaunchOrQuery(
+            &BlockRegsRowKernel<op, Load, Store, kPack, kBlock, BlockRegsPacksPerThread(kPack)>,
+            req, dim3(kBlock), 0, req.rows, action, stream, active_blocks, load, store,
+            MakeParams(req));
+      });
+    }
+  });
+  return result;
+}
+
 }  // namespace kt::kernels::internal
 
 #endif  // KERNTUNE_KERNELS_DISPATCH_CUH_

@@ -67,6 +67,8 @@ template <Op op, DType dtype>
 cudaError_t RunBlockRowOp(const KernelRequest&, KernelAction, cudaStream_t,
                           int*);
 template <Op op, DType dtype>
+cudaError_t RunBlockRegsRowOp(const KernelRequest&, KernelAction, cudaStream_t, int*);
+template <Op op, DType dtype>
 cudaError_t RunSplitRowOp(const KernelRequest&, KernelAction, cudaStream_t,
                           int*);
 template <Op op, DType dtype>

@@ -15,6 +15,8 @@ RowOpEntry SelectFamily(Impl impl) {
     case Impl::kBlockSmem:
     case Impl::kBlockUncached:
       return &RunBlockRowOp<op, dtype>;
+    case Impl::kBlockRegs:
+      return &RunBlockRegsRowOp<op, dtype>;
     case Impl::kSplitRow:
     case Impl::kSplitGrid:
       return &RunSplitRowOp<op, dtype>;

@@ -118,6 +118,20 @@ absl::Status CheckBlockKnobs(const LaunchConfig& c) {
   return absl::OkStatus();
 }
 
+// Whether a kBlockRegs block of `block` threads holds a row of `cols` in
+// registers.
+bool BlockRegsFits(int64_t cols, int pack, int block) {
+  return cols / pack <= static_cast<int64_t>(BlockRegsPacksPerThread(pack)) * block;
+}
+
+absl::Status CheckBlockRegsFits(Shape shape, const LaunchConfig& c) {
+  if (BlockRegsFits(shape.cols, c.pack_size, c.block_size)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "cols=", shape.cols, " exceeds block_regs's limit of ",
+      static_cast<int64_t>(c.block_size) * kBlockRegsValuesPerThread, " for block_size=",
+      c.block_size, " (", kBlockRegsValuesPerThread, " elements per thread)"));
+}
+
 // Block sizes worth having every thread busy on a row of `num_packs` packs.
 std::vector<int> UsefulBlockSizes(int64_t num_packs) {
   std::vector<int> sizes;
@@ -153,8 +167,9 @@ void AppendRowCandidates(DType dtype, Shape shape, std::vector<LaunchConfig>& ca
         }
       }
     }
-    for (Impl impl : {Impl::kBlockSmem, Impl::kBlockUncached}) {
+    for (Impl impl : {Impl::kBlockSmem, Impl::kBlockUncached, Impl::kBlockRegs}) {
       for (int block : UsefulBlockSizes(shape.cols / pack)) {
+        if (impl == Impl::kBlockRegs && !BlockRegsFits(shape.cols, pack, block)) continue;
         for (int waves : kGridWavesChoices) {
           candidates.push_back({impl, block, pack, 32, 1, waves});
         }
@@ -181,19 +196,21 @@ absl::string_view ImplName(Impl impl) {
       return "split_grid";
     case Impl::kSplitTwoPass:
       return "split_two_pass";
+    case Impl::kBlockRegs:
+      return "block_regs";
   }
   return "unknown";
 }
 
 absl::StatusOr<Impl> ParseImpl(absl::string_view name) {
   for (Impl impl : {Impl::kWarp, Impl::kBlockSmem, Impl::kBlockUncached, Impl::kSplitRow,
-                    Impl::kAxis, Impl::kSplitGrid, Impl::kSplitTwoPass}) {
+                    Impl::kAxis, Impl::kSplitGrid, Impl::kSplitTwoPass, Impl::kBlockRegs}) {
     if (name == ImplName(impl)) return impl;
   }
   return absl::InvalidArgumentError(
       absl::StrCat("impl=\"", name,
                    "\" is not one of warp, block_smem, block_uncached, split_row, axis, "
-                   "split_grid, split_two_pass"));
+                   "split_grid, split_two_pass, block_regs"));
 }
 
 std::string ConfigKey(const LaunchConfig& c) {
@@ -275,6 +292,7 @@ int64_t SharedMemoryBytes(Op op, DType dtype, Shape shape, const LaunchConfig& c
     case Impl::kWarp:
     case Impl::kBlockUncached:
     case Impl::kSplitTwoPass:  // registers only
+    case Impl::kBlockRegs:
       break;
   }
   return 0;
@@ -370,6 +388,10 @@ absl::Status ValidateConfig(Op op, DType dtype, Shape shape, const LaunchConfig&
     case Impl::kBlockSmem:
     case Impl::kBlockUncached:
       knobs = CheckBlockKnobs(config);
+      break;
+    case Impl::kBlockRegs:
+      knobs = CheckBlockKnobs(config);
+      if (knobs.ok()) knobs = CheckBlockRegsFits(shape, config);
       break;
     case Impl::kSplitRow:
       knobs = internal::CheckSplitRowKnobs(op, dtype, shape, config, device);

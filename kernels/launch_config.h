@@ -50,10 +50,18 @@ enum class Impl {
   // thread) before waiting for the first. On Hopper the second kernel is a
   // programmatic dependent launch, so that load overlaps the first kernel.
   kSplitTwoPass,
+  // One block per row like kBlockSmem, but each thread keeps its packs of
+  // the row in registers (at most BlockRegsPacksPerThread(pack_size)), and
+  // the norms keep their weights there across rows: every load of a row is
+  // issued before the one block reduction, and nothing is re-read. For rows
+  // up to block_size * kBlockRegsValuesPerThread elements, where a few rows
+  // leave each block alone on its SM and memory latency, not bandwidth,
+  // sets the time.
+  kBlockRegs,
 };
 
 // "warp", "block_smem", "block_uncached", "split_row", "axis", "split_grid",
-// "split_two_pass"
+// "split_two_pass", "block_regs"
 absl::string_view ImplName(Impl impl);
 absl::StatusOr<Impl> ParseImpl(absl::string_view name);
 
@@ -104,6 +112,11 @@ std::string ConfigKey(const LaunchConfig& config);
 absl::StatusOr<LaunchConfig> ParseLaunchConfig(absl::string_view key);
 
 inline constexpr int kBlockImplBlockSizes[] = {128, 256, 512, 1024};
+// kBlockRegs: row elements each thread holds in registers (16 floats, plus
+// the norms' weights: at 1024 threads the budget is 64 registers), so one
+// kernel instance per pack size holds 16 / pack packs.
+inline constexpr int kBlockRegsValuesPerThread = 16;
+constexpr int BlockRegsPacksPerThread(int pack) { return kBlockRegsValuesPerThread / pack; }
 // The most blocks kSplitGrid spreads one row over.
 inline constexpr int kMaxGridSplit = 1024;
 // kSplitTwoPass: block sizes (a template parameter), the packs each thread

@@ -7,7 +7,7 @@
 
 namespace kt::kernels {
 
-inline constexpr char kKernelLibraryVersion[] = "0.1.0+k3";
+inline constexpr char kKernelLibraryVersion[] = "0.1.0+k4";
 
 }  // namespace kt::kernels
 

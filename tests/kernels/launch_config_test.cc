@@ -260,6 +260,9 @@ TEST(LaunchConfigTest, EnumerationIsLegalUniqueAndCoversEachImplWhereItFits) {
         EXPECT_EQ(impls.count(Impl::kBlockSmem) > 0, cache_bytes <= 200 * 1024)
             << OpName(op) << " " << DTypeName(dtype) << " cols=" << cols;
         EXPECT_TRUE(impls.count(Impl::kBlockUncached)) << "cols=" << cols;
+        // 16 elements a thread at 1024 threads, whatever the pack.
+        EXPECT_EQ(impls.count(Impl::kBlockRegs) > 0, cols <= 1024 * kBlockRegsValuesPerThread)
+            << "cols=" << cols;
         absl::StatusOr<LaunchConfig> heuristic = HeuristicConfig(op, dtype, shape, H100());
         ASSERT_TRUE(heuristic.ok()) << heuristic.status();
         EXPECT_TRUE(keys.count(ConfigKey(*heuristic)))
@@ -602,6 +605,38 @@ TEST(LaunchConfigTest, SplitRowRulesNameTheKnob) {
       ValidateConfig(Op::kSoftmax, DType::kFloat16, shape, Split(256, 8, 8), A100());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_NE(s.message().find("compute capability"), absl::string_view::npos) << s;
+}
+
+TEST(LaunchConfigTest, BlockRegsHoldsTheRowInRegisters) {
+  // float16 packs of 8 at 4096 columns: 512 packs, two a thread at 256
+  // threads; 128 threads would need four.
+  const Shape shape{64, 4096};
+  EXPECT_TRUE(ValidateConfig(Op::kLayerNorm, DType::kFloat16, shape,
+                             Block(Impl::kBlockRegs, 256, 8), H100())
+                  .ok());
+  ExpectRefused(Op::kLayerNorm, DType::kFloat16, shape, Block(Impl::kBlockRegs, 128, 8),
+                absl::StatusCode::kInvalidArgument, "block_regs's limit of 2048");
+  // Smaller packs hold more of them: the limit is in elements.
+  EXPECT_TRUE(ValidateConfig(Op::kSoftmax, DType::kFloat16, shape,
+                             Block(Impl::kBlockRegs, 256, 2), H100())
+                  .ok());
+  EXPECT_TRUE(ValidateConfig(Op::kRmsNorm, DType::kFloat32, {1, 16384},
+                             Block(Impl::kBlockRegs, 1024, 4), H100())
+                  .ok());
+  ExpectRefused(Op::kRmsNorm, DType::kFloat32, {1, 16388}, Block(Impl::kBlockRegs, 1024, 4),
+                absl::StatusCode::kInvalidArgument, "cols=16388");
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, Block(Impl::kBlockRegs, 384, 8),
+                absl::StatusCode::kInvalidArgument, "block_size=384");
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, shape, {Impl::kBlockRegs, 256, 8, 16, 1, 0},
+                absl::StatusCode::kInvalidArgument, "thread_group_width=16");
+  EXPECT_EQ(SharedMemoryBytes(Op::kLayerNorm, DType::kFloat16, shape,
+                              Block(Impl::kBlockRegs, 256, 8)),
+            0);
+  const LaunchConfig c = Block(Impl::kBlockRegs, 256, 8, 1);
+  EXPECT_EQ(ConfigKey(c), "block_regs/b256/p8/g32/r1/w1");
+  absl::StatusOr<LaunchConfig> parsed = ParseLaunchConfig(ConfigKey(c));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(*parsed, c);
 }
 
 TEST(LaunchConfigTest, TwoPassConfigKeyRoundTrips) {
