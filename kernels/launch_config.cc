@@ -502,6 +502,26 @@ absl::StatusOr<LaunchConfig> HeuristicConfig(Op op, DType dtype, Shape shape,
     if (ValidateConfig(op, dtype, shape, c, device).ok()) return c;
   }
 
+  // Fewer rows than SMs: each block is alone on its SM, and a row held in
+  // registers (one load round trip, no re-read) at 16 elements a thread,
+  // the smallest block that holds it. At 1 to 64 rows x 4096 on the H100,
+  // L2 flushed, that config came within 2% of the best block_regs config
+  // and ahead of every other impl by 1-12%, except the float32 softmax,
+  // whose accurate exp made it 8% slower than the shared-memory kernel
+  // (bench/results/2026-11-22-h100-block-regs/); its kin (log-softmax, the
+  // masked softmax) share that exp and stay with the block_smem rule.
+  const bool accurate_exp = dtype == DType::kFloat32 &&
+                            (op == Op::kSoftmax || op == Op::kLogSoftmax ||
+                             op == Op::kScaledMaskedSoftmax);
+  if (shape.rows < device.sm_count && !accurate_exp) {
+    for (int block : kBlockImplBlockSizes) {
+      if (!BlockRegsFits(shape.cols, pack, block)) continue;
+      const LaunchConfig c{Impl::kBlockRegs, block, pack, 32, 1, 0};
+      if (ValidateConfig(op, dtype, shape, c, device).ok()) return c;
+      break;
+    }
+  }
+
   // Longer rows: one block per row, the shared-memory cache while it fits.
   // Small blocks win: on the H200 sweep the best block kept about 8 packs per
   // thread (float16 4096: b128 3461 GB/s vs b512 2804; 16384: b128 3520 vs

@@ -488,11 +488,14 @@ __global__ void __launch_bounds__(block_size)
 // registers: thread t holds packs t, t + block_size, ... (at most kPacks),
 // all loaded before the block reduction, and the norms' weights are loaded
 // once, before the row loop. At few rows each block is alone on its SM and
-// the time is a chain of memory latencies: here a row costs one load round
-// trip, where kBlockSmem waits one per batch of packs plus its weights'
-// after the reduction, and kBlockUncached re-reads the row. Preconditions:
-// cols % pack == 0, cols / pack <= kPacks * block_size, pointers aligned to
-// the pack.
+// the time is a chain of latencies: here a row costs one load round trip,
+// where kBlockSmem waits one per batch of packs plus its weights' after the
+// reduction, and kBlockUncached re-reads the row. With the row at hand,
+// LayerNorm takes the exact two-pass statistics (the mean, then the squared
+// deviations from it): two float reductions took 10-20% less time at 1 to
+// 64 rows x 4096 on the H100 than one reduction of Welford states
+// (bench/results/2026-11-22-h100-block-regs/). Preconditions: cols % pack
+// == 0, cols / pack <= kPacks * block_size, pointers aligned to the pack.
 template <Op op, class Load, class Store, int pack, int block_size, int kPacks>
 __global__ void __launch_bounds__(block_size)
     BlockRegsRowKernel(Load load, Store store, RowParams p) {
@@ -511,8 +514,7 @@ __global__ void __launch_bounds__(block_size)
   if constexpr (Weights::kLoads) {
     store.template LoadWeights<kPacks, pack>(weights, first_col, kStride, count);
   }
-  using Reducer = BlockAllReducer<
-      block_size, std::conditional_t<op == Op::kLayerNorm, WelfordStats, float>>;
+  using Reducer = BlockAllReducer<block_size, float>;
   __shared__ typename Reducer::Storage storage;
   Reducer reducer(storage);
 
@@ -524,20 +526,35 @@ __global__ void __launch_bounds__(block_size)
       if (b < count) row_load.template load<pack>(v[b], first_col + b * kStride);
     }
     if constexpr (op == Op::kLayerNorm) {
-      ShiftedSums sums;
+      const float n = static_cast<float>(p.cols);
+      float sum = 0.f;
 #pragma unroll
       for (int b = 0; b < kPacks; ++b) {
-        if (b < count) sums.Add<pack>(v[b]);
+#pragma unroll
+        for (int i = 0; i < pack; ++i) {
+          if (b < count) sum += v[b][i];
+        }
       }
-      const WelfordStats stats = reducer.Run(sums.Stats(), WelfordMergeOp());
-      const float inv_std = InvStd(stats, p.epsilon);
+      const float mean = reducer.Run(sum, SumOp()) / n;
+      float squares = 0.f;
+#pragma unroll
+      for (int b = 0; b < kPacks; ++b) {
+#pragma unroll
+        for (int i = 0; i < pack; ++i) {
+          if (b < count) {
+            const float d = v[b][i] - mean;
+            squares = fmaf(d, d, squares);
+          }
+        }
+      }
+      const float inv_std = rsqrtf(reducer.Run(squares, SumOp()) / n + p.epsilon);
       if (threadIdx.x == 0) {
-        if (p.mean != nullptr) p.mean[row] = stats.mean;
+        if (p.mean != nullptr) p.mean[row] = mean;
         if (p.inv_std != nullptr) p.inv_std[row] = inv_std;
       }
 #pragma unroll
       for (int b = 0; b < kPacks; ++b) {
-        if (b < count) Normalize<pack>(v[b], stats.mean, inv_std);
+        if (b < count) Normalize<pack>(v[b], mean, inv_std);
       }
     } else if constexpr (kScalesByStat<op>) {
       using Stat = ScaleByStat<op>;

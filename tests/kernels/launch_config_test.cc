@@ -298,11 +298,17 @@ TEST(LaunchConfigTest, HeuristicFollowsTheSeedRules) {
   EXPECT_EQ(ConfigKey(*c), "block_smem/b512/p8/g32/r1/w0");
   c = HeuristicConfig(Op::kSoftmax, DType::kFloat32, {49152, 131072}, H100());
   EXPECT_EQ(ConfigKey(*c), "block_uncached/b1024/p4/g32/r1/w0");
-  // Fewer rows than SMs: about 2 packs per thread.
+  // Fewer rows than SMs: the row in registers, 16 elements a thread.
   c = HeuristicConfig(Op::kLayerNorm, DType::kFloat32, {8, 4096}, H100());
-  EXPECT_EQ(ConfigKey(*c), "block_smem/b512/p4/g32/r1/w0");
+  EXPECT_EQ(ConfigKey(*c), "block_regs/b256/p4/g32/r1/w0");
   c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {131, 4096}, H100());
-  EXPECT_EQ(ConfigKey(*c), "block_smem/b256/p8/g32/r1/w0");
+  EXPECT_EQ(ConfigKey(*c), "block_regs/b256/p8/g32/r1/w0");
+  c = HeuristicConfig(Op::kRmsNorm, DType::kBFloat16, {64, 8192}, H100());
+  EXPECT_EQ(ConfigKey(*c), "block_regs/b512/p8/g32/r1/w0");
+  // ... except the float32 softmaxes (accurate exp): shared memory, about 2
+  // packs per thread.
+  c = HeuristicConfig(Op::kSoftmax, DType::kFloat32, {8, 4096}, H100());
+  EXPECT_EQ(ConfigKey(*c), "block_smem/b512/p4/g32/r1/w0");
   c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {132, 4096}, H100());
   EXPECT_EQ(ConfigKey(*c), "block_smem/b128/p8/g32/r1/w0");
 }
