@@ -5,10 +5,12 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -218,6 +220,41 @@ TEST_P(KernelGpuTest, IllegalConfigIsNeverLaunched) {
   gpu_testing::ExpectOutputUntouched(*problem, stream_);
 }
 
+// LayerNorm's check allows float32's rounding of x - mean times inv_std *
+// |gamma| (verify.h): a row of two values 2e-4 apart near 3, gamma 2. An
+// error of 5e-4 is inside that slack (~9e-4) but outside the fixed 1e-4;
+// 5e-3 is outside both, so the slack cannot hide a wrong kernel.
+class LayerNormToleranceTest : public gpu_testing::GpuTest {};
+
+TEST_F(LayerNormToleranceTest, SlackFollowsTheRowsConditioning) {
+  const float x[2] = {3.0f, 3.0002f};
+  const float gamma[2] = {2.f, 2.f};
+  const double mean = (static_cast<double>(x[0]) + x[1]) / 2;
+  const double variance = ((x[0] - mean) * (x[0] - mean) + (x[1] - mean) * (x[1] - mean)) / 2;
+  const float mean_f = static_cast<float>(mean);
+  const float inv_std = static_cast<float>(1.0 / std::sqrt(variance + 1e-5));
+  const float ref[2] = {static_cast<float>((x[0] - mean) * inv_std * 2),
+                        static_cast<float>((x[1] - mean) * inv_std * 2)};
+  absl::StatusOr<DeviceBuffer> d = DeviceBuffer::Allocate(12 * sizeof(float));
+  ASSERT_TRUE(d.ok()) << d.status();
+  float* base = static_cast<float*>(d->data());
+  const float host[10] = {x[0], x[1], gamma[0], gamma[1], mean_f, inv_std, ref[0], ref[1]};
+  ASSERT_EQ(cudaMemcpy(base, host, sizeof(host), cudaMemcpyHostToDevice), cudaSuccess);
+  const LayerNormInputs inputs{base, base + 2, base + 4, base + 5, 2};
+  const Tolerance tolerance = OutputTolerance(Op::kLayerNorm, DType::kFloat32);
+  for (const auto& [error, within_slack] : {std::pair{5e-4f, true}, std::pair{5e-3f, false}}) {
+    const float out[2] = {ref[0] + error, ref[1] - error};
+    ASSERT_EQ(cudaMemcpy(base + 10, out, sizeof(out), cudaMemcpyHostToDevice), cudaSuccess);
+    absl::StatusOr<DeviceCompareResult> plain =
+        CompareOnDevice(DType::kFloat32, base + 10, base + 6, 2, tolerance, stream_);
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    EXPECT_EQ(plain->bad, 2) << "error " << error;
+    absl::StatusOr<DeviceCompareResult> conditioned =
+        CompareOnDevice(DType::kFloat32, base + 10, base + 6, 2, tolerance, stream_, &inputs);
+    ASSERT_TRUE(conditioned.ok()) << conditioned.status();
+    EXPECT_EQ(conditioned->bad, within_slack ? 0 : 2) << "error " << error;
+  }
+}
 
 INSTANTIATE_TEST_SUITE_P(AllOpsAndDTypes, KernelGpuTest,
                          ::testing::Combine(::testing::ValuesIn(kAllOps),
