@@ -492,9 +492,11 @@ __global__ void __launch_bounds__(block_size)
 // where kBlockSmem waits one per batch of packs plus its weights' after the
 // reduction, and kBlockUncached re-reads the row. With the row at hand,
 // LayerNorm takes the exact two-pass statistics (the mean, then the squared
-// deviations from it): two float reductions took 10-20% less time at 1 to
-// 64 rows x 4096 on the H100 than one reduction of Welford states
-// (bench/results/2026-11-22-h100-block-regs/). Preconditions: cols % pack
+// deviations from it): two float reductions instead of one of Welford
+// states (three floats and a division per step) took the tuned 1 to 64
+// rows x 4096 from 3.19-3.51 to 2.87-3.25 us in float16 and from 3.10-3.72
+// to 2.63-3.30 us in float32 (two H100 runs,
+// bench/results/2026-11-22-h100-block-regs/). Preconditions: cols % pack
 // == 0, cols / pack <= kPacks * block_size, pointers aligned to the pack.
 template <Op op, class Load, class Store, int pack, int block_size, int kPacks>
 __global__ void __launch_bounds__(block_size)

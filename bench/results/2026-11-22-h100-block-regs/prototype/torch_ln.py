@@ -1,0 +1,11 @@
+import torch, torch.nn.functional as F
+x = torch.randn(1, 4096, device="cuda", dtype=torch.float16)
+w = torch.randn(4096, device="cuda", dtype=torch.float16); b = torch.randn(4096, device="cuda", dtype=torch.float16)
+f = torch.compile(lambda x: F.layer_norm(x, (4096,), w, b, 1e-5), dynamic=False, fullgraph=True)
+g = torch.compile(lambda x: x / x.abs().amax(dim=-1, keepdim=True), dynamic=False, fullgraph=True)
+for _ in range(3): f(x); g(x)
+torch.cuda.synchronize()
+torch.cuda.cudart().cudaProfilerStart()
+f(x); g(x)
+torch.cuda.synchronize()
+torch.cuda.cudart().cudaProfilerStop()
