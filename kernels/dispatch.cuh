@@ -129,6 +129,19 @@ cudaError_t RunWarpRowOp(const KernelRequest& req, KernelAction action,
   return result;
 }
 
+// Calls f(pack, block) with the config's pack size (where a pack of T is at
+// most 16 bytes) and block size as integral constants: the block-per-row
+// families' bridge.
+template <typename T, class F>
+void DispatchBlockKnobs(const LaunchConfig& c, F&& f) {
+  DispatchInt<1, 2, 4, 8>(c.pack_size, [&](auto pack) {
+    if constexpr (decltype(pack)::value * sizeof(T) <= 16) {
+      // Must list exactly kBlockImplBlockSizes (launch_config.h).
+      DispatchInt<128, 256, 512, 1024>(c.block_size, [&](auto block) { f(pack, block); });
+    }
+  });
+}
+
 template <Op op, DType dtype>
 cudaError_t RunBlockRowOp(const KernelRequest& req, KernelAction action,
                           cudaStream_t stream, int* active_blocks) {
@@ -137,29 +150,19 @@ cudaError_t RunBlockRowOp(const KernelRequest& req, KernelAction action,
   const auto store = MakeStore<op, T>(req);
   using Load = decltype(load);
   using Store = decltype(store);
-  const LaunchConfig& c = req.config;
   cudaError_t result = cudaErrorInvalidConfiguration;
-
-  DispatchInt<1, 2, 4, 8>(c.pack_size, [&](auto pack) {
+  DispatchBlockKnobs<T>(req.config, [&](auto pack, auto block) {
     constexpr int kPack = decltype(pack)::value;
-    if constexpr (kPack * sizeof(T) <= 16) {
-      // Must list exactly kBlockImplBlockSizes (launch_config.h).
-      DispatchInt<128, 256, 512, 1024>(c.block_size, [&](auto block_c) {
-        constexpr int kBlock = decltype(block_c)::value;
-        if (c.impl == Impl::kBlockSmem) {
-          const size_t smem = static_cast<size_t>(req.cols) *
-                              sizeof(typename Load::cache_type);
-          result = LaunchOrQuery(
-              &BlockSmemRowKernel<op, Load, Store, kPack, kBlock>, req,
-              dim3(kBlock), smem, req.rows, action, stream,
-              active_blocks, load, store, MakeParams(req));
-        } else {
-          result = LaunchOrQuery(
-              &BlockUncachedRowKernel<op, Load, Store, kPack, kBlock>,
-              req, dim3(kBlock), 0, req.rows, action, stream,
-              active_blocks, load, store, MakeParams(req));
-        }
-      });
+    constexpr int kBlock = decltype(block)::value;
+    if (req.config.impl == Impl::kBlockSmem) {
+      const size_t smem = static_cast<size_t>(req.cols) * sizeof(typename Load::cache_type);
+      result = LaunchOrQuery(&BlockSmemRowKernel<op, Load, Store, kPack, kBlock>, req,
+                             dim3(kBlock), smem, req.rows, action, stream, active_blocks, load,
+                             store, MakeParams(req));
+    } else {
+      result = LaunchOrQuery(&BlockUncachedRowKernel<op, Load, Store, kPack, kBlock>, req,
+                             dim3(kBlock), 0, req.rows, action, stream, active_blocks, load,
+                             store, MakeParams(req));
     }
   });
   return result;
@@ -171,22 +174,14 @@ cudaError_t RunBlockRegsRowOp(const KernelRequest& req, KernelAction action,
   using T = typename StorageOf<dtype>::type;
   const auto load = MakeLoad<op, T>(req);
   const auto store = MakeStore<op, T>(req);
-  using Load = decltype(load);
-  using Store = decltype(store);
-  const LaunchConfig& c = req.config;
   cudaError_t result = cudaErrorInvalidConfiguration;
-  DispatchInt<1, 2, 4, 8>(c.pack_size, [&](auto pack) {
+  DispatchBlockKnobs<T>(req.config, [&](auto pack, auto block) {
     constexpr int kPack = decltype(pack)::value;
-    if constexpr (kPack * sizeof(T) <= 16) {
-      // Must list exactly kBlockImplBlockSizes (launch_config.h).
-      DispatchInt<128, 256, 512, 1024>(c.block_size, [&](auto block_c) {
-        constexpr int kBlock = decltype(block_c)::value;
-        result = LaunchOrQuery(
-            &BlockRegsRowKernel<op, Load, Store, kPack, kBlock, BlockRegsPacksPerThread(kPack)>,
-            req, dim3(kBlock), 0, req.rows, action, stream, active_blocks, load, store,
-            MakeParams(req));
-      });
-    }
+    constexpr int kBlock = decltype(block)::value;
+    result = LaunchOrQuery(&BlockRegsRowKernel<op, decltype(load), decltype(store), kPack,
+                                               kBlock, BlockRegsPacksPerThread(kPack)>,
+                           req, dim3(kBlock), 0, req.rows, action, stream, active_blocks, load,
+                           store, MakeParams(req));
   });
   return result;
 }

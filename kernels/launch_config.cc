@@ -505,11 +505,12 @@ absl::StatusOr<LaunchConfig> HeuristicConfig(Op op, DType dtype, Shape shape,
   // Fewer rows than SMs: each block is alone on its SM, and a row held in
   // registers (one load round trip, no re-read) at 16 elements a thread,
   // the smallest block that holds it. At 1 to 64 rows x 4096 on the H100,
-  // L2 flushed, that config came within 2% of the best block_regs config
-  // and ahead of every other impl by 1-12%, except the float32 softmax,
-  // whose accurate exp made it 8% slower than the shared-memory kernel
-  // (bench/results/2026-11-22-h100-block-regs/); its kin (log-softmax, the
-  // masked softmax) share that exp and stay with the block_smem rule.
+  // L2 flushed, that config came within 3% of the best block_regs config,
+  // which beat the best config of every other impl by 3-26%, except for the
+  // float32 softmax, whose accurate exp made it 8% slower than the
+  // shared-memory kernel (bench/results/2026-11-22-h100-block-regs/); its
+  // kin (log-softmax, the masked softmax) share that exp and stay with the
+  // block_smem rule.
   const bool accurate_exp = dtype == DType::kFloat32 &&
                             (op == Op::kSoftmax || op == Op::kLogSoftmax ||
                              op == Op::kScaledMaskedSoftmax);
