@@ -30,24 +30,65 @@ __global__ void SpinKernel(long long nanoseconds) {
   }
 }
 
-// Owns a set of events.
-class Events {
+// The events around `reps` timed pieces of work on one stream. Without an
+// L2 flush the reps run back to back, rep i between events i and i + 1;
+// with one, L2 is flushed before each rep, outside the rep's own pair of
+// events (2i, 2i + 1).
+class RepEvents {
  public:
-  absl::Status Create(int count) {
-    events_.resize(count, nullptr);
+  explicit RepEvents(const L2Flusher* flush) : flush_(flush) {}
+  RepEvents(const RepEvents&) = delete;
+  RepEvents& operator=(const RepEvents&) = delete;
+  ~RepEvents() {
+    for (cudaEvent_t e : events_) {
+      if (e != nullptr) cudaEventDestroy(e);
+    }
+  }
+
+  absl::Status Create(int reps) {
+    events_.resize(flush_ != nullptr ? 2 * reps : reps + 1, nullptr);
     for (cudaEvent_t& e : events_) {
       if (absl::Status s = CudaStatus(cudaEventCreate(&e), "cudaEventCreate"); !s.ok()) return s;
     }
     return absl::OkStatus();
   }
-  ~Events() {
-    for (cudaEvent_t e : events_) {
-      if (e != nullptr) cudaEventDestroy(e);
+  // Enqueues what comes before rep i: the flush, and the rep's start event
+  // (shared with the previous rep's end when there is no flush).
+  absl::Status Begin(int i, cudaStream_t stream) {
+    if (flush_ != nullptr) {
+      if (absl::Status s = flush_->Flush(stream); !s.ok()) return s;
+    } else if (i > 0) {
+      return absl::OkStatus();
     }
+    return Record(Start(i), stream);
   }
-  cudaEvent_t operator[](int i) const { return events_[i]; }
+  absl::Status End(int i, cudaStream_t stream) { return Record(Start(i) + 1, stream); }
+  // Each rep's elapsed microseconds times `scale`, once the stream is idle.
+  absl::StatusOr<std::vector<double>> Microseconds(int reps, double scale) const {
+    std::vector<double> us;
+    us.reserve(reps);
+    for (int i = 0; i < reps; ++i) {
+      float ms = 0;
+      if (absl::Status s =
+              CudaStatus(cudaEventElapsedTime(&ms, events_[Start(i)], events_[Start(i) + 1]),
+                         "cudaEventElapsedTime");
+          !s.ok()) {
+        return s;
+      }
+      us.push_back(static_cast<double>(ms) * 1000.0 * scale);
+    }
+    return us;
+  }
+  // Host work per rep to queue beyond the rep itself, for the spin kernel.
+  long long QueueNanosecondsPerRep() const { return flush_ != nullptr ? 10000LL : 0LL; }
 
  private:
+  int Start(int i) const { return flush_ != nullptr ? 2 * i : i; }
+  absl::Status Record(int index, cudaStream_t stream) {
+    return CudaStatus(cudaEventRecord(events_[index], stream), "cudaEventRecord");
+  }
+
+  const L2Flusher* flush_;
   std::vector<cudaEvent_t> events_;
 };
 
@@ -78,42 +119,6 @@ __global__ void ReadAllKernel(const float4* data, size_t n, float* sink) {
     sum += v.x + v.y + v.z + v.w;
   }
   if (sum == 1234567.f) *sink = sum;
-}
-
-// Elapsed microseconds between the events of each pair (2i, 2i + 1), for
-// timings with a flush between one pair and the next.
-absl::StatusOr<std::vector<double>> PairIntervals(const Events& events, int pairs,
-                                                  double scale) {
-  std::vector<double> us;
-  us.reserve(pairs);
-  for (int i = 0; i < pairs; ++i) {
-    float ms = 0;
-    if (absl::Status s = CudaStatus(cudaEventElapsedTime(&ms, events[2 * i], events[2 * i + 1]),
-                                    "cudaEventElapsedTime");
-        !s.ok()) {
-      return s;
-    }
-    us.push_back(static_cast<double>(ms) * 1000.0 * scale);
-  }
-  return us;
-}
-
-// Elapsed microseconds between consecutive events [first, first + count].
-absl::StatusOr<std::vector<double>> Intervals(const Events& events, int first, int count,
-                                              double scale) {
-  std::vector<double> us;
-  us.reserve(count);
-  for (int i = 0; i < count; ++i) {
-    float ms = 0;
-    if (absl::Status s = CudaStatus(
-            cudaEventElapsedTime(&ms, events[first + i], events[first + i + 1]),
-            "cudaEventElapsedTime");
-        !s.ok()) {
-      return s;
-    }
-    us.push_back(static_cast<double>(ms) * 1000.0 * scale);
-  }
-  return us;
 }
 
 }  // namespace
@@ -154,41 +159,21 @@ absl::StatusOr<TimingStats> TimeLaunches(const LaunchFn& launch, int warmup, int
   for (int i = 0; i < warmup; ++i) {
     if (absl::Status s = launch(i); !s.ok()) return s;
   }
-  Events events;
-  if (absl::Status s = events.Create(flush != nullptr ? 2 * reps : reps + 1); !s.ok()) return s;
-  // ~10 us of host work per launch (twice that with a flush), plus a margin.
-  SpinKernel<<<1, 1, 0, stream>>>(1000000LL + (flush != nullptr ? 20000LL : 10000LL) * reps);
+  RepEvents events(flush);
+  if (absl::Status s = events.Create(reps); !s.ok()) return s;
+  // ~10 us of host work per launch (and per flush), plus a margin.
+  SpinKernel<<<1, 1, 0, stream>>>(1000000LL + (10000LL + events.QueueNanosecondsPerRep()) * reps);
   if (absl::Status s = CudaStatus(cudaPeekAtLastError(), "spin kernel"); !s.ok()) return s;
-  if (flush != nullptr) {
-    for (int i = 0; i < reps; ++i) {
-      absl::Status s = flush->Flush(stream);
-      if (s.ok()) s = CudaStatus(cudaEventRecord(events[2 * i], stream), "cudaEventRecord");
-      if (s.ok()) s = launch(warmup + i);
-      if (s.ok()) s = CudaStatus(cudaEventRecord(events[2 * i + 1], stream), "cudaEventRecord");
-      if (!s.ok()) return s;
-    }
-    if (absl::Status s = CudaStatus(cudaStreamSynchronize(stream), "timed launches"); !s.ok()) {
-      return s;
-    }
-    absl::StatusOr<std::vector<double>> us = PairIntervals(events, reps, 1.0);
-    if (!us.ok()) return us.status();
-    return Summarize(*std::move(us));
-  }
-  if (absl::Status s = CudaStatus(cudaEventRecord(events[0], stream), "cudaEventRecord");
-      !s.ok()) {
-    return s;
-  }
   for (int i = 0; i < reps; ++i) {
-    if (absl::Status s = launch(warmup + i); !s.ok()) return s;
-    if (absl::Status s = CudaStatus(cudaEventRecord(events[i + 1], stream), "cudaEventRecord");
-        !s.ok()) {
-      return s;
-    }
+    absl::Status s = events.Begin(i, stream);
+    if (s.ok()) s = launch(warmup + i);
+    if (s.ok()) s = events.End(i, stream);
+    if (!s.ok()) return s;
   }
   if (absl::Status s = CudaStatus(cudaStreamSynchronize(stream), "timed launches"); !s.ok()) {
     return s;
   }
-  absl::StatusOr<std::vector<double>> us = Intervals(events, 0, reps, 1.0);
+  absl::StatusOr<std::vector<double>> us = events.Microseconds(reps, 1.0);
   if (!us.ok()) return us.status();
   return Summarize(*std::move(us));
 }
@@ -220,33 +205,24 @@ absl::StatusOr<TimingStats> TimeGraphReplay(const LaunchFn& launch, int launches
   absl::Status s = CudaStatus(cudaGraphInstantiate(&exec, graph, 0), "instantiate graph");
   cudaGraphDestroy(graph);
   if (!s.ok()) return s;
-  Events events;
-  s = events.Create(flush != nullptr ? 2 * reps : reps + 1);
+  RepEvents events(flush);
+  s = events.Create(reps);
   if (s.ok()) s = CudaStatus(cudaGraphLaunch(exec, stream), "graph warm-up");
+  // ~5 us of host work per replay (plus the flush's), and a margin.
   if (s.ok()) {
-    SpinKernel<<<1, 1, 0, stream>>>(1000000LL + (flush != nullptr ? 15000LL : 5000LL) * reps);
-    if (flush == nullptr) s = CudaStatus(cudaEventRecord(events[0], stream), "cudaEventRecord");
+    SpinKernel<<<1, 1, 0, stream>>>(1000000LL +
+                                     (5000LL + events.QueueNanosecondsPerRep()) * reps);
   }
   for (int i = 0; s.ok() && i < reps; ++i) {
-    // With a flush, each replay has its own pair of events; without, the
-    // replays run back to back between consecutive events.
-    if (flush != nullptr) {
-      s = flush->Flush(stream);
-      if (s.ok()) s = CudaStatus(cudaEventRecord(events[2 * i], stream), "cudaEventRecord");
-    }
+    s = events.Begin(i, stream);
     if (s.ok()) s = CudaStatus(cudaGraphLaunch(exec, stream), "graph launch");
-    if (s.ok()) {
-      s = CudaStatus(cudaEventRecord(events[flush != nullptr ? 2 * i + 1 : i + 1], stream),
-                     "cudaEventRecord");
-    }
+    if (s.ok()) s = events.End(i, stream);
   }
   if (s.ok()) s = CudaStatus(cudaStreamSynchronize(stream), "graph replays");
   cudaGraphExecDestroy(exec);
   if (!s.ok()) return s;
-  const double per_launch = 1.0 / static_cast<double>(launches_per_graph);
-  absl::StatusOr<std::vector<double>> us = flush != nullptr
-                                               ? PairIntervals(events, reps, per_launch)
-                                               : Intervals(events, 0, reps, per_launch);
+  absl::StatusOr<std::vector<double>> us =
+      events.Microseconds(reps, 1.0 / static_cast<double>(launches_per_graph));
   if (!us.ok()) return us.status();
   return Summarize(*std::move(us));
 }
