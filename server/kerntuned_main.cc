@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "db/tuning_store.h"
+#include "grpc/grpc.h"
 #include "server/server.h"
 
 ABSL_FLAG(std::string, socket, "",
@@ -36,6 +37,11 @@ ABSL_FLAG(bool, hot_launcher, false,
 ABSL_FLAG(int64_t, hot_launcher_idle_ms, 100,
           "--hot_launcher: milliseconds the launcher keeps polling after the last Run before it "
           "sleeps");
+ABSL_FLAG(int, busy_poll_threads, 0,
+          "threads that take Run and GetConfig calls from a queue they poll without "
+          "sleeping (each holds a core while it polls); 0 = gRPC's callback threads");
+ABSL_FLAG(int64_t, busy_poll_idle_ms, 100,
+          "a busy-polling thread blocks after this long without a call");
 ABSL_FLAG(int, workers, 8,
           "threads for the calls that may wait long (Runs above 64Ki elements, "
           "RegisterBuffer); the rest are answered on gRPC's own threads");
@@ -71,10 +77,17 @@ int main(int argc, char** argv) {
   options.gpu_wait_spin_us = absl::GetFlag(FLAGS_gpu_wait_spin_us);
   options.hot_launcher = absl::GetFlag(FLAGS_hot_launcher);
   options.hot_launcher_idle_ms = absl::GetFlag(FLAGS_hot_launcher_idle_ms);
+  options.busy_poll_threads = absl::GetFlag(FLAGS_busy_poll_threads);
+  options.busy_poll_idle_ms = absl::GetFlag(FLAGS_busy_poll_idle_ms);
   options.workers = absl::GetFlag(FLAGS_workers);
   options.grpc_thread_run_elements = absl::GetFlag(FLAGS_grpc_thread_run_elements);
   options.grpc_min_pollers = absl::GetFlag(FLAGS_grpc_min_pollers);
   options.grpc_max_pollers = absl::GetFlag(FLAGS_grpc_max_pollers);
+  // Hold gRPC initialized until the process ends. Otherwise the last gRPC
+  // object RunServer destroys runs the final grpc_shutdown, which joins
+  // gRPC's executor thread; that thread was seen parked in a poll with a
+  // 10 s timeout after a busy-polled shutdown, holding the exit back.
+  grpc_init();
   const absl::Status status = kt::server::RunServer(options);
   if (!status.ok()) {
     std::fprintf(stderr, "kerntuned: %s\n", status.ToString().c_str());

@@ -202,6 +202,14 @@ absl::Status RunServer(const Options& options) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--grpc_thread_run_elements=", options.grpc_thread_run_elements, " must be >= 0"));
   }
+  if (options.busy_poll_threads < 0 || options.busy_poll_threads > 64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--busy_poll_threads=", options.busy_poll_threads, " must be in [0, 64]"));
+  }
+  if (options.busy_poll_idle_ms < 0 || options.busy_poll_idle_ms > 3600 * 1000) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--busy_poll_idle_ms=", options.busy_poll_idle_ms, " must be in [0, 3600000]"));
+  }
   if (options.workers < 1 || options.workers > 1024) {
     return absl::InvalidArgumentError(
         absl::StrCat("--workers=", options.workers, " must be in [1, 1024]"));
@@ -227,6 +235,8 @@ absl::Status RunServer(const Options& options) {
   };
   service_options.workers = options.workers;
   service_options.max_grpc_thread_run_elements = options.grpc_thread_run_elements;
+  service_options.busy_poll_threads = options.busy_poll_threads;
+  service_options.busy_poll_idle = absl::Milliseconds(options.busy_poll_idle_ms);
   KernTuneService service(backend, std::move(service_options));
 
   // The Unix socket is accepted by the daemon (peer credentials), TCP by gRPC.
@@ -245,12 +255,16 @@ absl::Status RunServer(const Options& options) {
   builder.SetSyncServerOption(grpc::ServerBuilder::MIN_POLLERS, options.grpc_min_pollers);
   builder.SetSyncServerOption(grpc::ServerBuilder::MAX_POLLERS, options.grpc_max_pollers);
   builder.RegisterService(&service);
+  std::unique_ptr<grpc::ServerCompletionQueue> poll_queue;
+  if (options.busy_poll_threads > 0) poll_queue = builder.AddCompletionQueue();
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || (!options.tcp_address.empty() && tcp_port == 0)) {
     if (server != nullptr) server->Shutdown();
+    if (poll_queue != nullptr) poll_queue->Shutdown();
     unlink(options.socket_path.c_str());
     return absl::UnavailableError(absl::StrCat("cannot listen on --tcp=", options.tcp_address));
   }
+  if (poll_queue != nullptr) service.StartBusyPolling(std::move(poll_queue));
   (*listener)->Start(server.get(), &peers);
 
   // Leases, exited clients and idle IPC mappings, once a second.
@@ -264,7 +278,7 @@ absl::Status RunServer(const Options& options) {
   server->GetHealthCheckService()->SetServingStatus(kServiceName, true);
   const ConfigCache* cache = backend.config_cache();
   std::fprintf(stderr,
-               "kerntuned: serving on unix:%s%s%s, backend %s (%s%s), %zu tuned configs from "
+               "kerntuned: serving on unix:%s%s%s, backend %s (%s%s)%s, %zu tuned configs from "
                "%s\n",
                options.socket_path.c_str(), options.tcp_address.empty() ? "" : " and ",
                options.tcp_address.c_str(), backend.name().c_str(), backends->reason.c_str(),
@@ -272,6 +286,9 @@ absl::Status RunServer(const Options& options) {
                    ? absl::StrCat("; --gpu_wait=", GpuWaitName(options.gpu_wait),
                                   options.hot_launcher ? ", hot launcher" : "")
                          .c_str()
+                   : "",
+               options.busy_poll_threads > 0
+                   ? absl::StrCat(", ", options.busy_poll_threads, " busy-polling threads").c_str()
                    : "",
                cache == nullptr ? size_t{0} : cache->Entries().size(),
                options.db_path.empty() ? "(no database)" : options.db_path.c_str());
@@ -290,6 +307,7 @@ absl::Status RunServer(const Options& options) {
   }
   (*listener)->Stop();
   server->Shutdown(std::chrono::system_clock::now());
+  service.StopBusyPolling();
   server->Wait();
   stop_housekeeping.Notify();
   housekeeper.join();

@@ -35,6 +35,11 @@ struct Options {
   // core), and how long it keeps polling after the last Run before it sleeps.
   bool hot_launcher = false;
   int64_t hot_launcher_idle_ms = 100;
+  // Threads that take Run and GetConfig from a completion queue, polling it
+  // without sleeping (0 = gRPC's callback threads serve them), and how long
+  // they keep polling after the last call before they block.
+  int busy_poll_threads = 0;
+  int64_t busy_poll_idle_ms = 100;
   // Threads for the calls that may wait long (Runs above 64Ki elements,
   // RegisterBuffer); the rest are answered on gRPC's callback threads.
   int workers = 8;

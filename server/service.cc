@@ -130,6 +130,13 @@ class KernTuneService::CallGuard {
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, "kerntuned is shutting down"); \
   }
 
+KernTuneService::KernTuneService(Backend& backend, ServiceOptions options)
+    : backend_(backend), options_(std::move(options)), started_(absl::Now()) {
+  if (options_.busy_poll_threads > 0) MarkPolledMethodsAsync();
+}
+
+KernTuneService::~KernTuneService() { CloseClientMemory(); }
+
 bool KernTuneService::Drain(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   draining_ = true;
@@ -440,6 +447,7 @@ grpc::Status KernTuneService::HandleGetStatus(absl::string_view peer,
   stats->set_gpu_wait(backend_stats.gpu_wait);
   stats->set_hot_launcher(backend_stats.hot_launcher);
   stats->set_launcher_sleeps(backend_stats.launcher_sleeps);
+  stats->set_busy_poll_threads(options_.busy_poll_threads);
   stats->set_kernels_timed(backend_stats.kernels_timed);
   stats->set_kernel_us(backend_stats.kernel_us);
   {

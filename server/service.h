@@ -3,6 +3,8 @@
 // a call is answered on the gRPC thread that read it, without a hand-off,
 // unless it may wait long (a large Run, RegisterBuffer's IPC open), which
 // goes to the service's workers so gRPC's threads never block on a kernel.
+// With busy polling (opt-in), Run and GetConfig come instead from a
+// completion queue that the service's own threads poll (busy_poll.cc).
 #ifndef KERNTUNE_SERVER_SERVICE_H_
 #define KERNTUNE_SERVER_SERVICE_H_
 
@@ -11,6 +13,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -49,6 +53,13 @@ struct ServiceOptions {
   int workers = 8;
   // Runs of more elements go to a worker (RunsOnGrpcThread).
   int64_t max_grpc_thread_run_elements = kDefaultMaxGrpcThreadRunElements;
+  // Busy polling: when > 0, Run and GetConfig are served from a completion
+  // queue that this many threads poll without sleeping, instead of by gRPC's
+  // callback threads, so that a small Run is read, handled and answered by a
+  // thread that is already running. Each polling thread holds a core; after
+  // `busy_poll_idle` without a call it blocks until the next one.
+  int busy_poll_threads = 0;
+  absl::Duration busy_poll_idle = absl::Milliseconds(100);
 };
 
 // Small Runs, of at most `max_elements`, are answered on gRPC's thread:
@@ -62,9 +73,8 @@ bool RunsOnGrpcThread(const kerntune::v1::RunRequest& request,
 class KernTuneService final : public kerntune::v1::KernTune::CallbackService {
  public:
   // `backend` must outlive the service.
-  KernTuneService(Backend& backend, ServiceOptions options)
-      : backend_(backend), options_(std::move(options)), started_(absl::Now()) {}
-  ~KernTuneService() override { CloseClientMemory(); }
+  KernTuneService(Backend& backend, ServiceOptions options);
+  ~KernTuneService() override;
 
   // The handlers as plain calls (the gRPC methods below answer with them;
   // tests call them directly). `peer` is gRPC's peer string of the caller.
@@ -122,9 +132,20 @@ class KernTuneService final : public kerntune::v1::KernTune::CallbackService {
   // for the calls in flight to finish. True when none is left.
   bool Drain(absl::Duration timeout);
 
+  // Busy polling (ServiceOptions::busy_poll_threads > 0; busy_poll.cc). The
+  // server must be built with `queue` (ServerBuilder::AddCompletionQueue).
+  // StartBusyPolling after BuildAndStart; StopBusyPolling after the server's
+  // Shutdown: it waits for the polled calls to end, shuts the queue down and
+  // joins the threads.
+  void StartBusyPolling(std::unique_ptr<grpc::ServerCompletionQueue> queue);
+  void StopBusyPolling();
+
  private:
   class CallGuard;
   class Resolver;
+  class PolledCallBase;
+  template <class Request, class Response>
+  class PolledCall;
 
   std::optional<PeerProcess> Caller(absl::string_view peer) const;
   template <class Request, class Response>
@@ -136,6 +157,11 @@ class KernTuneService final : public kerntune::v1::KernTune::CallbackService {
   grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, bool on_worker,
                                    Handler<Request, Response> handle, const Request* request,
                                    Response* response);
+  // Busy polling: takes Run and GetConfig off the callback API, and one
+  // polling thread's loop.
+  void MarkPolledMethodsAsync();
+  void PollCalls();
+  void PolledCallEnded();
   absl::StatusOr<std::shared_ptr<const ClientMemory>> OpenCudaIpc(const std::string& handle,
                                                                  int device_ordinal,
                                                                  const PeerProcess& caller);
@@ -154,6 +180,12 @@ class KernTuneService final : public kerntune::v1::KernTune::CallbackService {
   BufferRegistry registry_{options_.registry};
   // Opened CUDA IPC memory by handle bytes (registrations and one-offs).
   IpcCache<const ClientMemory> cuda_ipc_;
+  // Busy polling: the queue, its threads, and the calls requested or in
+  // flight on it (each a PolledCall).
+  std::unique_ptr<grpc::ServerCompletionQueue> poll_queue_;
+  std::vector<std::thread> pollers_;
+  absl::Mutex polled_mu_;
+  int64_t polled_calls_ ABSL_GUARDED_BY(polled_mu_) = 0;
   // Last member: destroyed first, it runs what is queued before the rest goes.
   WorkerPool workers_{options_.workers};
 };
