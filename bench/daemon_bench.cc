@@ -3,12 +3,14 @@
 //  - latency: p50/p99 of a small Run (1 x 1024 fp16, registered buffers)
 //    against the floor of the same channel, a grpc.health.v1 Check (echo)
 //    made the same way as the Run (a blocking unary call), and against
-//    GetConfig (the daemon's own service, a trivial handler);
+//    GetConfig (the daemon's own service, a trivial handler); and the three
+//    again from a client that polls for its replies instead of sleeping;
 //  - throughput: Runs per second with 1, 4 and 16 concurrent clients, each
 //    on its own connection with its own buffers, timed once all registered;
 //  - bandwidth: a 49152 x 4096 fp16 softmax through the daemon against the
 //    kernel time the daemon measured (its CUDA events, the same Runs, so the
-//    same config): synchronous; chained through the client's stream with IPC
+//    same config): synchronous (a blocking call, and a client polling for
+//    the reply); chained through the client's stream with IPC
 //    events; chained on the daemon's own stream; pipelined (replies before
 //    the kernel ends) with 1 and with --pipeline_depth calls in flight.
 // Every Run reply carries the daemon's RunTiming; the bench prints and
@@ -106,6 +108,22 @@ Series Summarize(const std::vector<double>& us) {
   s.p99 = Percentile(us, 0.99);
   for (double u : us) s.mean += u / us.size();
   return s;
+}
+
+// Waits for a started unary call's reply by polling `queue` instead of
+// sleeping, so that this thread never leaves its core: what remains of the
+// round trip is the daemon's side and the socket, without the client's own
+// wake-up.
+template <class Reader, class Reply>
+grpc::Status AwaitByPolling(grpc::CompletionQueue& queue, Reader& reader, Reply* reply) {
+  grpc::Status status;
+  reader.Finish(reply, &status, &status);
+  void* tag = nullptr;
+  bool ok = false;
+  while (queue.AsyncNext(&tag, &ok, gpr_time_0(GPR_CLOCK_MONOTONIC)) !=
+         grpc::CompletionQueue::GOT_EVENT) {
+  }
+  return status;
 }
 
 // The daemon's RunTiming of many Runs, and what the client saw outside it.
@@ -401,6 +419,10 @@ int main(int argc, char** argv) {
     grpc::GenericStub generic(channel);
     std::vector<double> run_us, timed_run_us, echo_us, echo_callback_us, config_us, kernel_us;
     Stages stages, timed_stages;
+    // The same echo, GetConfig and Run from a client that polls for replies.
+    std::vector<double> polled_echo_us, polled_config_us, polled_run_us;
+    Stages polled_stages;
+    grpc::CompletionQueue polled_queue;
     pb::ConfigChoice config;
     for (int i = 0; i < iterations + 200; ++i) {
       const bool timed = i >= 200;
@@ -445,6 +467,35 @@ int main(int argc, char** argv) {
         Check(stub->GetConfig(&context, get_config, &response), "GetConfig");
         if (timed) config_us.push_back(Us(Clock::now() - start));
       }
+      {
+        grpc::ClientContext context;
+        grpc::ByteBuffer reply;
+        const auto start = Clock::now();
+        auto call = generic.PrepareUnaryCall(&context, kHealthCheck, empty_request, &polled_queue);
+        call->StartCall();
+        Check(AwaitByPolling(polled_queue, *call, &reply), "health Check (client polls)");
+        if (timed) polled_echo_us.push_back(Us(Clock::now() - start));
+      }
+      {
+        grpc::ClientContext context;
+        pb::GetConfigResponse response;
+        const auto start = Clock::now();
+        auto call = stub->AsyncGetConfig(&context, get_config, &polled_queue);
+        Check(AwaitByPolling(polled_queue, *call, &response), "GetConfig (client polls)");
+        if (timed) polled_config_us.push_back(Us(Clock::now() - start));
+      }
+      {
+        grpc::ClientContext context;
+        pb::RunResponse response;
+        const auto start = Clock::now();
+        auto call = stub->AsyncRun(&context, run, &polled_queue);
+        Check(AwaitByPolling(polled_queue, *call, &response), "Run 1x1024 (client polls)");
+        const double us = Us(Clock::now() - start);
+        if (timed) {
+          polled_run_us.push_back(us);
+          polled_stages.Add(response, us);
+        }
+      }
       // The small Run, untimed (the default) and with time_kernel.
       for (const bool kernel_timed : {false, true}) {
         grpc::ClientContext context;
@@ -463,6 +514,9 @@ int main(int argc, char** argv) {
                  echo_s = Summarize(echo_us),
                  callback_s = Summarize(echo_callback_us), config_s = Summarize(config_us),
                  kernel_s = Summarize(kernel_us);
+    const Series polled_echo_s = Summarize(polled_echo_us),
+                 polled_config_s = Summarize(polled_config_us),
+                 polled_run_s = Summarize(polled_run_us);
     std::printf(
         "latency (1x1024 fp16 softmax, registered IPC buffers, %d calls each, config %s):\n"
         "  Run        p50 %.1f us  p99 %.1f us\n%s"
@@ -472,11 +526,14 @@ int main(int argc, char** argv) {
         "method)\n"
         "  GetConfig  p50 %.1f us  p99 %.1f us  (the daemon's service, trivial handler)\n"
         "  overhead over echo at p50: %.1f us (the kernel itself: %.1f us by the daemon's "
-        "events on the timed Runs)\n",
+        "events on the timed Runs)\n"
+        "  client polls for the reply: echo p50 %.1f us, GetConfig %.1f, Run %.1f; overhead "
+        "%.1f us\n%s",
         iterations, ConfigText(config).c_str(), run_s.p50, run_s.p99, stages.Text().c_str(),
         timed_run_s.p50, timed_run_s.p99, timed_stages.Text().c_str(), echo_s.p50, echo_s.p99,
         callback_s.p50, callback_s.p99, config_s.p50, config_s.p99, run_s.p50 - echo_s.p50,
-        kernel_s.p50);
+        kernel_s.p50, polled_echo_s.p50, polled_config_s.p50, polled_run_s.p50,
+        polled_run_s.p50 - polled_echo_s.p50, polled_stages.Text().c_str());
     absl::StrAppendFormat(
         &json,
         "  \"latency\": {\"shape\": [1, 1024], \"dtype\": \"float16\", \"calls\": %d, "
@@ -485,11 +542,16 @@ int main(int argc, char** argv) {
         "\"echo_callback_p50_us\": %.2f, \"echo_callback_p99_us\": %.2f, "
         "\"getconfig_p50_us\": %.2f, \"getconfig_p99_us\": %.2f, \"kernel_p50_us\": %.2f, "
         "\"overhead_p50_us\": %.2f, \"server\": %s, \"timed_run_p50_us\": %.2f, "
-        "\"timed_run_p99_us\": %.2f, \"timed_server\": %s},\n",
+        "\"timed_run_p99_us\": %.2f, \"timed_server\": %s, \"client_polls\": "
+        "{\"echo_p50_us\": %.2f, \"echo_p99_us\": %.2f, \"getconfig_p50_us\": %.2f, "
+        "\"run_p50_us\": %.2f, \"run_p99_us\": %.2f, \"overhead_p50_us\": %.2f, "
+        "\"server\": %s}},\n",
         iterations, ConfigJson(config), run_s.p50, run_s.p99, echo_s.p50, echo_s.p99,
         callback_s.p50, callback_s.p99, config_s.p50, config_s.p99, kernel_s.p50,
         run_s.p50 - echo_s.p50, stages.Json(), timed_run_s.p50, timed_run_s.p99,
-        timed_stages.Json());
+        timed_stages.Json(), polled_echo_s.p50, polled_echo_s.p99, polled_config_s.p50,
+        polled_run_s.p50, polled_run_s.p99, polled_run_s.p50 - polled_echo_s.p50,
+        polled_stages.Json());
   }
 
   // --- throughput: N clients, each its own connection and buffers.
@@ -561,20 +623,31 @@ int main(int argc, char** argv) {
     std::vector<double> round_trip_us, kernel_us;
     Stages sync_stages;
     pb::ConfigChoice config;
+    std::vector<double> polled_round_trip_us;
+    grpc::CompletionQueue polled_queue;
     for (int i = 0; i < 60; ++i) {
+      {
+        grpc::ClientContext context;
+        pb::RunResponse response;
+        const auto start = Clock::now();
+        Check(stub->Run(&context, base, &response), "Run 49152x4096");
+        const double us = Us(Clock::now() - start);
+        if (i >= 10) {
+          round_trip_us.push_back(us);
+          kernel_us.push_back(response.kernel_time_us());
+          sync_stages.Add(response, us);
+          config = response.config();
+        }
+      }
       grpc::ClientContext context;
       pb::RunResponse response;
       const auto start = Clock::now();
-      Check(stub->Run(&context, base, &response), "Run 49152x4096");
-      const double us = Us(Clock::now() - start);
-      if (i >= 10) {
-        round_trip_us.push_back(us);
-        kernel_us.push_back(response.kernel_time_us());
-        sync_stages.Add(response, us);
-        config = response.config();
-      }
+      auto call = stub->AsyncRun(&context, base, &polled_queue);
+      Check(AwaitByPolling(polled_queue, *call, &response), "Run 49152x4096 (client polls)");
+      if (i >= 10) polled_round_trip_us.push_back(Us(Clock::now() - start));
     }
-    const Series rt = Summarize(round_trip_us), k = Summarize(kernel_us);
+    const Series rt = Summarize(round_trip_us), k = Summarize(kernel_us),
+                 polled_rt = Summarize(polled_round_trip_us);
     const double kernel_gbps = gbps(k.p50);
 
     // An asynchronous series: `body` sends kAsyncRuns Runs and returns once
@@ -680,9 +753,12 @@ int main(int argc, char** argv) {
     std::printf("bandwidth (49152x4096 fp16 softmax, registered IPC buffers, config %s):\n"
                 "  kernel alone (daemon's CUDA events, same Runs) p50 %.1f us = %.0f GB/s\n"
                 "  through the daemon, synchronous p50 %.1f us = %.0f GB/s (%.1f%% of kernel)\n"
-                "%s",
+                "%s"
+                "  through the daemon, synchronous, client polls for the reply: p50 %.1f us = "
+                "%.0f GB/s (%.1f%%)\n",
                 ConfigText(config).c_str(), k.p50, kernel_gbps, rt.p50, gbps(rt.p50),
-                100 * gbps(rt.p50) / kernel_gbps, sync_stages.Text().c_str());
+                100 * gbps(rt.p50) / kernel_gbps, sync_stages.Text().c_str(), polled_rt.p50,
+                gbps(polled_rt.p50), 100 * gbps(polled_rt.p50) / kernel_gbps);
     const std::pair<std::string, const AsyncResult*> async_series[] = {
         {"IPC events chained through the client's stream", &events},
         {"chained on the daemon's stream (no client GPU work)", &daemon_chained},
@@ -712,13 +788,16 @@ int main(int argc, char** argv) {
         "  \"bandwidth\": {\"shape\": [%d, %d], \"dtype\": \"float16\", \"config\": %s, "
         "\"kernel_p50_us\": %.2f, \"kernel_gbps\": %.1f, "
         "\"sync_round_trip_p50_us\": %.2f, \"sync_gbps\": %.1f, "
-        "\"sync_pct_of_kernel\": %.2f, \"sync_server\": %s, \"events_us_per_run\": %.2f, "
+        "\"sync_pct_of_kernel\": %.2f, \"sync_server\": %s, "
+        "\"sync_client_polls_round_trip_p50_us\": %.2f, \"sync_client_polls_pct_of_kernel\": %.2f, "
+        "\"events_us_per_run\": %.2f, "
         "\"events_gbps\": %.1f, \"events_pct_of_kernel\": %.2f, "
         "\"pipelined_us_per_run\": %.2f, \"pipelined_gbps\": %.1f, "
         "\"pipelined_pct_of_kernel\": %.2f, \"async_runs\": %d, \"pipeline_depth\": %d, "
         "\"events\": %s, \"daemon_chained\": %s, \"pipelined\": %s, \"pipelined_deep\": %s}\n",
         kRows, kCols, ConfigJson(config), k.p50, kernel_gbps, rt.p50, gbps(rt.p50),
-        100 * gbps(rt.p50) / kernel_gbps, sync_stages.Json(), events.us_per_run,
+        100 * gbps(rt.p50) / kernel_gbps, sync_stages.Json(), polled_rt.p50,
+        100 * gbps(polled_rt.p50) / kernel_gbps, events.us_per_run,
         gbps(events.us_per_run), 100 * gbps(events.us_per_run) / kernel_gbps,
         pipelined_1.us_per_run, gbps(pipelined_1.us_per_run),
         100 * gbps(pipelined_1.us_per_run) / kernel_gbps, kAsyncRuns, depth,
