@@ -172,8 +172,10 @@ template <Op op, DType dtype>
 cudaError_t RunBlockRegsRowOp(const KernelRequest& req, KernelAction action,
                               cudaStream_t stream, int* active_blocks) {
   using T = typename StorageOf<dtype>::type;
-  const auto load = MakeLoad<op, T>(req);
-  const auto store = MakeStore<op, T>(req);
+  // Paired 16-bit conversions: a latency-bound block alone on its SM pays
+  // for every instruction (row_common.cuh, Widen).
+  const auto load = MakeLoad<op, T, true>(req);
+  const auto store = MakeStore<op, T, true>(req);
   cudaError_t result = cudaErrorInvalidConfiguration;
   DispatchBlockKnobs<T>(req.config, [&](auto pack, auto block) {
     constexpr int kPack = decltype(pack)::value;

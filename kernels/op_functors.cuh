@@ -80,26 +80,28 @@ struct MaskedScaleLoad {
   }
 };
 
-template <Op op, typename T>
+// `paired`: 16-bit conversions two elements at a time (Widen, Narrow).
+template <Op op, typename T, bool paired = false>
 auto MakeLoad(const KernelRequest& req) {
   if constexpr (op == Op::kScaledMaskedSoftmax) {
     return MaskedScaleLoad<T>{static_cast<const T*>(req.x), req.cols,
                               static_cast<const T*>(req.mask), req.mask_rows, req.scale,
                               req.causal};
   } else {
-    return DirectLoad<T>{static_cast<const T*>(req.x), req.cols};
+    return DirectLoad<T, paired>{static_cast<const T*>(req.x), req.cols};
   }
 }
 
 // LayerNorm's store applies its optional affine transform, RMSNorm's its
 // optional weight (gamma, with beta null); the others store plainly.
-template <Op op, typename T>
+template <Op op, typename T, bool paired = false>
 auto MakeStore(const KernelRequest& req) {
   if constexpr (op == Op::kLayerNorm || op == Op::kRmsNorm) {
-    return AffineStore<T>{static_cast<T*>(req.y), req.cols, static_cast<const T*>(req.gamma),
-                          static_cast<const T*>(req.beta)};
+    return AffineStore<T, paired>{static_cast<T*>(req.y), req.cols,
+                                  static_cast<const T*>(req.gamma),
+                                  static_cast<const T*>(req.beta)};
   } else {
-    return DirectStore<T>{static_cast<T*>(req.y), req.cols};
+    return DirectStore<T, paired>{static_cast<T*>(req.y), req.cols};
   }
 }
 

@@ -84,12 +84,15 @@ struct alignas(sizeof(T) * N) Pack {
   T elem[N];
 };
 
-// A pack to float and back. 16-bit packs convert two elements at a time:
-// narrowing a pair is one F2FP instruction, where narrowing each element
-// and then packing the two halves took a PRMT more per pair. In block_regs
-// LayerNorm float16 at 1-64 rows x 4096 that made the kernel 1.08-1.09x
-// faster (bench/results/2026-11-22-h100-paired-conversions/). Both round to
-// nearest even: the results are bit-identical.
+// A pack to float and back, two elements at a time for 16-bit packs
+// (__half22float2, __floats2half2_rn): narrowing a pair is one F2FP
+// instruction, where narrowing each element and packing the halves takes a
+// PRMT more. Both round to nearest even, so results are bit-identical. The
+// functors below use them when `paired` (block_regs does): LayerNorm
+// float16 at 1-64 rows x 4096 ran 1.08-1.09x faster. In block_smem the same
+// change was 1.03x faster at 4096 columns but 0.93x at 32768 (the store
+// loop's code generation changed), so the other kernels keep per-element
+// conversions (bench/results/2026-11-22-h100-paired-conversions/).
 template <typename T, int N>
 __device__ __forceinline__ void Widen(const Pack<T, N>& pack, float* dst) {
   if constexpr (std::is_same_v<T, __half> && N % 2 == 0) {
@@ -136,7 +139,8 @@ __device__ __forceinline__ Pack<T, N> Narrow(const float* src) {
 // Reads packs of a (rows, cols) row-major tensor and widens them to float.
 // `cache_type` is what the shared-memory kernel may cache instead of float:
 // the storage type, exactly, since float(T) -> T round trips are exact.
-template <typename T>
+// `paired`: widen 16-bit pairs at once (Widen).
+template <typename T, bool paired = false>
 struct DirectLoad {
   using storage_type = T;
   using cache_type = T;
@@ -145,7 +149,14 @@ struct DirectLoad {
   template <int N>
   __device__ __forceinline__ void load(float* dst, int64_t row,
                                        int64_t col) const {
-    Widen<T, N>(*reinterpret_cast<const Pack<T, N>*>(src + row * row_stride + col), dst);
+    const Pack<T, N> pack =
+        *reinterpret_cast<const Pack<T, N>*>(src + row * row_stride + col);
+    if constexpr (paired) {
+      Widen<T, N>(pack, dst);
+    } else {
+#pragma unroll
+      for (int i = 0; i < N; ++i) dst[i] = ToFloat(pack.elem[i]);
+    }
   }
 };
 
@@ -179,21 +190,30 @@ __device__ __forceinline__ auto BindRow(const Load& load, int64_t row) {
   }
 }
 
-// Narrows float results to the storage type and writes them as one pack.
-template <typename T>
+// Narrows float results to the storage type and writes them as one pack;
+// `paired`: 16-bit pairs at once (Narrow).
+template <typename T, bool paired = false>
 struct DirectStore {
   T* __restrict__ dst;
   int64_t row_stride;
   template <int N>
   __device__ __forceinline__ void store(const float* src, int64_t row,
                                         int64_t col) const {
-    *reinterpret_cast<Pack<T, N>*>(dst + row * row_stride + col) = Narrow<T, N>(src);
+    Pack<T, N> pack;
+    if constexpr (paired) {
+      pack = Narrow<T, N>(src);
+    } else {
+#pragma unroll
+      for (int i = 0; i < N; ++i) pack.elem[i] = FromFloat<T>(src[i]);
+    }
+    *reinterpret_cast<Pack<T, N>*>(dst + row * row_stride + col) = pack;
   }
 };
 
 // LayerNorm's output functor: y = normalized * gamma + beta, each optional
 // (a null pointer is a uniform branch, cheaper than 4x the instances).
-template <typename T>
+// `paired`: the weights and the output convert 16-bit pairs at once.
+template <typename T, bool paired = false>
 struct AffineStore {
   T* __restrict__ dst;
   int64_t row_stride;
@@ -205,18 +225,17 @@ struct AffineStore {
     float out[N];
 #pragma unroll
     for (int i = 0; i < N; ++i) out[i] = normalized[i];
-    float weight[N];
     if (gamma != nullptr) {
-      Widen<T, N>(*reinterpret_cast<const Pack<T, N>*>(gamma + col), weight);
+      const Pack<T, N> g = *reinterpret_cast<const Pack<T, N>*>(gamma + col);
 #pragma unroll
-      for (int i = 0; i < N; ++i) out[i] *= weight[i];
+      for (int i = 0; i < N; ++i) out[i] *= ToFloat(g.elem[i]);
     }
     if (beta != nullptr) {
-      Widen<T, N>(*reinterpret_cast<const Pack<T, N>*>(beta + col), weight);
+      const Pack<T, N> b = *reinterpret_cast<const Pack<T, N>*>(beta + col);
 #pragma unroll
-      for (int i = 0; i < N; ++i) out[i] += weight[i];
+      for (int i = 0; i < N; ++i) out[i] += ToFloat(b.elem[i]);
     }
-    DirectStore<T>{dst, row_stride}.template store<N>(out, row, col);
+    DirectStore<T, paired>{dst, row_stride}.template store<N>(out, row, col);
   }
   // The weights of B packs of N columns (LoadWeights, StoreLoaded).
   template <int B, int N>
@@ -243,20 +262,30 @@ struct AffineStore {
   template <int B, int N>
   __device__ __forceinline__ void StoreWith(const float* normalized, const Weights<B, N>& w,
                                             int b, int64_t row, int64_t col) const {
-    float out[N], weight[N];
+    float out[N];
+    if constexpr (paired) {
+      float weight[N];
 #pragma unroll
-    for (int i = 0; i < N; ++i) out[i] = normalized[i];
-    if (gamma != nullptr) {
-      Widen<T, N>(w.gamma[b], weight);
+      for (int i = 0; i < N; ++i) out[i] = normalized[i];
+      if (gamma != nullptr) {
+        Widen<T, N>(w.gamma[b], weight);
 #pragma unroll
-      for (int i = 0; i < N; ++i) out[i] *= weight[i];
+        for (int i = 0; i < N; ++i) out[i] *= weight[i];
+      }
+      if (beta != nullptr) {
+        Widen<T, N>(w.beta[b], weight);
+#pragma unroll
+        for (int i = 0; i < N; ++i) out[i] += weight[i];
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        out[i] = normalized[i];
+        if (gamma != nullptr) out[i] *= ToFloat(w.gamma[b].elem[i]);
+        if (beta != nullptr) out[i] += ToFloat(w.beta[b].elem[i]);
+      }
     }
-    if (beta != nullptr) {
-      Widen<T, N>(w.beta[b], weight);
-#pragma unroll
-      for (int i = 0; i < N; ++i) out[i] += weight[i];
-    }
-    DirectStore<T>{dst, row_stride}.template store<N>(out, row, col);
+    DirectStore<T, paired>{dst, row_stride}.template store<N>(out, row, col);
   }
   // Stores those `count` packs of `row` with the weights LoadWeights read.
   template <int B, int N>
@@ -299,12 +328,12 @@ struct WeightsOf {
   template <int B, int N>
   struct type {};
 };
-template <typename T>
-struct WeightsOf<AffineStore<T>> {
+template <typename T, bool paired>
+struct WeightsOf<AffineStore<T, paired>> {
   static constexpr bool kLoads = true;
   static constexpr int kValueBytes = static_cast<int>(sizeof(T));
   template <int B, int N>
-  using type = typename AffineStore<T>::template Weights<B, N>;
+  using type = typename AffineStore<T, paired>::template Weights<B, N>;
 };
 template <class Store>
 inline constexpr bool kStoreLoadsWeights = WeightsOf<Store>::kLoads;
