@@ -411,84 +411,98 @@ TEST_F(KerntunedTest, MalformedRequestsGetTheirCodeAndTheDaemonStaysUp) {
 // queue (small Runs answered by the polling threads, larger ones by the
 // workers), the other RPCs stay on the callback API, malformed Runs get
 // their codes, and SIGTERM with clients still sending stops the daemon
-// cleanly. Once while the threads poll, once with them always blocking.
-TEST_F(KerntunedTest, BusyPollingServesTheSameAnswersAndStopsCleanly) {
-  for (const char* idle : {"--busy_poll_idle_ms=100", "--busy_poll_idle_ms=0"}) {
-    SCOPED_TRACE(idle);
-    ASSERT_NO_FATAL_FAILURE(Start({"--busy_poll_threads=2", idle}));
-    constexpr int kClients = 4, kRunsEach = 6;
-    std::atomic<int> wrong{0};
-    std::vector<std::thread> clients;
-    for (int t = 0; t < kClients; ++t) {
-      clients.emplace_back([&, t] {
-        auto stub = pb::KernTune::NewStub(Connect("unix:" + socket_));
-        std::mt19937_64 rng(1000 + t);
-        for (int i = 0; i < kRunsEach; ++i) {
-          // 300 x 256 is over 64Ki elements: a worker answers it.
-          const int64_t rows = (t + i) % 2 == 0 ? 4 : 300;
-          pb::RunRequest request =
-              testing::ValidRunRequest(pb::OP_SOFTMAX, pb::DTYPE_FLOAT16, rows, 256);
-          request.mutable_input()->set_inline_data(
-              RandomTensor(kernels::DType::kFloat16, rows * 256, rng, 2.0));
-          grpc::ClientContext context;
-          context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-          pb::RunResponse response;
-          const grpc::Status status = stub->Run(&context, request, &response);
-          if (!status.ok() || response.output_data() != Reference(request).y) ++wrong;
-        }
-      });
-    }
-    for (std::thread& client : clients) client.join();
-    EXPECT_EQ(wrong.load(), 0);
+// cleanly. Each mode gets its own daemon and socket (a fixture per test):
+// a restarted daemon on the same path can meet the test process's stale
+// connection to the old one.
+class KerntunedBusyPollTest : public KerntunedTest {
+ protected:
+  void CheckBusyPolling(const std::string& idle_flag);
+};
 
-    pb::GetConfigRequest get_config;
-    get_config.set_op(pb::OP_SOFTMAX);
-    get_config.set_dtype(pb::DTYPE_FLOAT16);
-    get_config.mutable_shape()->set_rows(4);
-    get_config.mutable_shape()->set_cols(256);
-    pb::GetConfigResponse config;
-    ASSERT_TRUE(Call(&pb::KernTune::Stub::GetConfig, get_config, &config).ok());
-    EXPECT_EQ(config.config().source(), pb::CONFIG_SOURCE_CPU_REFERENCE);
-    get_config.mutable_shape()->set_rows(0);
-    EXPECT_EQ(Call(&pb::KernTune::Stub::GetConfig, get_config, &config).error_code(),
-              grpc::StatusCode::INVALID_ARGUMENT);
+// The threads poll between calls.
+TEST_F(KerntunedBusyPollTest, ServesTheSameAnswersAndStopsCleanly) {
+  CheckBusyPolling("--busy_poll_idle_ms=100");
+}
 
-    for (const auto& c : testing::MalformedRunRequests()) {
-      pb::RunResponse response;
-      const grpc::Status status = Call(&pb::KernTune::Stub::Run, c.request, &response);
-      EXPECT_EQ(static_cast<int>(status.error_code()), static_cast<int>(c.code)) << c.name;
-    }
-    pb::ListBuffersResponse buffers;
-    EXPECT_TRUE(Call(&pb::KernTune::Stub::ListBuffers, pb::ListBuffersRequest(), &buffers).ok());
-    pb::GetStatusResponse status;
-    ASSERT_TRUE(Call(&pb::KernTune::Stub::GetStatus, pb::GetStatusRequest(), &status).ok());
-    EXPECT_EQ(status.stats().busy_poll_threads(), 2);
-    EXPECT_EQ(status.stats().runs(), kClients * kRunsEach);
+// The threads block between calls (idle at once).
+TEST_F(KerntunedBusyPollTest, BlockingBetweenCallsServesTheSameAnswers) {
+  CheckBusyPolling("--busy_poll_idle_ms=0");
+}
 
-    // Stop while a client keeps sending: every call either succeeds or is
-    // refused, and the daemon exits 0 in time.
-    std::atomic<bool> stop{false};
-    std::thread sender([&] {
+void KerntunedBusyPollTest::CheckBusyPolling(const std::string& idle_flag) {
+  ASSERT_NO_FATAL_FAILURE(Start({"--busy_poll_threads=2", idle_flag}));
+  constexpr int kClients = 4, kRunsEach = 6;
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> clients;
+  for (int t = 0; t < kClients; ++t) {
+    clients.emplace_back([&, t] {
       auto stub = pb::KernTune::NewStub(Connect("unix:" + socket_));
-      const pb::RunRequest request =
-          testing::ValidRunRequest(pb::OP_SOFTMAX, pb::DTYPE_FLOAT16, 300, 256);
-      while (!stop.load()) {
+      std::mt19937_64 rng(1000 + t);
+      for (int i = 0; i < kRunsEach; ++i) {
+        // 300 x 256 is over 64Ki elements: a worker answers it.
+        const int64_t rows = (t + i) % 2 == 0 ? 4 : 300;
+        pb::RunRequest request =
+            testing::ValidRunRequest(pb::OP_SOFTMAX, pb::DTYPE_FLOAT16, rows, 256);
+        request.mutable_input()->set_inline_data(
+            RandomTensor(kernels::DType::kFloat16, rows * 256, rng, 2.0));
         grpc::ClientContext context;
-        context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+        context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
         pb::RunResponse response;
-        if (!stub->Run(&context, request, &response).ok()) break;
+        const grpc::Status status = stub->Run(&context, request, &response);
+        if (!status.ok() || response.output_data() != Reference(request).y) ++wrong;
       }
     });
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    const std::optional<int> exit_status = daemon_->Signal(SIGTERM, kStopDeadline);
-    stop = true;
-    sender.join();
-    ASSERT_TRUE(exit_status.has_value()) << "still running after SIGTERM";
-    EXPECT_TRUE(WIFEXITED(*exit_status));
-    EXPECT_EQ(WEXITSTATUS(*exit_status), 0);
-    EXPECT_THAT(daemon_->Log(), HasSubstr("2 busy-polling threads"));
-    EXPECT_THAT(daemon_->Log(), HasSubstr("kerntuned: stopped"));
   }
+  for (std::thread& client : clients) client.join();
+  EXPECT_EQ(wrong.load(), 0);
+
+  pb::GetConfigRequest get_config;
+  get_config.set_op(pb::OP_SOFTMAX);
+  get_config.set_dtype(pb::DTYPE_FLOAT16);
+  get_config.mutable_shape()->set_rows(4);
+  get_config.mutable_shape()->set_cols(256);
+  pb::GetConfigResponse config;
+  ASSERT_TRUE(Call(&pb::KernTune::Stub::GetConfig, get_config, &config).ok());
+  EXPECT_EQ(config.config().source(), pb::CONFIG_SOURCE_CPU_REFERENCE);
+  get_config.mutable_shape()->set_rows(0);
+  EXPECT_EQ(Call(&pb::KernTune::Stub::GetConfig, get_config, &config).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+
+  for (const auto& c : testing::MalformedRunRequests()) {
+    pb::RunResponse response;
+    const grpc::Status status = Call(&pb::KernTune::Stub::Run, c.request, &response);
+    EXPECT_EQ(static_cast<int>(status.error_code()), static_cast<int>(c.code)) << c.name;
+  }
+  pb::ListBuffersResponse buffers;
+  EXPECT_TRUE(Call(&pb::KernTune::Stub::ListBuffers, pb::ListBuffersRequest(), &buffers).ok());
+  pb::GetStatusResponse status;
+  ASSERT_TRUE(Call(&pb::KernTune::Stub::GetStatus, pb::GetStatusRequest(), &status).ok());
+  EXPECT_EQ(status.stats().busy_poll_threads(), 2);
+  EXPECT_EQ(status.stats().runs(), kClients * kRunsEach);
+
+  // Stop while a client keeps sending: every call either succeeds or is
+  // refused, and the daemon exits 0 in time.
+  std::atomic<bool> stop{false};
+  std::thread sender([&] {
+    auto stub = pb::KernTune::NewStub(Connect("unix:" + socket_));
+    const pb::RunRequest request =
+        testing::ValidRunRequest(pb::OP_SOFTMAX, pb::DTYPE_FLOAT16, 300, 256);
+    while (!stop.load()) {
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+      pb::RunResponse response;
+      if (!stub->Run(&context, request, &response).ok()) break;
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const std::optional<int> exit_status = daemon_->Signal(SIGTERM, kStopDeadline);
+  stop = true;
+  sender.join();
+  ASSERT_TRUE(exit_status.has_value()) << "still running after SIGTERM";
+  EXPECT_TRUE(WIFEXITED(*exit_status));
+  EXPECT_EQ(WEXITSTATUS(*exit_status), 0);
+  EXPECT_THAT(daemon_->Log(), HasSubstr("2 busy-polling threads"));
+  EXPECT_THAT(daemon_->Log(), HasSubstr("kerntuned: stopped"));
 }
 
 TEST_F(KerntunedTest, HealthIsServingForTheServerAndTheService) {
