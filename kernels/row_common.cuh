@@ -212,7 +212,8 @@ struct DirectStore {
 
 // LayerNorm's output functor: y = normalized * gamma + beta, each optional
 // (a null pointer is a uniform branch, cheaper than 4x the instances).
-// `paired`: the weights and the output convert 16-bit pairs at once.
+// `paired`: the output, and the batched weights (StoreWith), convert 16-bit
+// pairs at once.
 template <typename T, bool paired = false>
 struct AffineStore {
   T* __restrict__ dst;

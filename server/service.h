@@ -55,9 +55,10 @@ struct ServiceOptions {
   int64_t max_grpc_thread_run_elements = kDefaultMaxGrpcThreadRunElements;
   // Busy polling: when > 0, Run and GetConfig are served from a completion
   // queue that this many threads poll without sleeping, instead of by gRPC's
-  // callback threads, so that a small Run is read, handled and answered by a
-  // thread that is already running. Each polling thread holds a core; after
-  // `busy_poll_idle` without a call it blocks until the next one.
+  // callback threads, so that a small Run is handled and answered by a
+  // thread that is already running (gRPC's threads still do the I/O). Each
+  // polling thread holds a core; after `busy_poll_idle` without a call it
+  // blocks until the next one.
   int busy_poll_threads = 0;
   absl::Duration busy_poll_idle = absl::Milliseconds(100);
 };
