@@ -87,6 +87,22 @@ void WriteText(const std::string& target, const pb::GetStatusResponse& s, std::o
                                                          "mappings"),
                                                   " open")
                                    : "not supported by this backend"});
+  // How the daemon serves Runs, and what it has served.
+  const pb::DaemonStats& stats = s.stats();
+  std::vector<std::string> modes;
+  if (!stats.gpu_wait().empty()) modes.push_back(absl::StrCat("--gpu_wait=", stats.gpu_wait()));
+  if (stats.hot_launcher()) modes.push_back("hot launcher");
+  if (stats.busy_poll_threads() > 0) {
+    modes.push_back(
+        Plural(stats.busy_poll_threads(), "busy-polling thread", "busy-polling threads"));
+  }
+  lines.push_back({"serving", modes.empty() ? "gRPC's callback threads" : absl::StrJoin(modes, ", ")});
+  lines.push_back(
+      {"runs", absl::StrCat(stats.runs(), " answered, ", stats.runs_answered_early(),
+                            " of them before the GPU finished",
+                            stats.runs() > 0 ? absl::StrFormat("; handler mean %.1f us",
+                                                               stats.handler_us() / stats.runs())
+                                             : "")});
   lines.push_back({"uptime", FormatUptime(s.uptime_seconds())});
   WriteLabelledLines(lines, out);
 }
@@ -121,6 +137,12 @@ void WriteJson(const std::string& target, const pb::GetStatusResponse& s, std::o
       {"default_buffer_ttl_seconds", absl::StrCat(s.default_buffer_ttl_seconds())},
       {"cuda_ipc_supported", s.cuda_ipc_supported() ? "true" : "false"},
       {"uptime_seconds", absl::StrCat(s.uptime_seconds())},
+      {"gpu_wait", JsonQuote(s.stats().gpu_wait())},
+      {"hot_launcher", s.stats().hot_launcher() ? "true" : "false"},
+      {"busy_poll_threads", absl::StrCat(s.stats().busy_poll_threads())},
+      {"runs", absl::StrCat(s.stats().runs())},
+      {"runs_answered_early", absl::StrCat(s.stats().runs_answered_early())},
+      {"handler_us", absl::StrFormat("%.3f", s.stats().handler_us())},
   };
   std::vector<std::string> members;
   for (const auto& [key, value] : fields) members.push_back(absl::StrCat(JsonQuote(key), ": ", value));

@@ -288,7 +288,10 @@ absl::Status RunServer(const Options& options) {
                          .c_str()
                    : "",
                options.busy_poll_threads > 0
-                   ? absl::StrCat(", ", options.busy_poll_threads, " busy-polling threads").c_str()
+                   ? absl::StrCat(", ", options.busy_poll_threads,
+                                  options.busy_poll_threads == 1 ? " busy-polling thread"
+                                                                 : " busy-polling threads")
+                         .c_str()
                    : "",
                cache == nullptr ? size_t{0} : cache->Entries().size(),
                options.db_path.empty() ? "(no database)" : options.db_path.c_str());

@@ -131,7 +131,9 @@ TEST_F(KerntuneDaemonVerbsTest, StatusAsTextAndJson) {
   for (const char* line :
        {"kerntuned  ", "backend    cpu: --cpu given\n", "devices    none\n",
         "tuned      0 entries from ", "buffers    0 registered, 0 B, owned by 0 processes",
-        "cuda ipc   not supported by this backend\n", "uptime     "}) {
+        "cuda ipc   not supported by this backend\n",
+        "serving    gRPC's callback threads\n",
+        "runs       0 answered, 0 of them before the GPU finished\n", "uptime     "}) {
     EXPECT_THAT(text.out, HasSubstr(line));
   }
   EXPECT_THAT(text.out, HasSubstr(" at " + target()));
@@ -148,9 +150,31 @@ TEST_F(KerntuneDaemonVerbsTest, StatusAsTextAndJson) {
   for (const char* key : {"version", "kernel_library_version", "tuned_entries",
                           "database_data_version", "registered_buffers", "registered_bytes",
                           "buffer_owners", "open_ipc_mappings", "default_buffer_ttl_seconds",
-                          "uptime_seconds"}) {
+                          "uptime_seconds", "gpu_wait", "hot_launcher", "handler_us"}) {
     EXPECT_TRUE(f.contains(key)) << key;
   }
+  EXPECT_EQ(f.at("busy_poll_threads").number_value(), 0);
+  EXPECT_EQ(f.at("runs").number_value(), 0);
+}
+
+// The serving mode and the Runs served, after a Run, on a busy-polling daemon.
+TEST_F(KerntuneDaemonVerbsTest, StatusShowsTheServingModeAndTheRuns) {
+  ASSERT_NO_FATAL_FAILURE(Start({"--busy_poll_threads=1"}));
+  const ProcessResult run = Kerntune({"run", "softmax", "--dtype=fp16", "--rows=2", "--cols=8",
+                                      "--iterations=1", "--server=" + target()});
+  ASSERT_EQ(run.code, 0) << run.out << run.err;
+  const ProcessResult text = Kerntune({"status", "--server=" + target()});
+  ASSERT_EQ(text.code, 0) << text.out << text.err;
+  EXPECT_THAT(text.out, HasSubstr("serving    1 busy-polling thread\n"));
+  EXPECT_THAT(text.out, HasSubstr("runs       1 answered, 0 of them before the GPU finished; "
+                                  "handler mean "));
+  const ProcessResult json = Kerntune({"status", "--server=" + target(), "--format=json"});
+  ASSERT_EQ(json.code, 0) << json.out << json.err;
+  const google::protobuf::Struct parsed = ParseJson(json.out);
+  const auto& f = parsed.fields();
+  EXPECT_EQ(f.at("busy_poll_threads").number_value(), 1);
+  EXPECT_EQ(f.at("runs").number_value(), 1);
+  EXPECT_GT(f.at("handler_us").number_value(), 0);
 }
 
 TEST_F(KerntuneDaemonVerbsTest, NoDaemonIsAClearFailure) {
