@@ -125,12 +125,12 @@ void KernTuneService::StartBusyPolling(std::unique_ptr<grpc::ServerCompletionQue
   poll_queue_ = std::move(queue);
   // One outstanding request per thread and method: as many calls of each can
   // be taken at once as there are threads.
+  const int run = MethodIndex("Run"), get_config = MethodIndex("GetConfig");
   for (int i = 0; i < options_.busy_poll_threads; ++i) {
-    PolledCall<pb::RunRequest, pb::RunResponse>::Await(*this, MethodIndex("Run"),
-                                                        &KernTuneService::HandleRun,
+    PolledCall<pb::RunRequest, pb::RunResponse>::Await(*this, run, &KernTuneService::HandleRun,
                                                         &RunGoesToWorker);
     PolledCall<pb::GetConfigRequest, pb::GetConfigResponse>::Await(
-        *this, MethodIndex("GetConfig"), &KernTuneService::HandleGetConfig, &NeverToWorker);
+        *this, get_config, &KernTuneService::HandleGetConfig, &NeverToWorker);
   }
   for (int i = 0; i < options_.busy_poll_threads; ++i) {
     pollers_.emplace_back([this] { PollCalls(); });
@@ -138,14 +138,14 @@ void KernTuneService::StartBusyPolling(std::unique_ptr<grpc::ServerCompletionQue
 }
 
 void KernTuneService::PollCalls() {
-  const gpr_timespec now = gpr_time_0(GPR_CLOCK_MONOTONIC);  // poll, never wait
+  const gpr_timespec immediately = gpr_time_0(GPR_CLOCK_MONOTONIC);  // poll, never wait
   absl::Time last_call = absl::Now();
   void* tag = nullptr;
   bool ok = false;
   while (true) {
     grpc::CompletionQueue::NextStatus next;
     if (absl::Now() - last_call < options_.busy_poll_idle) {
-      next = poll_queue_->AsyncNext(&tag, &ok, now);
+      next = poll_queue_->AsyncNext(&tag, &ok, immediately);
     } else {
       // Idle: block until the next call (which then pays one wake-up).
       next = poll_queue_->Next(&tag, &ok) ? grpc::CompletionQueue::GOT_EVENT
