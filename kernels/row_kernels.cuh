@@ -527,6 +527,9 @@ __global__ void __launch_bounds__(block_size)
     for (int b = 0; b < kPacks; ++b) {
       if (b < count) row_load.template load<pack>(v[b], first_col + b * kStride);
     }
+    // 16-bit weights widen in the loop, after the row's loads are issued
+    // (float ones need no widening, and their code stays as it was).
+    if constexpr (Weights::kLoads && Weights::kValueBytes < 4) HideFromHoisting(weights);
     if constexpr (op == Op::kLayerNorm) {
       const float n = static_cast<float>(p.cols);
       float sum = 0.f;
