@@ -512,6 +512,23 @@ __global__ void __launch_bounds__(block_size)
   constexpr int64_t kStride = static_cast<int64_t>(block_size) * pack;
   constexpr bool kFast = kFastMathFor<Load>;
   using Weights = WeightsOf<std::remove_cv_t<Store>>;
+  float v[kPacks][pack];
+  const auto load_row = [&](int64_t row) {
+    const auto row_load = BindRow(load, row);
+#pragma unroll
+    for (int b = 0; b < kPacks; ++b) {
+      if (b < count) row_load.template load<pack>(v[b], first_col + b * kStride);
+    }
+  };
+  // Float weights go in flight after the first row's loads, 16-bit ones
+  // before them: each order was the faster one for its width at 1 to 64
+  // rows x 4096 (float32 LayerNorm and RMSNorm 1.00-1.04x with the row
+  // first, 16-bit 1.01-1.03x with the weights first; same-run H100
+  // prototype, bench/results/2026-11-22-h100-weight-hoisting/).
+  constexpr bool kFirstRowBeforeWeights = Weights::kLoads && Weights::kValueBytes == 4;
+  if constexpr (kFirstRowBeforeWeights) {
+    if (blockIdx.x < p.rows) load_row(blockIdx.x);
+  }
   typename Weights::template type<kPacks, pack> weights;
   if constexpr (Weights::kLoads) {
     store.template LoadWeights<kPacks, pack>(weights, first_col, kStride, count);
@@ -521,12 +538,7 @@ __global__ void __launch_bounds__(block_size)
   Reducer reducer(storage);
 
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
-    const auto row_load = BindRow(load, row);
-    float v[kPacks][pack];
-#pragma unroll
-    for (int b = 0; b < kPacks; ++b) {
-      if (b < count) row_load.template load<pack>(v[b], first_col + b * kStride);
-    }
+    if (!kFirstRowBeforeWeights || row != blockIdx.x) load_row(row);
     // 16-bit weights widen in the loop, after the row's loads are issued
     // (float ones need no widening, and their code stays as it was).
     if constexpr (Weights::kLoads && Weights::kValueBytes < 4) HideFromHoisting(weights);

@@ -7,7 +7,7 @@
 
 namespace kt::kernels {
 
-inline constexpr char kKernelLibraryVersion[] = "0.1.0+k6";
+inline constexpr char kKernelLibraryVersion[] = "0.1.0+k7";
 
 }  // namespace kt::kernels
 
