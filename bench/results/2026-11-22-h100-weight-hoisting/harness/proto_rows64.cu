@@ -138,8 +138,33 @@ int main() {
   const kt::kernels::DeviceInfo dev = *kt::kernels::GetDeviceInfo(0);
   kt::kernels::LaunchConfig cfg; cfg.impl = kt::kernels::Impl::kBlockRegs; cfg.block_size = 256; cfg.pack_size = 8;
   g_kt_flush = *kt::tuner::L2Flusher::Create(dev.l2_bytes, 4);
-  cudaStream_t qs; CK(cudaStreamCreateWithFlags(&qs, cudaStreamNonBlocking));
+  cudaStream_t st; CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  cudaStream_t qs = st;
+  if (!getenv("PROTO_SAME_STREAM")) CK(cudaStreamCreateWithFlags(&qs, cudaStreamNonBlocking));
+  if (getenv("PROTO_SMALL_MEMSET")) { void* b; CK(cudaMalloc(&b, 16384)); CK(cudaMemset(b, 0x3c, 16384)); CK(cudaDeviceSynchronize()); CK(cudaFree(b)); }
+  if (getenv("PROTO_SMALL_MEMSET_ZERO")) { void* b; CK(cudaMalloc(&b, 16384)); CK(cudaMemset(b, 0, 16384)); CK(cudaDeviceSynchronize()); CK(cudaFree(b)); }
+  if (getenv("PROTO_SMALL_MEMSET_ASYNC")) { void* b; CK(cudaMalloc(&b, 16384)); CK(cudaMemsetAsync(b, 0x3c, 16384, st)); CK(cudaStreamSynchronize(st)); CK(cudaFree(b)); }
+  if (const char* m = getenv("PROTO_FIRST_MODE")) {
+    const int mode = atoi(m), sets = 64, C = 4096;
+    std::vector<__half*> x(sets), y(sets);
+    for (int i = 0; i < sets; ++i) { CK(cudaMalloc(&x[i], C * 2)); CK(cudaMalloc(&y[i], C * 2)); }
+    if (getenv("PROTO_FIRST_MEMSET")) for (int i = 0; i < sets; ++i) CK(cudaMemset(x[i], 0x3c, C * 2));
+    if (getenv("PROTO_FIRST_MEMSET_ST")) for (int i = 0; i < sets; ++i) CK(cudaMemsetAsync(x[i], 0x3c, C * 2, st));
+    if (getenv("PROTO_FIRST_SYNC")) CK(cudaDeviceSynchronize());
+    float* stat1; CK(cudaMalloc(&stat1, 4));
+    const bool rs = getenv("PROTO_FIRST_RS") != nullptr;
+    LaunchFn f = [&](int i, cudaStream_t q) {
+      using L = DirectLoad<__half, true>; using S = DirectStore<__half, true>;
+      const RowParams prm{1, C, 1e-5f, nullptr, nullptr, stat1};
+      if (rs) BlockRegsRowKernel<Op::kReduceScale, const L, const S, 8, 256, 2><<<1, 256, 0, q>>>(L{x[i], C}, S{y[i], C}, prm);
+      else MinimalRS<512, 1, false><<<1, 512, 0, q>>>(reinterpret_cast<const H8*>(x[i]), reinterpret_cast<H8*>(y[i]), g_sink, C / 8);
+    };
+    fprintf(stderr, "first mode %d: copy %.3f us\n", mode, Time(f, sets, st, mode));
+    for (int i = 0; i < sets; ++i) { cudaFree(x[i]); cudaFree(y[i]); }
+  }
+  if (getenv("PROTO_TOUCH_SECOND_STREAM")) { SpinKernel<<<1, 1, 0, qs>>>(1000LL); CK(cudaStreamSynchronize(qs)); }
   g_flush_n = size_t(240) << 20 >> 4; CK(cudaMalloc(&g_flush, g_flush_n * 16)); CK(cudaMemset(g_flush, 0, g_flush_n * 16)); CK(cudaMalloc(&g_sink, 4));
+  if (!getenv("PROTO_NO_QUICK")) {
   Quick("start", qs);
   Quick("start2", qs);
 #ifdef WITH_BACKEND
@@ -165,8 +190,8 @@ int main() {
   Quick("backend_freed", qs);
   SpinKernel<<<132, 32, 0, qs>>>(20000000LL); CK(cudaStreamSynchronize(qs));
   Quick("after_spin", qs);
+  }
   if (getenv("PROTO_QUICK_ONLY")) return 0;
-  cudaStream_t st; CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   printf("rows,cols,variant,flushed_us\n");
   const int C = 4096, sets = 64;
   for (int rep = 0; rep < 3; ++rep) {
