@@ -345,7 +345,7 @@ inline constexpr bool kStoreLoadsWeights = WeightsOf<Store>::kLoads;
 // it waits for the weight loads before the row's own loads are issued: two
 // memory round trips instead of one. Keeping it in the loop made 16-bit
 // LayerNorm and RMSNorm at 1 to 64 rows x 4096 1.05-1.08x faster in float16
-// and 1.13-1.21x in bfloat16 (H100, bench/results/2026-11-22-h100-weight-hoisting/).
+// and 1.13-1.20x in bfloat16 (H100, bench/results/2026-11-22-h100-weight-hoisting/).
 template <class Weights>
 __device__ __forceinline__ void HideFromHoisting(Weights& weights) {
   static_assert(sizeof(Weights) % 4 == 0, "weights are whole 32-bit words");
