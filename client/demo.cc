@@ -28,9 +28,9 @@ absl::Status RunOnGpu(const DemoOptions& o) {
   absl::StatusOr<kernels::HostProblem> host = kernels::MakeProblem(
       o.op, o.dtype, o.shape, /*seed=*/42, kernels::InputPattern::kNormal, true);
   if (!host.ok()) return host.status();
-  absl::StatusOr<kernels::DeviceProblem> problem = kernels::Upload(*host);
-  if (!problem.ok()) return problem.status();
   cudaStream_t stream = nullptr;  // the default stream: a one-shot demo
+  absl::StatusOr<kernels::DeviceProblem> problem = kernels::Upload(*host, stream);
+  if (!problem.ok()) return problem.status();
   auto launch = [&](int) {
     return kernels::Launch(o.op, o.dtype, o.shape, problem->Args(), *config, *device, stream)
         .status();

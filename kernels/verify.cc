@@ -134,11 +134,11 @@ int64_t DefaultQueryLength(int64_t rows, int64_t cols) {
   return 1;
 }
 
-absl::StatusOr<DeviceBuffer> UploadBytes(const void* host, size_t bytes) {
+absl::StatusOr<DeviceBuffer> UploadBytes(const void* host, size_t bytes, cudaStream_t stream) {
   absl::StatusOr<DeviceBuffer> buffer = DeviceBuffer::Allocate(bytes);
   if (!buffer.ok() || bytes == 0) return buffer;
-  if (absl::Status s = CudaStatus(cudaMemcpy(buffer->data(), host, bytes, cudaMemcpyHostToDevice),
-                                  "upload");
+  if (absl::Status s = CudaStatus(
+          cudaMemcpyAsync(buffer->data(), host, bytes, cudaMemcpyHostToDevice, stream), "upload");
       !s.ok()) {
     return s;
   }
@@ -146,8 +146,8 @@ absl::StatusOr<DeviceBuffer> UploadBytes(const void* host, size_t bytes) {
 }
 
 template <typename T>
-absl::StatusOr<DeviceBuffer> UploadVector(const std::vector<T>& v) {
-  return UploadBytes(v.data(), v.size() * sizeof(T));
+absl::StatusOr<DeviceBuffer> UploadVector(const std::vector<T>& v, cudaStream_t stream) {
+  return UploadBytes(v.data(), v.size() * sizeof(T), stream);
 }
 
 // One element of a device buffer, as double, for failure messages.
@@ -336,18 +336,21 @@ RowOpArgs DeviceProblem::Args(bool with_stats) const {
 namespace {
 
 // Allocates `rows` rows of `row_bytes` and fills them by repeating the
-// `stored_rows` rows of `host`: one upload, then doubling device copies.
+// `stored_rows` rows of `host`: one upload, then doubling device copies, all
+// on `stream`.
 absl::StatusOr<DeviceBuffer> UploadRepeated(const void* host, int64_t stored_rows,
-                                            int64_t rows, size_t row_bytes) {
+                                            int64_t rows, size_t row_bytes,
+                                            cudaStream_t stream) {
   absl::StatusOr<DeviceBuffer> buffer = DeviceBuffer::Allocate(rows * row_bytes);
   if (!buffer.ok() || rows * row_bytes == 0) return buffer;
   auto* base = static_cast<uint8_t*>(buffer->data());
-  absl::Status s = CudaStatus(
-      cudaMemcpy(base, host, stored_rows * row_bytes, cudaMemcpyHostToDevice), "upload");
+  absl::Status s = CudaStatus(cudaMemcpyAsync(base, host, stored_rows * row_bytes,
+                                              cudaMemcpyHostToDevice, stream),
+                              "upload");
   for (int64_t filled = stored_rows; s.ok() && filled < rows;) {
     const int64_t count = std::min(filled, rows - filled);
-    s = CudaStatus(cudaMemcpy(base + filled * row_bytes, base, count * row_bytes,
-                              cudaMemcpyDeviceToDevice),
+    s = CudaStatus(cudaMemcpyAsync(base + filled * row_bytes, base, count * row_bytes,
+                                   cudaMemcpyDeviceToDevice, stream),
                    "replicate rows");
     filled += count;
   }
@@ -357,7 +360,7 @@ absl::StatusOr<DeviceBuffer> UploadRepeated(const void* host, int64_t stored_row
 
 }  // namespace
 
-absl::StatusOr<DeviceProblem> Upload(const HostProblem& problem) {
+absl::StatusOr<DeviceProblem> Upload(const HostProblem& problem, cudaStream_t stream) {
   DeviceProblem d;
   d.op = problem.op;
   d.dtype = problem.dtype;
@@ -375,15 +378,15 @@ absl::StatusOr<DeviceProblem> Upload(const HostProblem& problem) {
     target = *std::move(source);
     return absl::OkStatus();
   };
-  absl::Status s = assign(d.x, UploadRepeated(problem.x.data(), stored, rows, row_bytes));
+  absl::Status s = assign(d.x, UploadRepeated(problem.x.data(), stored, rows, row_bytes, stream));
   if (s.ok()) s = assign(d.y, DeviceBuffer::Allocate(rows * row_bytes));
-  if (s.ok()) s = assign(d.gamma, UploadVector(problem.gamma));
-  if (s.ok()) s = assign(d.beta, UploadVector(problem.beta));
-  if (s.ok()) s = assign(d.mask, UploadVector(problem.mask));
+  if (s.ok()) s = assign(d.gamma, UploadVector(problem.gamma, stream));
+  if (s.ok()) s = assign(d.beta, UploadVector(problem.beta, stream));
+  if (s.ok()) s = assign(d.mask, UploadVector(problem.mask, stream));
   if (s.ok()) s = assign(d.workspace, DeviceBuffer::Allocate(kMaxWorkspaceBytes));
   if (s.ok()) {
     s = assign(d.y_ref, UploadRepeated(problem.y_ref.data(), stored, rows,
-                                       row_elements * sizeof(float)));
+                                       row_elements * sizeof(float), stream));
   }
   // Each per-row output the op has: its reference, and room for the result.
   const std::pair<const std::vector<float>*, std::pair<DeviceBuffer*, DeviceBuffer*>>
@@ -392,13 +395,12 @@ absl::StatusOr<DeviceProblem> Upload(const HostProblem& problem) {
                        {&problem.row_scale_ref, {&d.row_scale_ref, &d.row_scale}}};
   for (const auto& [reference, buffers] : row_outputs) {
     if (!s.ok() || reference->empty()) continue;
-    s = assign(*buffers.first, UploadRepeated(reference->data(), stored, rows, sizeof(float)));
+    s = assign(*buffers.first, UploadRepeated(reference->data(), stored, rows, sizeof(float), stream));
     if (s.ok()) s = assign(*buffers.second, DeviceBuffer::Allocate(rows * sizeof(float)));
   }
   // The device-to-device copies that replicate rows are asynchronous to the
-  // host and run on the legacy default stream, which callers' non-blocking
-  // streams do not wait for: finish them before anyone launches or checks.
-  if (s.ok()) s = CudaStatus(cudaDeviceSynchronize(), "upload sync");
+  // host: finish them before anyone launches or checks, on whatever stream.
+  if (s.ok()) s = CudaStatus(cudaStreamSynchronize(stream), "upload sync");
   if (!s.ok()) return s;
   return d;
 }

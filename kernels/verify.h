@@ -119,7 +119,11 @@ struct DeviceProblem {
   RowOpArgs Args(bool with_stats = true) const;
 };
 
-absl::StatusOr<DeviceProblem> Upload(const HostProblem& problem);
+// Copies `problem` to the device. Every copy runs on `stream` and is finished
+// on return. A timing process passes its measuring stream: device work on a
+// second stream makes every later launch in the process slower (see
+// tuner/measure.h).
+absl::StatusOr<DeviceProblem> Upload(const HostProblem& problem, cudaStream_t stream);
 
 // Fills every output (y and the per-row outputs) with NaN bit patterns so an element a
 // kernel forgets to write fails the check.

@@ -52,8 +52,8 @@ class GpuPointMeasurer final : public PointMeasurer {
       if (!x.ok()) return x.status();
       absl::StatusOr<kernels::DeviceBuffer> y = kernels::DeviceBuffer::Allocate(problem_.y.bytes());
       if (!y.ok()) return y.status();
-      if (cudaMemcpy(x->data(), problem_.x.data(), problem_.x.bytes(),
-                     cudaMemcpyDeviceToDevice) != cudaSuccess) {
+      if (cudaMemcpyAsync(x->data(), problem_.x.data(), problem_.x.bytes(),
+                          cudaMemcpyDeviceToDevice, stream_) != cudaSuccess) {
         cudaGetLastError();
         return absl::InternalError("copying a rotation set failed");
       }
@@ -66,9 +66,9 @@ class GpuPointMeasurer final : public PointMeasurer {
         kL2Multiple * static_cast<size_t>(device_.l2_bytes)) {
       flush_ = &l2_flusher_;
     }
-    // Device-to-device cudaMemcpy returns before the copy is done, and the
-    // measuring stream is non-blocking: finish the copies before timing.
-    if (cudaDeviceSynchronize() != cudaSuccess) {
+    // On the measuring stream, like all of the tuner's device work (the
+    // one-stream rule in measure.h); finished before anything is timed.
+    if (cudaStreamSynchronize(stream_) != cudaSuccess) {
       cudaGetLastError();
       return absl::InternalError("synchronizing after the rotation-set copies failed");
     }
@@ -206,7 +206,7 @@ absl::StatusOr<std::unique_ptr<GpuBackend>> GpuBackend::Create(int ordinal) {
     return absl::InternalError("cudaStreamCreate failed");
   }
   absl::StatusOr<std::unique_ptr<L2Flusher>> l2_flusher =
-      L2Flusher::Create(device->l2_bytes, kL2Multiple);
+      L2Flusher::Create(device->l2_bytes, kL2Multiple, stream);
   if (!l2_flusher.ok()) {
     cudaStreamDestroy(stream);
     return l2_flusher.status();
@@ -243,7 +243,7 @@ absl::StatusOr<std::unique_ptr<PointMeasurer>> GpuBackend::Prepare(const GridPoi
       kernels::InputPattern::kNormal, /*with_affine=*/true, /*threads=*/0, distinct_rows,
       AttentionOf(point));
   if (!host.ok()) return host.status();
-  absl::StatusOr<kernels::DeviceProblem> problem = kernels::Upload(*host);
+  absl::StatusOr<kernels::DeviceProblem> problem = kernels::Upload(*host, stream_);
   if (!problem.ok()) return problem.status();
   auto measurer = std::make_unique<GpuPointMeasurer>(point, device_, stream_,
                                                      *std::move(problem), *l2_flusher_);

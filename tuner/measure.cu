@@ -123,7 +123,8 @@ __global__ void ReadAllKernel(const float4* data, size_t n, float* sink) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<L2Flusher>> L2Flusher::Create(int64_t l2_bytes, int multiple) {
+absl::StatusOr<std::unique_ptr<L2Flusher>> L2Flusher::Create(int64_t l2_bytes, int multiple,
+                                                             cudaStream_t stream) {
   if (l2_bytes <= 0 || multiple < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("L2 flush of ", multiple, " x ", l2_bytes, " bytes"));
@@ -133,7 +134,8 @@ absl::StatusOr<std::unique_ptr<L2Flusher>> L2Flusher::Create(int64_t l2_bytes, i
   float* sink = nullptr;
   absl::Status s = CudaStatus(cudaMalloc(&buffer, bytes), "cudaMalloc L2 flush buffer");
   if (s.ok()) s = CudaStatus(cudaMalloc(&sink, sizeof(float)), "cudaMalloc L2 flush sink");
-  if (s.ok()) s = CudaStatus(cudaMemset(buffer, 0, bytes), "memset L2 flush buffer");
+  if (s.ok()) s = CudaStatus(cudaMemsetAsync(buffer, 0, bytes, stream), "memset L2 flush buffer");
+  if (s.ok()) s = CudaStatus(cudaStreamSynchronize(stream), "memset L2 flush buffer");
   if (!s.ok()) {
     if (buffer != nullptr) cudaFree(buffer);
     if (sink != nullptr) cudaFree(sink);

@@ -15,6 +15,15 @@
 
 namespace kt::tuner {
 
+// One stream per process. Once a process has done device work (kernels,
+// memsets, device-to-device copies; a handful is enough) on more than one
+// stream, every kernel it launches afterwards takes about 0.35 us longer on
+// an H100 under CUDA 13 (1 x 4096 float16 copy: 1.49 -> 1.85 us), for the
+// rest of the process; host-to-device copies and synchronizations do not
+// count (bench/results/2026-11-22-h100-launch-state/). So the tuner and
+// bench/ do all of their device work on their measuring stream, and compare
+// with PyTorch only in a matching state (kt_kernel_bench --streams).
+
 struct TimingStats {
   double median_us = 0;
   double p10_us = 0;
@@ -33,8 +42,9 @@ using LaunchFn = std::function<absl::Status(int rep)>;
 // would time L2-resident inputs (torch_bench.py flushes the same way).
 class L2Flusher {
  public:
-  // A buffer of `multiple` x `l2_bytes`.
-  static absl::StatusOr<std::unique_ptr<L2Flusher>> Create(int64_t l2_bytes, int multiple);
+  // A buffer of `multiple` x `l2_bytes`, zeroed on `stream`.
+  static absl::StatusOr<std::unique_ptr<L2Flusher>> Create(int64_t l2_bytes, int multiple,
+                                                           cudaStream_t stream);
   ~L2Flusher();
   L2Flusher(const L2Flusher&) = delete;
   L2Flusher& operator=(const L2Flusher&) = delete;

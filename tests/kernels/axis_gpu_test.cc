@@ -97,7 +97,7 @@ class AxisGpuTest : public gpu_testing::GpuTest,
 
   // Runs every enumerated config on one problem; returns the number run.
   int SweepAllConfigs(const HostProblem& host) {
-    absl::StatusOr<DeviceProblem> problem = Upload(host);
+    absl::StatusOr<DeviceProblem> problem = Upload(host, /*stream=*/nullptr);
     EXPECT_TRUE(problem.ok()) << problem.status();
     if (!problem.ok()) return 0;
     absl::StatusOr<std::vector<LaunchConfig>> configs =
@@ -152,7 +152,7 @@ TEST_P(AxisGpuTest, InPlace) {
     absl::StatusOr<HostProblem> host =
         MakeProblem(op(), dtype(), shape, FreshSeed(), InputPattern::kNormal, false);
     ASSERT_TRUE(host.ok());
-    absl::StatusOr<DeviceProblem> problem = Upload(*host);
+    absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
     ASSERT_TRUE(problem.ok());
     absl::StatusOr<std::vector<LaunchConfig>> configs =
         EnumerateConfigs(op(), dtype(), shape, device_);
@@ -183,7 +183,7 @@ TEST_P(AxisGpuTest, MisalignedPointersFallBackToNarrowerPacks) {
     absl::StatusOr<HostProblem> host =
         MakeProblem(op(), dtype(), shape, FreshSeed(), InputPattern::kNormal, false);
     ASSERT_TRUE(host.ok());
-    absl::StatusOr<DeviceProblem> problem = Upload(*host);
+    absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
     ASSERT_TRUE(problem.ok());
     const size_t element = DTypeSize(dtype());
     const size_t bytes = problem->x.bytes();
@@ -231,7 +231,7 @@ TEST_P(AxisGpuTest, HeuristicMatchesTheReference) {
     absl::StatusOr<HostProblem> host =
         MakeProblem(op(), dtype(), shape, FreshSeed(), InputPattern::kNormal, false);
     ASSERT_TRUE(host.ok());
-    absl::StatusOr<DeviceProblem> problem = Upload(*host);
+    absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
     ASSERT_TRUE(problem.ok());
     EXPECT_EQ(LaunchAndCheck(*problem, *heuristic, problem->Args(false)), "")
         << ShapeName(shape) << " " << ConfigKey(*heuristic);
@@ -246,7 +246,7 @@ TEST_P(AxisGpuTest, IllegalConfigIsNeverLaunched) {
   absl::StatusOr<HostProblem> host =
       MakeProblem(op(), dtype(), shape, FreshSeed(), InputPattern::kNormal, false);
   ASSERT_TRUE(host.ok());
-  absl::StatusOr<DeviceProblem> problem = Upload(*host);
+  absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
   ASSERT_TRUE(problem.ok());
   ASSERT_TRUE(PoisonOutputs(*problem, stream_).ok());
   for (const LaunchConfig& bad : {

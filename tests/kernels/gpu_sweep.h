@@ -179,7 +179,7 @@ class GpuSweepTest : public GpuTest {
   }
 
   int SweepAllConfigs(const HostProblem& host, bool with_stats, const std::string& what = "") {
-    absl::StatusOr<DeviceProblem> problem = Upload(host);
+    absl::StatusOr<DeviceProblem> problem = Upload(host, /*stream=*/nullptr);
     EXPECT_TRUE(problem.ok()) << problem.status();
     if (!problem.ok()) return 0;
     return SweepUploaded(*problem, problem->Args(with_stats), with_stats, what);

@@ -132,7 +132,7 @@ TEST_P(KernelGpuTest, InPlace) {
     absl::StatusOr<HostProblem> host = MakeProblem(op(), dtype(), {37, cols}, FreshSeed(),
                                                    InputPattern::kNormal, true);
     ASSERT_TRUE(host.ok()) << host.status();
-    absl::StatusOr<DeviceProblem> problem = Upload(*host);
+    absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
     ASSERT_TRUE(problem.ok()) << problem.status();
     RowOpArgs args = problem->Args();
     args.x = args.y;
@@ -153,7 +153,7 @@ TEST_P(KernelGpuTest, MisalignedPointersFallBackToNarrowerPacks) {
   absl::StatusOr<HostProblem> host =
       MakeProblem(op(), dtype(), shape, FreshSeed(), InputPattern::kNormal, false);
   ASSERT_TRUE(host.ok());
-  absl::StatusOr<DeviceProblem> problem = Upload(*host);
+  absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
   ASSERT_TRUE(problem.ok());
   const size_t element = DTypeSize(dtype());
   const size_t bytes = problem->x.bytes();
@@ -203,7 +203,7 @@ TEST_P(KernelGpuTest, IllegalConfigIsNeverLaunched) {
   absl::StatusOr<HostProblem> host =
       MakeProblem(op(), dtype(), {2, cols}, FreshSeed(), InputPattern::kNormal, true);
   ASSERT_TRUE(host.ok());
-  absl::StatusOr<DeviceProblem> problem = Upload(*host);
+  absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
   ASSERT_TRUE(problem.ok());
   ASSERT_TRUE(PoisonOutputs(*problem, stream_).ok());
   const LaunchConfig too_big{Impl::kBlockSmem, 1024, 1, 32, 1, 0};

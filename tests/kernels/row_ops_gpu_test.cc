@@ -111,7 +111,7 @@ TEST_P(RowOpsGpuTest, ReduceScaleSpecialRowsOutOfPlaceAndInPlace) {
       set(6, c, c == 0 ? -kInf : kNaN);
     }
     ASSERT_TRUE(RecomputeReference(*host).ok());
-    absl::StatusOr<DeviceProblem> problem = Upload(*host);
+    absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
     ASSERT_TRUE(problem.ok()) << problem.status();
     SweepUploaded(*problem, problem->Args(true), /*with_stats=*/true, "out of place");
     SweepUploaded(*problem, problem->Args(false), /*with_stats=*/false, "no row_scale");
@@ -211,7 +211,7 @@ TEST_P(RowOpsGpuTest, ScaledMaskedSoftmaxOneHotAllMaskedAndHiddenNaN) {
         StoreFromDouble(dtype(), host->x.data(), row * cols + q + 1, kNaN);
       }
       ASSERT_TRUE(RecomputeReference(*host).ok());
-      absl::StatusOr<DeviceProblem> problem = Upload(*host);
+      absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
       ASSERT_TRUE(problem.ok()) << problem.status();
       absl::StatusOr<std::vector<LaunchConfig>> configs = EnumerateConfigs(
           Op::kScaledMaskedSoftmax, dtype(), problem->shape, device_);

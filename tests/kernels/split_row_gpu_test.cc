@@ -138,7 +138,7 @@ class SplitRowGpuTest : public gpu_testing::GpuTest,
         MakeProblem(op(), dtype(), shape, FreshSeed(), InputPattern::kNormal, with_affine, 0, 0,
                     FewRowsAttention(shape.rows));
     if (!host.ok()) return host.status();
-    absl::StatusOr<DeviceProblem> problem = Upload(*host);
+    absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
     if (!problem.ok()) return problem.status();
     if (absl::Status s = PoisonOutputs(*problem, stream_); !s.ok()) return s;
     return problem;
@@ -177,7 +177,7 @@ class SplitRowGpuTest : public gpu_testing::GpuTest,
     absl::StatusOr<HostProblem> host =
         MakeProblem(op(), dtype(), shape, FreshSeed(), pattern, with_affine, 0, 0, attention);
     ASSERT_TRUE(host.ok()) << host.status();
-    absl::StatusOr<DeviceProblem> problem = Upload(*host);
+    absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
     ASSERT_TRUE(problem.ok()) << problem.status();
     const std::vector<LaunchConfig> configs = AllSplitConfigs(shape);
     ASSERT_FALSE(configs.empty()) << "no split config for rows=" << shape.rows
@@ -233,7 +233,7 @@ TEST_P(SplitRowGpuTest, InPlace) {
           MakeProblem(op(), dtype(), {rows, cols}, FreshSeed(), InputPattern::kNormal, true, 0, 0,
                       FewRowsAttention(rows));
       ASSERT_TRUE(host.ok()) << host.status();
-      absl::StatusOr<DeviceProblem> problem = Upload(*host);
+      absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
       ASSERT_TRUE(problem.ok()) << problem.status();
       for (const LaunchConfig& config : AllSplitConfigs(host->shape)) {
         ASSERT_EQ(cudaMemcpy(problem->y.data(), problem->x.data(), problem->x.bytes(),
@@ -305,7 +305,7 @@ TEST_P(SplitRowGpuTest, HeuristicAndCandidatesRunCorrectly) {
         MakeProblem(op(), dtype(), shape, FreshSeed(), InputPattern::kNormal, true, 0, 0,
                     FewRowsAttention(rows));
     ASSERT_TRUE(host.ok()) << host.status();
-    absl::StatusOr<DeviceProblem> problem = Upload(*host);
+    absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
     ASSERT_TRUE(problem.ok()) << problem.status();
     std::vector<LaunchConfig> configs;
     absl::StatusOr<std::vector<LaunchConfig>> enumerated =
@@ -338,7 +338,7 @@ TEST_P(SplitRowGpuTest, MisalignedPointersFallBackToNarrowerPacks) {
   absl::StatusOr<HostProblem> host = MakeProblem(
       op(), dtype(), shape, FreshSeed(), InputPattern::kNormal, false, 0, 0, FewRowsAttention(3));
   ASSERT_TRUE(host.ok()) << host.status();
-  absl::StatusOr<DeviceProblem> problem = Upload(*host);
+  absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
   ASSERT_TRUE(problem.ok()) << problem.status();
   const size_t element = DTypeSize(dtype());
   const size_t bytes = problem->x.bytes();
@@ -441,7 +441,7 @@ TEST_P(SplitRowGpuTest, IllegalConfigIsNeverLaunched) {
   absl::StatusOr<HostProblem> host = MakeProblem(
       op(), dtype(), {2, 32}, FreshSeed(), InputPattern::kNormal, true, 0, 0, FewRowsAttention(2));
   ASSERT_TRUE(host.ok()) << host.status();
-  absl::StatusOr<DeviceProblem> problem = Upload(*host);
+  absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
   ASSERT_TRUE(problem.ok()) << problem.status();
   ASSERT_TRUE(PoisonOutputs(*problem, stream_).ok());
   // 32 columns in 16-byte packs are fewer packs than 16 blocks.
