@@ -56,11 +56,6 @@ ABSL_FLAG(int, reps, 50, "timed repetitions per variant (median reported)");
 ABSL_FLAG(int, sweep_reps, 15, "timed repetitions per config in the sweep");
 ABSL_FLAG(int, device, 0, "CUDA device ordinal");
 ABSL_FLAG(std::string, commit, "", "commit id to record in the results");
-ABSL_FLAG(std::string, streams, "one",
-          "'one': all device work on the measuring stream; 'several': first put some on a "
-          "second stream, as processes with more than one stream do. Every later launch is "
-          "~0.35 us slower in the second state (tuner/measure.h); pass the same to "
-          "torch_bench.py --streams");
 ABSL_FLAG(std::string, db, "",
           "tuning store: also time each point's tuned config for this GPU beside the heuristic");
 
@@ -84,7 +79,6 @@ struct Options {
   int device = 0;
   std::string commit;
   std::string db_path;
-  bool several_streams = false;
 };
 
 // The key of a point in the map of tuned configs.
@@ -153,32 +147,9 @@ std::string UtcNow() {
   return buffer;
 }
 
-// Memsets on a second stream: enough device work there to put the process
-// in the state of processes that use several streams (tuner/measure.h).
-absl::Status UseASecondStream() {
-  cudaStream_t second = nullptr;
-  void* scratch = nullptr;
-  constexpr size_t kBytes = 8192;
-  cudaError_t err = cudaStreamCreateWithFlags(&second, cudaStreamNonBlocking);
-  if (err == cudaSuccess) err = cudaMalloc(&scratch, kBytes);
-  for (int i = 0; i < 32 && err == cudaSuccess; ++i) {
-    err = cudaMemsetAsync(scratch, 0, kBytes, second);
-  }
-  if (err == cudaSuccess) err = cudaStreamSynchronize(second);
-  if (scratch != nullptr) cudaFree(scratch);
-  if (second != nullptr) cudaStreamDestroy(second);
-  if (err != cudaSuccess) {
-    return absl::InternalError(absl::StrCat("work on a second stream: ", cudaGetErrorString(err)));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status Run(const Options& o) {
   absl::StatusOr<std::unique_ptr<tuner::GpuBackend>> backend = tuner::GpuBackend::Create(o.device);
   if (!backend.ok()) return backend.status();
-  if (o.several_streams) {
-    if (absl::Status s = UseASecondStream(); !s.ok()) return s;
-  }
   const kernels::DeviceInfo& device = (*backend)->device();
   absl::StatusOr<double> copy_gbps = (*backend)->MeasureCopyGbps();
   if (!copy_gbps.ok()) return copy_gbps.status();
@@ -342,7 +313,8 @@ absl::Status Run(const Options& o) {
     out << "{\"tool\":\"kt_kernel_bench\",\"gpu\":" << JsonString(device.name)
         << ",\"sm_count\":" << device.sm_count << ",\"date\":" << JsonString(UtcNow())
         << ",\"commit\":" << JsonString(o.commit)
-        << ",\"streams\":" << JsonString(o.several_streams ? "several" : "one")
+        // All device work on one stream (tuner/measure.h), as torch_bench.py does.
+        << ",\"streams\":\"one\""
         << ",\"copy_gbps\":" << JsonNumber(*copy_gbps)
         << ",\"results\":[\n" << absl::StrJoin(results, ",\n") << "\n],\"sweep\":[\n"
         << absl::StrJoin(sweeps, ",\n") << "\n]}\n";
@@ -393,13 +365,6 @@ int main(int argc, char** argv) {
   o.device = absl::GetFlag(FLAGS_device);
   o.commit = absl::GetFlag(FLAGS_commit);
   o.db_path = absl::GetFlag(FLAGS_db);
-  const std::string streams = absl::GetFlag(FLAGS_streams);
-  if (streams != "one" && streams != "several") {
-    std::fprintf(stderr, "kt_kernel_bench: --streams must be 'one' or 'several', not '%s'\n",
-                 streams.c_str());
-    return 2;
-  }
-  o.several_streams = streams == "several";
   const absl::Status status = kt::bench::Run(o);
   if (!status.ok()) {
     std::fprintf(stderr, "kt_kernel_bench: %s\n", status.ToString().c_str());

@@ -9,9 +9,10 @@ heuristic) over the best peer of the point. Launch-bound points (under ~20
 us) are compared on CUDA-graph replay figures where both sides have them,
 since the per-launch figures of the two tools time host overhead
 differently. Both tools count the same bytes (tuner::PointBytes), so every
-GB/s ratio is a time ratio. The two runs must have used the same --streams
-setting (tuner/measure.h: a process that has used a second stream launches
-~0.35 us slower); files from before that flag existed are taken as they are.
+GB/s ratio is a time ratio. Both tools keep all device work on one stream
+("streams": "one"): a process that has used a second stream can launch
+~0.35 us slower (tuner/measure.h). kt_kernel_bench files from before that
+(no "streams" key) are summarized with a warning.
 
   python3 bench/summarize.py kernel_bench.json torch_bench.json > summary.md
 """
@@ -84,14 +85,15 @@ def main():
               r["mode"]): r for r in torch["results"]}
     copy = ours["copy_gbps"]
     streams = (ours.get("streams"), torch.get("streams"))
-    if None not in streams and streams[0] != streams[1]:
-        sys.exit(f"kt_kernel_bench ran with --streams={streams[0]} and torch_bench with "
-                 f"--streams={streams[1]}: their launch-bound figures do not compare")
+    if streams[0] != streams[1]:
+        sys.stderr.write(f"warning: streams {streams[0]} (kt_kernel_bench) against {streams[1]} "
+                         "(torch_bench): launch-bound figures may differ by ~0.35 us per "
+                         "launch for that reason alone (tuner/measure.h)\n")
     out = sys.stdout
     out.write(f"GPU: {ours['gpu']}; copy roofline {copy:.0f} GB/s (kt_kernel_bench), "
               f"{torch['copy_gbps']:.0f} GB/s (torch_bench); torch {torch['torch']}, "
               f"triton {torch['triton']}; commit {ours['commit']}; {ours['date']}"
-              + (f"; streams: {streams[0]}" if streams[0] else "") + "\n\n")
+              + f"; streams: {streams[0]} / {streams[1]}\n\n")
     out.write("GB/s = (bytes read + bytes written) / median time, the same bytes for both "
               "tools. `vs eager` and `vs compile` are our heuristic's GB/s over theirs on the "
               "same basis (graph replay for launch-bound points, marked g); `best vs peer` is "

@@ -62,12 +62,11 @@ Method (PERF.md):
     cache already holds the kernel); a failure is recorded and the run goes on.
   * A point whose buffers do not fit in free GPU memory is skipped with the
     reason recorded.
-  * Streams (--streams, as kt_kernel_bench --streams): once a process has done
-    device work on more than one stream, each later launch costs ~0.35 us
-    more (tuner/measure.h). "one" (default) keeps every launch on the current
-    stream, graph warm-up included; "several" first runs work on a side
-    stream, as processes with more than one stream do. Compare figures of
-    the two tools only at the same setting.
+  * One stream: once a process has done device work (8 launches are enough)
+    on a second stream, every later launch can cost ~0.35 us more
+    (tuner/measure.h). Like kt_kernel_bench, this tool launches everything on
+    the current stream, the graph warm-up included, so the two compare in
+    the same state ("streams": "one" in both JSON files).
 
 Needs torch only to run: `--help` works without it.
 
@@ -190,9 +189,6 @@ def parse_args(argv):
     p.add_argument("--causal", action="store_true",
                    help="scaled_masked_softmax: add the causal mask to the additive one "
                         "(as kt_kernel_bench --causal)")
-    p.add_argument("--streams", choices=("one", "several"), default="one",
-                   help="device work on one stream, or first some on a second stream "
-                        "(default one; match kt_kernel_bench --streams)")
     p.add_argument("--out", help="write the JSON results here (default: stdout summary only)")
     args = p.parse_args(argv)
     if args.reps is None:
@@ -366,15 +362,6 @@ class PeerBench:
         self.l2_bytes = max(int(getattr(props, "L2_cache_size", 0)), L2_FLOOR_BYTES)
         # Reading 4 x L2 of float32 evicts every line the timed launches could reuse.
         self.flush_buf = torch.randn(self.l2_bytes, dtype=torch.float32, device="cuda")
-        if args.streams == "several":
-            # As kt_kernel_bench --streams=several: memsets on a second stream.
-            scratch = torch.empty(2048, dtype=torch.float32, device="cuda")
-            second = torch.cuda.Stream()
-            second.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(second):
-                for _ in range(32):
-                    scratch.zero_()
-            second.synchronize()
         self.copy_gbps = None
         self.results = []
 
@@ -428,17 +415,11 @@ class PeerBench:
         """Median per-launch time in us under replay of a graph of GRAPH_LAUNCHES launches."""
         torch = self.torch
         xs = [ring.xs[ring.advance()] for _ in range(GRAPH_LAUNCHES)]
-        if self.args.streams == "several":
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):  # warm up off the capture stream, as the graph docs advise
-                fn(xs[0], *extra)
-            torch.cuda.current_stream().wait_stream(side)
-        else:
-            # On the current stream: a side stream would change every later
-            # launch's cost (--streams). The ops already ran here eagerly.
-            fn(xs[0], *extra)
-            torch.cuda.synchronize()
+        # Warm up on the current stream, not a side one as the graph docs
+        # suggest: work on a second stream can change every later launch's
+        # cost (see "One stream" above). The op already ran here eagerly.
+        fn(xs[0], *extra)
+        torch.cuda.synchronize()
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             outs = [fn(x, *extra) for x in xs]
@@ -656,7 +637,7 @@ def main(argv=None):
            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
            "copy_gbps": round(bench.copy_gbps, 1), "l2_bytes_assumed": bench.l2_bytes,
            "reps": args.reps, "warmup": args.warmup, "causal": args.causal,
-           "streams": args.streams,
+           "streams": "one",
            "results": bench.results}
     runs = sum(len(p.ops(args.ops)) for p in points) * len(args.dtypes) * len(args.modes)
     log(f"{doc['gpu']} torch {doc['torch']} triton {doc['triton']} cuda {doc['cuda']}; "

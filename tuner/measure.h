@@ -15,14 +15,15 @@
 
 namespace kt::tuner {
 
-// One stream per process. Once a process has done device work (kernels,
-// memsets, device-to-device copies; a handful is enough) on more than one
-// stream, every kernel it launches afterwards takes about 0.35 us longer on
-// an H100 under CUDA 13 (1 x 4096 float16 copy: 1.49 -> 1.85 us), for the
-// rest of the process; host-to-device copies and synchronizations do not
-// count (bench/results/2026-11-22-h100-launch-state/). So the tuner and
-// bench/ do all of their device work on their measuring stream, and compare
-// with PyTorch only in a matching state (kt_kernel_bench --streams).
+// One stream per process. Once a process has done device work on a second
+// stream (8 kernels, memsets or device-to-device copies did it; 1 to 6 did
+// not; host-to-device copies, synchronizations and allocations do not
+// count), every kernel it launches afterwards takes about 0.35 us longer on
+// an H100 with CUDA 13, on any stream, at any size (a 1 x 4096 float16 copy
+// 1.49 -> 1.85 us; measured for seconds afterwards). So the tuner and bench/
+// do all their device work on the measuring stream, and torch_bench.py
+// launches everything on PyTorch's current stream: both tools time in the
+// same, faster state (bench/results/2026-11-22-h100-launch-state/).
 
 struct TimingStats {
   double median_us = 0;
