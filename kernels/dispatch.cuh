@@ -85,11 +85,17 @@ cudaError_t RunWarpRowOp(const KernelRequest& req, KernelAction action,
     constexpr int kCpt = decltype(cpt_c)::value;
     constexpr int kTgw = decltype(tgw_c)::value;
     constexpr int kRpa = decltype(rpa_c)::value;
-    auto* kernel = &WarpRowKernel<op, decltype(load), decltype(store), kPack,
-                                  kCpt, kTgw, kRpa>;
     const dim3 block(kTgw, c.block_size / kTgw);
     const int64_t rows_per_block = static_cast<int64_t>(block.y) * kRpa;
     const int64_t blocks = (req.rows + rows_per_block - 1) / rows_per_block;
+    // One block per block of rows, none partial, every lane's packs in the
+    // row: the instance without bounds checks or row loop.
+    const bool exact = c.grid_waves == 0 && req.rows % rows_per_block == 0 &&
+                       req.cols == int64_t{kCpt} * kTgw;
+    auto* kernel = exact ? &WarpRowKernel<op, decltype(load), decltype(store), kPack, kCpt,
+                                          kTgw, kRpa, true>
+                         : &WarpRowKernel<op, decltype(load), decltype(store), kPack, kCpt,
+                                          kTgw, kRpa, false>;
     result = LaunchOrQuery(kernel, req, block, 0, blocks, action, stream,
                            active_blocks, load, store, MakeParams(req));
   };

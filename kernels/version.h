@@ -7,7 +7,7 @@
 
 namespace kt::kernels {
 
-inline constexpr char kKernelLibraryVersion[] = "0.1.0+k7";
+inline constexpr char kKernelLibraryVersion[] = "0.1.0+k8";
 
 }  // namespace kt::kernels
 

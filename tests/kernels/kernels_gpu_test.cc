@@ -93,10 +93,13 @@ TEST_P(KernelGpuTest, EveryEnumeratedConfigMatchesTheReference) {
 // narrow groups with two 16-byte packs per lane (16..128 columns), and the
 // block kernels' batched loads (ForEachLoadedPack) at few rows, with a
 // slice of a batch (4104 columns) and several batches per thread. Every
-// config, so the full sweep above need not run to cover them.
+// config, so the full sweep above need not run to cover them. 49152 x 64
+// takes the warp kernel's exact instance (no bounds checks, no row loop) at
+// every one-step config whose packs fill the row; 49151 x 64, one row short,
+// takes the checked one at the same configs.
 TEST_P(KernelGpuTest, NarrowRowsAndBatchedBlockLoadsMatchTheReference) {
-  SweepShapes({{3, 16}, {4099, 32}, {49152, 64}, {777, 128}, {1, 4096}, {8, 4104}, {64, 12288},
-               {3, 65536}},
+  SweepShapes({{3, 16}, {4099, 32}, {49152, 64}, {49151, 64}, {777, 128}, {1, 4096}, {8, 4104},
+               {64, 12288}, {3, 65536}},
               "narrow+batched");
 }
 
