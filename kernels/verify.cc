@@ -395,7 +395,8 @@ absl::StatusOr<DeviceProblem> Upload(const HostProblem& problem, cudaStream_t st
                        {&problem.row_scale_ref, {&d.row_scale_ref, &d.row_scale}}};
   for (const auto& [reference, buffers] : row_outputs) {
     if (!s.ok() || reference->empty()) continue;
-    s = assign(*buffers.first, UploadRepeated(reference->data(), stored, rows, sizeof(float), stream));
+    s = assign(*buffers.first,
+               UploadRepeated(reference->data(), stored, rows, sizeof(float), stream));
     if (s.ok()) s = assign(*buffers.second, DeviceBuffer::Allocate(rows * sizeof(float)));
   }
   // The device-to-device copies that replicate rows are asynchronous to the
