@@ -49,11 +49,6 @@ ABSL_FLAG(int64_t, grpc_thread_run_elements, kt::server::kDefaultMaxGrpcThreadRu
           "Runs of up to this many elements are answered on gRPC's own thread (no hand-off, "
           "lowest latency); larger ones go to a worker so a long kernel does not hold gRPC's "
           "threads");
-ABSL_FLAG(std::string, grpc_poll_strategy, "",
-          "gRPC's I/O engine for the daemon: epoll1 (one thread at a time polls the sockets "
-          "and wakes the others) or poll (every polling thread polls the sockets itself, so "
-          "--busy_poll_threads also read requests and write replies without waking another "
-          "thread); default: gRPC's own choice ($GRPC_POLL_STRATEGY, else epoll1)");
 ABSL_FLAG(int, grpc_min_pollers, 2,
           "gRPC sync-server threads kept waiting for requests (the reflection service)");
 ABSL_FLAG(int, grpc_max_pollers, 32,
@@ -88,17 +83,6 @@ int main(int argc, char** argv) {
   options.grpc_thread_run_elements = absl::GetFlag(FLAGS_grpc_thread_run_elements);
   options.grpc_min_pollers = absl::GetFlag(FLAGS_grpc_min_pollers);
   options.grpc_max_pollers = absl::GetFlag(FLAGS_grpc_max_pollers);
-  const std::string poll_strategy = absl::GetFlag(FLAGS_grpc_poll_strategy);
-  if (!poll_strategy.empty()) {
-    if (poll_strategy != "epoll1" && poll_strategy != "poll") {
-      std::fprintf(stderr, "kerntuned: --grpc_poll_strategy=%s must be epoll1 or poll\n",
-                   poll_strategy.c_str());
-      return 1;
-    }
-    // gRPC reads its engine from the environment once, in grpc_init below.
-    setenv("GRPC_POLL_STRATEGY", poll_strategy.c_str(), /*overwrite=*/1);
-    std::fprintf(stderr, "kerntuned: gRPC poll engine %s\n", poll_strategy.c_str());
-  }
   // Hold gRPC initialized until the process ends. Otherwise the last gRPC
   // object RunServer destroys runs the final grpc_shutdown, which joins
   // gRPC's executor thread; that thread was seen parked in a poll with a

@@ -416,29 +416,21 @@ TEST_F(KerntunedTest, MalformedRequestsGetTheirCodeAndTheDaemonStaysUp) {
 // connection to the old one.
 class KerntunedBusyPollTest : public KerntunedTest {
  protected:
-  void CheckBusyPolling(std::vector<std::string> flags);
+  void CheckBusyPolling(const std::string& idle_flag);
 };
 
 // The threads poll between calls.
 TEST_F(KerntunedBusyPollTest, ServesTheSameAnswersAndStopsCleanly) {
-  CheckBusyPolling({"--busy_poll_idle_ms=100"});
+  CheckBusyPolling("--busy_poll_idle_ms=100");
 }
 
 // The threads block between calls (idle at once).
 TEST_F(KerntunedBusyPollTest, BlockingBetweenCallsServesTheSameAnswers) {
-  CheckBusyPolling({"--busy_poll_idle_ms=0"});
+  CheckBusyPolling("--busy_poll_idle_ms=0");
 }
 
-// Under gRPC's poll engine the polling threads also read and write the
-// sockets themselves.
-TEST_F(KerntunedBusyPollTest, PollEngineServesTheSameAnswers) {
-  CheckBusyPolling({"--busy_poll_idle_ms=100", "--grpc_poll_strategy=poll"});
-  EXPECT_THAT(daemon_->Log(), HasSubstr("gRPC poll engine poll"));
-}
-
-void KerntunedBusyPollTest::CheckBusyPolling(std::vector<std::string> flags) {
-  flags.push_back("--busy_poll_threads=2");
-  ASSERT_NO_FATAL_FAILURE(Start(flags));
+void KerntunedBusyPollTest::CheckBusyPolling(const std::string& idle_flag) {
+  ASSERT_NO_FATAL_FAILURE(Start({"--busy_poll_threads=2", idle_flag}));
   constexpr int kClients = 4, kRunsEach = 6;
   std::atomic<int> wrong{0};
   std::vector<std::thread> clients;
@@ -631,7 +623,6 @@ TEST_F(KerntunedTest, OutOfRangeFlagsAreRefusedByName) {
       {"--busy_poll_idle_ms=-1", "--busy_poll_idle_ms=-1 must be in [0, 3600000]"},
       {"--grpc_thread_run_elements=-5", "--grpc_thread_run_elements=-5 must be >= 0"},
       {"--buffer_ttl_s=0", "--buffer_ttl_s=0 must be in [1, 604800]"},
-      {"--grpc_poll_strategy=epollex", "--grpc_poll_strategy=epollex must be epoll1 or poll"},
   };
   for (const auto& [flag, message] : bad) {
     SCOPED_TRACE(flag);
