@@ -57,19 +57,15 @@ absl::Status RunOnCpu(const DemoOptions& o) {
   if (!host.ok()) return host.status();
   std::vector<uint8_t> y(host->x.size());
   std::vector<float> mean(o.shape.rows), inv_std(o.shape.rows);
-  kernels::HostRowOpArgs args;
+  kernels::RowOpArgs args;
   args.x = host->x.data();
   args.y = y.data();
   args.gamma = host->gamma.empty() ? nullptr : host->gamma.data();
   args.beta = host->beta.empty() ? nullptr : host->beta.data();
   args.mean = mean.data();
   args.inv_std = inv_std.data();
-  args.epsilon = host->epsilon;
-  // The scaled-masked softmax's scale, mask and query length as drawn.
-  args.scale = host->scale;
-  args.mask = host->mask.empty() ? nullptr : host->mask.data();
-  args.mask_rows = host->mask_rows;
-  args.causal = host->causal;
+  args.params = host->params;
+    args.mask = host->mask.empty() ? nullptr : host->mask.data();
   const auto start = std::chrono::steady_clock::now();
   if (absl::Status s = kernels::RunReference(o.op, o.dtype, o.shape, args, 0, o.shape.rows,
                                              o.dtype);

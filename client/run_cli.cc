@@ -70,12 +70,12 @@ RunArgs BaseArgs(const kernels::HostProblem& p) {
   args.rows = p.shape.rows;
   args.cols = p.shape.cols;
   args.inner = p.shape.inner;
-  args.epsilon = p.epsilon;
+  args.epsilon = p.params.epsilon;
   args.time_kernel = true;  // the CLI prints the kernel's time
   if (p.op == kernels::Op::kScaledMaskedSoftmax) {
-    args.scale = p.scale;
-    args.mask_rows = p.mask_rows;
-    args.causal = p.causal;
+    args.scale = p.params.scale;
+    args.mask_rows = p.params.mask_rows;
+    args.causal = p.params.causal;
   }
   return args;
 }
@@ -388,18 +388,19 @@ absl::StatusOr<kernels::HostProblem> MakeCheckedProblem(
     const kernels::AttentionOptions& attention) {
   absl::StatusOr<kernels::HostProblem> p = kernels::MakeProblem(
       op, dtype, shape, seed, kernels::InputPattern::kNormal,
-      /*with_affine=*/kernels::TakesGamma(op), /*threads=*/0, /*distinct_rows=*/0, attention);
-  if (!p.ok() || !kernels::TakesEpsilon(op) || epsilon == p->epsilon) return p;
+      /*with_affine=*/kernels::TakesOperand(op, kernels::Operand::kGamma), /*threads=*/0,
+      /*distinct_rows=*/0, attention);
+  if (!p.ok() || !kernels::TakesEpsilon(op) || epsilon == p->params.epsilon) return p;
   // MakeProblem uses the default epsilon; recompute the reference for this one.
-  p->epsilon = epsilon;
-  kernels::HostRowOpArgs args;
+  p->params.epsilon = epsilon;
+  kernels::RowOpArgs args;
   args.x = p->x.data();
   args.y = p->y_ref.data();
   args.gamma = p->gamma.empty() ? nullptr : p->gamma.data();
   args.beta = p->beta.empty() ? nullptr : p->beta.data();
   args.mean = p->mean_ref.empty() ? nullptr : p->mean_ref.data();
   args.inv_std = p->inv_std_ref.empty() ? nullptr : p->inv_std_ref.data();
-  args.epsilon = epsilon;
+  args.params.epsilon = epsilon;
   if (absl::Status s = kernels::RunReference(op, dtype, shape, args, 0, shape.rows,
                                              kernels::DType::kFloat32);
       !s.ok()) {
@@ -594,15 +595,18 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
   absl::StatusOr<Outputs> outputs = transport->Fetch(response);
   if (!outputs.ok()) return ReportError(kVerb, outputs.status(), err);
   const Check check = CheckOutputs(*problem, *outputs);
-  const int64_t checked = shape.elements() + kernels::RowStatsCount(*op) * shape.rows;
+  int64_t checked = shape.elements();
+  for (kernels::Operand operand : kernels::kAllOperands) {
+    if (kernels::IsRowStat(operand) && kernels::TakesOperand(*op, operand)) checked += shape.rows;
+  }
 
   const pb::ConfigChoice& config = response.config();
   std::string point = DescribePoint(kernels::OpName(*op), kernels::DTypeName(*dtype),
                                     shape.rows, shape.cols, shape.inner);
   if (*op == kernels::Op::kScaledMaskedSoftmax) {
-    absl::StrAppend(&point, absl::StrFormat(" scale %g", problem->scale));
-    if (!problem->mask.empty()) absl::StrAppend(&point, ", mask of ", problem->mask_rows, " rows");
-    if (problem->causal) absl::StrAppend(&point, ", causal (q = ", problem->mask_rows, ")");
+    absl::StrAppend(&point, absl::StrFormat(" scale %g", problem->params.scale));
+    if (!problem->mask.empty()) absl::StrAppend(&point, ", mask of ", problem->params.mask_rows, " rows");
+    if (problem->params.causal) absl::StrAppend(&point, ", causal (q = ", problem->params.mask_rows, ")");
   }
   if (o.format == OutputFormat::kTable) {
     const kernels::Tolerance tol = kernels::OutputTolerance(*op, *dtype);

@@ -24,23 +24,23 @@ cudaError_t RunAxisOp(const KernelRequest& req, KernelAction action, cudaStream_
     const LaunchConfig& c = req.config;
     const int tgw = c.thread_group_width;
     if (c.impl != Impl::kAxis || tgw < 1 || c.block_size < kWarpSize || c.block_size > 1024 ||
-        c.block_size % tgw != 0 || c.pack_size < 1 || req.inner % c.pack_size != 0 ||
-        req.rows < 1 || req.cols < 1) {
+        c.block_size % tgw != 0 || c.pack_size < 1 || req.shape.inner % c.pack_size != 0 ||
+        req.shape.rows < 1 || req.shape.cols < 1) {
       return cudaErrorInvalidConfiguration;
     }
     const int columns_per_block = c.block_size / tgw;
     AxisParams params;
-    params.dim = req.cols;
-    params.inner = req.inner;
-    params.inner_packs = req.inner / c.pack_size;
-    params.columns = req.rows * params.inner_packs;
+    params.dim = req.shape.cols;
+    params.inner = req.shape.inner;
+    params.inner_packs = req.shape.inner / c.pack_size;
+    params.columns = req.shape.rows * params.inner_packs;
     params.tiles = (params.columns + columns_per_block - 1) / columns_per_block;
     params.reduce_floats = AxisReductionFloats(c.block_size, tgw, c.pack_size);
     const size_t smem = static_cast<size_t>(AxisSharedBytes(c.block_size, tgw, c.pack_size));
     const dim3 block(columns_per_block, tgw);
-    const T* x = static_cast<const T*>(req.x);
-    T* y = static_cast<T*>(req.y);
-    const int cached_rows = AxisCachedRows(req.cols, tgw, c.pack_size);
+    const T* x = static_cast<const T*>(req.args.x);
+    T* y = static_cast<T*>(req.args.y);
+    const int cached_rows = AxisCachedRows(req.shape.cols, tgw, c.pack_size);
 
     cudaError_t result = cudaErrorInvalidConfiguration;
     DispatchInt<1, 2, 4, 8>(c.pack_size, [&](auto pack_c) {

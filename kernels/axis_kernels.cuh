@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/op_math.cuh"
 #include "kernels/row_common.cuh"
 
 namespace kt::kernels::internal {
@@ -78,31 +79,6 @@ __device__ __forceinline__ void StoreAxisPack(T* dst, const float* src) {
   }
 }
 
-// Folds `n` more elements of one line into a thread's online (max, sum of
-// exp(x - max)): one rescale per step, not per element, and no divergent
-// branch but the rare all -inf step. -inf adds nothing, even to an empty
-// state (where exp(-inf - -inf) would be a NaN); a NaN poisons the sum; a
-// +inf makes it NaN like the reference (exp(inf - inf)). The max itself is
-// never NaN (fmaxf skips NaN).
-template <bool fast, int n>
-__device__ __forceinline__ void OnlineUpdate(float& max, float& sum, const float (&x)[n]) {
-  float step_max = max;
-#pragma unroll
-  for (int i = 0; i < n; ++i) step_max = fmaxf(step_max, x[i]);
-  if (step_max == -INFINITY) {
-#pragma unroll
-    for (int i = 0; i < n; ++i) {
-      if (isnan(x[i])) sum = NAN;
-    }
-    return;
-  }
-  float step_sum = 0.f;
-#pragma unroll
-  for (int i = 0; i < n; ++i) step_sum += Exp<fast>(x[i] - step_max);
-  sum = (sum == 0.f ? 0.f : sum * Exp<fast>(max - step_max)) + step_sum;
-  max = step_max;
-}
-
 // All-reduces `pack` values per column across the thread_group_width =
 // blockDim.y lanes along dim: xor shuffles among the dim lanes a warp holds
 // (lane bits above the column bits), then, between warps, `buffer`
@@ -113,7 +89,7 @@ __device__ __forceinline__ void OnlineUpdate(float& max, float& sum, const float
 // after which `buffer` is still being read: alternate two buffers.
 template <int pack, typename Combine>
 __device__ __forceinline__ void AllReduceAlongDim(float (&v)[pack], Combine combine,
-                                                  float identity, float* buffer) {
+                                                  float* buffer) {
   const int columns = blockDim.x;
   const int lanes_along_dim = blockDim.y;
   if (lanes_along_dim == 1) return;
@@ -141,7 +117,7 @@ __device__ __forceinline__ void AllReduceAlongDim(float (&v)[pack], Combine comb
   const int group = min(kWarpSize, max(1, threads / elements));
   const int j = t % group;
   for (int e = t / group; e < elements; e += threads / group) {
-    float acc = identity;
+    float acc = Combine::kIdentity;
     for (int r = j; r < rows; r += group) acc = combine(acc, buffer[r * elements + e]);
     for (int mask = group / 2; mask > 0; mask /= 2) {
       acc = combine(acc, __shfl_xor_sync(0xffffffffu, acc, mask));
@@ -154,27 +130,35 @@ __device__ __forceinline__ void AllReduceAlongDim(float (&v)[pack], Combine comb
   for (int k = 0; k < pack; ++k) v[k] = buffer[k * columns + x];
 }
 
-// The kernel. `cached_rows` > 0: each thread keeps its dim entries d = y,
+// The kernel, over the softmax's OpMath (op_math.cuh), one line per pack
+// element. `cached_rows` > 0: each thread keeps its dim entries d = y,
 // y + tgw, ... (cached_rows of them, the line split over the tgw lanes) in
-// registers, so the input is read once: max, then sum of exp(x - max)
-// (softmax keeps the exps), then outputs. cached_rows == 0: any dim, each
-// line read twice, an online (max, sum) per element on the first read, the
-// second read (evict-first, usually from L2) to write outputs. Blocks take
-// tiles of blockDim.x columns, grid-stride. Preconditions (launch side):
-// inner % pack == 0, x/y aligned to the pack, blockDim.x * blockDim.y a power
-// of two >= 32, cached_rows * blockDim.y >= dim when cached_rows > 0, dynamic
-// shared memory 2 * reduce_floats floats.
+// registers, so the input is read once and the statistic is exact in two
+// passes (max, then sum of exp(x - max)) before the outputs.
+// cached_rows == 0: any dim, each line read twice: an online (max, sum)
+// accumulated on the first read, merged along dim, and the second read
+// (evict-first, usually from L2) writes outputs. Blocks take tiles of
+// blockDim.x columns, grid-stride. Preconditions (launch side): inner % pack
+// == 0, x/y aligned to the pack, blockDim.x * blockDim.y a power of two >=
+// 32, cached_rows * blockDim.y >= dim when cached_rows > 0, dynamic shared
+// memory 2 * reduce_floats floats.
 template <Op op, typename T, int pack, int cached_rows>
 __global__ void __launch_bounds__(1024)
     AxisSoftmaxKernel(const T* x, T* y, AxisParams p) {
   static_assert(op == Op::kSoftmax || op == Op::kLogSoftmax,
                 "the axis kernel serves softmax and log-softmax");
-  constexpr bool kFast = sizeof(T) < 4;
+  using Math = OpMath<op, (sizeof(T) < 4)>;
   extern __shared__ float axis_smem[];
-  float* const max_buffer = axis_smem;
-  float* const sum_buffer = axis_smem + p.reduce_floats;
+  // Two buffers, alternated: consecutive reductions need no barrier between.
+  float* const buffers[2] = {axis_smem, axis_smem + p.reduce_floats};
+  const auto all_reduce = [&](float (&values)[pack], auto combine, int buffer) {
+    AllReduceAlongDim<pack>(values, combine, buffers[buffer]);
+  };
   const int lanes_along_dim = blockDim.y;
   const int64_t dim_lane = threadIdx.y;
+  // The statistic's parameters: a line of dim elements.
+  RowParams line_params{};
+  line_params.cols = p.dim;
 
   for (int64_t tile = blockIdx.x; tile < p.tiles; tile += gridDim.x) {
     const int64_t column = tile * blockDim.x + threadIdx.x;
@@ -184,8 +168,7 @@ __global__ void __launch_bounds__(1024)
       const int64_t o = column / p.inner_packs;
       base = o * p.dim * p.inner + (column - o * p.inner_packs) * pack;
     }
-    float line_max[pack];
-    float line_sum[pack];
+    typename Math::Row line[pack];
 
     if constexpr (cached_rows > 0) {
       // One count and one stride instead of a predicate and an address
@@ -205,41 +188,35 @@ __global__ void __launch_bounds__(1024)
           LoadAxisPack<false, T, pack>(x + first + r * stride, v[r]);
         } else {
 #pragma unroll
-          for (int k = 0; k < pack; ++k) v[r][k] = -INFINITY;
+          for (int k = 0; k < pack; ++k) v[r][k] = 0.f;  // never folded nor stored
         }
       }
-#pragma unroll
-      for (int k = 0; k < pack; ++k) {
-        line_max[k] = -INFINITY;
-#pragma unroll
-        for (int r = 0; r < cached_rows; ++r) line_max[k] = fmaxf(line_max[k], v[r][k]);
-      }
-      AllReduceAlongDim<pack>(line_max, MaxOp(), -INFINITY, max_buffer);
-      // An all -inf line has max -inf and exps NaN: NaN outputs, as the
-      // reference; a NaN anywhere makes the sum NaN. Masked slots are -inf.
-#pragma unroll
-      for (int k = 0; k < pack; ++k) {
-        line_sum[k] = 0.f;
+      // Pass `pass` over this thread's entries of each line.
+      const auto fold = [&](const auto& pass, int k) {
+        float acc = pass.kIdentity;
 #pragma unroll
         for (int r = 0; r < cached_rows; ++r) {
-          const float e = Exp<kFast>(v[r][k] - line_max[k]);
-          line_sum[k] += e;
-          if constexpr (op == Op::kSoftmax) v[r][k] = e;
+          if (r < valid_rows) acc = pass.Add(acc, v[r][k]);
         }
-      }
-      AllReduceAlongDim<pack>(line_sum, SumOp(), 0.f, sum_buffer);
+        return acc;
+      };
+      using First = typename Math::First;
+      float first_total[pack];
+#pragma unroll
+      for (int k = 0; k < pack; ++k) first_total[k] = fold(First{}, k);
+      all_reduce(first_total, typename First::Combine(), 0);
+      float second_total[pack];
 #pragma unroll
       for (int k = 0; k < pack; ++k) {
-        if constexpr (op == Op::kSoftmax) {
-          const float inv_sum = 1.f / line_sum[k];
+        second_total[k] = fold(Math::Second(first_total[k], line_params), k);
+      }
+      using Second = decltype(Math::Second(0.f, line_params));
+      all_reduce(second_total, typename Second::Combine(), 1);
 #pragma unroll
-          for (int r = 0; r < cached_rows; ++r) v[r][k] *= inv_sum;
-        } else {
-          // (x - max) - log(sum), in that order (see FinishSoftmax).
-          const float log_sum = Log<kFast>(line_sum[k]);
+      for (int k = 0; k < pack; ++k) {
+        line[k] = Math::FromPasses(first_total[k], second_total[k], line_params);
 #pragma unroll
-          for (int r = 0; r < cached_rows; ++r) v[r][k] = (v[r][k] - line_max[k]) - log_sum;
-        }
+        for (int r = 0; r < cached_rows; ++r) line[k].template Apply<1>(&v[r][k]);
       }
 #pragma unroll
       for (int r = 0; r < cached_rows; ++r) {
@@ -250,11 +227,7 @@ __global__ void __launch_bounds__(1024)
       // within the 64 registers a thread of a 1024-thread block may use.
       constexpr int kUnroll = pack <= 2 ? 8 : 16 / pack;
       const int64_t step = static_cast<int64_t>(lanes_along_dim);
-#pragma unroll
-      for (int k = 0; k < pack; ++k) {
-        line_max[k] = -INFINITY;
-        line_sum[k] = 0.f;
-      }
+      typename Math::Accumulator accumulators[pack];
       if (active) {
         for (int64_t d0 = dim_lane; d0 < p.dim; d0 += kUnroll * step) {
           float v[kUnroll][pack];
@@ -265,7 +238,7 @@ __global__ void __launch_bounds__(1024)
               LoadAxisPack<false, T, pack>(x + base + d * p.inner, v[u]);
             } else {
 #pragma unroll
-              for (int k = 0; k < pack; ++k) v[u][k] = -INFINITY;
+              for (int k = 0; k < pack; ++k) v[u][k] = -INFINITY;  // adds nothing
             }
           }
 #pragma unroll
@@ -273,27 +246,20 @@ __global__ void __launch_bounds__(1024)
             float line_step[kUnroll];
 #pragma unroll
             for (int u = 0; u < kUnroll; ++u) line_step[u] = v[u][k];
-            OnlineUpdate<kFast>(line_max[k], line_sum[k], line_step);
+            accumulators[k].template Add<kUnroll>(line_step);
           }
         }
       }
-      float thread_max[pack];
+      typename Math::Partial partials[pack];
 #pragma unroll
-      for (int k = 0; k < pack; ++k) thread_max[k] = line_max[k];
-      AllReduceAlongDim<pack>(line_max, MaxOp(), -INFINITY, max_buffer);
-      // Rescale to the line's max; an empty state (sum 0) stays 0 even when
-      // both maxima are -inf.
+      for (int k = 0; k < pack; ++k) partials[k] = accumulators[k].Get();
+      int buffer = 0;
+      Math::AllMerge(partials, [&](float (&values)[pack], auto combine) {
+        all_reduce(values, combine, buffer);
+        buffer ^= 1;
+      });
 #pragma unroll
-      for (int k = 0; k < pack; ++k) {
-        line_sum[k] =
-            line_sum[k] == 0.f ? 0.f : line_sum[k] * Exp<kFast>(thread_max[k] - line_max[k]);
-      }
-      AllReduceAlongDim<pack>(line_sum, SumOp(), 0.f, sum_buffer);
-      float scale[pack];  // softmax: 1 / sum; log-softmax: log(sum)
-#pragma unroll
-      for (int k = 0; k < pack; ++k) {
-        scale[k] = op == Op::kSoftmax ? 1.f / line_sum[k] : Log<kFast>(line_sum[k]);
-      }
+      for (int k = 0; k < pack; ++k) line[k] = Math::Finish(partials[k], line_params);
       if (active) {
         for (int64_t d0 = dim_lane; d0 < p.dim; d0 += kUnroll * step) {
           float v[kUnroll][pack];
@@ -307,10 +273,7 @@ __global__ void __launch_bounds__(1024)
             const int64_t d = d0 + u * step;
             if (d >= p.dim) continue;
 #pragma unroll
-            for (int k = 0; k < pack; ++k) {
-              v[u][k] = op == Op::kSoftmax ? Exp<kFast>(v[u][k] - line_max[k]) * scale[k]
-                                           : (v[u][k] - line_max[k]) - scale[k];
-            }
+            for (int k = 0; k < pack; ++k) line[k].template Apply<1>(&v[u][k]);
             StoreAxisPack<true, T, pack>(y + base + d * p.inner, v[u]);
           }
         }

@@ -65,10 +65,6 @@ cudaError_t LaunchOrQuery(Kernel kernel, const KernelRequest& req, dim3 block,
   return cudaPeekAtLastError();
 }
 
-inline RowParams MakeParams(const KernelRequest& req) {
-  return RowParams{req.rows, req.cols, req.epsilon, req.mean, req.inv_std, req.row_scale};
-}
-
 template <Op op, DType dtype>
 cudaError_t RunWarpRowOp(const KernelRequest& req, KernelAction action,
                          cudaStream_t stream, int* active_blocks) {
@@ -87,17 +83,17 @@ cudaError_t RunWarpRowOp(const KernelRequest& req, KernelAction action,
     constexpr int kRpa = decltype(rpa_c)::value;
     const dim3 block(kTgw, c.block_size / kTgw);
     const int64_t rows_per_block = static_cast<int64_t>(block.y) * kRpa;
-    const int64_t blocks = (req.rows + rows_per_block - 1) / rows_per_block;
+    const int64_t blocks = (req.shape.rows + rows_per_block - 1) / rows_per_block;
     // One block per block of rows, none partial, every lane's packs in the
     // row: the instance without bounds checks or row loop.
-    const bool exact = c.grid_waves == 0 && req.rows % rows_per_block == 0 &&
-                       req.cols == int64_t{kCpt} * kTgw;
+    const bool exact = c.grid_waves == 0 && req.shape.rows % rows_per_block == 0 &&
+                       req.shape.cols == int64_t{kCpt} * kTgw;
     auto* kernel = exact ? &WarpRowKernel<op, decltype(load), decltype(store), kPack, kCpt,
                                           kTgw, kRpa, true>
                          : &WarpRowKernel<op, decltype(load), decltype(store), kPack, kCpt,
                                           kTgw, kRpa, false>;
     result = LaunchOrQuery(kernel, req, block, 0, blocks, action, stream,
-                           active_blocks, load, store, MakeParams(req));
+                           active_blocks, load, store, RowParamsOf(req));
   };
   DispatchInt<1, 2, 4, 8>(c.pack_size, [&](auto pack) {
     constexpr int kPack = decltype(pack)::value;
@@ -161,14 +157,14 @@ cudaError_t RunBlockRowOp(const KernelRequest& req, KernelAction action,
     constexpr int kPack = decltype(pack)::value;
     constexpr int kBlock = decltype(block)::value;
     if (req.config.impl == Impl::kBlockSmem) {
-      const size_t smem = static_cast<size_t>(req.cols) * sizeof(typename Load::cache_type);
+      const size_t smem = static_cast<size_t>(req.shape.cols) * sizeof(typename Load::cache_type);
       result = LaunchOrQuery(&BlockSmemRowKernel<op, Load, Store, kPack, kBlock>, req,
-                             dim3(kBlock), smem, req.rows, action, stream, active_blocks, load,
-                             store, MakeParams(req));
+                             dim3(kBlock), smem, req.shape.rows, action, stream, active_blocks, load,
+                             store, RowParamsOf(req));
     } else {
       result = LaunchOrQuery(&BlockUncachedRowKernel<op, Load, Store, kPack, kBlock>, req,
-                             dim3(kBlock), 0, req.rows, action, stream, active_blocks, load,
-                             store, MakeParams(req));
+                             dim3(kBlock), 0, req.shape.rows, action, stream, active_blocks, load,
+                             store, RowParamsOf(req));
     }
   });
   return result;
@@ -188,8 +184,8 @@ cudaError_t RunBlockRegsRowOp(const KernelRequest& req, KernelAction action,
     constexpr int kBlock = decltype(block)::value;
     result = LaunchOrQuery(&BlockRegsRowKernel<op, decltype(load), decltype(store), kPack,
                                                kBlock, BlockRegsPacksPerThread(kPack)>,
-                           req, dim3(kBlock), 0, req.rows, action, stream, active_blocks, load,
-                           store, MakeParams(req));
+                           req, dim3(kBlock), 0, req.shape.rows, action, stream, active_blocks, load,
+                           store, RowParamsOf(req));
   });
   return result;
 }

@@ -11,39 +11,31 @@
 #include "absl/status/status.h"
 #include "kernels/device_info.h"
 #include "kernels/launch_config.h"
+#include "kernels/op_args.h"
 #include "kernels/types.h"
 
 namespace kt::kernels::internal {
 
-// A fully validated launch: the arguments plus the config with its derived
-// kernel instance (cols_per_thread for kWarp).
+// A fully validated launch: the device's facts, the problem and its
+// operands as the caller gave them, and the config with its derived kernel
+// instance (cols_per_thread for kWarp).
 struct KernelRequest {
   int device = 0;
   int sm_count = 0;
   int64_t max_smem_per_block_optin = 0;
-  int64_t rows = 0;
-  int64_t cols = 0;
-  int64_t inner = 1;  // kAxis: (rows = outer, cols = dim, inner)
-  const void* x = nullptr;
-  void* y = nullptr;
-  // The operands the op takes (op_args.h); the others are null.
-  const void* gamma = nullptr;
-  const void* beta = nullptr;
-  float* mean = nullptr;
-  float* inv_std = nullptr;
-  float* row_scale = nullptr;
-  float epsilon = 1e-5f;
-  float scale = 1.f;
-  const void* mask = nullptr;
-  int64_t mask_rows = 1;  // >= 1 always, so kernels may take row % mask_rows
-  bool causal = false;
-  // kSplitTwoPass: RowOpArgs::workspace, and whether the second kernel may
-  // be a programmatic dependent launch (sm_90+).
-  void* workspace = nullptr;
+  // kSplitTwoPass: whether the second kernel may be a programmatic
+  // dependent launch (sm_90+).
   bool programmatic_launch = false;
+  Shape shape;  // kAxis: (rows = outer, cols = dim, inner)
+  RowOpArgs args;
   LaunchConfig config;
   int cols_per_thread = 0;  // kWarp only: WarpColsPerThread(config, cols)
 };
+
+// The request for launching (or sizing) `config` on `shape`; `args` may be
+// empty when only the occupancy is asked.
+KernelRequest MakeKernelRequest(DType dtype, Shape shape, const RowOpArgs& args,
+                                const LaunchConfig& config, const DeviceInfo& device);
 
 enum class KernelAction {
   kLaunch,          // launch on the stream

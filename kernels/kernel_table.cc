@@ -1,5 +1,6 @@
 // Maps (op, dtype, impl) onto the compiled kernel families: the one switch
-// from runtime enums to the per-file template instances.
+// from runtime enums to the per-file template instances; and the one place
+// a KernelRequest is made.
 #include "kernels/kernel_request.h"
 
 #include "absl/strings/str_cat.h"
@@ -63,6 +64,20 @@ RowOpEntry SelectEntry(Op op, DType dtype, Impl impl) {
       return SelectForOp<Op::kScaledMaskedSoftmax>(dtype, impl);
   }
   return nullptr;
+}
+
+KernelRequest MakeKernelRequest(DType dtype, Shape shape, const RowOpArgs& args,
+                                const LaunchConfig& config, const DeviceInfo& device) {
+  KernelRequest request;
+  request.device = device.ordinal;
+  request.sm_count = device.sm_count;
+  request.max_smem_per_block_optin = device.max_smem_per_block_optin;
+  request.programmatic_launch = device.cc_major >= 9;
+  request.shape = shape;
+  request.args = args;
+  request.config = config;
+  request.cols_per_thread = WarpColsPerThread(config, dtype, shape.cols);
+  return request;
 }
 
 absl::Status CheckCurrentDevice(const DeviceInfo& device) {

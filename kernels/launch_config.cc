@@ -29,7 +29,7 @@ int NextPowerOfTwo(int64_t value) {
   return result;
 }
 
-// Per-block shared memory the runtime and the kernels' static CUB storage
+// Per-block shared memory the runtime and the kernels' static reduction storage
 // take besides the row cache, for limits on a described device (a real one
 // reports exact figures through the occupancy calculator).
 constexpr int64_t kStaticSmemAllowance = 1024;
@@ -317,15 +317,8 @@ absl::StatusOr<int> ActiveBlocksPerSm(Op op, DType dtype, Shape shape,
   const int64_t smem = SharedMemoryBytes(op, dtype, shape, config);
   if (!device.has_gpu()) return EstimateActiveBlocks(config, smem, device);
   if (absl::Status s = internal::CheckCurrentDevice(device); !s.ok()) return s;
-  internal::KernelRequest request;
-  request.device = device.ordinal;
-  request.sm_count = device.sm_count;
-  request.max_smem_per_block_optin = device.max_smem_per_block_optin;
-  request.rows = shape.rows;
-  request.cols = shape.cols;
-  request.inner = shape.inner;
-  request.config = config;
-  request.cols_per_thread = WarpColsPerThread(config, dtype, shape.cols);
+  const internal::KernelRequest request =
+      internal::MakeKernelRequest(dtype, shape, RowOpArgs{}, config, device);
   const internal::RowOpEntry entry = internal::SelectEntry(op, dtype, config.impl);
   if (entry == nullptr) {
     return absl::InvalidArgumentError(

@@ -42,7 +42,7 @@ cudaError_t CachedActiveBlocks(int device, const void* kernel, int block_size,
   if (smem_bytes > kDefaultDynamicSmemLimit &&
       cache.smem_limit_raised.insert({device, kernel}).second) {
     // Opt in to the device's full per-block shared memory, less what the
-    // kernel declares statically (the CUB reduction storage).
+    // kernel declares statically (the block reduction storage).
     cudaFuncAttributes attributes;
     cudaError_t err = cudaFuncGetAttributes(&attributes, kernel);
     if (err != cudaSuccess) return err;

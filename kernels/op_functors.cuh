@@ -5,6 +5,7 @@
 #define KERNTUNE_KERNELS_OP_FUNCTORS_CUH_
 
 #include "kernels/kernel_request.h"
+#include "kernels/op_math.cuh"
 #include "kernels/row_common.cuh"
 
 namespace kt::kernels::internal {
@@ -83,12 +84,15 @@ struct MaskedScaleLoad {
 // `paired`: 16-bit conversions two elements at a time (Widen, Narrow).
 template <Op op, typename T, bool paired = false>
 auto MakeLoad(const KernelRequest& req) {
+  const RowOpArgs& a = req.args;
   if constexpr (op == Op::kScaledMaskedSoftmax) {
-    return MaskedScaleLoad<T>{static_cast<const T*>(req.x), req.cols,
-                              static_cast<const T*>(req.mask), req.mask_rows, req.scale,
-                              req.causal};
+    // mask_rows >= 1 always, so the kernels may take row % mask_rows.
+    return MaskedScaleLoad<T>{static_cast<const T*>(a.x), req.shape.cols,
+                              static_cast<const T*>(a.mask),
+                              a.params.mask_rows > 1 ? a.params.mask_rows : 1,
+                              static_cast<float>(a.params.scale), a.params.causal};
   } else {
-    return DirectLoad<T, paired>{static_cast<const T*>(req.x), req.cols};
+    return DirectLoad<T, paired>{static_cast<const T*>(a.x), req.shape.cols};
   }
 }
 
@@ -96,13 +100,21 @@ auto MakeLoad(const KernelRequest& req) {
 // optional weight (gamma, with beta null); the others store plainly.
 template <Op op, typename T, bool paired = false>
 auto MakeStore(const KernelRequest& req) {
+  const RowOpArgs& a = req.args;
   if constexpr (op == Op::kLayerNorm || op == Op::kRmsNorm) {
-    return AffineStore<T, paired>{static_cast<T*>(req.y), req.cols,
-                                  static_cast<const T*>(req.gamma),
-                                  static_cast<const T*>(req.beta)};
+    return AffineStore<T, paired>{static_cast<T*>(a.y), req.shape.cols,
+                                  static_cast<const T*>(a.gamma),
+                                  static_cast<const T*>(a.beta)};
   } else {
-    return DirectStore<T, paired>{static_cast<T*>(req.y), req.cols};
+    return DirectStore<T, paired>{static_cast<T*>(a.y), req.shape.cols};
   }
+}
+
+// The row ops' per-launch scalars, from the request.
+inline RowParams RowParamsOf(const KernelRequest& req) {
+  const RowOpArgs& a = req.args;
+  return RowParams{req.shape.rows, req.shape.cols, static_cast<float>(a.params.epsilon),
+                   a.mean, a.inv_std, a.row_scale};
 }
 
 }  // namespace kt::kernels::internal

@@ -69,11 +69,8 @@ void ReferenceRow(Op op, int64_t cols, const double* x, const double* gamma,
   }
 }
 
-absl::Status RunReference(Op op, DType dtype, Shape shape, const HostRowOpArgs& args,
+absl::Status RunReference(Op op, DType dtype, Shape shape, const RowOpArgs& args,
                           int64_t row_begin, int64_t row_end, DType y_dtype, int threads) {
-  if (args.x == nullptr || args.y == nullptr) {
-    return absl::InvalidArgumentError("x and y must not be null");
-  }
   if (shape.rows < 1 || shape.cols < 1 || shape.inner < 1) {
     return absl::InvalidArgumentError(absl::StrCat("shape (", shape.rows, ", ", shape.cols,
                                                    ", ", shape.inner,
@@ -87,12 +84,8 @@ absl::Status RunReference(Op op, DType dtype, Shape shape, const HostRowOpArgs& 
     return absl::InvalidArgumentError(absl::StrCat("row range [", row_begin, ", ", row_end,
                                                    ") is outside rows=", shape.rows));
   }
+  if (absl::Status s = ValidateOpArgs(op, dtype, shape, args); !s.ok()) return s;
   const bool masked = op == Op::kScaledMaskedSoftmax;
-  if (masked && (args.mask != nullptr || args.causal) &&
-      (args.mask_rows < 1 || shape.rows % args.mask_rows != 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "mask_rows=", args.mask_rows, " must be >= 1 and divide rows=", shape.rows));
-  }
   const int64_t cols = shape.cols;
   const int64_t inner = shape.inner;
   const auto load_vector = [&](const void* data) {
@@ -102,8 +95,8 @@ absl::Status RunReference(Op op, DType dtype, Shape shape, const HostRowOpArgs& 
     for (int64_t c = 0; c < cols; ++c) v[c] = LoadAsDouble(dtype, data, c);
     return v;
   };
-  const std::vector<double> gamma = load_vector(TakesGamma(op) ? args.gamma : nullptr);
-  const std::vector<double> beta = load_vector(TakesBeta(op) ? args.beta : nullptr);
+  const std::vector<double> gamma = load_vector(args.gamma);
+  const std::vector<double> beta = load_vector(args.beta);
   const double neg_inf = -std::numeric_limits<double>::infinity();
 
   // A "line" is what one reduction sees: a row, or for inner > 1 the cols
@@ -111,29 +104,26 @@ absl::Status RunReference(Op op, DType dtype, Shape shape, const HostRowOpArgs& 
   auto run_rows = [&](int64_t first, int64_t last) {
     std::vector<double> x(cols), y(cols);
     for (int64_t row = first; row < last; ++row) {
-      const int64_t query = masked && args.mask_rows > 0 ? row % args.mask_rows : 0;
+      const int64_t query = masked && args.params.mask_rows > 0 ? row % args.params.mask_rows : 0;
       for (int64_t i = 0; i < inner; ++i) {
         const int64_t base = row * cols * inner + i;
         for (int64_t c = 0; c < cols; ++c) x[c] = LoadAsDouble(dtype, args.x, base + c * inner);
         if (masked) {
           for (int64_t c = 0; c < cols; ++c) {
-            x[c] *= args.scale;
+            x[c] *= args.params.scale;
             if (args.mask != nullptr) x[c] += LoadAsDouble(dtype, args.mask, query * cols + c);
-            if (args.causal && c > query) x[c] = neg_inf;
+            if (args.params.causal && c > query) x[c] = neg_inf;
           }
         }
         double mean = 0, inv_std = 0, row_scale = 0;
         ReferenceRow(op, cols, x.data(), gamma.empty() ? nullptr : gamma.data(),
-                     beta.empty() ? nullptr : beta.data(), args.epsilon, y.data(), &mean,
+                     beta.empty() ? nullptr : beta.data(), args.params.epsilon, y.data(), &mean,
                      &inv_std, &row_scale);
         for (int64_t c = 0; c < cols; ++c) StoreFromDouble(y_dtype, args.y, base + c * inner, y[c]);
-        if (op == Op::kLayerNorm && args.mean != nullptr) args.mean[row] = static_cast<float>(mean);
-        if ((op == Op::kLayerNorm || op == Op::kRmsNorm) && args.inv_std != nullptr) {
-          args.inv_std[row] = static_cast<float>(inv_std);
-        }
-        if (op == Op::kReduceScale && args.row_scale != nullptr) {
-          args.row_scale[row] = static_cast<float>(row_scale);
-        }
+        // ValidateOpArgs let through only the per-row outputs the op has.
+        if (args.mean != nullptr) args.mean[row] = static_cast<float>(mean);
+        if (args.inv_std != nullptr) args.inv_std[row] = static_cast<float>(inv_std);
+        if (args.row_scale != nullptr) args.row_scale[row] = static_cast<float>(row_scale);
       }
     }
   };

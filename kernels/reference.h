@@ -29,7 +29,7 @@ void ReferenceRow(Op op, int64_t cols, const double* x, const double* gamma,
 // storage dtype for the CPU backend, float32 to keep reference precision for
 // checks. Uses up to `threads` threads (0 = hardware concurrency).
 absl::Status RunReference(Op op, DType dtype, Shape shape,
-                          const HostRowOpArgs& args, int64_t row_begin,
+                          const RowOpArgs& args, int64_t row_begin,
                           int64_t row_end, DType y_dtype, int threads = 0);
 
 }  // namespace kt::kernels

@@ -1,6 +1,7 @@
-// Device building blocks shared by the row kernels: storage types and packs,
-// load/store functors (I/O separated from compute, so fusions are new
-// functors, not new kernels), float math, and warp/block reductions.
+// Device building blocks shared by every kernel family: storage types and
+// packs, load/store functors (I/O separated from compute, so fusions are new
+// functors, not new kernels) and the block all-reduce. The per-op math is
+// in op_math.cuh.
 #ifndef KERNTUNE_KERNELS_ROW_COMMON_CUH_
 #define KERNTUNE_KERNELS_ROW_COMMON_CUH_
 
@@ -12,13 +13,11 @@
 #include <cstring>
 #include <type_traits>
 #include <utility>
-#include <cub/block/block_reduce.cuh>
 
+#include "kernels/op_math.cuh"
 #include "kernels/types.h"
 
 namespace kt::kernels::internal {
-
-constexpr int kWarpSize = 32;
 
 template <DType dtype>
 struct StorageOf;
@@ -55,26 +54,6 @@ __device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
 }
 
-// exp/log in the compute type. With 16-bit storage the hardware
-// approximations (a few float ulps) vanish in the output rounding and halve
-// the instruction count of the softmax kernels; float32 storage keeps the
-// accurate versions.
-template <bool fast>
-__device__ __forceinline__ float Exp(float x) {
-  if constexpr (fast) {
-    return __expf(x);
-  } else {
-    return expf(x);
-  }
-}
-template <bool fast>
-__device__ __forceinline__ float Log(float x) {
-  if constexpr (fast) {
-    return __logf(x);
-  } else {
-    return logf(x);
-  }
-}
 template <class Load>
 constexpr bool kFastMathFor = sizeof(typename Load::storage_type) < 4;
 
@@ -356,190 +335,6 @@ __device__ __forceinline__ void HideFromHoisting(Weights& weights) {
   }
 }
 
-// Shuffle all-reduce inside groups of `width` consecutive lanes. Every lane
-// of the warp must call it (the row loops keep warps converged for this).
-template <int width, typename T, typename Combine>
-__device__ __forceinline__ T GroupAllReduce(T value, Combine combine) {
-#pragma unroll
-  for (int mask = width / 2; mask > 0; mask /= 2) {
-    value = combine(value, __shfl_xor_sync(0xffffffffu, value, mask, width));
-  }
-  return value;
-}
-
-struct MaxOp {
-  __device__ __forceinline__ float operator()(float a, float b) const {
-    return fmaxf(a, b);
-  }
-};
-struct SumOp {
-  __device__ __forceinline__ float operator()(float a, float b) const {
-    return a + b;
-  }
-};
-
-// kRmsNorm and kReduceScale: one float statistic reduced over the row (the
-// sum of squares; the max |x|), then every element multiplied by a per-row
-// factor derived from it. Threads accumulate with Accumulate and combine with
-// Combine (GroupAllReduce / BlockAllReducer); a padding value of 0 leaves
-// either statistic unchanged, so kernels may accumulate masked lanes too.
-// Shared by every kernel family, so the math is written once.
-struct RowFactor {
-  float pre;     // ReduceScale: 2^64 for a subnormal max |x|, else 1
-  float factor;  // RMSNorm: 1 / rms; ReduceScale: 1 / max|x|, or 0
-};
-
-template <Op op>
-struct ScaleByStat;
-
-template <>
-struct ScaleByStat<Op::kRmsNorm> {
-  using Combine = SumOp;
-  __device__ __forceinline__ static float Accumulate(float sum_squares, float v) {
-    return fmaf(v, v, sum_squares);
-  }
-  __device__ __forceinline__ static RowFactor Factor(float sum_squares, int64_t cols,
-                                                     float epsilon) {
-    return {1.f, rsqrtf(sum_squares / static_cast<float>(cols) + epsilon)};
-  }
-  template <int N>
-  __device__ __forceinline__ static void Apply(float* v, RowFactor f) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) v[i] *= f.factor;
-  }
-  // What the op writes per row (to inv_std): 1 / rms.
-  __device__ __forceinline__ static float RowOutput(float, RowFactor f) { return f.factor; }
-};
-
-template <>
-struct ScaleByStat<Op::kReduceScale> {
-  using Combine = MaxOp;
-  // fmaxf skips a NaN |x| like the reference's fmax; the NaN itself stays
-  // NaN in y (NaN * factor).
-  __device__ __forceinline__ static float Accumulate(float abs_max, float v) {
-    return fmaxf(abs_max, fabsf(v));
-  }
-  // 1 / max|x| overflows to inf for a subnormal max (below 2^-126 it exceeds
-  // FLT_MAX), which would turn the row into inf and NaN: such rows are first
-  // scaled by 2^64 (exact, as every |x| <= max is tiny), so y = (x * pre) *
-  // factor stays within an ulp of x / max. An all-zero row gets factor 0
-  // (zeros out); an infinite max gives factor 0, y = x * 0 (NaN for the
-  // infinities), like the reference.
-  __device__ __forceinline__ static RowFactor Factor(float abs_max, int64_t, float) {
-    if (!(abs_max > 0.f)) return {1.f, 0.f};
-    constexpr float kPre = 18446744073709551616.f;  // 2^64
-    const float pre = abs_max < 1.17549435e-38f ? kPre : 1.f;  // FLT_MIN
-    return {pre, 1.f / (abs_max * pre)};
-  }
-  template <int N>
-  __device__ __forceinline__ static void Apply(float* v, RowFactor f) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) v[i] = (v[i] * f.pre) * f.factor;
-  }
-  // What the op writes per row (to row_scale): max |x|, so x = y * scale.
-  __device__ __forceinline__ static float RowOutput(float abs_max, RowFactor) { return abs_max; }
-};
-
-// Partial LayerNorm statistics (count, mean, sum of squared deviations),
-// merged with Chan et al.'s parallel form of Welford's update, which stays
-// accurate where sum-of-squares formulas cancel catastrophically.
-struct WelfordStats {
-  float mean;
-  float m2;
-  float count;
-};
-
-__device__ __forceinline__ WelfordStats WelfordMerge(const WelfordStats& a,
-                                                     const WelfordStats& b) {
-  const float count = a.count + b.count;
-  if (count == 0.f) return a;
-  const float b_share = __fdividef(b.count, count);
-  const float delta = b.mean - a.mean;
-  return {a.mean + delta * b_share, a.m2 + b.m2 + delta * delta * a.count * b_share,
-          count};
-}
-
-struct WelfordMergeOp {
-  __device__ __forceinline__ WelfordStats operator()(
-      const WelfordStats& a, const WelfordStats& b) const {
-    return WelfordMerge(a, b);
-  }
-};
-
-// Per-thread LayerNorm accumulation: sums of x - shift and (x - shift)^2,
-// with the shift the thread's first value, so a large common offset does not
-// eat the float mantissa (Chan, Golub & LeVeque's shifted-data method). Three
-// instructions an element instead of a Welford update's division; threads,
-// warps and blocks then merge their WelfordStats with WelfordMerge.
-struct ShiftedSums {
-  float shift = 0.f;
-  float sum = 0.f;
-  float sum_squares = 0.f;
-  int count = 0;
-
-  template <int N>
-  __device__ __forceinline__ void Add(const float* v) {
-    if (count == 0) shift = v[0];
-#pragma unroll
-    for (int i = 0; i < N; ++i) {
-      const float d = v[i] - shift;
-      sum += d;
-      sum_squares = fmaf(d, d, sum_squares);
-    }
-    count += N;
-  }
-
-  __device__ __forceinline__ WelfordStats Stats() const {
-    if (count == 0) return {0.f, 0.f, 0.f};
-    const float n = static_cast<float>(count);
-    const float mean_shifted = __fdividef(sum, n);
-    return {shift + mean_shifted, fmaxf(sum_squares - sum * mean_shifted, 0.f), n};
-  }
-};
-
-__device__ __forceinline__ WelfordStats ShuffleXor(const WelfordStats& s,
-                                                   int mask, int width) {
-  return {__shfl_xor_sync(0xffffffffu, s.mean, mask, width),
-          __shfl_xor_sync(0xffffffffu, s.m2, mask, width),
-          __shfl_xor_sync(0xffffffffu, s.count, mask, width)};
-}
-
-template <int width>
-__device__ __forceinline__ WelfordStats GroupAllReduceWelford(WelfordStats s) {
-#pragma unroll
-  for (int mask = width / 2; mask > 0; mask /= 2) {
-    s = WelfordMerge(s, ShuffleXor(s, mask, width));
-  }
-  return s;
-}
-
-// Online softmax state: running max and the sum of exp(x - max). Merging
-// rescales the smaller side. A state that has seen nothing but -inf has sum 0
-// and contributes nothing (an all -inf row ends as max -inf, sum 0, and its
-// outputs NaN, like the reference); a NaN seen anywhere stays in the sum.
-struct MaxSum {
-  float max;
-  float sum;
-};
-
-// sum * exp(max - new_max), with empty states (sum 0) kept at 0 even when
-// both maxima are -inf, where exp(-inf - -inf) would make a NaN.
-__device__ __forceinline__ float RescaledSum(const MaxSum& s, float new_max) {
-  return s.sum == 0.f ? 0.f : s.sum * expf(s.max - new_max);
-}
-
-__device__ __forceinline__ MaxSum MaxSumMerge(const MaxSum& a, const MaxSum& b) {
-  const float m = fmaxf(a.max, b.max);
-  return {m, RescaledSum(a, m) + RescaledSum(b, m)};
-}
-
-struct MaxSumMergeOp {
-  __device__ __forceinline__ MaxSum operator()(const MaxSum& a,
-                                               const MaxSum& b) const {
-    return MaxSumMerge(a, b);
-  }
-};
-
 // __shfl_xor_sync for any trivially copyable T, as 32-bit words.
 template <typename T>
 __device__ __forceinline__ T ShuffleXorWords(const T& value, int mask, int width) {
@@ -549,6 +344,20 @@ __device__ __forceinline__ T ShuffleXorWords(const T& value, int mask, int width
   memcpy(words, &value, sizeof(T));
 #pragma unroll
   for (int i = 0; i < kWords; ++i) words[i] = __shfl_xor_sync(0xffffffffu, words[i], mask, width);
+  T result;
+  memcpy(&result, words, sizeof(T));
+  return result;
+}
+
+// Lane `src`'s value of any trivially copyable T, for every lane of the warp.
+template <typename T>
+__device__ __forceinline__ T ShuffleFromWords(const T& value, int src) {
+  static_assert(sizeof(T) % 4 == 0, "shuffled as whole 32-bit words");
+  constexpr int kWords = sizeof(T) / 4;
+  unsigned words[kWords];
+  memcpy(words, &value, sizeof(T));
+#pragma unroll
+  for (int i = 0; i < kWords; ++i) words[i] = __shfl_sync(0xffffffffu, words[i], src);
   T result;
   memcpy(&result, words, sizeof(T));
   return result;
@@ -575,7 +384,6 @@ class BlockAllReducer {
   static constexpr int kWarps = block_size / 32;
   static_assert(block_size % 32 == 0 && (kWarps & (kWarps - 1)) == 0,
                 "a power-of-two number of whole warps");
-  using Reduce = cub::BlockReduce<T, block_size, cub::BLOCK_REDUCE_WARP_REDUCTIONS>;
   struct Storage {
     T warp[2][kWarps];
   };

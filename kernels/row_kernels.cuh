@@ -1,8 +1,7 @@
-// The three row-kernel implementations (warp / block + shared memory /
-// block uncached), each serving every op: softmax (plain, and scaled-masked
-// through its load functor), log-softmax, LayerNorm, and the "reduce one
-// statistic, then scale" ops RMSNorm and ReduceScale. The op is a template
-// parameter; I/O goes through Load/Store functors (row_common.cuh,
+// The row kernels with one row per thread group or per block (warp, block +
+// shared memory, block uncached, block registers), each serving every op
+// through its OpMath (op_math.cuh): the kernels only place a row's values
+// and combine threads. I/O goes through Load/Store functors (row_common.cuh,
 // op_functors.cuh), which each kernel binds to a row once (BindRow).
 #ifndef KERNTUNE_KERNELS_ROW_KERNELS_CUH_
 #define KERNTUNE_KERNELS_ROW_KERNELS_CUH_
@@ -10,66 +9,10 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/op_math.cuh"
 #include "kernels/row_common.cuh"
 
 namespace kt::kernels::internal {
-
-// Per-launch scalars shared by every implementation.
-struct RowParams {
-  int64_t rows;
-  int64_t cols;
-  float epsilon;    // LayerNorm, RMSNorm
-  float* mean;      // LayerNorm only, may be null: rows floats
-  float* inv_std;   // LayerNorm (RMSNorm: 1 / rms), may be null: rows floats
-  float* row_scale; // ReduceScale only, may be null: rows floats
-};
-
-// RMSNorm and ReduceScale (ScaleByStat in row_common.cuh).
-template <Op op>
-constexpr bool kScalesByStat = op == Op::kRmsNorm || op == Op::kReduceScale;
-
-// What the warp kernel puts in lanes past the row's end: a value that leaves
-// the op's reduction unchanged (-inf for the softmax max and sum; 0 for the
-// sums of squares and max |x|; LayerNorm skips them).
-template <Op op>
-constexpr float kMaskedFill = (op == Op::kLayerNorm || kScalesByStat<op>) ? 0.f : -INFINITY;
-
-// Writes the ScaleByStat op's per-row output, when the caller asked for it.
-template <Op op>
-__device__ __forceinline__ void StoreRowStat(const RowParams& p, int64_t row, float stat,
-                                             RowFactor factor) {
-  float* out = op == Op::kRmsNorm ? p.inv_std : p.row_scale;
-  if (out != nullptr) out[row] = ScaleByStat<op>::RowOutput(stat, factor);
-}
-
-// Turns a row's softmax statistics into outputs, in place in `v`. The
-// scaled-masked softmax is plain softmax on its (loaded) logits.
-template <Op op, bool fast, int N>
-__device__ __forceinline__ void FinishSoftmax(float* v, float row_max,
-                                              float row_sum) {
-  if constexpr (op != Op::kLogSoftmax) {
-    const float inv_sum = 1.f / row_sum;
-#pragma unroll
-    for (int i = 0; i < N; ++i) v[i] = Exp<fast>(v[i] - row_max) * inv_sum;
-  } else {
-    // (x - max) - log(sum), in that order: folding max + log(sum) into one
-    // shift loses log(sum) entirely when |max| is huge (1e30 + 0.69 == 1e30).
-    const float log_sum = Log<fast>(row_sum);
-#pragma unroll
-    for (int i = 0; i < N; ++i) v[i] = (v[i] - row_max) - log_sum;
-  }
-}
-
-template <int N>
-__device__ __forceinline__ void Normalize(float* v, float mean, float inv_std) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) v[i] = (v[i] - mean) * inv_std;
-}
-
-__device__ __forceinline__ float InvStd(const WelfordStats& s, float epsilon) {
-  const float variance = fmaxf(s.m2 / s.count, 0.f);
-  return rsqrtf(variance + epsilon);
-}
 
 // kWarp: a thread group of `tgw` lanes owns `rpa` rows at a time and keeps
 // them in registers: lane l holds packs l, l + tgw, ... of each row
@@ -86,18 +29,22 @@ template <Op op, class Load, class Store, int pack, int cpt, int tgw, int rpa, b
 __global__ void WarpRowKernel(Load load, Store store, RowParams p) {
   static_assert(cpt % pack == 0, "cols_per_thread must be a multiple of pack");
   static_assert(tgw <= kWarpSize && kWarpSize % tgw == 0, "bad group width");
+  using Math = OpMath<op, kFastMathFor<Load>>;
   constexpr int kPacks = cpt / pack;
   constexpr int kGroupsPerWarp = kWarpSize / tgw;
-  constexpr bool kFast = kFastMathFor<Load>;
   const int lane = threadIdx.x;
   const int group_in_warp = threadIdx.y % kGroupsPerWarp;
   const int64_t group = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
   const int64_t warp_first_row = (group - group_in_warp) * rpa;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.y * rpa;
+  const auto all_reduce = [](float value, auto combine) {
+    return GroupAllReduce<tgw>(value, combine);
+  };
 
   for (int64_t base = warp_first_row; exact || base < p.rows; base += step) {
     const int64_t first_row = base + group_in_warp * rpa;
     float buf[rpa][cpt];
+    // The lane's packs inside the row: a prefix of its kPacks.
     int valid_packs[rpa];
 #pragma unroll
     for (int r = 0; r < rpa; ++r) {
@@ -112,7 +59,7 @@ __global__ void WarpRowKernel(Load load, Store store, RowParams p) {
           valid_packs[r] = k + 1;
         } else {
 #pragma unroll
-          for (int i = 0; i < pack; ++i) buf[r][k * pack + i] = kMaskedFill<op>;
+          for (int i = 0; i < pack; ++i) buf[r][k * pack + i] = 0.f;
         }
       }
     }
@@ -120,41 +67,19 @@ __global__ void WarpRowKernel(Load load, Store store, RowParams p) {
 #pragma unroll
     for (int r = 0; r < rpa; ++r) {
       const int64_t row = first_row + r;
-      if constexpr (op == Op::kLayerNorm) {
-        // Valid packs are a prefix of the lane's packs.
-        ShiftedSums sums;
+      const auto fold = [&](const auto& pass, float acc) {
 #pragma unroll
         for (int k = 0; k < kPacks; ++k) {
-          if (k < valid_packs[r]) sums.Add<pack>(&buf[r][k * pack]);
+          if (exact || k < valid_packs[r]) {
+#pragma unroll
+            for (int i = 0; i < pack; ++i) acc = pass.Add(acc, buf[r][k * pack + i]);
+          }
         }
-        const WelfordStats stats = GroupAllReduceWelford<tgw>(sums.Stats());
-        const float inv_std = InvStd(stats, p.epsilon);
-        Normalize<cpt>(buf[r], stats.mean, inv_std);
-        if (lane == 0 && (exact || row < p.rows)) {
-          if (p.mean != nullptr) p.mean[row] = stats.mean;
-          if (p.inv_std != nullptr) p.inv_std[row] = inv_std;
-        }
-      } else if constexpr (kScalesByStat<op>) {
-        // Masked lanes hold 0, which changes neither statistic.
-        using Stat = ScaleByStat<op>;
-        float stat = 0.f;
-#pragma unroll
-        for (int i = 0; i < cpt; ++i) stat = Stat::Accumulate(stat, buf[r][i]);
-        stat = GroupAllReduce<tgw>(stat, typename Stat::Combine());
-        const RowFactor factor = Stat::Factor(stat, p.cols, p.epsilon);
-        Stat::template Apply<cpt>(buf[r], factor);
-        if (lane == 0 && (exact || row < p.rows)) StoreRowStat<op>(p, row, stat, factor);
-      } else {
-        float row_max = -INFINITY;
-#pragma unroll
-        for (int i = 0; i < cpt; ++i) row_max = fmaxf(row_max, buf[r][i]);
-        row_max = GroupAllReduce<tgw>(row_max, MaxOp());
-        float row_sum = 0.f;
-#pragma unroll
-        for (int i = 0; i < cpt; ++i) row_sum += Exp<kFast>(buf[r][i] - row_max);
-        row_sum = GroupAllReduce<tgw>(row_sum, SumOp());
-        FinishSoftmax<op, kFast, cpt>(buf[r], row_max, row_sum);
-      }
+        return acc;
+      };
+      const typename Math::Row stat = ResidentRow<Math>(fold, all_reduce, p);
+      stat.template Apply<cpt>(buf[r]);
+      if (lane == 0 && (exact || row < p.rows)) stat.WriteStats(p, row);
 #pragma unroll
       for (int k = 0; k < kPacks; ++k) {
         const int64_t col = (static_cast<int64_t>(k) * tgw + lane) * pack;
@@ -318,174 +243,92 @@ class BlockRowStore {
 // only its own packs as whole vectors, so consecutive lanes touch
 // consecutive 4..16-byte words: bank-conflict free without a transposed
 // layout, and no barrier is needed between one row's last pass and the
-// next row's first. Preconditions: cols % pack == 0, pointers aligned to the
-// pack, dynamic shared memory = cols * sizeof(cache_type).
+// next row's first. The row is resident, so its statistic is exact in two
+// passes (OpMath's First, folded while loading, then Second over the cache).
+// Preconditions: cols % pack == 0, pointers aligned to the pack, dynamic
+// shared memory = cols * sizeof(cache_type).
 template <Op op, class Load, class Store, int pack, int block_size>
 __global__ void __launch_bounds__(block_size)
     BlockSmemRowKernel(Load load, Store store, RowParams p) {
+  using Math = OpMath<op, kFastMathFor<Load>>;
+  using First = typename Math::First;
   using CacheT = typename Load::cache_type;
   using CachePack = Pack<CacheT, pack>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   CachePack* cache = reinterpret_cast<CachePack*>(smem_raw);
   const int64_t num_packs = p.cols / pack;
-  constexpr bool kFast = kFastMathFor<Load>;
 
   const auto read_cached = [&](float* v, int64_t k) {
     const CachePack c = cache[k];
 #pragma unroll
     for (int i = 0; i < pack; ++i) v[i] = ToFloat(c.elem[i]);
   };
+  // This thread's cached packs, folded by a pass of the op's statistic.
+  const auto fold = [&](const auto& pass, float acc) {
+    for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
+      float v[pack];
+      read_cached(v, k);
+#pragma unroll
+      for (int i = 0; i < pack; ++i) acc = pass.Add(acc, v[i]);
+    }
+    return acc;
+  };
   BlockRowStore<Store, pack, block_size, 1, false> out(store, num_packs);
   // Outside the row loop: the reducer alternates its slots across rows.
-  using Reducer = BlockAllReducer<
-      block_size, std::conditional_t<op == Op::kLayerNorm, WelfordStats, float>>;
+  using Reducer = BlockAllReducer<block_size, float>;
   __shared__ typename Reducer::Storage storage;
   Reducer reducer(storage);
+  const auto all_reduce = [&](float value, auto combine) { return reducer.Run(value, combine); };
 
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
-    const auto row_load = BindRow(load, row);
-    if constexpr (op == Op::kLayerNorm) {
-      ShiftedSums sums;
-      ForEachLoadedPack<pack, block_size>(row_load, num_packs, [&](float* v, int64_t k) {
-        CachePack c;
+    // Pass 1 caches the row and folds the statistic's first pass on the way.
+    float first = First::kIdentity;
+    ForEachLoadedPack<pack, block_size>(BindRow(load, row), num_packs, [&](float* v, int64_t k) {
+      CachePack c;
 #pragma unroll
-        for (int i = 0; i < pack; ++i) c.elem[i] = FromFloat<CacheT>(v[i]);
-        cache[k] = c;
-        sums.Add<pack>(v);
-      });
-      out.Prefetch();
-      const WelfordStats stats = reducer.Run(sums.Stats(), WelfordMergeOp());
-      const float inv_std = InvStd(stats, p.epsilon);
-      if (threadIdx.x == 0) {
-        if (p.mean != nullptr) p.mean[row] = stats.mean;
-        if (p.inv_std != nullptr) p.inv_std[row] = inv_std;
+      for (int i = 0; i < pack; ++i) {
+        c.elem[i] = FromFloat<CacheT>(v[i]);
+        first = First{}.Add(first, v[i]);
       }
-      out.StoreRow(row, read_cached, [&](float* v) { Normalize<pack>(v, stats.mean, inv_std); });
-    } else if constexpr (kScalesByStat<op>) {
-      using Stat = ScaleByStat<op>;
-      float stat = 0.f;
-      ForEachLoadedPack<pack, block_size>(row_load, num_packs, [&](float* v, int64_t k) {
-        CachePack c;
-#pragma unroll
-        for (int i = 0; i < pack; ++i) {
-          c.elem[i] = FromFloat<CacheT>(v[i]);
-          stat = Stat::Accumulate(stat, v[i]);
-        }
-        cache[k] = c;
-      });
-      out.Prefetch();
-      stat = reducer.Run(stat, typename Stat::Combine());
-      const RowFactor factor = Stat::Factor(stat, p.cols, p.epsilon);
-      if (threadIdx.x == 0) StoreRowStat<op>(p, row, stat, factor);
-      out.StoreRow(row, read_cached, [&](float* v) { Stat::template Apply<pack>(v, factor); });
-    } else {
-      float thread_max = -INFINITY;
-      ForEachLoadedPack<pack, block_size>(row_load, num_packs, [&](float* v, int64_t k) {
-        CachePack c;
-#pragma unroll
-        for (int i = 0; i < pack; ++i) {
-          c.elem[i] = FromFloat<CacheT>(v[i]);
-          thread_max = fmaxf(thread_max, v[i]);
-        }
-        cache[k] = c;
-      });
-      const float row_max = reducer.Run(thread_max, MaxOp());
-      float thread_sum = 0.f;
-      for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
-        const CachePack c = cache[k];
-#pragma unroll
-        for (int i = 0; i < pack; ++i) {
-          thread_sum += Exp<kFast>(ToFloat(c.elem[i]) - row_max);
-        }
-      }
-      const float row_sum = reducer.Run(thread_sum, SumOp());
-      for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
-        const CachePack c = cache[k];
-        float v[pack];
-#pragma unroll
-        for (int i = 0; i < pack; ++i) v[i] = ToFloat(c.elem[i]);
-        FinishSoftmax<op, kFast, pack>(v, row_max, row_sum);
-        store.template store<pack>(v, row, k * pack);
-      }
-    }
+      cache[k] = c;
+    });
+    out.Prefetch();
+    const typename Math::Row stat = ResidentRowFrom<Math>(first, fold, all_reduce, p);
+    if (threadIdx.x == 0) stat.WriteStats(p, row);
+    out.StoreRow(row, read_cached, [&](float* v) { stat.template Apply<pack>(v); });
   }
 }
 
-// kBlockUncached: one block per row, nothing cached, so any cols works.
-// Softmax keeps an online (max, sum-of-exp) per thread so the statistics
-// take one read of the row instead of OneFlow's two; LayerNorm merges
-// Welford statistics per pack; RMSNorm and ReduceScale reduce their one
-// statistic. The second read (to write outputs) often hits L2, since a
+// kBlockUncached: one block per row, nothing cached, so any cols works. The
+// statistic is streamed (OpMath's Accumulator: an online max and sum of
+// exp for softmax, one read of the row instead of OneFlow's two; Welford
+// partials for LayerNorm) and merged over the block. The second read (to write outputs) often hits L2, since a
 // resident block's row is recent; in place is safe because the block-wide
 // reduction's barrier separates every thread's first read from any write.
 // Preconditions as kBlockSmem, without the shared memory.
 template <Op op, class Load, class Store, int pack, int block_size>
 __global__ void __launch_bounds__(block_size)
     BlockUncachedRowKernel(Load load, Store store, RowParams p) {
+  using Math = OpMath<op, kFastMathFor<Load>>;
   const int64_t num_packs = p.cols / pack;
-  constexpr bool kFast = kFastMathFor<Load>;
   BlockRowStore<Store, pack, block_size, BlockLoadBatch(pack), true> out(store, num_packs);
   // Outside the row loop: the reducer alternates its slots across rows.
-  using Reducer = BlockAllReducer<
-      block_size, std::conditional_t<op == Op::kLayerNorm, WelfordStats,
-                                     std::conditional_t<kScalesByStat<op>, float, MaxSum>>>;
+  using Reducer = BlockAllReducer<block_size, typename Math::Partial>;
   __shared__ typename Reducer::Storage storage;
   Reducer reducer(storage);
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
     const auto row_load = BindRow(load, row);
+    typename Math::Accumulator accumulator;
+    ForEachLoadedPack<pack, block_size>(
+        row_load, num_packs, [&](float* v, int64_t) { accumulator.template Add<pack>(v); });
+    out.Prefetch();
+    const typename Math::Row stat =
+        Math::Finish(reducer.Run(accumulator.Get(), typename Math::MergeOp()), p);
+    if (threadIdx.x == 0) stat.WriteStats(p, row);
     // The second read of the row, for the last pass.
-    const auto reload = [&](float* v, int64_t k) { row_load.template load<pack>(v, k * pack); };
-    if constexpr (op == Op::kLayerNorm) {
-      ShiftedSums sums;
-      ForEachLoadedPack<pack, block_size>(row_load, num_packs,
-                                          [&](float* v, int64_t) { sums.Add<pack>(v); });
-      out.Prefetch();
-      const WelfordStats stats = reducer.Run(sums.Stats(), WelfordMergeOp());
-      const float inv_std = InvStd(stats, p.epsilon);
-      if (threadIdx.x == 0) {
-        if (p.mean != nullptr) p.mean[row] = stats.mean;
-        if (p.inv_std != nullptr) p.inv_std[row] = inv_std;
-      }
-      out.StoreRow(row, reload, [&](float* v) { Normalize<pack>(v, stats.mean, inv_std); });
-    } else if constexpr (kScalesByStat<op>) {
-      using Stat = ScaleByStat<op>;
-      float stat = 0.f;
-      ForEachLoadedPack<pack, block_size>(row_load, num_packs, [&](float* v, int64_t) {
-#pragma unroll
-        for (int i = 0; i < pack; ++i) stat = Stat::Accumulate(stat, v[i]);
-      });
-      out.Prefetch();
-      stat = reducer.Run(stat, typename Stat::Combine());
-      const RowFactor factor = Stat::Factor(stat, p.cols, p.epsilon);
-      if (threadIdx.x == 0) StoreRowStat<op>(p, row, stat, factor);
-      out.StoreRow(row, reload, [&](float* v) { Stat::template Apply<pack>(v, factor); });
-    } else {
-      MaxSum state{-INFINITY, 0.f};
-      ForEachLoadedPack<pack, block_size>(row_load, num_packs, [&](float* v, int64_t) {
-        float pack_max = -INFINITY;
-#pragma unroll
-        for (int i = 0; i < pack; ++i) pack_max = fmaxf(pack_max, v[i]);
-        const float new_max = fmaxf(state.max, pack_max);
-        if (new_max == -INFINITY) {
-          // Only -inf and NaN so far (fmaxf skips NaN): -inf adds nothing,
-          // but a NaN must still poison the row.
-#pragma unroll
-          for (int i = 0; i < pack; ++i) {
-            if (isnan(v[i])) state.sum = NAN;
-          }
-          return;
-        }
-        float pack_sum = 0.f;
-#pragma unroll
-        for (int i = 0; i < pack; ++i) pack_sum += Exp<kFast>(v[i] - new_max);
-        state = {new_max, RescaledSum(state, new_max) + pack_sum};
-      });
-      state = reducer.Run(state, MaxSumMergeOp());
-      ForEachLoadedPack<pack, block_size>(row_load, num_packs, [&](float* v, int64_t k) {
-        FinishSoftmax<op, kFast, pack>(v, state.max, state.sum);
-        store.template store<pack>(v, row, k * pack);
-      });
-    }
+    out.StoreRow(
+        row, [&](float* v, int64_t k) { row_load.template load<pack>(v, k * pack); },
+        [&](float* v) { stat.template Apply<pack>(v); });
   }
 }
 
@@ -495,14 +338,10 @@ __global__ void __launch_bounds__(block_size)
 // once, before the row loop. At few rows each block is alone on its SM and
 // the time is a chain of latencies: here a row costs one load round trip,
 // where kBlockSmem waits one per batch of packs plus its weights' after the
-// reduction, and kBlockUncached re-reads the row. With the row at hand,
-// LayerNorm takes the exact two-pass statistics (the mean, then the squared
-// deviations from it): two float reductions instead of one of Welford
-// states (three floats and a division per step) took the tuned 1 to 64
-// rows x 4096 from 3.19-3.51 to 2.87-3.25 us in float16 and from 3.10-3.72
-// to 2.63-3.30 us in float32 (two H100 runs,
-// bench/results/2026-11-22-h100-block-regs/). Preconditions: cols % pack
-// == 0, cols / pack <= kPacks * block_size, pointers aligned to the pack.
+// reduction, and kBlockUncached re-reads the row. The row is resident, so
+// its statistic is exact in two passes over the registers (OpMath).
+// Preconditions: cols % pack == 0, cols / pack <= kPacks * block_size,
+// pointers aligned to the pack.
 template <Op op, class Load, class Store, int pack, int block_size, int kPacks>
 __global__ void __launch_bounds__(block_size)
     BlockRegsRowKernel(Load load, Store store, RowParams p) {
@@ -515,7 +354,7 @@ __global__ void __launch_bounds__(block_size)
           : 0;
   const int64_t first_col = static_cast<int64_t>(threadIdx.x) * pack;
   constexpr int64_t kStride = static_cast<int64_t>(block_size) * pack;
-  constexpr bool kFast = kFastMathFor<Load>;
+  using Math = OpMath<op, kFastMathFor<Load>>;
   using Weights = WeightsOf<std::remove_cv_t<Store>>;
   float v[kPacks][pack];
   const auto load_row = [&](int64_t row) {
@@ -541,83 +380,29 @@ __global__ void __launch_bounds__(block_size)
   using Reducer = BlockAllReducer<block_size, float>;
   __shared__ typename Reducer::Storage storage;
   Reducer reducer(storage);
+  const auto all_reduce = [&](float value, auto combine) { return reducer.Run(value, combine); };
+  // This thread's packs of the row, folded by a pass of the op's statistic.
+  const auto fold = [&](const auto& pass, float acc) {
+#pragma unroll
+    for (int b = 0; b < kPacks; ++b) {
+#pragma unroll
+      for (int i = 0; i < pack; ++i) {
+        if (b < count) acc = pass.Add(acc, v[b][i]);
+      }
+    }
+    return acc;
+  };
 
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
     if (!kFirstRowBeforeWeights || row != blockIdx.x) load_row(row);
     // 16-bit weights widen in the loop, after the row's loads are issued
     // (float ones need no widening, and their code stays as it was).
     if constexpr (Weights::kLoads && Weights::kValueBytes < 4) HideFromHoisting(weights);
-    if constexpr (op == Op::kLayerNorm) {
-      const float n = static_cast<float>(p.cols);
-      float sum = 0.f;
+    const typename Math::Row stat = ResidentRow<Math>(fold, all_reduce, p);
+    if (threadIdx.x == 0) stat.WriteStats(p, row);
 #pragma unroll
-      for (int b = 0; b < kPacks; ++b) {
-#pragma unroll
-        for (int i = 0; i < pack; ++i) {
-          if (b < count) sum += v[b][i];
-        }
-      }
-      const float mean = reducer.Run(sum, SumOp()) / n;
-      float squares = 0.f;
-#pragma unroll
-      for (int b = 0; b < kPacks; ++b) {
-#pragma unroll
-        for (int i = 0; i < pack; ++i) {
-          if (b < count) {
-            const float d = v[b][i] - mean;
-            squares = fmaf(d, d, squares);
-          }
-        }
-      }
-      const float inv_std = rsqrtf(reducer.Run(squares, SumOp()) / n + p.epsilon);
-      if (threadIdx.x == 0) {
-        if (p.mean != nullptr) p.mean[row] = mean;
-        if (p.inv_std != nullptr) p.inv_std[row] = inv_std;
-      }
-#pragma unroll
-      for (int b = 0; b < kPacks; ++b) {
-        if (b < count) Normalize<pack>(v[b], mean, inv_std);
-      }
-    } else if constexpr (kScalesByStat<op>) {
-      using Stat = ScaleByStat<op>;
-      float stat = 0.f;
-#pragma unroll
-      for (int b = 0; b < kPacks; ++b) {
-#pragma unroll
-        for (int i = 0; i < pack; ++i) {
-          if (b < count) stat = Stat::Accumulate(stat, v[b][i]);
-        }
-      }
-      stat = reducer.Run(stat, typename Stat::Combine());
-      const RowFactor factor = Stat::Factor(stat, p.cols, p.epsilon);
-      if (threadIdx.x == 0) StoreRowStat<op>(p, row, stat, factor);
-#pragma unroll
-      for (int b = 0; b < kPacks; ++b) {
-        if (b < count) Stat::template Apply<pack>(v[b], factor);
-      }
-    } else {
-      float thread_max = -INFINITY;
-#pragma unroll
-      for (int b = 0; b < kPacks; ++b) {
-#pragma unroll
-        for (int i = 0; i < pack; ++i) {
-          if (b < count) thread_max = fmaxf(thread_max, v[b][i]);
-        }
-      }
-      const float row_max = reducer.Run(thread_max, MaxOp());
-      float thread_sum = 0.f;
-#pragma unroll
-      for (int b = 0; b < kPacks; ++b) {
-#pragma unroll
-        for (int i = 0; i < pack; ++i) {
-          if (b < count) thread_sum += Exp<kFast>(v[b][i] - row_max);
-        }
-      }
-      const float row_sum = reducer.Run(thread_sum, SumOp());
-#pragma unroll
-      for (int b = 0; b < kPacks; ++b) {
-        if (b < count) FinishSoftmax<op, kFast, pack>(v[b], row_max, row_sum);
-      }
+    for (int b = 0; b < kPacks; ++b) {
+      if (b < count) stat.template Apply<pack>(v[b]);
     }
     if constexpr (Weights::kLoads) {
       store.template StoreLoaded<kPacks, pack>(v, weights, row, first_col, kStride, count);

@@ -102,13 +102,8 @@ inline cudaError_t CachedSplitRowOccupancy(const KernelRequest& req, const void*
 // over req.config.split blocks.
 inline split_row::Params SplitParams(const KernelRequest& req, int64_t num_packs) {
   split_row::Params params;
-  params.rows = req.rows;
-  params.cols = req.cols;
+  static_cast<RowParams&>(params) = RowParamsOf(req);
   params.slicing = split_row::Slicing::Of(num_packs, req.config.split);
-  params.epsilon = req.epsilon;
-  params.mean = req.mean;
-  params.inv_std = req.inv_std;
-  params.row_scale = req.row_scale;
   return params;
 }
 
@@ -130,7 +125,7 @@ cudaError_t RunSplitRowClusters(const KernelRequest& req, KernelAction action,
   }
   if (active == 0) return cudaErrorInvalidConfiguration;
   // One cluster per row; rows beyond the grid limit loop in the kernel.
-  const int64_t clusters = std::min<int64_t>(req.rows, INT_MAX / split);
+  const int64_t clusters = std::min<int64_t>(req.shape.rows, INT_MAX / split);
   cudaLaunchAttribute attribute;
   const cudaLaunchConfig_t config = ClusterLaunchConfig(
       static_cast<unsigned>(clusters * split), block_size, smem, split, stream, attribute);
@@ -151,7 +146,7 @@ cudaError_t RunSplitRowGrid(const KernelRequest& req, KernelAction action, cudaS
   cudaError_t err = CachedActiveBlocks(req.device, reinterpret_cast<const void*>(kernel),
                                        block_size, smem, req.max_smem_per_block_optin, &active);
   if (err != cudaSuccess) return err;
-  const int64_t blocks = req.rows * req.config.split;
+  const int64_t blocks = req.shape.rows * req.config.split;
   const bool resident = blocks <= static_cast<int64_t>(active) * req.sm_count;
   if (action == KernelAction::kQueryOccupancy) {
     *active_blocks = resident ? active : 0;
@@ -169,7 +164,7 @@ cudaError_t RunSplitRowGrid(const KernelRequest& req, KernelAction action, cudaS
   config.attrs = &attribute;
   config.numAttrs = 1;
   split_row::GridSlots slots;
-  slots.y = req.y;
+  slots.y = req.args.y;
   slots.split = req.config.split;
   err = cudaLaunchKernelEx(&config, kernel, load, store, params, slots);
   return err == cudaSuccess ? cudaPeekAtLastError() : err;
@@ -200,7 +195,7 @@ cudaError_t RunSplitRowOp(const KernelRequest& req, KernelAction action, cudaStr
       // Must list exactly kBlockImplBlockSizes (launch_config.h).
       DispatchInt<128, 256, 512, 1024>(c.block_size, [&](auto block_c) {
         constexpr int kBlock = decltype(block_c)::value;
-        const int64_t num_packs = req.cols / kPack;
+        const int64_t num_packs = req.shape.cols / kPack;
         if (num_packs < c.split) return;  // a block without a slice: refused by the rules
         const size_t smem = static_cast<size_t>((num_packs + c.split - 1) / c.split) * kPack *
                             sizeof(typename Load::cache_type);
@@ -258,12 +253,12 @@ cudaError_t RunSplitTwoPassOp(const KernelRequest& req, KernelAction action, cud
           *active_blocks = std::min(partial_active, finish_active);
           return;
         }
-        const int64_t num_packs = req.cols / kPack;
+        const int64_t num_packs = req.shape.cols / kPack;
         // Refused before: too few packs by the rules, no workspace by Launch.
-        if (num_packs < c.split || req.workspace == nullptr) return;
+        if (num_packs < c.split || req.args.workspace == nullptr) return;
         const split_row::Params params = SplitParams(req, num_packs);
-        const split_row::TwoPassWorkspace workspace{req.workspace, c.split};
-        const auto blocks = static_cast<unsigned>(req.rows * c.split);
+        const split_row::TwoPassWorkspace workspace{req.args.workspace, c.split};
+        const auto blocks = static_cast<unsigned>(req.shape.rows * c.split);
         partial_kernel<<<blocks, kBlock, 0, stream>>>(load, params, workspace);
         result = cudaPeekAtLastError();
         if (result != cudaSuccess) return;

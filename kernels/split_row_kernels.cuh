@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "kernels/launch_config.h"  // the kSplitTwoPass limits
+#include "kernels/op_math.cuh"
 #include "kernels/row_common.cuh"
 
 namespace kt::kernels::internal {
@@ -48,259 +49,10 @@ __device__ __forceinline__ Slice SliceOf(const Slicing& s, int rank) {
   return {rank * s.base + (rank < s.extra ? rank : s.extra), s.base + (rank < s.extra ? 1 : 0)};
 }
 
-// Per-launch scalars.
-struct Params {
-  int64_t rows;
-  int64_t cols;
-  Slicing slicing;   // of cols / pack packs over the cluster
-  float epsilon;     // LayerNorm, RMSNorm
-  float* mean;       // LayerNorm, may be null: rows floats
-  float* inv_std;    // LayerNorm (1 / std), RMSNorm (1 / rms); may be null
-  float* row_scale;  // ReduceScale (max |x|), may be null
-};
-
-// Lane `src`'s value of a partial statistic, for every lane of the warp.
-__device__ __forceinline__ float ShuffleFrom(float v, int src) {
-  return __shfl_sync(0xffffffffu, v, src);
-}
-__device__ __forceinline__ MaxSum ShuffleFrom(const MaxSum& v, int src) {
-  return {ShuffleFrom(v.max, src), ShuffleFrom(v.sum, src)};
-}
-__device__ __forceinline__ WelfordStats ShuffleFrom(const WelfordStats& v, int src) {
-  return {ShuffleFrom(v.mean, src), ShuffleFrom(v.m2, src), ShuffleFrom(v.count, src)};
-}
-
-// Butterfly max and sum over the warp. Every lane ends with the same bits:
-// each step combines a pair of lanes into one value both compute (fmaxf and
-// float + commute exactly).
-__device__ __forceinline__ float WarpMax(float v) {
-#pragma unroll
-  for (int mask = kWarpSize / 2; mask > 0; mask /= 2) {
-    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, mask));
-  }
-  return v;
-}
-__device__ __forceinline__ float WarpSum(float v) {
-#pragma unroll
-  for (int mask = kWarpSize / 2; mask > 0; mask /= 2) v += __shfl_xor_sync(0xffffffffu, v, mask);
-  return v;
-}
-
-// Each op's statistic: a per-thread accumulator (Add, Get), the partial it
-// yields and how partials merge (Identity, Merge, MergeOp for CUB, and
-// WarpMerge: all 32 lanes' partials at once, bit-identical on every lane,
-// cheaper than a chain of Merges), and what
-// the merged statistic makes of each value (Finish -> Row::Apply) and of the
-// per-row outputs (Row::WriteStats).
-
-// Softmax, log-softmax, scaled-masked softmax: online (max, sum of exp), with
-// the row kernels' semantics: -inf adds nothing, an all -inf row ends as
-// (-inf, 0) and gives NaN outputs, a NaN anywhere poisons the sum.
-template <Op op, bool fast>
-struct SoftmaxStat {
-  using Partial = MaxSum;
-  using MergeOp = MaxSumMergeOp;
-  MaxSum state{-INFINITY, 0.f};
-
-  template <int N>
-  __device__ __forceinline__ void Add(const float* v) {
-    float pack_max = -INFINITY;
-#pragma unroll
-    for (int i = 0; i < N; ++i) pack_max = fmaxf(pack_max, v[i]);
-    const float new_max = fmaxf(state.max, pack_max);
-    if (new_max == -INFINITY) {
-      // Only -inf and NaN so far (fmaxf skips NaN): -inf adds nothing, but a
-      // NaN must still poison the row.
-#pragma unroll
-      for (int i = 0; i < N; ++i) {
-        if (isnan(v[i])) state.sum = NAN;
-      }
-      return;
-    }
-    float pack_sum = 0.f;
-#pragma unroll
-    for (int i = 0; i < N; ++i) pack_sum += Exp<fast>(v[i] - new_max);
-    // Rescaling only when the max moved saves an accurate expf per pack.
-    const float carried = new_max == state.max ? state.sum : RescaledSum(state, new_max);
-    state = {new_max, carried + pack_sum};
-  }
-  __device__ __forceinline__ Partial Get() const { return state; }
-  __device__ __forceinline__ static Partial Identity() { return {-INFINITY, 0.f}; }
-  __device__ __forceinline__ static Partial Merge(const Partial& a, const Partial& b) {
-    return MaxSumMerge(a, b);
-  }
-  // The 32 lanes' partials merged, the same on every lane (WarpMerge, for
-  // every statistic): the row max first, then each sum rescaled to it once
-  // (one expf per lane instead of two per pairwise merge) and summed.
-  // RescaledSum keeps empty partials at 0 and a NaN sum NaN, as Merge.
-  __device__ __forceinline__ static Partial WarpMerge(const Partial& mine) {
-    const float max = WarpMax(mine.max);
-    return {max, WarpSum(RescaledSum(mine, max))};
-  }
-
-  struct Row {
-    float max;
-    float factor;  // softmax: 1 / sum; log-softmax: log(sum)
-    template <int N>
-    __device__ __forceinline__ void Apply(float* v) const {
-      if constexpr (op == Op::kLogSoftmax) {
-        // (x - max) - log(sum), in that order: folding max + log(sum) into
-        // one shift loses log(sum) entirely when |max| is huge.
-#pragma unroll
-        for (int i = 0; i < N; ++i) v[i] = (v[i] - max) - factor;
-      } else {
-#pragma unroll
-        for (int i = 0; i < N; ++i) v[i] = Exp<fast>(v[i] - max) * factor;
-      }
-    }
-    __device__ __forceinline__ void WriteStats(const Params&, int64_t) const {}
-  };
-  __device__ __forceinline__ static Row Finish(const Partial& total, const Params&) {
-    if constexpr (op == Op::kLogSoftmax) {
-      return {total.max, Log<fast>(total.sum)};
-    } else {
-      // sum is in [1, cols] (or 0 / NaN, whose NaN outputs stay NaN): the
-      // fast division is exact enough and needs no slow-path call.
-      return {total.max, __fdividef(1.f, total.sum)};
-    }
-  }
-};
-
-// LayerNorm: shifted sums per thread, Welford statistics merged across
-// threads, blocks and the cluster (row_common.cuh explains why).
-struct LayerNormStat {
-  using Partial = WelfordStats;
-  using MergeOp = WelfordMergeOp;
-  ShiftedSums sums;
-
-  template <int N>
-  __device__ __forceinline__ void Add(const float* v) {
-    sums.Add<N>(v);
-  }
-  __device__ __forceinline__ Partial Get() const { return sums.Stats(); }
-  __device__ __forceinline__ static Partial Identity() { return {0.f, 0.f, 0.f}; }
-  __device__ __forceinline__ static Partial Merge(const Partial& a, const Partial& b) {
-    return WelfordMerge(a, b);
-  }
-  // Chan's parallel formula in three sums instead of 31 pairwise merges
-  // (each a division): the count, the mean from the sum of
-  // count * (mean_i - shift), then m2 = sum of (m2 + count * (mean_i -
-  // mean)^2). The shift (lane 0's mean) keeps a large common offset from
-  // eating the mantissa of the sum, as in ShiftedSums.
-  __device__ __forceinline__ static Partial WarpMerge(const Partial& mine) {
-    const float count = WarpSum(mine.count);
-    if (count == 0.f) return Identity();  // the same branch on every lane
-    const float shift = ShuffleFrom(mine.mean, 0);
-    const float shifted = mine.count == 0.f ? 0.f : mine.count * (mine.mean - shift);
-    const float mean = shift + __fdividef(WarpSum(shifted), count);
-    const float delta = mine.mean - mean;
-    const float m2 = mine.count == 0.f ? 0.f : fmaf(mine.count * delta, delta, mine.m2);
-    return {mean, WarpSum(m2), count};
-  }
-
-  struct Row {
-    float mean;
-    float inv_std;
-    template <int N>
-    __device__ __forceinline__ void Apply(float* v) const {
-#pragma unroll
-      for (int i = 0; i < N; ++i) v[i] = (v[i] - mean) * inv_std;
-    }
-    __device__ __forceinline__ void WriteStats(const Params& p, int64_t row) const {
-      if (p.mean != nullptr) p.mean[row] = mean;
-      if (p.inv_std != nullptr) p.inv_std[row] = inv_std;
-    }
-  };
-  __device__ __forceinline__ static Row Finish(const Partial& total, const Params& p) {
-    const float variance = fmaxf(__fdividef(total.m2, total.count), 0.f);
-    return {total.mean, rsqrtf(variance + p.epsilon)};
-  }
-};
-
-// RMSNorm: the sum of squares; y = x / sqrt(mean(x^2) + eps) (times gamma,
-// in the store functor).
-// RMSNorm's and ReduceScale's math is ScaleByStat's (row_common.cuh),
-// shared with the row kernels.
-struct RmsNormStat {
-  using Math = ScaleByStat<Op::kRmsNorm>;
-  using Partial = float;
-  using MergeOp = Math::Combine;
-  float sum_squares = 0.f;
-
-  template <int N>
-  __device__ __forceinline__ void Add(const float* v) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) sum_squares = Math::Accumulate(sum_squares, v[i]);
-  }
-  __device__ __forceinline__ Partial Get() const { return sum_squares; }
-  __device__ __forceinline__ static Partial Identity() { return 0.f; }
-  __device__ __forceinline__ static Partial Merge(Partial a, Partial b) { return a + b; }
-  __device__ __forceinline__ static Partial WarpMerge(Partial mine) { return WarpSum(mine); }
-
-  struct Row {
-    RowFactor factor;
-    template <int N>
-    __device__ __forceinline__ void Apply(float* v) const {
-      Math::Apply<N>(v, factor);
-    }
-    __device__ __forceinline__ void WriteStats(const Params& p, int64_t row) const {
-      if (p.inv_std != nullptr) p.inv_std[row] = Math::RowOutput(0.f, factor);
-    }
-  };
-  __device__ __forceinline__ static Row Finish(Partial total, const Params& p) {
-    return {Math::Factor(total, p.cols, p.epsilon)};
-  }
-};
-
-// ReduceScale: max |x| (fmaxf skips NaN, as the reference); y = x / max|x|,
-// an all-zero row giving zeros and scale 0.
-struct ReduceScaleStat {
-  using Partial = float;
-  using MergeOp = MaxOp;
-  float abs_max = 0.f;
-
-  template <int N>
-  __device__ __forceinline__ void Add(const float* v) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) abs_max = fmaxf(abs_max, fabsf(v[i]));
-  }
-  __device__ __forceinline__ Partial Get() const { return abs_max; }
-  __device__ __forceinline__ static Partial Identity() { return 0.f; }
-  __device__ __forceinline__ static Partial Merge(Partial a, Partial b) { return fmaxf(a, b); }
-  __device__ __forceinline__ static Partial WarpMerge(Partial mine) { return WarpMax(mine); }
-
-  // ScaleByStat's factor also rescales rows whose max |x| is subnormal.
-  struct Row {
-    RowFactor factor;
-    float abs_max;
-    template <int N>
-    __device__ __forceinline__ void Apply(float* v) const {
-      ScaleByStat<Op::kReduceScale>::Apply<N>(v, factor);
-    }
-    __device__ __forceinline__ void WriteStats(const Params& p, int64_t row) const {
-      if (p.row_scale != nullptr) p.row_scale[row] = abs_max;
-    }
-  };
-  __device__ __forceinline__ static Row Finish(Partial total, const Params&) {
-    return {ScaleByStat<Op::kReduceScale>::Factor(total, 0, 0.f), total};
-  }
-};
-
-template <Op op, bool fast>
-struct StatFor {
-  using type = SoftmaxStat<op, fast>;  // the softmax family
-};
-template <bool fast>
-struct StatFor<Op::kLayerNorm, fast> {
-  using type = LayerNormStat;
-};
-template <bool fast>
-struct StatFor<Op::kRmsNorm, fast> {
-  using type = RmsNormStat;
-};
-template <bool fast>
-struct StatFor<Op::kReduceScale, fast> {
-  using type = ReduceScaleStat;
+// Per-launch scalars: the row ops' own, and how cols / pack packs are
+// sliced over the blocks of a row.
+struct Params : RowParams {
+  Slicing slicing;
 };
 
 // Packs each thread keeps in flight in the loading pass. Few rows make this
@@ -314,20 +66,17 @@ constexpr int LoadBatch(int pack_bytes, int block_size) {
   return wanted < 2 ? 2 : (wanted > most ? most : wanted);
 }
 
-}  // namespace split_row
-
-namespace split_row {
-
 // Pass 1 over a block's slice of `row`: loads it through `load` (kBatch
 // packs in flight per thread), caches it in shared memory in
 // Load::cache_type and returns this thread's share of the statistic.
-template <class Stat, int pack, int block_size, class Load, class CachePack>
-__device__ __forceinline__ Stat LoadSlice(const Load& load, int64_t row, const Slice& slice,
-                                          CachePack* cache) {
+template <class Math, int pack, int block_size, class Load, class CachePack>
+__device__ __forceinline__ typename Math::Accumulator LoadSlice(const Load& load, int64_t row,
+                                                                const Slice& slice,
+                                                                CachePack* cache) {
   using CacheT = typename Load::cache_type;
   constexpr int kBatch =
       LoadBatch(pack * static_cast<int>(sizeof(typename Load::storage_type)), block_size);
-  Stat stat;
+  typename Math::Accumulator stat;
   for (int64_t base = threadIdx.x; base < slice.count;
        base += static_cast<int64_t>(kBatch) * block_size) {
     float v[kBatch][pack];
@@ -425,35 +174,35 @@ __device__ __forceinline__ Partial ReadSlot(const Unit* slot) {
 }
 
 // The row statistic from the `split` partials of a row, read by read(r):
-// lane l merges ranks l, l + 32, ... in order, then Stat::WarpMerge
+// lane l merges ranks l, l + 32, ... in order, then Math::WarpMerge
 // combines the lanes. Every block of the row runs the same operations on the
 // same partials, so all compute bit-identical statistics. Every lane of the
 // warp must call it.
-template <class Stat, class Read>
-__device__ __forceinline__ typename Stat::Partial MergeRowPartials(int split, const Read& read) {
-  using Partial = typename Stat::Partial;
+template <class Math, class Read>
+__device__ __forceinline__ typename Math::Partial MergeRowPartials(int split, const Read& read) {
+  using Partial = typename Math::Partial;
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
-  Partial mine = Stat::Identity();
+  Partial mine = Math::Identity();
   for (int r = lane; r < split; r += kWarpSize) {
     const Partial q = read(r);
-    mine = r == lane ? q : Stat::Merge(mine, q);
+    mine = r == lane ? q : Math::Merge(mine, q);
   }
-  return Stat::WarpMerge(mine);
+  return Math::WarpMerge(mine);
 }
 
 // The block's statistic from every thread's partial, on every thread:
 // WarpMerge in each warp, then over the warps' results (`warp_partials`
 // holds block_size / 32; reusing it needs a __syncthreads() first).
-template <class Stat, int block_size>
-__device__ __forceinline__ typename Stat::Partial BlockMerge(
-    const typename Stat::Partial& mine, typename Stat::Partial* warp_partials) {
+template <class Math, int block_size>
+__device__ __forceinline__ typename Math::Partial BlockMerge(
+    const typename Math::Partial& mine, typename Math::Partial* warp_partials) {
   constexpr int kWarps = block_size / kWarpSize;
   static_assert(kWarps <= kWarpSize, "one warp merges the warps' partials");
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
-  const typename Stat::Partial warp = Stat::WarpMerge(mine);
+  const typename Math::Partial warp = Math::WarpMerge(mine);
   if (lane == 0) warp_partials[threadIdx.x / kWarpSize] = warp;
   __syncthreads();
-  return Stat::WarpMerge(lane < kWarps ? warp_partials[lane] : Stat::Identity());
+  return Math::WarpMerge(lane < kWarps ? warp_partials[lane] : Math::Identity());
 }
 
 // kSplitTwoPass's scratch: the rows x split partials, row-major, each in a
@@ -510,7 +259,7 @@ __device__ __forceinline__ void LoadThreadPacks(const Load& load, const TwoPassB
 // packs t, t + block_size, ... of that slice. Pass 1 loads the slice through
 // `load` (LoadBatch packs in flight per thread), caches it in shared memory
 // in Load::cache_type and accumulates the op's statistic; the block reduces
-// it (CUB) to one partial, published in shared memory. After a cluster
+// it (BlockMerge) to one partial, published in shared memory. After a cluster
 // barrier every warp reads the `split` partials (lane r from rank r, through
 // distributed shared memory) and merges them in rank order, so every block
 // of the cluster computes bit-identical row statistics. Pass 2 turns the
@@ -531,14 +280,13 @@ __global__ void __launch_bounds__(block_size)
   __trap();  // clusters need sm_90; the host refuses older devices
 #else
   namespace cg = cooperative_groups;
-  using Stat = typename split_row::StatFor<op, kFastMathFor<Load>>::type;
-  using Partial = typename Stat::Partial;
-  using Reduce = typename BlockAllReducer<block_size, Partial>::Reduce;
+  using Math = OpMath<op, kFastMathFor<Load>>;
+  using Partial = typename Math::Partial;
   using CachePack = Pack<typename Load::cache_type, pack>;
   static_assert(block_size % kWarpSize == 0, "whole warps: every lane shuffles");
 
   extern __shared__ __align__(32) unsigned char split_row_smem[];
-  __shared__ typename Reduce::TempStorage reduce_storage;
+  __shared__ Partial warp_partials[block_size / kWarpSize];
   __shared__ Partial published;
   CachePack* cache = reinterpret_cast<CachePack*>(split_row_smem);
 
@@ -550,23 +298,25 @@ __global__ void __launch_bounds__(block_size)
   const int64_t clusters = gridDim.x / split;
 
   for (int64_t row = blockIdx.x / split; row < p.rows; row += clusters) {
-    const Stat stat = split_row::LoadSlice<Stat, pack, block_size>(load, row, slice, cache);
+    const auto stat = split_row::LoadSlice<Math, pack, block_size>(load, row, slice, cache);
+    // (The last row's cluster barrier let every thread past its reads of
+    // warp_partials.)
     const Partial block_partial =
-        Reduce(reduce_storage).Reduce(stat.Get(), typename Stat::MergeOp());
+        split_row::BlockMerge<Math, block_size>(stat.Get(), warp_partials);
     if (threadIdx.x == 0) published = block_partial;
     cluster.sync();  // every partial published (release / acquire)
 
-    Partial mine = Stat::Identity();
+    Partial mine = Math::Identity();
     if (lane < split) mine = *cluster.map_shared_rank(&published, lane);
-    Partial total = split_row::ShuffleFrom(mine, 0);
+    Partial total = ShuffleFromWords(mine, 0);
     for (int r = 1; r < split; ++r) {
-      total = Stat::Merge(total, split_row::ShuffleFrom(mine, r));
+      total = Math::Merge(total, ShuffleFromWords(mine, r));
     }
     // This block has read every partial; the matching wait comes after the
     // outputs, so the barrier's latency hides behind pass 2.
     cluster.barrier_arrive();
 
-    const typename Stat::Row finish = Stat::Finish(total, p);
+    const typename Math::Row finish = Math::Finish(total, p);
     if (rank == 0 && threadIdx.x == 0) finish.WriteStats(p, row);
     split_row::StoreSlice<pack, block_size>(store, finish, row, slice, cache, 0, slice.count);
     // Nobody reads a partial any more: `published` (and the block's shared
@@ -596,9 +346,8 @@ template <Op op, class Load, class Store, int pack, int block_size>
 __global__ void __launch_bounds__(block_size)
     SplitGridKernel(Load load, Store store, split_row::Params p, split_row::GridSlots slots) {
   namespace cg = cooperative_groups;
-  using Stat = typename split_row::StatFor<op, kFastMathFor<Load>>::type;
-  using Partial = typename Stat::Partial;
-  using Reduce = typename BlockAllReducer<block_size, Partial>::Reduce;
+  using Math = OpMath<op, kFastMathFor<Load>>;
+  using Partial = typename Math::Partial;
   using CachePack = Pack<typename Load::cache_type, pack>;
   using T = typename Load::storage_type;
   // The slot's unit: the width of one output element, so y's alignment suffices.
@@ -607,7 +356,7 @@ __global__ void __launch_bounds__(block_size)
   static_assert(block_size % kWarpSize == 0, "whole warps: every lane shuffles");
 
   extern __shared__ __align__(32) unsigned char split_row_smem[];
-  __shared__ typename Reduce::TempStorage reduce_storage;
+  __shared__ Partial warp_partials[block_size / kWarpSize];
   CachePack* cache = reinterpret_cast<CachePack*>(split_row_smem);
 
   const cg::grid_group grid = cg::this_grid();
@@ -623,19 +372,18 @@ __global__ void __launch_bounds__(block_size)
   constexpr int64_t kSlotPacks =
       (sizeof(Partial) + pack * sizeof(T) - 1) / (pack * sizeof(T));
 
-  const Stat stat = split_row::LoadSlice<Stat, pack, block_size>(load, row, slice, cache);
+  const auto stat = split_row::LoadSlice<Math, pack, block_size>(load, row, slice, cache);
   // The reduction's barriers also order every thread's loads of x before
   // the slot's store (y may be x).
-  const Partial block_partial =
-      Reduce(reduce_storage).Reduce(stat.Get(), typename Stat::MergeOp());
+  const Partial block_partial = split_row::BlockMerge<Math, block_size>(stat.Get(), warp_partials);
   if (threadIdx.x == 0) split_row::WriteSlot(slot_of(rank), block_partial);
   grid.sync();  // every slot written (release / acquire at GPU scope)
 
-  const Partial total = split_row::MergeRowPartials<Stat>(
+  const Partial total = split_row::MergeRowPartials<Math>(
       split, [&](int r) { return split_row::ReadSlot<Unit, Partial>(slot_of(r)); });
   cg::grid_group::arrival_token read_all = grid.barrier_arrive();
 
-  const typename Stat::Row finish = Stat::Finish(total, p);
+  const typename Math::Row finish = Math::Finish(total, p);
   if (rank == 0 && threadIdx.x == 0) finish.WriteStats(p, row);
   const int64_t slot_packs = kSlotPacks < slice.count ? kSlotPacks : slice.count;
   split_row::StoreSlice<pack, block_size>(store, finish, row, slice, cache, slot_packs,
@@ -654,8 +402,8 @@ __global__ void __launch_bounds__(block_size)
 template <Op op, class Load, int pack, int block_size>
 __global__ void __launch_bounds__(block_size)
     SplitPartialKernel(Load load, split_row::Params p, split_row::TwoPassWorkspace ws) {
-  using Stat = typename split_row::StatFor<op, kFastMathFor<Load>>::type;
-  using Partial = typename Stat::Partial;
+  using Math = OpMath<op, kFastMathFor<Load>>;
+  using Partial = typename Math::Partial;
   __shared__ Partial warp_partials[block_size / kWarpSize];
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // The finishing kernel may start now: its blocks load their slices while
@@ -666,12 +414,12 @@ __global__ void __launch_bounds__(block_size)
   const split_row::TwoPassBlock block = split_row::TwoPassBlockOf(p, ws.split);
   float v[kMaxTwoPassPacksPerThread][pack];
   split_row::LoadThreadPacks<pack, block_size>(load, block, v);
-  Stat stat;
+  typename Math::Accumulator stat;
 #pragma unroll
   for (int b = 0; b < kMaxTwoPassPacksPerThread; ++b) {
     if (split_row::HoldsPack<block_size>(block, b)) stat.template Add<pack>(v[b]);
   }
-  const Partial partial = split_row::BlockMerge<Stat, block_size>(stat.Get(), warp_partials);
+  const Partial partial = split_row::BlockMerge<Math, block_size>(stat.Get(), warp_partials);
   if (threadIdx.x == 0) {
     static_cast<split_row::TwoPassSlot<Partial>*>(ws.partials)[block.row * ws.split + block.rank]
         .partial = partial;
@@ -692,8 +440,8 @@ template <Op op, class Load, class Store, int pack, int block_size>
 __global__ void __launch_bounds__(block_size)
     SplitFinishKernel(Load load, Store store, split_row::Params p,
                       split_row::TwoPassWorkspace ws) {
-  using Stat = typename split_row::StatFor<op, kFastMathFor<Load>>::type;
-  using Partial = typename Stat::Partial;
+  using Math = OpMath<op, kFastMathFor<Load>>;
+  using Partial = typename Math::Partial;
   static_assert(block_size % kWarpSize == 0, "whole warps: every lane shuffles");
   constexpr int kPacks = kMaxTwoPassPacksPerThread;
   const split_row::TwoPassBlock block = split_row::TwoPassBlockOf(p, ws.split);
@@ -713,9 +461,9 @@ __global__ void __launch_bounds__(block_size)
 #endif
   const auto* slots =
       static_cast<const split_row::TwoPassSlot<Partial>*>(ws.partials) + row * ws.split;
-  const Partial total = split_row::MergeRowPartials<Stat>(
+  const Partial total = split_row::MergeRowPartials<Math>(
       ws.split, [&](int r) { return slots[r].partial; });
-  const typename Stat::Row finish = Stat::Finish(total, p);
+  const typename Math::Row finish = Math::Finish(total, p);
   if (block.rank == 0 && threadIdx.x == 0) finish.WriteStats(p, row);
 #pragma unroll
   for (int b = 0; b < kPacks; ++b) {

@@ -28,20 +28,6 @@ absl::string_view OpName(Op op) {
 
 bool SupportsInnerAxis(Op op) { return op == Op::kSoftmax || op == Op::kLogSoftmax; }
 
-int RowStatsCount(Op op) {
-  switch (op) {
-    case Op::kLayerNorm:
-      return 2;
-    case Op::kRmsNorm:
-    case Op::kReduceScale:
-      return 1;
-    default:
-      return 0;
-  }
-}
-
-bool TakesGamma(Op op) { return op == Op::kLayerNorm || op == Op::kRmsNorm; }
-bool TakesBeta(Op op) { return op == Op::kLayerNorm; }
 bool TakesEpsilon(Op op) { return op == Op::kLayerNorm || op == Op::kRmsNorm; }
 
 absl::string_view DTypeName(DType dtype) {
@@ -108,16 +94,5 @@ absl::StatusOr<std::vector<DType>> ParseDTypeList(absl::string_view names) {
 }
 
 size_t DTypeSize(DType dtype) { return dtype == DType::kFloat32 ? 4 : 2; }
-
-int64_t MinimumBytesMoved(Op op, DType dtype, Shape shape, bool has_gamma,
-                          bool has_beta, bool has_stats, int64_t mask_rows) {
-  const int64_t element = static_cast<int64_t>(DTypeSize(dtype));
-  int64_t bytes = 2 * shape.elements() * element;
-  if (has_gamma && TakesGamma(op)) bytes += shape.cols * element;
-  if (has_beta && TakesBeta(op)) bytes += shape.cols * element;
-  if (has_stats) bytes += RowStatsCount(op) * shape.rows * static_cast<int64_t>(sizeof(float));
-  if (op == Op::kScaledMaskedSoftmax) bytes += mask_rows * shape.cols * element;
-  return bytes;
-}
 
 }  // namespace kt::kernels

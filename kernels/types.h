@@ -50,15 +50,10 @@ struct Shape {
 inline constexpr Op kAllOps[] = {Op::kSoftmax,    Op::kLogSoftmax,  Op::kLayerNorm,
                                  Op::kRmsNorm,    Op::kReduceScale, Op::kScaledMaskedSoftmax};
 
-// Which ops accept which operands. Reduced along a middle axis (inner > 1):
-// softmax and log-softmax only.
+// Reduced along a middle axis (inner > 1): softmax and log-softmax only.
+// Which tensors each op takes is in op_args.h (TakesOperand).
 bool SupportsInnerAxis(Op op);
-// Per-row float outputs: LayerNorm mean + inv_std, RMSNorm inv_rms (in the
-// inv_std slot), ReduceScale the scale (in the row_scale slot).
-int RowStatsCount(Op op);
-// gamma/beta: LayerNorm both, RMSNorm gamma only (its weight).
-bool TakesGamma(Op op);
-bool TakesBeta(Op op);
+// LayerNorm and RMSNorm read OpParams::epsilon.
 bool TakesEpsilon(Op op);
 inline constexpr DType kAllDTypes[] = {DType::kFloat32, DType::kFloat16,
                                        DType::kBFloat16};
@@ -79,13 +74,6 @@ absl::StatusOr<std::vector<Op>> ParseOpList(absl::string_view names);
 absl::StatusOr<std::vector<DType>> ParseDTypeList(absl::string_view names);
 
 size_t DTypeSize(DType dtype);
-
-// Bytes an op must move at minimum: input read once, output written once,
-// plus the gamma/beta reads and per-row stats writes the op takes when
-// present, and a scaled-masked softmax's (mask_rows, cols) mask read once.
-// This is the numerator of every GB/s figure kerntune reports.
-int64_t MinimumBytesMoved(Op op, DType dtype, Shape shape, bool has_gamma,
-                          bool has_beta, bool has_stats, int64_t mask_rows = 0);
 
 }  // namespace kt::kernels
 

@@ -227,19 +227,19 @@ absl::StatusOr<HostProblem> MakeProblem(Op op, DType dtype, Shape full_shape, ui
   p.stored_rows = distinct_rows > 0 ? std::min(full_shape.rows, distinct_rows) : full_shape.rows;
   const bool masked = op == Op::kScaledMaskedSoftmax;
   if (masked) {
-    p.scale = attention.scale != 0 ? attention.scale
+    p.params.scale = attention.scale != 0 ? attention.scale
                                    : 1.0 / std::sqrt(static_cast<double>(full_shape.cols));
-    p.causal = attention.causal;
+    p.params.causal = attention.causal;
     if (attention.with_mask || attention.causal) {
-      p.mask_rows = attention.mask_rows > 0
+      p.params.mask_rows = attention.mask_rows > 0
                         ? attention.mask_rows
                         : DefaultQueryLength(full_shape.rows, full_shape.cols);
-      if (full_shape.rows % p.mask_rows != 0) {
+      if (full_shape.rows % p.params.mask_rows != 0) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "mask_rows=", p.mask_rows, " does not divide rows=", full_shape.rows));
+            "mask_rows=", p.params.mask_rows, " does not divide rows=", full_shape.rows));
       }
       // Whole (batch, head) blocks, so a repeated row keeps its query index.
-      p.stored_rows = (p.stored_rows + p.mask_rows - 1) / p.mask_rows * p.mask_rows;
+      p.stored_rows = (p.stored_rows + p.params.mask_rows - 1) / p.params.mask_rows * p.params.mask_rows;
     }
   }
   // Everything below works on the stored rows only.
@@ -266,13 +266,13 @@ absl::StatusOr<HostProblem> MakeProblem(Op op, DType dtype, Shape full_shape, ui
                      }
                    });
   }
-  HostRowOpArgs args;
-  if (with_affine && TakesGamma(op)) {
+  RowOpArgs args;
+  if (with_affine && TakesOperand(op, Operand::kGamma)) {
     p.gamma.resize(shape.cols * element);
     FillNormal(dtype, p.gamma.data(), 0, shape.cols, seed ^ 0x6a6d, 1.0, 0.5);
     args.gamma = p.gamma.data();
   }
-  if (with_affine && TakesBeta(op)) {
+  if (with_affine && TakesOperand(op, Operand::kBeta)) {
     p.beta.resize(shape.cols * element);
     FillNormal(dtype, p.beta.data(), 0, shape.cols, seed ^ 0x6265, 0.0, 0.5);
     args.beta = p.beta.data();
@@ -290,12 +290,12 @@ absl::StatusOr<HostProblem> MakeProblem(Op op, DType dtype, Shape full_shape, ui
     args.row_scale = p.row_scale_ref.data();
   }
   if (masked) {
-    args.scale = p.scale;
-    args.causal = p.causal;
-    args.mask_rows = p.mask_rows;
+    args.params.scale = p.params.scale;
+    args.params.causal = p.params.causal;
+    args.params.mask_rows = p.params.mask_rows;
     if (attention.with_mask) {
-      p.mask.resize(p.mask_rows * shape.cols * element);
-      FillMask(dtype, p.mask.data(), p.mask_rows, shape.cols, seed,
+      p.mask.resize(p.params.mask_rows * shape.cols * element);
+      FillMask(dtype, p.mask.data(), p.params.mask_rows, shape.cols, seed,
                pattern == InputPattern::kSpecialValues);
       args.mask = p.mask.data();
     }
@@ -303,7 +303,7 @@ absl::StatusOr<HostProblem> MakeProblem(Op op, DType dtype, Shape full_shape, ui
   p.y_ref.resize(n);
   args.x = p.x.data();
   args.y = p.y_ref.data();
-  args.epsilon = p.epsilon;
+  args.params.epsilon = p.params.epsilon;
   if (absl::Status s = RunReference(op, dtype, shape, args, 0, shape.rows, DType::kFloat32,
                                     threads);
       !s.ok()) {
@@ -323,11 +323,8 @@ RowOpArgs DeviceProblem::Args(bool with_stats) const {
     args.inv_std = static_cast<float*>(inv_std.data());
     args.row_scale = static_cast<float*>(row_scale.data());
   }
-  args.epsilon = epsilon;
-  args.scale = scale;
+  args.params = params;
   args.mask = mask.data();
-  args.mask_rows = mask_rows;
-  args.causal = causal;
   args.workspace = workspace.data();
   args.workspace_bytes = static_cast<int64_t>(workspace.bytes());
   return args;
@@ -365,10 +362,7 @@ absl::StatusOr<DeviceProblem> Upload(const HostProblem& problem, cudaStream_t st
   d.op = problem.op;
   d.dtype = problem.dtype;
   d.shape = problem.shape;
-  d.epsilon = problem.epsilon;
-  d.scale = problem.scale;
-  d.mask_rows = problem.mask_rows;
-  d.causal = problem.causal;
+  d.params = problem.params;
   const int64_t rows = problem.shape.rows;
   const int64_t stored = problem.stored_rows;
   const int64_t row_elements = problem.shape.cols * problem.shape.inner;

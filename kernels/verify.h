@@ -76,10 +76,8 @@ struct HostProblem {
   DType dtype = DType::kFloat32;
   Shape shape;
   int64_t stored_rows = 0;
-  double epsilon = 1e-5;
-  double scale = 1.0;      // scaled-masked softmax
-  int64_t mask_rows = 0;   // scaled-masked softmax (0 without mask and causal)
-  bool causal = false;
+  // The scaled-masked softmax's scale, query length and causal flag as drawn.
+  OpParams params;
   std::vector<uint8_t> x;
   std::vector<uint8_t> gamma;  // with_affine: LayerNorm, RMSNorm; else empty
   std::vector<uint8_t> beta;   // with_affine: LayerNorm
@@ -103,10 +101,7 @@ struct DeviceProblem {
   Op op = Op::kSoftmax;
   DType dtype = DType::kFloat32;
   Shape shape;
-  double epsilon = 1e-5;
-  double scale = 1.0;
-  int64_t mask_rows = 0;
-  bool causal = false;
+  OpParams params;
   DeviceBuffer x, y, gamma, beta, mask, mean, inv_std, row_scale;
   DeviceBuffer y_ref, mean_ref, inv_std_ref, row_scale_ref;
   // kMaxWorkspaceBytes of scratch for configs that need it: launches of one

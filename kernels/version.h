@@ -7,7 +7,7 @@
 
 namespace kt::kernels {
 
-inline constexpr char kKernelLibraryVersion[] = "0.1.0+k8";
+inline constexpr char kKernelLibraryVersion[] = "0.1.0+k9";
 
 }  // namespace kt::kernels
 

@@ -71,7 +71,7 @@ absl::StatusOr<RunResult> CpuBackend::Execute(const RunRequest& request) {
   std::vector<float>* inv_std = stats(request.inv_std, result.inv_std, inv_std_copy);
   std::vector<float>* row_scale = stats(request.row_scale, result.row_scale, row_scale_copy);
 
-  kernels::HostRowOpArgs args;
+  kernels::RowOpArgs args;
   args.x = *x;
   args.y = y.data();
   args.gamma = *gamma;
@@ -79,12 +79,12 @@ absl::StatusOr<RunResult> CpuBackend::Execute(const RunRequest& request) {
   args.mean = mean != nullptr ? mean->data() : nullptr;
   args.inv_std = inv_std != nullptr ? inv_std->data() : nullptr;
   args.row_scale = row_scale != nullptr ? row_scale->data() : nullptr;
-  if (kernels::TakesEpsilon(request.op)) args.epsilon = request.epsilon;
+  if (kernels::TakesEpsilon(request.op)) args.params.epsilon = request.epsilon;
   if (request.op == kernels::Op::kScaledMaskedSoftmax) {
-    args.scale = request.scale;
+    args.params.scale = request.scale;
     args.mask = *mask;
-    args.mask_rows = request.mask_rows;
-    args.causal = request.causal;
+    args.params.mask_rows = request.mask_rows;
+    args.params.causal = request.causal;
   }
   const auto start = std::chrono::steady_clock::now();
   if (absl::Status s = kernels::RunReference(request.op, request.dtype, request.shape, args, 0,

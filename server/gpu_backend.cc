@@ -501,11 +501,11 @@ absl::StatusOr<RunResult> GpuBackend::ExecuteOn(Lane& lane, const RunRequest& re
     return pointer.status();
   }
   args.row_scale = static_cast<float*>(*pointer);
-  if (kernels::TakesEpsilon(request.op)) args.epsilon = request.epsilon;
+  if (kernels::TakesEpsilon(request.op)) args.params.epsilon = request.epsilon;
   if (request.op == kernels::Op::kScaledMaskedSoftmax) {
-    args.scale = request.scale;
-    args.mask_rows = request.mask_rows;
-    args.causal = request.causal;
+    args.params.scale = request.scale;
+    args.params.mask_rows = request.mask_rows;
+    args.params.causal = request.causal;
   }
   args.workspace = lane.workspace;
   args.workspace_bytes = kernels::kMaxWorkspaceBytes;

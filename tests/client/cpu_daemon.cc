@@ -79,15 +79,16 @@ Expected Reference(const RunArgs& args, const std::string& x, const std::string*
   want.y.assign(x.size(), '\0');
   want.mean.resize(args.rows);
   want.inv_std.resize(args.rows);
-  kernels::HostRowOpArgs host;
+  kernels::RowOpArgs host;
   host.x = x.data();
   host.y = want.y.data();
   host.gamma = gamma != nullptr ? gamma->data() : nullptr;
   host.beta = beta != nullptr ? beta->data() : nullptr;
-  host.mean = want.mean.data();
-  host.inv_std = want.inv_std.data();
-  host.epsilon = args.epsilon;
-  const absl::Status s = kernels::RunReference(ToKernels(args.op), ToKernels(args.dtype),
+  const kernels::Op op = ToKernels(args.op);
+  if (kernels::TakesOperand(op, kernels::Operand::kMean)) host.mean = want.mean.data();
+  if (kernels::TakesOperand(op, kernels::Operand::kInvStd)) host.inv_std = want.inv_std.data();
+  host.params.epsilon = args.epsilon;
+  const absl::Status s = kernels::RunReference(op, ToKernels(args.dtype),
                                                {args.rows, args.cols}, host, 0, args.rows,
                                                ToKernels(args.dtype), 1);
   EXPECT_TRUE(s.ok()) << s;

@@ -264,12 +264,12 @@ class WrongDaemon final : public pb::KernTune::Service {
       case Lie::kNoStats: {
         // The right output, but no mean / inv_std.
         std::string y(n * size, '\0');
-        kernels::HostRowOpArgs args;
+        kernels::RowOpArgs args;
         args.x = request->input().inline_data().data();
         args.y = y.data();
         args.gamma = request->layer_norm().gamma().inline_data().data();
         args.beta = request->layer_norm().beta().inline_data().data();
-        args.epsilon = request->layer_norm().epsilon();
+        args.params.epsilon = request->layer_norm().epsilon();
         const kernels::DType dtype = size == 4 ? kernels::DType::kFloat32 : kernels::DType::kFloat16;
         EXPECT_TRUE(kernels::RunReference(kernels::Op::kLayerNorm, dtype,
                                           {request->shape().rows(), request->shape().cols()},

@@ -15,6 +15,7 @@
 #include "tuner/backend.h"
 #include "kernels/device_info.h"
 #include "kernels/launch_config.h"
+#include "kernels/op_args.h"
 #include "kernels/types.h"
 #include "kernels/version.h"
 

@@ -170,7 +170,8 @@ class Peer {
     attention.causal = shape.rows % 2 == 1;
     absl::StatusOr<kt::kernels::HostProblem> p = kt::kernels::MakeProblem(
         op, dtype, shape, seed, kt::kernels::InputPattern::kNormal,
-        /*with_affine=*/kt::kernels::TakesGamma(op), /*threads=*/0, /*distinct_rows=*/0,
+        /*with_affine=*/kt::kernels::TakesOperand(op, kt::kernels::Operand::kGamma),
+        /*threads=*/0, /*distinct_rows=*/0,
         attention);
     if (!p.ok()) return Fail(absl::StrCat(what, ": ", p.status().ToString()));
     const bool events = mode == Mode::kRegisteredEvents || mode == Mode::kOneOffEvents;
@@ -189,7 +190,7 @@ class Peer {
     args.dtype = kt::client::DTypeToProto(dtype);
     args.rows = shape.rows;
     args.cols = shape.cols;
-    args.epsilon = p->epsilon;
+    args.epsilon = p->params.epsilon;
     auto in = [&](int64_t offset) {
       return one_off ? kt::client::IpcTensor(memory.handle(), kDevice, offset)
                      : buffer_.Tensor(offset);
@@ -206,9 +207,9 @@ class Peer {
     if (!p->inv_std_ref.empty()) args.inv_std = out(kInvStd);  // LayerNorm; RMSNorm's 1/rms
     if (!p->row_scale_ref.empty()) args.row_scale = out(kRowScale);
     if (op == kt::kernels::Op::kScaledMaskedSoftmax) {
-      args.scale = p->scale;
-      args.mask_rows = p->mask_rows;
-      args.causal = p->causal;
+      args.scale = p->params.scale;
+      args.mask_rows = p->params.mask_rows;
+      args.causal = p->params.causal;
       if (!p->mask.empty()) args.mask = in(kMask);
     }
     if (events) {

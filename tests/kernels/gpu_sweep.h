@@ -46,7 +46,7 @@ inline uint64_t FreshSeed() {
 // (x, gamma, mask) into it: the stored rows only, as MakeProblem does.
 inline absl::Status RecomputeReference(HostProblem& p) {
   const Shape stored{p.stored_rows, p.shape.cols, p.shape.inner};
-  HostRowOpArgs args;
+  RowOpArgs args;
   args.x = p.x.data();
   args.y = p.y_ref.data();
   args.gamma = p.gamma.empty() ? nullptr : p.gamma.data();
@@ -54,11 +54,8 @@ inline absl::Status RecomputeReference(HostProblem& p) {
   args.mean = p.mean_ref.empty() ? nullptr : p.mean_ref.data();
   args.inv_std = p.inv_std_ref.empty() ? nullptr : p.inv_std_ref.data();
   args.row_scale = p.row_scale_ref.empty() ? nullptr : p.row_scale_ref.data();
-  args.epsilon = p.epsilon;
-  args.scale = p.scale;
+  args.params = p.params;
   args.mask = p.mask.empty() ? nullptr : p.mask.data();
-  args.mask_rows = p.mask_rows;
-  args.causal = p.causal;
   return RunReference(p.op, p.dtype, stored, args, 0, stored.rows, DType::kFloat32);
 }
 

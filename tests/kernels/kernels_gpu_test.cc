@@ -189,7 +189,7 @@ TEST_P(KernelGpuTest, MisalignedPointersFallBackToNarrowerPacks) {
 // The norms (LayerNorm, RMSNorm) without gamma/beta and without their
 // per-row outputs.
 TEST_P(KernelGpuTest, NormsWithoutAffineOrStats) {
-  if (!TakesGamma(op())) GTEST_SKIP() << "LayerNorm and RMSNorm only";
+  if (!TakesOperand(op(), Operand::kGamma)) GTEST_SKIP() << "LayerNorm and RMSNorm only";
   const int64_t limit = SharedMemoryLimitCols();
   for (int64_t cols : {int64_t{33}, int64_t{1024}, int64_t{4096}, limit + 1}) {
     absl::StatusOr<HostProblem> host = MakeProblem(op(), dtype(), {19, cols}, FreshSeed(),

@@ -931,10 +931,10 @@ TEST_F(LaunchArgsTest, RmsNormTakesAWeightAndInvRmsOnly) {
   ExpectArgError(Op::kRmsNorm, bad, "row_scale");
   bad = args;
   bad.mask = mask_;
-  bad.mask_rows = 8;
+  bad.params.mask_rows = 8;
   ExpectArgError(Op::kRmsNorm, bad, "mask");
   bad = args;
-  bad.epsilon = 0;
+  bad.params.epsilon = 0;
   ExpectArgError(Op::kRmsNorm, bad, "epsilon=0");
 }
 
@@ -960,11 +960,11 @@ TEST_F(LaunchArgsTest, OnlyTheMaskedSoftmaxTakesAMask) {
   for (Op op : {Op::kSoftmax, Op::kLogSoftmax, Op::kLayerNorm, Op::kReduceScale}) {
     RowOpArgs args = Args();
     args.mask = mask_;
-    args.mask_rows = 8;
+    args.params.mask_rows = 8;
     ExpectArgError(op, args, "takes no mask");
     args = Args();
-    args.causal = true;
-    args.mask_rows = 8;
+    args.params.causal = true;
+    args.params.mask_rows = 8;
     ExpectArgError(op, args, "takes no mask");
   }
 }
@@ -974,28 +974,28 @@ TEST_F(LaunchArgsTest, MaskedSoftmaxChecksTheQueryLengthAndScale) {
   ExpectAccepted(op, Args());  // neither mask nor causal: mask_rows unused
   RowOpArgs args = Args();
   args.mask = mask_;
-  args.mask_rows = 4;
-  args.scale = 0.125;
+  args.params.mask_rows = 4;
+  args.params.scale = 0.125;
   ExpectAccepted(op, args);
-  args.causal = true;
+  args.params.causal = true;
   ExpectAccepted(op, args);
-  args.mask_rows = 1;
+  args.params.mask_rows = 1;
   ExpectAccepted(op, args);
-  args.mask_rows = 8;
+  args.params.mask_rows = 8;
   ExpectAccepted(op, args);
-  args.mask_rows = 3;  // does not divide rows = 8
+  args.params.mask_rows = 3;  // does not divide rows = 8
   ExpectArgError(op, args, "mask_rows=3");
-  args.mask_rows = 0;
+  args.params.mask_rows = 0;
   ExpectArgError(op, args, "mask_rows=0");
   RowOpArgs causal_only = Args();
-  causal_only.causal = true;
+  causal_only.params.causal = true;
   ExpectArgError(op, causal_only, "mask_rows=0");  // causal needs the query length
-  causal_only.mask_rows = 16;
+  causal_only.params.mask_rows = 16;
   ExpectArgError(op, causal_only, "mask_rows=16");
-  causal_only.mask_rows = 2;
+  causal_only.params.mask_rows = 2;
   ExpectAccepted(op, causal_only);
   RowOpArgs bad = Args();
-  bad.scale = std::numeric_limits<double>::infinity();
+  bad.params.scale = std::numeric_limits<double>::infinity();
   ExpectArgError(op, bad, "scale=");
   bad = Args();
   bad.gamma = weight_;
@@ -1003,7 +1003,7 @@ TEST_F(LaunchArgsTest, MaskedSoftmaxChecksTheQueryLengthAndScale) {
   // A mask off the element grid is refused like any other operand.
   bad = Args();
   bad.mask = reinterpret_cast<const uint8_t*>(mask_) + 1;
-  bad.mask_rows = 8;
+  bad.params.mask_rows = 8;
   ExpectArgError(op, bad, "not aligned");
 }
 

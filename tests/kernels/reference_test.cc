@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -167,13 +168,13 @@ MaskedRun RunMasked(const std::vector<float>& x, int64_t rows, int64_t cols, dou
                     const std::vector<float>* mask, int64_t mask_rows, bool causal) {
   MaskedRun run;
   run.y.assign(rows * cols, -1.f);
-  HostRowOpArgs args;
+  RowOpArgs args;
   args.x = x.data();
   args.y = run.y.data();
-  args.scale = scale;
+  args.params.scale = scale;
   args.mask = mask != nullptr ? mask->data() : nullptr;
-  args.mask_rows = mask_rows;
-  args.causal = causal;
+  args.params.mask_rows = mask_rows;
+  args.params.causal = causal;
   run.status = RunReference(Op::kScaledMaskedSoftmax, DType::kFloat32, {rows, cols}, args, 0,
                             rows, DType::kFloat32);
   return run;
@@ -254,12 +255,15 @@ TEST(ReferenceTest, StorageWrapperMatchesRowFunctionOnEveryThreadCount) {
     for (int threads : {1, 3, 8}) {
       std::vector<float> y(shape.elements());
       std::vector<float> mean(shape.rows), inv_std(shape.rows), row_scale(shape.rows);
-      HostRowOpArgs args;
+      RowOpArgs args;
       args.x = x.data();
       args.y = y.data();
-      args.mean = mean.data();
-      args.inv_std = inv_std.data();
-      args.row_scale = row_scale.data();
+      // The per-row outputs the op has.
+      for (auto [operand, values] : {std::pair(Operand::kMean, &mean),
+                                     std::pair(Operand::kInvStd, &inv_std),
+                                     std::pair(Operand::kRowScale, &row_scale)}) {
+        if (TakesOperand(op, operand)) args.set_operand(operand, values->data());
+      }
       ASSERT_TRUE(RunReference(op, DType::kFloat16, shape, args, 0, shape.rows,
                                DType::kFloat32, threads)
                       .ok());
@@ -291,7 +295,7 @@ TEST(ReferenceTest, StorageWrapperMatchesRowFunctionOnEveryThreadCount) {
 
 TEST(ReferenceTest, StorageWrapperRejectsBadArguments) {
   std::vector<float> x(4), y(4);
-  HostRowOpArgs args;
+  RowOpArgs args;
   args.x = x.data();
   args.y = y.data();
   EXPECT_EQ(RunReference(Op::kSoftmax, DType::kFloat32, {2, 2}, args, 0, 3, DType::kFloat32)

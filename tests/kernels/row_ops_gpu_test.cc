@@ -168,7 +168,7 @@ TEST_P(RowOpsGpuTest, ScaledMaskedSoftmaxEveryMaskingMode) {
         MakeProblem(Op::kScaledMaskedSoftmax, dtype(), {c.rows, c.cols}, FreshSeed(),
                     InputPattern::kNormal, false, 0, 0, options);
     ASSERT_TRUE(host.ok()) << Describe(c) << ": " << host.status();
-    ASSERT_EQ(host->mask_rows, c.mask_rows) << Describe(c);
+    ASSERT_EQ(host->params.mask_rows, c.mask_rows) << Describe(c);
     ASSERT_EQ(host->mask.empty(), !c.with_mask);
     SweepAllConfigs(*host, /*with_stats=*/false, Describe(c));
   }

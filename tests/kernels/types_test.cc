@@ -1,4 +1,5 @@
 // Names and parsing of the shared vocabulary.
+#include "kernels/op_args.h"
 #include "kernels/types.h"
 
 #include <iterator>
@@ -50,9 +51,11 @@ TEST(TypesTest, OperandsEachOpTakes) {
   ASSERT_EQ(std::size(table), std::size(kAllOps));
   for (const Row& row : table) {
     SCOPED_TRACE(OpName(row.op));
-    EXPECT_EQ(RowStatsCount(row.op), row.stats);
-    EXPECT_EQ(TakesGamma(row.op), row.gamma);
-    EXPECT_EQ(TakesBeta(row.op), row.beta);
+    int stats = 0;
+    for (Operand operand : kAllOperands) stats += IsRowStat(operand) && TakesOperand(row.op, operand);
+    EXPECT_EQ(stats, row.stats);
+    EXPECT_EQ(TakesOperand(row.op, Operand::kGamma), row.gamma);
+    EXPECT_EQ(TakesOperand(row.op, Operand::kBeta), row.beta);
     EXPECT_EQ(TakesEpsilon(row.op), row.epsilon);
     EXPECT_EQ(SupportsInnerAxis(row.op), row.inner);
   }

@@ -118,7 +118,7 @@ pb::RunRequest SoftmaxOnBuffers(const std::string& in, int64_t in_offset, const 
 // the reference.
 void ExpectSoftmax(const float* x, const float* y, int64_t rows, int64_t cols) {
   std::vector<float> want(static_cast<size_t>(rows * cols));
-  kernels::HostRowOpArgs args;
+  kernels::RowOpArgs args;
   args.x = x;
   args.y = want.data();
   ASSERT_TRUE(kernels::RunReference(kernels::Op::kSoftmax, kernels::DType::kFloat32,
@@ -218,14 +218,14 @@ TEST_F(KerntunedBuffersTest, LayerNormReadsAffineAndWritesStatisticsInSharedMemo
   ASSERT_TRUE(status.ok()) << status.error_message();
 
   std::vector<float> want_y(kRows * kCols), want_mean(kRows), want_inv_std(kRows);
-  kernels::HostRowOpArgs args;
+  kernels::RowOpArgs args;
   args.x = x;
   args.y = want_y.data();
   args.gamma = gamma;
   args.beta = beta;
   args.mean = want_mean.data();
   args.inv_std = want_inv_std.data();
-  args.epsilon = 1e-5;
+  args.params.epsilon = 1e-5;
   ASSERT_TRUE(kernels::RunReference(kernels::Op::kLayerNorm, kernels::DType::kFloat32,
                                     {kRows, kCols}, args, 0, kRows, kernels::DType::kFloat32, 1)
                   .ok());

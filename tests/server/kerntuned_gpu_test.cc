@@ -192,7 +192,7 @@ TEST_F(KerntunedGpuTest, RunsEveryOpAndDtypeWithinTolerance) {
         // The reference's operands, filled beside the request's.
         std::vector<float> want(shape.elements()), mean(shape.rows), inv_std(shape.rows),
             row_scale(shape.rows);
-        kernels::HostRowOpArgs args;
+        kernels::RowOpArgs args;
         std::string mask;
         switch (op) {
           case kernels::Op::kLayerNorm: {
@@ -205,7 +205,7 @@ TEST_F(KerntunedGpuTest, RunsEveryOpAndDtypeWithinTolerance) {
             args.beta = params->beta().inline_data().data();
             args.mean = mean.data();
             args.inv_std = inv_std.data();
-            args.epsilon = 1e-5;
+            args.params.epsilon = 1e-5;
             break;
           }
           case kernels::Op::kRmsNorm: {
@@ -215,7 +215,7 @@ TEST_F(KerntunedGpuTest, RunsEveryOpAndDtypeWithinTolerance) {
             params->mutable_weight()->set_inline_data(random(shape.cols, 1));
             args.gamma = params->weight().inline_data().data();
             args.inv_std = inv_std.data();
-            args.epsilon = 1e-6;
+            args.params.epsilon = 1e-6;
             break;
           }
           case kernels::Op::kReduceScale:
@@ -231,10 +231,10 @@ TEST_F(KerntunedGpuTest, RunsEveryOpAndDtypeWithinTolerance) {
               mask = random(q * shape.cols, 0);
               params->mutable_mask()->set_inline_data(mask);
             }
-            args.scale = params->scale();
+            args.params.scale = params->scale();
             args.mask = mask.empty() ? nullptr : mask.data();
-            args.mask_rows = q;
-            args.causal = params->causal();
+            args.params.mask_rows = q;
+            args.params.causal = params->causal();
             break;
           }
           case kernels::Op::kSoftmax:

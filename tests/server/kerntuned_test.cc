@@ -102,7 +102,7 @@ TEST_F(KerntunedTest, RunsEveryOpAndDtypeLikeTheReference) {
         // The CPU backend is the reference rounded once to the storage dtype.
         std::string want(request.input().inline_data().size(), '\0');
         std::vector<float> mean(shape.rows), inv_std(shape.rows);
-        kernels::HostRowOpArgs args;
+        kernels::RowOpArgs args;
         args.x = request.input().inline_data().data();
         args.y = want.data();
         if (layer_norm) {
@@ -111,7 +111,7 @@ TEST_F(KerntunedTest, RunsEveryOpAndDtypeLikeTheReference) {
           if (params.has_beta()) args.beta = params.beta().inline_data().data();
           args.mean = mean.data();
           args.inv_std = inv_std.data();
-          args.epsilon = params.epsilon();
+          args.params.epsilon = params.epsilon();
         }
         ASSERT_TRUE(kernels::RunReference(ToKernels(op), kdtype, {shape.rows, shape.cols}, args,
                                           0, shape.rows, kdtype, 1)
@@ -149,23 +149,23 @@ Expected Reference(const pb::RunRequest& request, const std::string& mask = "") 
   want.y.resize(request.input().inline_data().size());
   want.inv_std.resize(shape.rows);
   want.row_scale.resize(shape.rows);
-  kernels::HostRowOpArgs args;
+  kernels::RowOpArgs args;
   args.x = request.input().inline_data().data();
   args.y = want.y.data();
   if (op == kernels::Op::kRmsNorm) {
     if (request.rms_norm().has_weight()) {
       args.gamma = request.rms_norm().weight().inline_data().data();
     }
-    args.epsilon = request.rms_norm().epsilon();
+    args.params.epsilon = request.rms_norm().epsilon();
     args.inv_std = want.inv_std.data();
   }
   if (op == kernels::Op::kReduceScale) args.row_scale = want.row_scale.data();
   if (op == kernels::Op::kScaledMaskedSoftmax) {
     const auto& params = request.scaled_masked_softmax();
-    args.scale = params.has_scale() ? params.scale() : 1.0;
+    args.params.scale = params.has_scale() ? params.scale() : 1.0;
     args.mask = mask.empty() ? nullptr : mask.data();
-    args.mask_rows = params.mask_rows();
-    args.causal = params.causal();
+    args.params.mask_rows = params.mask_rows();
+    args.params.causal = params.causal();
   }
   const absl::Status status =
       kernels::RunReference(op, dtype, shape, args, 0, shape.rows, dtype, 1);
