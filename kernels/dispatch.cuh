@@ -120,7 +120,8 @@ cudaError_t RunWarpRowOp(const KernelRequest& req, KernelAction action,
         DispatchInt<2, 4, 8, 12, 16, 24, 32, 48, 64>(
             req.cols_per_thread, [&](auto cpt) {
               constexpr int kCpt = decltype(cpt)::value;
-              if constexpr (kCpt % kPack == 0 && kCpt >= 2 * kPack) {
+              if constexpr (kCpt % kPack == 0 && kCpt >= 2 * kPack &&
+                            WarpHasColsPerThread(kCpt, kPack * sizeof(T))) {
                 launch(pack, cpt, std::integral_constant<int, kWarpSize>{},
                        std::integral_constant<int, 1>{});
               }

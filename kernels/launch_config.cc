@@ -262,8 +262,12 @@ int WarpColsPerThread(const LaunchConfig& c, DType dtype, int64_t cols) {
   const int64_t packs_per_lane = (cols + 32 * pack - 1) / (32 * pack);
   const int64_t needed = packs_per_lane * pack;
   if (needed <= pack) return c.pack_size;
+  const int64_t pack_bytes = pack * static_cast<int64_t>(DTypeSize(dtype));
   for (int cpt : kWarpColsPerThread) {
-    if (cpt % pack == 0 && cpt >= 2 * pack && cpt >= needed) return cpt;
+    if (cpt % pack == 0 && cpt >= 2 * pack && cpt >= needed &&
+        WarpHasColsPerThread(cpt, pack_bytes)) {
+      return cpt;
+    }
   }
   return 0;
 }

@@ -144,6 +144,15 @@ inline constexpr int kThreadGroupWidths[] = {1, 2, 4, 8, 16, 32};
 // so this list is kept short: powers of two plus 12, 24 and 48 cover every
 // cols up to 2048 with at most a third of the lanes' slots masked.
 inline constexpr int kWarpColsPerThread[] = {2, 4, 8, 12, 16, 24, 32, 48, 64};
+// Whether packs of `pack_bytes` have a full-warp instance of `cpt`: all of
+// kWarpColsPerThread for 16-byte packs, only its powers of two for narrower
+// packs, which serve the rows whose length or alignment rules out 16 bytes.
+// There at most half a lane's slots are masked, and no tuning run on an H100
+// or H200 ever chose 12, 24 or 48 with a narrower pack; the 36 instances per
+// op and dtype that would take cost a tenth of the library's compile.
+constexpr bool WarpHasColsPerThread(int cpt, int64_t pack_bytes) {
+  return pack_bytes == 16 || (cpt & (cpt - 1)) == 0;
+}
 inline constexpr int kMaxWarpColsPerThread = 64;
 inline constexpr int64_t kMaxWarpCols = 32 * kMaxWarpColsPerThread;  // 2048
 

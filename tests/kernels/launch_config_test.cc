@@ -117,6 +117,19 @@ TEST(LaunchConfigTest, WarpColsPerThreadPicksTheSmallestInstance) {
   EXPECT_EQ(WarpColsPerThread(Block(Impl::kBlockSmem, 128, 8), f32, 64), 0);
 }
 
+TEST(LaunchConfigTest, OnlySixteenBytePacksHaveTheInBetweenWarpInstances) {
+  // 640 columns need 20 per lane: 16-byte packs have 24, narrower ones the
+  // next power of two.
+  EXPECT_EQ(WarpColsPerThread(Warp(128, 4, 32), DType::kFloat32, 640), 24);
+  EXPECT_EQ(WarpColsPerThread(Warp(128, 2, 32), DType::kFloat32, 640), 32);
+  EXPECT_EQ(WarpColsPerThread(Warp(128, 8, 32), DType::kFloat16, 1536), 48);
+  EXPECT_EQ(WarpColsPerThread(Warp(128, 4, 32), DType::kFloat16, 1536), 64);
+  EXPECT_EQ(WarpColsPerThread(Warp(128, 1, 32), DType::kBFloat16, 384), 16);
+  EXPECT_TRUE(WarpHasColsPerThread(12, 16));
+  EXPECT_FALSE(WarpHasColsPerThread(12, 8));
+  EXPECT_TRUE(WarpHasColsPerThread(16, 2));
+}
+
 TEST(LaunchConfigTest, NarrowGroupsTakeTwoPacksPerLaneOnlyFor16BytePacks) {
   // 16-byte packs: one per lane while it covers the row, else two.
   EXPECT_EQ(WarpColsPerThread(Warp(128, 4, 8), DType::kFloat32, 33), 8);
