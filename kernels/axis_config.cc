@@ -28,12 +28,6 @@ int64_t NextPowerOfTwo(int64_t v) {
   return p;
 }
 
-// Widest access (16 bytes) that divides inner.
-int MaxPack(DType dtype, int64_t inner) {
-  return NarrowPackSize(16 / static_cast<int>(DTypeSize(dtype)), dtype, inner,
-                        /*alignment_bytes=*/16);
-}
-
 // Smallest power-of-two group width whose cached instance covers dim (the
 // line read once, from registers); 0 when none up to a 1024-thread block does.
 int CachingGroupWidth(int64_t dim, int pack) {
@@ -106,7 +100,7 @@ int64_t AxisSharedMemoryBytes(Op, DType, Shape, const LaunchConfig& c) {
 void AppendAxisCandidates(Op op, DType dtype, Shape shape, const DeviceInfo& device,
                           std::vector<LaunchConfig>& candidates) {
   const size_t first = candidates.size();
-  const int max_pack = MaxPack(dtype, shape.inner);
+  const int max_pack = WidestPack(dtype, shape.inner);
   // The widest pack, and half of it (twice the threads for few columns).
   for (int pack : {max_pack, max_pack / 2}) {
     if (pack < 1) continue;
@@ -131,7 +125,7 @@ void AppendAxisCandidates(Op op, DType dtype, Shape shape, const DeviceInfo& dev
     }
   }
   // The default is always in the space (the tuner compares against it).
-  if (absl::StatusOr<LaunchConfig> heuristic = AxisHeuristic(op, dtype, shape, device);
+  if (absl::StatusOr<LaunchConfig> heuristic = AxisHeuristic(op, dtype, shape, device, 16);
       heuristic.ok() &&
       std::find(candidates.begin() + first, candidates.end(), *heuristic) == candidates.end()) {
     candidates.push_back(*heuristic);
@@ -147,12 +141,12 @@ void AppendAxisCandidates(Op op, DType dtype, Shape shape, const DeviceInfo& dev
 // axis 1 (dim 896, inner 48) b512/p4/g128 (7 of 8 rows cached, 786432
 // threads). Untimed here: the tuner measures the alternatives.
 absl::StatusOr<LaunchConfig> AxisHeuristic(Op op, DType dtype, Shape shape,
-                                           const DeviceInfo& device) {
+                                           const DeviceInfo& device, int64_t alignment_bytes) {
   if (!SupportsInnerAxis(op)) {
     return absl::InvalidArgumentError(
         absl::StrCat(OpName(op), " has no axis kernel; impl axis serves softmax and log_softmax"));
   }
-  const int pack = MaxPack(dtype, shape.inner);
+  const int pack = WidestPack(dtype, shape.inner, alignment_bytes);
   const int64_t columns = shape.rows * (shape.inner / pack);
   const int64_t useful = std::min<int64_t>(kMaxAxisBlock, NextPowerOfTwo(shape.cols));
   const int64_t sms = std::max(device.sm_count, 1);

@@ -36,7 +36,8 @@ void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo&
 // problem (few long rows), else nullopt. The caller validates it and falls
 // back if it is illegal.
 std::optional<LaunchConfig> SplitRowHeuristic(Op op, DType dtype, Shape shape,
-                                              const DeviceInfo& device);
+                                              const DeviceInfo& device,
+                                              int64_t alignment_bytes);
 
 // --- kAxis (axis_config.cc) ---
 absl::Status CheckAxisKnobs(Op op, DType dtype, Shape shape, const LaunchConfig& config,
@@ -45,7 +46,7 @@ int64_t AxisSharedMemoryBytes(Op op, DType dtype, Shape shape, const LaunchConfi
 void AppendAxisCandidates(Op op, DType dtype, Shape shape, const DeviceInfo& device,
                           std::vector<LaunchConfig>& candidates);
 absl::StatusOr<LaunchConfig> AxisHeuristic(Op op, DType dtype, Shape shape,
-                                           const DeviceInfo& device);
+                                           const DeviceInfo& device, int64_t alignment_bytes);
 
 }  // namespace kt::kernels::internal
 

@@ -1,5 +1,5 @@
-// Public launch path (launch.h): argument checks, alignment fallback, then
-// the compiled kernel family for (op, dtype, impl).
+// Public launch path (launch.h): argument checks, the config for the
+// operands' alignment, then the compiled kernel family for (op, dtype, impl).
 #include "kernels/launch.h"
 
 #include <cstdint>
@@ -66,12 +66,11 @@ absl::StatusOr<LaunchConfig> Launch(Op op, DType dtype, Shape shape, const RowOp
 
   if (absl::Status s = internal::CheckCurrentDevice(device); !s.ok()) return s;
 
-  LaunchConfig effective = config;
-  effective.pack_size = NarrowPackSize(config.pack_size, dtype, PackedLength(shape, config.impl),
-                                       CommonAlignment(args));
-  if (absl::Status s = ValidateConfig(op, dtype, shape, effective, device); !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = ValidateConfig(op, dtype, shape, config, device); !s.ok()) return s;
+  absl::StatusOr<LaunchConfig> aligned =
+      ConfigForAlignment(op, dtype, shape, config, CommonAlignment(args), device);
+  if (!aligned.ok()) return aligned.status();
+  const LaunchConfig& effective = *aligned;
   const internal::KernelRequest request =
       internal::MakeKernelRequest(dtype, shape, args, effective, device);
   // ValidateConfig has refused every (op, impl) without a kernel family.

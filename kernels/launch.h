@@ -15,10 +15,11 @@
 namespace kt::kernels {
 
 // Validates the operands (op_args.h: which ones the op takes, the mask's
-// query length, epsilon) and `config` for the problem (ValidateConfig),
-// narrows the pack size if a pointer is not aligned to it, and launches on `stream` (which must
-// belong to `device`'s ordinal, the current device). Returns the config that
-// was actually launched. Launch errors (cudaPeekAtLastError) are returned,
+// query length, epsilon; each aligned to its element) and `config` for the
+// problem (ValidateConfig), adapts the config to the operands' alignment
+// (ConfigForAlignment: a narrower pack, or the heuristic), and launches on
+// `stream` (which must belong to `device`'s ordinal, the current device).
+// Returns the config that was actually launched. Launch errors (cudaPeekAtLastError) are returned,
 // never swallowed. An invalid config is never launched.
 absl::StatusOr<LaunchConfig> Launch(Op op, DType dtype, Shape shape,
                                     const RowOpArgs& args,

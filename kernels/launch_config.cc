@@ -312,6 +312,29 @@ int NarrowPackSize(int pack_size, DType dtype, int64_t vector_length, int64_t al
   return pack;
 }
 
+int WidestPack(DType dtype, int64_t vector_length, int64_t alignment_bytes) {
+  return NarrowPackSize(16 / static_cast<int>(DTypeSize(dtype)), dtype, vector_length,
+                        alignment_bytes);
+}
+
+absl::StatusOr<LaunchConfig> ConfigForAlignment(Op op, DType dtype, Shape shape,
+                                                const LaunchConfig& config,
+                                                int64_t alignment_bytes,
+                                                const DeviceInfo& device) {
+  LaunchConfig narrowed = config;
+  narrowed.pack_size = NarrowPackSize(config.pack_size, dtype, PackedLength(shape, config.impl),
+                                      alignment_bytes);
+  if (narrowed.pack_size == config.pack_size) return config;
+  if (config.impl == Impl::kWarp && config.thread_group_width < 32) {
+    // Each lane now holds a narrower pack: more lanes per row.
+    narrowed.thread_group_width = std::min(
+        32, config.thread_group_width * (config.pack_size / narrowed.pack_size));
+    if (narrowed.thread_group_width == 32) narrowed.rows_per_access = 1;
+  }
+  if (ValidateConfig(op, dtype, shape, narrowed, device).ok()) return narrowed;
+  return HeuristicConfig(op, dtype, shape, device, alignment_bytes);
+}
+
 int64_t PackedLength(Shape shape, Impl impl) {
   return impl == Impl::kAxis ? shape.inner : shape.cols;
 }
@@ -450,10 +473,11 @@ absl::StatusOr<std::vector<LaunchConfig>> EnumerateConfigs(Op op, DType dtype, S
 }
 
 absl::StatusOr<LaunchConfig> HeuristicConfig(Op op, DType dtype, Shape shape,
-                                             const DeviceInfo& device) {
+                                             const DeviceInfo& device,
+                                             int64_t alignment_bytes) {
   if (absl::Status s = CheckShape(op, dtype, shape); !s.ok()) return s;
   if (shape.inner > 1) {
-    absl::StatusOr<LaunchConfig> axis = internal::AxisHeuristic(op, dtype, shape, device);
+    absl::StatusOr<LaunchConfig> axis = internal::AxisHeuristic(op, dtype, shape, device, alignment_bytes);
     if (!axis.ok()) return axis.status();
     if (absl::Status s = ValidateConfig(op, dtype, shape, *axis, device); !s.ok()) {
       return absl::InternalError(absl::StrCat("the axis heuristic chose ", ConfigKey(*axis),
@@ -461,13 +485,12 @@ absl::StatusOr<LaunchConfig> HeuristicConfig(Op op, DType dtype, Shape shape,
     }
     return axis;
   }
-  if (std::optional<LaunchConfig> split = internal::SplitRowHeuristic(op, dtype, shape, device);
+  if (std::optional<LaunchConfig> split = internal::SplitRowHeuristic(op, dtype, shape, device, alignment_bytes);
       split.has_value() && ValidateConfig(op, dtype, shape, *split, device).ok()) {
     return *split;
   }
-  // Widest vector access the row length allows (pointers are checked at launch).
-  const int pack = NarrowPackSize(16 / static_cast<int>(DTypeSize(dtype)), dtype, shape.cols,
-                                  /*alignment_bytes=*/16);
+  // Widest vector access the row length and the operands' alignment allow.
+  const int pack = WidestPack(dtype, shape.cols, alignment_bytes);
   const int64_t num_packs = shape.cols / pack;
 
   // Short rows: registers. OneFlow stops at 1024 columns; measured on an

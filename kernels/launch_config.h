@@ -196,15 +196,31 @@ absl::StatusOr<std::vector<LaunchConfig>> EnumerateConfigs(
 
 // The default config: OneFlow's dispatch rules extended with 16-byte packs
 // and the longer register-cached rows. Always valid for the problem.
+// `alignment_bytes`: what the operands' addresses are aligned to (16 when
+// they are allocations' bases), which caps the pack size.
 absl::StatusOr<LaunchConfig> HeuristicConfig(Op op, DType dtype, Shape shape,
-                                             const DeviceInfo& device);
+                                             const DeviceInfo& device,
+                                             int64_t alignment_bytes = 16);
 
 // Largest pack size <= `pack_size` that divides `vector_length` (cols, or
 // inner for kAxis) and keeps every access aligned given the pointers'
-// `alignment_bytes` (the gcd of their addresses' low bits). Launch uses this
-// to fall back instead of a misaligned access.
+// `alignment_bytes` (the gcd of their addresses' low bits).
 int NarrowPackSize(int pack_size, DType dtype, int64_t vector_length,
                    int64_t alignment_bytes);
+// The widest pack (16 bytes at most) that divides `vector_length` at that
+// alignment: the pack every default takes.
+int WidestPack(DType dtype, int64_t vector_length, int64_t alignment_bytes = 16);
+
+// `config` for operands aligned only to `alignment_bytes`: its pack narrowed
+// (NarrowPackSize), and a warp group narrower than a warp widened so that
+// its lanes still cover the row. When even that config cannot run the
+// problem (a narrower pack can push a register-resident row past its
+// limit), the heuristic config at that alignment. Launch runs what this
+// returns; the tuner's configs assume 16-byte aligned bases.
+absl::StatusOr<LaunchConfig> ConfigForAlignment(Op op, DType dtype, Shape shape,
+                                                const LaunchConfig& config,
+                                                int64_t alignment_bytes,
+                                                const DeviceInfo& device);
 
 // The length packs divide: shape.inner for kAxis, shape.cols otherwise.
 int64_t PackedLength(Shape shape, Impl impl);

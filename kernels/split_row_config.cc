@@ -87,13 +87,6 @@ int64_t PacksPerBlock(int64_t cols, int pack, int split) {
   return (num_packs + split - 1) / split;
 }
 
-// The widest access (16 bytes at most) that divides cols; Launch narrows it
-// further for misaligned pointers.
-int WidestPack(DType dtype, int64_t cols) {
-  return NarrowPackSize(16 / static_cast<int>(DTypeSize(dtype)), dtype, cols,
-                        /*alignment_bytes=*/16);
-}
-
 // Few rows: one block per row would leave SMs idle (the default's rule), or
 // leave a ragged second wave (the tuner also times the band up to twice the
 // SM count, where splitting may still win).
@@ -293,9 +286,10 @@ void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo&
 // shared memory. Nothing when no split keeps more SMs busy than one block
 // per row would.
 std::optional<LaunchConfig> SplitRowHeuristic(Op op, DType dtype, Shape shape,
-                                              const DeviceInfo& device) {
+                                              const DeviceInfo& device,
+                                              int64_t alignment_bytes) {
   if (!FewLongRows(shape, device.sm_count)) return std::nullopt;
-  const int pack = WidestPack(dtype, shape.cols);
+  const int pack = WidestPack(dtype, shape.cols, alignment_bytes);
   if (shape.rows * kTwoPassDefaultSplit <= 2 * static_cast<int64_t>(device.sm_count)) {
     // Longer rows raise the split before the block size (512 threads of 8
     // packs and the norms' weights spill registers); slices shorter than 256

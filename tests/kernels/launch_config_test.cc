@@ -117,6 +117,37 @@ TEST(LaunchConfigTest, WarpColsPerThreadPicksTheSmallestInstance) {
   EXPECT_EQ(WarpColsPerThread(Block(Impl::kBlockSmem, 128, 8), f32, 64), 0);
 }
 
+TEST(LaunchConfigTest, ConfigForAlignmentKeepsTheRowCovered) {
+  const DeviceInfo h100 = DescribedH100();
+  // A 16-bit row of 32 on 4 lanes of two 8-element packs, on operands
+  // aligned to 8 bytes: 4-element packs on 8 lanes.
+  absl::StatusOr<LaunchConfig> narrowed = ConfigForAlignment(
+      Op::kSoftmax, DType::kFloat16, {4096, 32}, Warp(128, 8, 4), 8, h100);
+  ASSERT_TRUE(narrowed.ok()) << narrowed.status();
+  EXPECT_EQ(ConfigKey(*narrowed), "warp/b128/p4/g8/r1/w0");
+  // Aligned to the element only: one element per lane on all 32 lanes.
+  narrowed = ConfigForAlignment(Op::kSoftmax, DType::kFloat16, {4096, 32}, Warp(128, 8, 4), 2,
+                                h100);
+  ASSERT_TRUE(narrowed.ok()) << narrowed.status();
+  EXPECT_EQ(ConfigKey(*narrowed), "warp/b128/p1/g32/r1/w0");
+  // Aligned operands keep the config as it is.
+  narrowed = ConfigForAlignment(Op::kSoftmax, DType::kFloat16, {4096, 32}, Warp(128, 8, 4), 16,
+                                h100);
+  ASSERT_TRUE(narrowed.ok()) << narrowed.status();
+  EXPECT_EQ(ConfigKey(*narrowed), "warp/b128/p8/g4/r1/w0");
+  // A two-pass split whose slice no longer fits the registers at pack 1
+  // falls back to the heuristic at that alignment, which is valid.
+  LaunchConfig two_pass{Impl::kSplitTwoPass, 256, 8, 32, 1, 0};
+  two_pass.split = 32;
+  const Shape long_row{1, 131072};
+  ASSERT_TRUE(ValidateConfig(Op::kSoftmax, DType::kFloat16, long_row, two_pass, h100).ok());
+  narrowed = ConfigForAlignment(Op::kSoftmax, DType::kFloat16, long_row, two_pass, 2, h100);
+  ASSERT_TRUE(narrowed.ok()) << narrowed.status();
+  EXPECT_EQ(narrowed->pack_size, 1);
+  EXPECT_TRUE(ValidateConfig(Op::kSoftmax, DType::kFloat16, long_row, *narrowed, h100).ok())
+      << ConfigKey(*narrowed);
+}
+
 TEST(LaunchConfigTest, OnlySixteenBytePacksHaveTheInBetweenWarpInstances) {
   // 640 columns need 20 per lane: 16-byte packs have 24, narrower ones the
   // next power of two.
