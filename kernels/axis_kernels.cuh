@@ -134,7 +134,7 @@ __device__ __forceinline__ void AllReduceAlongDim(float (&v)[pack], Combine comb
 // element. `cached_rows` > 0: each thread keeps its dim entries d = y,
 // y + tgw, ... (cached_rows of them, the line split over the tgw lanes) in
 // registers, so the input is read once and the statistic is exact in two
-// passes (max, then sum of exp(x - max)) before the outputs.
+// passes (max, then sum of exp(x - max), kept in place) before the outputs.
 // cached_rows == 0: any dim, each line read twice: an online (max, sum)
 // accumulated on the first read, merged along dim, and the second read
 // (evict-first, usually from L2) writes outputs. Blocks take tiles of
@@ -191,32 +191,39 @@ __global__ void __launch_bounds__(1024)
           for (int k = 0; k < pack; ++k) v[r][k] = 0.f;  // never folded nor stored
         }
       }
-      // Pass `pass` over this thread's entries of each line.
-      const auto fold = [&](const auto& pass, int k) {
-        float acc = pass.kIdentity;
-#pragma unroll
-        for (int r = 0; r < cached_rows; ++r) {
-          if (r < valid_rows) acc = pass.Add(acc, v[r][k]);
-        }
-        return acc;
-      };
+      // The statistic's two passes over this thread's entries of each line
+      // (the second keeping what it computes, as ResidentRow does).
       using First = typename Math::First;
       float first_total[pack];
 #pragma unroll
-      for (int k = 0; k < pack; ++k) first_total[k] = fold(First{}, k);
+      for (int k = 0; k < pack; ++k) {
+        first_total[k] = First::kIdentity;
+#pragma unroll
+        for (int r = 0; r < cached_rows; ++r) {
+          if (r < valid_rows) first_total[k] = First{}.Add(first_total[k], v[r][k]);
+        }
+      }
       all_reduce(first_total, typename First::Combine(), 0);
+      using Second = decltype(Math::Second(0.f, line_params));
       float second_total[pack];
 #pragma unroll
       for (int k = 0; k < pack; ++k) {
-        second_total[k] = fold(Math::Second(first_total[k], line_params), k);
+        const Second pass = Math::Second(first_total[k], line_params);
+        second_total[k] = Second::kIdentity;
+#pragma unroll
+        for (int r = 0; r < cached_rows; ++r) {
+          if (r < valid_rows) {
+            v[r][k] = pass.Keep(v[r][k]);
+            second_total[k] = pass.AddKept(second_total[k], v[r][k]);
+          }
+        }
       }
-      using Second = decltype(Math::Second(0.f, line_params));
       all_reduce(second_total, typename Second::Combine(), 1);
 #pragma unroll
       for (int k = 0; k < pack; ++k) {
         line[k] = Math::FromPasses(first_total[k], second_total[k], line_params);
 #pragma unroll
-        for (int r = 0; r < cached_rows; ++r) line[k].template Apply<1>(&v[r][k]);
+        for (int r = 0; r < cached_rows; ++r) line[k].template ApplyKept<1>(&v[r][k]);
       }
 #pragma unroll
       for (int r = 0; r < cached_rows; ++r) {

@@ -11,7 +11,7 @@
 //    knowing the first pass's row total. ResidentRow drives the passes.
 //  - Streamed rows (each value read once, or the row split over blocks):
 //    per-thread Accumulators whose Partials merge (Merge, MergeOp for
-//    reducers, WarpMerge for all 32 lanes at once), then Finish.
+//    reducers, GroupMerge for a group of lanes at once), then Finish.
 // Either way the result is a Row: Apply<N>(v) turns N values into outputs in
 // place, WriteStats writes the per-row outputs the caller asked for.
 #ifndef KERNTUNE_KERNELS_OP_MATH_CUH_
@@ -81,6 +81,10 @@ __device__ __forceinline__ T GroupAllReduce(T value, Combine combine) {
 // One pass over a resident row's values: Add folds a value into a thread's
 // accumulator, starting from kIdentity (which also leaves the statistic
 // unchanged for a lane that holds no values); Combine joins threads.
+// A second pass also says what to keep of each value it reads (Keep, with
+// Add(acc, v) == AddKept(acc, Keep(v))): a kernel that holds the row in
+// registers stores the kept value back and later applies the Row with
+// ApplyKept, so softmax computes each exp once and LayerNorm each x - mean.
 struct MaxPass {
   using Combine = MaxOp;
   static constexpr float kIdentity = -INFINITY;
@@ -103,26 +107,38 @@ struct SquareSumPass {
   static constexpr float kIdentity = 0.f;
   __device__ __forceinline__ float Add(float acc, float v) const { return fmaf(v, v, acc); }
 };
-// Sum of (v - center)^2: LayerNorm's second pass, centered on the mean.
-struct SquaredDeviationPass {
+// A second pass from its Keep and AddKept.
+template <class Derived>
+struct KeepingPass {
   using Combine = SumOp;
   static constexpr float kIdentity = 0.f;
-  float center;
   __device__ __forceinline__ float Add(float acc, float v) const {
-    const float d = v - center;
-    return fmaf(d, d, acc);
+    const Derived& self = static_cast<const Derived&>(*this);
+    return self.AddKept(acc, self.Keep(v));
   }
 };
-// Sum of exp(v - max): softmax's second pass. An all -inf row has max -inf
-// and sum NaN (exp(-inf - -inf)), so its outputs are NaN, like the
-// reference's; a NaN anywhere makes the sum NaN.
+// Sum of (v - mean)^2: LayerNorm's second pass; keeps v - mean.
+struct SquaredDeviationPass : KeepingPass<SquaredDeviationPass> {
+  float mean;
+  __device__ __forceinline__ float Keep(float v) const { return v - mean; }
+  __device__ __forceinline__ float AddKept(float acc, float d) const { return fmaf(d, d, acc); }
+};
+// Sum of exp(v - max): the softmax's second pass; keeps the exp (softmax)
+// or v - max (log-softmax, whose outputs are (v - max) - log(sum)). An all
+// -inf row has max -inf and sum NaN (exp(-inf - -inf)), so its outputs are
+// NaN, like the reference's; a NaN anywhere makes the sum NaN.
 template <bool fast>
-struct ExpSumPass {
-  using Combine = SumOp;
-  static constexpr float kIdentity = 0.f;
+struct ExpSumPass : KeepingPass<ExpSumPass<fast>> {
   float max;
-  __device__ __forceinline__ float Add(float acc, float v) const {
-    return acc + Exp<fast>(v - max);
+  __device__ __forceinline__ float Keep(float v) const { return Exp<fast>(v - max); }
+  __device__ __forceinline__ float AddKept(float acc, float e) const { return acc + e; }
+};
+template <bool fast>
+struct ShiftedExpSumPass : KeepingPass<ShiftedExpSumPass<fast>> {
+  float max;
+  __device__ __forceinline__ float Keep(float v) const { return v - max; }
+  __device__ __forceinline__ float AddKept(float acc, float d) const {
+    return acc + Exp<fast>(d);
   }
 };
 
@@ -248,6 +264,14 @@ struct SoftmaxMath {
         for (int i = 0; i < N; ++i) v[i] = Exp<fast>(v[i] - max) * factor;
       }
     }
+    // On what the second pass kept: exp(x - max), or x - max.
+    template <int N>
+    __device__ __forceinline__ void ApplyKept(float* kept) const {
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        kept[i] = op == Op::kLogSoftmax ? kept[i] - factor : kept[i] * factor;
+      }
+    }
     __device__ __forceinline__ void WriteStats(const RowParams&, int64_t) const {}
   };
   static __device__ __forceinline__ Row FromSums(float max, float sum) {
@@ -261,8 +285,17 @@ struct SoftmaxMath {
   // Resident: the exact max, then the sum of exp(x - max).
   using First = MaxPass;
   static constexpr bool kSecondPass = true;
-  static __device__ __forceinline__ ExpSumPass<fast> Second(float max, const RowParams&) {
-    return {max};
+  static constexpr bool kStreamsWhileCaching = false;
+  static __device__ __forceinline__ auto Second(float max, const RowParams&) {
+    if constexpr (op == Op::kLogSoftmax) {
+      ShiftedExpSumPass<fast> pass;
+      pass.max = max;
+      return pass;
+    } else {
+      ExpSumPass<fast> pass;
+      pass.max = max;
+      return pass;
+    }
   }
   static __device__ __forceinline__ Row FromPasses(float max, float sum, const RowParams&) {
     return FromSums(max, sum);
@@ -318,11 +351,13 @@ struct SoftmaxMath {
 #pragma unroll
     for (int i = 0; i < N; ++i) mine[i] = {max[i], sum[i]};
   }
-  // The 32 lanes' partials merged, the same on every lane.
-  static __device__ __forceinline__ Partial WarpMerge(const Partial& mine) {
+  // The partials of each group of `width` consecutive lanes merged, the
+  // same on every lane of the group.
+  template <int width = kWarpSize>
+  static __device__ __forceinline__ Partial GroupMerge(const Partial& mine) {
     Partial merged[1] = {mine};
     AllMerge(merged, [](float (&v)[1], auto combine) {
-      v[0] = GroupAllReduce<kWarpSize>(v[0], combine);
+      v[0] = GroupAllReduce<width>(v[0], combine);
     });
     return merged[0];
   }
@@ -350,6 +385,12 @@ struct OpMath<Op::kLayerNorm, fast> {
 #pragma unroll
       for (int i = 0; i < N; ++i) v[i] = (v[i] - mean) * inv_std;
     }
+    // On what the second pass kept: x - mean.
+    template <int N>
+    __device__ __forceinline__ void ApplyKept(float* kept) const {
+#pragma unroll
+      for (int i = 0; i < N; ++i) kept[i] *= inv_std;
+    }
     __device__ __forceinline__ void WriteStats(const RowParams& p, int64_t row) const {
       if (p.mean != nullptr) p.mean[row] = mean;
       if (p.inv_std != nullptr) p.inv_std[row] = inv_std;
@@ -363,8 +404,16 @@ struct OpMath<Op::kLayerNorm, fast> {
   // bench/results/2026-11-22-h100-block-regs/).
   using First = SumPass;
   static constexpr bool kSecondPass = true;
+  // A kernel that caches the row in shared memory as it loads it gathers
+  // Welford partials on the way instead of a second pass over the cache:
+  // in block_smem at 49152 x 4096-32768 the two passes ran 0.94-1.13x the
+  // time of the streamed statistic (H200, 2026-11-26, bench/results/
+  // 2026-11-26-h200-one-op-concept/), no better on balance.
+  static constexpr bool kStreamsWhileCaching = true;
   static __device__ __forceinline__ SquaredDeviationPass Second(float sum, const RowParams& p) {
-    return {sum / static_cast<float>(p.cols)};
+    SquaredDeviationPass pass;
+    pass.mean = sum / static_cast<float>(p.cols);
+    return pass;
   }
   static __device__ __forceinline__ Row FromPasses(float sum, float squares, const RowParams& p) {
     const float n = static_cast<float>(p.cols);
@@ -379,20 +428,21 @@ struct OpMath<Op::kLayerNorm, fast> {
   static __device__ __forceinline__ Partial Merge(const Partial& a, const Partial& b) {
     return WelfordMerge(a, b);
   }
-  // Chan's parallel formula in three sums instead of 31 pairwise merges
-  // (each a division): the count, the mean from the sum of count * (mean_i
-  // - shift), then m2 = sum of (m2_i + count_i * (mean_i - mean)^2). The
-  // shift (lane 0's mean) keeps a large common offset from eating the
-  // mantissa of the sum, as in ShiftedSums.
-  static __device__ __forceinline__ Partial WarpMerge(const Partial& mine) {
-    const float count = GroupAllReduce<kWarpSize>(mine.count, SumOp());
-    if (count == 0.f) return Identity();  // the same branch on every lane
-    const float shift = __shfl_sync(0xffffffffu, mine.mean, 0);
+  // Chan's parallel formula in three sums instead of pairwise merges (each
+  // a division): the count, the mean from the sum of count * (mean_i -
+  // shift), then m2 = sum of (m2_i + count_i * (mean_i - mean)^2). The shift
+  // (the group's first lane's mean) keeps a large common offset from eating
+  // the mantissa of the sum, as in ShiftedSums.
+  template <int width = kWarpSize>
+  static __device__ __forceinline__ Partial GroupMerge(const Partial& mine) {
+    const float count = GroupAllReduce<width>(mine.count, SumOp());
+    if (count == 0.f) return Identity();  // the same branch on every lane of the group
+    const float shift = __shfl_sync(0xffffffffu, mine.mean, 0, width);
     const float shifted = mine.count == 0.f ? 0.f : mine.count * (mine.mean - shift);
-    const float mean = shift + __fdividef(GroupAllReduce<kWarpSize>(shifted, SumOp()), count);
+    const float mean = shift + __fdividef(GroupAllReduce<width>(shifted, SumOp()), count);
     const float delta = mine.mean - mean;
     const float m2 = mine.count == 0.f ? 0.f : fmaf(mine.count * delta, delta, mine.m2);
-    return {mean, GroupAllReduce<kWarpSize>(m2, SumOp()), count};
+    return {mean, GroupAllReduce<width>(m2, SumOp()), count};
   }
   static __device__ __forceinline__ Row Finish(const Partial& total, const RowParams& p) {
     const float variance = fmaxf(__fdividef(total.m2, total.count), 0.f);
@@ -406,6 +456,7 @@ template <class Pass, class Derived>
 struct ScaleByStatMath {
   using First = Pass;
   static constexpr bool kSecondPass = false;
+  static constexpr bool kStreamsWhileCaching = false;
   using Partial = float;
   using MergeOp = typename Pass::Combine;
   using Accumulator = PassAccumulator<Pass>;
@@ -413,8 +464,9 @@ struct ScaleByStatMath {
   static __device__ __forceinline__ Partial Merge(Partial a, Partial b) {
     return MergeOp()(a, b);
   }
-  static __device__ __forceinline__ Partial WarpMerge(Partial mine) {
-    return GroupAllReduce<kWarpSize>(mine, MergeOp());
+  template <int width = kWarpSize>
+  static __device__ __forceinline__ Partial GroupMerge(Partial mine) {
+    return GroupAllReduce<width>(mine, MergeOp());
   }
   static __device__ __forceinline__ auto FromPasses(float stat, float, const RowParams& p) {
     return Derived::FromStat(stat, p);
@@ -435,6 +487,11 @@ struct OpMath<Op::kRmsNorm, fast>
     __device__ __forceinline__ void Apply(float* v) const {
 #pragma unroll
       for (int i = 0; i < N; ++i) v[i] *= factor;
+    }
+    // No second pass: the values were kept as they are.
+    template <int N>
+    __device__ __forceinline__ void ApplyKept(float* v) const {
+      Apply<N>(v);
     }
     __device__ __forceinline__ void WriteStats(const RowParams& p, int64_t row) const {
       if (p.inv_std != nullptr) p.inv_std[row] = factor;
@@ -459,6 +516,11 @@ struct OpMath<Op::kReduceScale, fast>
 #pragma unroll
       for (int i = 0; i < N; ++i) v[i] = (v[i] * pre) * factor;
     }
+    // No second pass: the values were kept as they are.
+    template <int N>
+    __device__ __forceinline__ void ApplyKept(float* v) const {
+      Apply<N>(v);
+    }
     __device__ __forceinline__ void WriteStats(const RowParams& p, int64_t row) const {
       if (p.row_scale != nullptr) p.row_scale[row] = abs_max;
     }
@@ -478,31 +540,41 @@ struct OpMath<Op::kReduceScale, fast>
 };
 
 // The statistics of a resident row, on every thread that holds part of it.
-// `fold(pass, init)` folds `pass` over this thread's values of the row,
-// from `init`; `all_reduce(value, combine)` combines a float across the
-// row's threads (every one of them must call it equally often).
-// ResidentRowFrom takes the first pass's partial already folded (a kernel
-// may fold it while it loads the row).
-template <class Math, class Fold, class AllReduce>
+// `for_each(f)` calls f(float& value) on each value this thread holds of the
+// row; `all_reduce(value, combine)` combines a float across the row's
+// threads (every one of them must call it equally often). The second pass
+// replaces each value it visits by what it keeps: a kernel whose for_each
+// hands out its own registers then applies the Row with ApplyKept, one
+// whose for_each hands out copies (shared memory) with Apply.
+// ResidentRowFrom takes the first pass already folded (a kernel may fold it
+// while it loads the row).
+template <class Math, class ForEach, class AllReduce>
 __device__ __forceinline__ typename Math::Row ResidentRowFrom(float first_partial,
-                                                              const Fold& fold,
+                                                              const ForEach& for_each,
                                                               const AllReduce& all_reduce,
                                                               const RowParams& p) {
   const float first = all_reduce(first_partial, typename Math::First::Combine());
   float second = 0.f;
   if constexpr (Math::kSecondPass) {
     const auto pass = Math::Second(first, p);
-    second = all_reduce(fold(pass, pass.kIdentity), typename decltype(pass)::Combine());
+    float acc = pass.kIdentity;
+    for_each([&](float& v) {
+      v = pass.Keep(v);
+      acc = pass.AddKept(acc, v);
+    });
+    second = all_reduce(acc, typename decltype(pass)::Combine());
   }
   return Math::FromPasses(first, second, p);
 }
 
-template <class Math, class Fold, class AllReduce>
-__device__ __forceinline__ typename Math::Row ResidentRow(const Fold& fold,
+template <class Math, class ForEach, class AllReduce>
+__device__ __forceinline__ typename Math::Row ResidentRow(const ForEach& for_each,
                                                           const AllReduce& all_reduce,
                                                           const RowParams& p) {
   using First = typename Math::First;
-  return ResidentRowFrom<Math>(fold(First{}, First::kIdentity), fold, all_reduce, p);
+  float first = First::kIdentity;
+  for_each([&](float& v) { first = First{}.Add(first, v); });
+  return ResidentRowFrom<Math>(first, for_each, all_reduce, p);
 }
 
 }  // namespace kt::kernels::internal

@@ -67,18 +67,17 @@ __global__ void WarpRowKernel(Load load, Store store, RowParams p) {
 #pragma unroll
     for (int r = 0; r < rpa; ++r) {
       const int64_t row = first_row + r;
-      const auto fold = [&](const auto& pass, float acc) {
+      const auto for_each = [&](auto&& f) {
 #pragma unroll
         for (int k = 0; k < kPacks; ++k) {
           if (exact || k < valid_packs[r]) {
 #pragma unroll
-            for (int i = 0; i < pack; ++i) acc = pass.Add(acc, buf[r][k * pack + i]);
+            for (int i = 0; i < pack; ++i) f(buf[r][k * pack + i]);
           }
         }
-        return acc;
       };
-      const typename Math::Row stat = ResidentRow<Math>(fold, all_reduce, p);
-      stat.template Apply<cpt>(buf[r]);
+      const typename Math::Row stat = ResidentRow<Math>(for_each, all_reduce, p);
+      stat.template ApplyKept<cpt>(buf[r]);
       if (lane == 0 && (exact || row < p.rows)) stat.WriteStats(p, row);
 #pragma unroll
       for (int k = 0; k < kPacks; ++k) {
@@ -243,8 +242,9 @@ class BlockRowStore {
 // only its own packs as whole vectors, so consecutive lanes touch
 // consecutive 4..16-byte words: bank-conflict free without a transposed
 // layout, and no barrier is needed between one row's last pass and the
-// next row's first. The row is resident, so its statistic is exact in two
-// passes (OpMath's First, folded while loading, then Second over the cache).
+// next row's first. The statistic is gathered while loading, streamed for
+// the ops that prefer it (OpMath::kStreamsWhileCaching), else as the first
+// of the exact resident passes, the second running over the cache.
 // Preconditions: cols % pack == 0, pointers aligned to the pack, dynamic
 // shared memory = cols * sizeof(cache_type).
 template <Op op, class Load, class Store, int pack, int block_size>
@@ -263,37 +263,48 @@ __global__ void __launch_bounds__(block_size)
 #pragma unroll
     for (int i = 0; i < pack; ++i) v[i] = ToFloat(c.elem[i]);
   };
-  // This thread's cached packs, folded by a pass of the op's statistic.
-  const auto fold = [&](const auto& pass, float acc) {
+  // A copy of each of this thread's cached values (the cache is not changed).
+  const auto for_each = [&](auto&& f) {
     for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
       float v[pack];
       read_cached(v, k);
 #pragma unroll
-      for (int i = 0; i < pack; ++i) acc = pass.Add(acc, v[i]);
+      for (int i = 0; i < pack; ++i) f(v[i]);
     }
-    return acc;
   };
   BlockRowStore<Store, pack, block_size, 1, false> out(store, num_packs);
   // Outside the row loop: the reducer alternates its slots across rows.
-  using Reducer = BlockAllReducer<block_size, float>;
+  using Reducer = BlockAllReducer<
+      block_size,
+      std::conditional_t<Math::kStreamsWhileCaching, typename Math::Partial, float>>;
   __shared__ typename Reducer::Storage storage;
   Reducer reducer(storage);
   const auto all_reduce = [&](float value, auto combine) { return reducer.Run(value, combine); };
 
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
-    // Pass 1 caches the row and folds the statistic's first pass on the way.
+    // Pass 1 caches the row, gathering on the way the streamed statistic or
+    // the first of the resident passes.
+    typename Math::Accumulator accumulator;
     float first = First::kIdentity;
     ForEachLoadedPack<pack, block_size>(BindRow(load, row), num_packs, [&](float* v, int64_t k) {
       CachePack c;
 #pragma unroll
-      for (int i = 0; i < pack; ++i) {
-        c.elem[i] = FromFloat<CacheT>(v[i]);
-        first = First{}.Add(first, v[i]);
-      }
+      for (int i = 0; i < pack; ++i) c.elem[i] = FromFloat<CacheT>(v[i]);
       cache[k] = c;
+      if constexpr (Math::kStreamsWhileCaching) {
+        accumulator.template Add<pack>(v);
+      } else {
+#pragma unroll
+        for (int i = 0; i < pack; ++i) first = First{}.Add(first, v[i]);
+      }
     });
     out.Prefetch();
-    const typename Math::Row stat = ResidentRowFrom<Math>(first, fold, all_reduce, p);
+    typename Math::Row stat;
+    if constexpr (Math::kStreamsWhileCaching) {
+      stat = Math::Finish(reducer.Run(accumulator.Get(), typename Math::MergeOp()), p);
+    } else {
+      stat = ResidentRowFrom<Math>(first, for_each, all_reduce, p);
+    }
     if (threadIdx.x == 0) stat.WriteStats(p, row);
     out.StoreRow(row, read_cached, [&](float* v) { stat.template Apply<pack>(v); });
   }
@@ -381,16 +392,15 @@ __global__ void __launch_bounds__(block_size)
   __shared__ typename Reducer::Storage storage;
   Reducer reducer(storage);
   const auto all_reduce = [&](float value, auto combine) { return reducer.Run(value, combine); };
-  // This thread's packs of the row, folded by a pass of the op's statistic.
-  const auto fold = [&](const auto& pass, float acc) {
+  // This thread's values of the row, in its registers.
+  const auto for_each = [&](auto&& f) {
 #pragma unroll
     for (int b = 0; b < kPacks; ++b) {
 #pragma unroll
       for (int i = 0; i < pack; ++i) {
-        if (b < count) acc = pass.Add(acc, v[b][i]);
+        if (b < count) f(v[b][i]);
       }
     }
-    return acc;
   };
 
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
@@ -398,11 +408,11 @@ __global__ void __launch_bounds__(block_size)
     // 16-bit weights widen in the loop, after the row's loads are issued
     // (float ones need no widening, and their code stays as it was).
     if constexpr (Weights::kLoads && Weights::kValueBytes < 4) HideFromHoisting(weights);
-    const typename Math::Row stat = ResidentRow<Math>(fold, all_reduce, p);
+    const typename Math::Row stat = ResidentRow<Math>(for_each, all_reduce, p);
     if (threadIdx.x == 0) stat.WriteStats(p, row);
 #pragma unroll
     for (int b = 0; b < kPacks; ++b) {
-      if (b < count) stat.template Apply<pack>(v[b]);
+      if (b < count) stat.template ApplyKept<pack>(v[b]);
     }
     if constexpr (Weights::kLoads) {
       store.template StoreLoaded<kPacks, pack>(v, weights, row, first_col, kStride, count);

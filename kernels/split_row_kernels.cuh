@@ -174,7 +174,7 @@ __device__ __forceinline__ Partial ReadSlot(const Unit* slot) {
 }
 
 // The row statistic from the `split` partials of a row, read by read(r):
-// lane l merges ranks l, l + 32, ... in order, then Math::WarpMerge
+// lane l merges ranks l, l + 32, ... in order, then Math::GroupMerge
 // combines the lanes. Every block of the row runs the same operations on the
 // same partials, so all compute bit-identical statistics. Every lane of the
 // warp must call it.
@@ -187,22 +187,23 @@ __device__ __forceinline__ typename Math::Partial MergeRowPartials(int split, co
     const Partial q = read(r);
     mine = r == lane ? q : Math::Merge(mine, q);
   }
-  return Math::WarpMerge(mine);
+  return Math::GroupMerge(mine);
 }
 
 // The block's statistic from every thread's partial, on every thread:
-// WarpMerge in each warp, then over the warps' results (`warp_partials`
-// holds block_size / 32; reusing it needs a __syncthreads() first).
+// GroupMerge in each warp, then over the warps' results in groups of as many
+// lanes as warps, each group holding them all (`warp_partials` holds
+// block_size / 32; reusing it needs a __syncthreads() first).
 template <class Math, int block_size>
 __device__ __forceinline__ typename Math::Partial BlockMerge(
     const typename Math::Partial& mine, typename Math::Partial* warp_partials) {
   constexpr int kWarps = block_size / kWarpSize;
   static_assert(kWarps <= kWarpSize, "one warp merges the warps' partials");
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
-  const typename Math::Partial warp = Math::WarpMerge(mine);
+  const typename Math::Partial warp = Math::GroupMerge(mine);
   if (lane == 0) warp_partials[threadIdx.x / kWarpSize] = warp;
   __syncthreads();
-  return Math::WarpMerge(lane < kWarps ? warp_partials[lane] : Math::Identity());
+  return Math::template GroupMerge<kWarps>(warp_partials[lane % kWarps]);
 }
 
 // kSplitTwoPass's scratch: the rows x split partials, row-major, each in a
