@@ -15,9 +15,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/cli_common.h"
-#include "client/config_file.h"
 #include "db/records.h"
 #include "db/tuning_store.h"
+#include "proto/config_file.h"
 
 namespace kt::client {
 namespace {
@@ -169,7 +169,7 @@ void WriteBestConfigText(const db::BestConfig& best, const db::Gpu& gpu,
                          std::ostream& out) {
   std::vector<std::pair<std::string, std::string>> lines;
   lines.push_back({"gpu", absl::StrCat(gpu.id, ": ", SkuDescription(gpu.sku))});
-  lines.push_back({"point", DescribePoint(best.point.op, best.point.dtype, best.point.rows,
+  lines.push_back({"point", db::DescribePoint(best.point.op, best.point.dtype, best.point.rows,
                                           best.point.cols, best.point.inner)});
   if (best.point.inner > 1) {
     lines.push_back({"inner", absl::StrCat(best.point.inner, " (reduced along the middle axis of (",
@@ -296,7 +296,7 @@ int RunConfigsShow(const ConfigsShowOptions& options, std::ostream& out,
       (*store)->ListBestConfigs(ToStoreFilter(*filter));
   if (!rows.ok()) return ReportError(kVerb, rows.status(), err);
 
-  const std::string described = DescribePoint(*filter->op, *filter->dtype, *filter->rows,
+  const std::string described = db::DescribePoint(*filter->op, *filter->dtype, *filter->rows,
                                               *filter->cols, *filter->inner);
   if (rows->empty()) {
     return ReportError(
@@ -385,8 +385,15 @@ int RunConfigsExport(const ConfigsExportOptions& options, std::ostream& out,
   absl::StatusOr<std::vector<db::BestConfig>> rows =
       (*store)->ListBestConfigs(ToStoreFilter(one_gpu));
   if (!rows.ok()) return ReportError(kVerb, rows.status(), err);
-  absl::StatusOr<std::string> json =
-      ConfigFileToJson(MakeConfigFile(gpu->sku, *rows, options.now));
+  absl::StatusOr<kerntune::v1::TunedConfigFile> file =
+      proto::MakeConfigFile(gpu->sku, *rows, options.now);
+  if (!file.ok()) {
+    return ReportError(kVerb,
+                       absl::Status(file.status().code(), absl::StrCat(file.status().message(),
+                                                                       "; nothing exported")),
+                       err);
+  }
+  absl::StatusOr<std::string> json = proto::ConfigFileToJson(*file);
   if (!json.ok()) return ReportError(kVerb, json.status(), err);
   out << *json;
   out.flush();
@@ -408,7 +415,7 @@ int RunConfigsImport(const ConfigsImportOptions& options, std::ostream& out,
   }
   absl::StatusOr<std::string> text = ReadInput(options.file);
   if (!text.ok()) return ReportError(kVerb, text.status(), err, kExitUsage);
-  absl::StatusOr<ParsedConfigFile> parsed = ParseConfigFile(*text);
+  absl::StatusOr<proto::ParsedConfigFile> parsed = proto::ParseConfigFile(*text);
   if (!parsed.ok()) {
     return ReportError(kVerb,
                        absl::InvalidArgumentError(absl::StrCat(
@@ -430,7 +437,7 @@ int RunConfigsImport(const ConfigsImportOptions& options, std::ostream& out,
                          err);
     }
   }
-  for (const SkippedEntry& skipped : parsed->skipped) {
+  for (const proto::SkippedEntry& skipped : parsed->skipped) {
     err << "kerntune " << kVerb << ": " << options.file << ": entry "
         << skipped.index << " skipped: " << skipped.reason << "\n";
   }
@@ -447,7 +454,7 @@ int RunConfigsImport(const ConfigsImportOptions& options, std::ostream& out,
       break;
     case OutputFormat::kJson: {
       Table skipped({{"index", "INDEX"}, {"reason", "REASON"}});
-      for (const SkippedEntry& entry : parsed->skipped) {
+      for (const proto::SkippedEntry& entry : parsed->skipped) {
         skipped.AddRow({Cell::Int(static_cast<int64_t>(entry.index)),
                         Cell::Text(entry.reason)});
       }
@@ -461,7 +468,7 @@ int RunConfigsImport(const ConfigsImportOptions& options, std::ostream& out,
     }
     case OutputFormat::kCsv: {
       Table skipped({{"index", "INDEX"}, {"reason", "REASON"}});
-      for (const SkippedEntry& entry : parsed->skipped) {
+      for (const proto::SkippedEntry& entry : parsed->skipped) {
         skipped.AddRow({Cell::Int(static_cast<int64_t>(entry.index)),
                         Cell::Text(entry.reason)});
       }

@@ -44,34 +44,4 @@ absl::string_view ConfigSourceName(pb::ConfigSource source) {
   }
 }
 
-pb::Op OpToProto(kernels::Op op) {
-  switch (op) {
-    case kernels::Op::kSoftmax:
-      return pb::OP_SOFTMAX;
-    case kernels::Op::kLogSoftmax:
-      return pb::OP_LOG_SOFTMAX;
-    case kernels::Op::kLayerNorm:
-      return pb::OP_LAYER_NORM;
-    case kernels::Op::kRmsNorm:
-      return pb::OP_RMS_NORM;
-    case kernels::Op::kReduceScale:
-      return pb::OP_REDUCE_SCALE;
-    case kernels::Op::kScaledMaskedSoftmax:
-      return pb::OP_SCALED_MASKED_SOFTMAX;
-  }
-  return pb::OP_UNSPECIFIED;
-}
-
-pb::DType DTypeToProto(kernels::DType dtype) {
-  switch (dtype) {
-    case kernels::DType::kFloat32:
-      return pb::DTYPE_FLOAT32;
-    case kernels::DType::kFloat16:
-      return pb::DTYPE_FLOAT16;
-    case kernels::DType::kBFloat16:
-      return pb::DTYPE_BFLOAT16;
-  }
-  return pb::DTYPE_UNSPECIFIED;
-}
-
 }  // namespace kt::client

@@ -17,6 +17,7 @@
 #include "kernels/host_dtype.h"
 #include "kernels/reference.h"
 #include "kernels/verify.h"
+#include "proto/convert.h"
 
 namespace kt::client {
 namespace {
@@ -65,8 +66,8 @@ struct Outputs {
 
 RunArgs BaseArgs(const kernels::HostProblem& p) {
   RunArgs args;
-  args.op = OpToProto(p.op);
-  args.dtype = DTypeToProto(p.dtype);
+  args.op = proto::OpToProto(p.op);
+  args.dtype = proto::DTypeToProto(p.dtype);
   args.rows = p.shape.rows;
   args.cols = p.shape.cols;
   args.inner = p.shape.inner;
@@ -601,7 +602,7 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
   }
 
   const pb::ConfigChoice& config = response.config();
-  std::string point = DescribePoint(kernels::OpName(*op), kernels::DTypeName(*dtype),
+  std::string point = db::DescribePoint(kernels::OpName(*op), kernels::DTypeName(*dtype),
                                     shape.rows, shape.cols, shape.inner);
   if (*op == kernels::Op::kScaledMaskedSoftmax) {
     absl::StrAppend(&point, absl::StrFormat(" scale %g", problem->params.scale));

@@ -10,21 +10,12 @@
 #include "client/daemon_cli_common.h"
 #include "client/daemon_client.h"
 #include "db/records.h"
+#include "proto/convert.h"
 
 namespace kt::client {
 namespace {
 
 constexpr absl::string_view kVerb = "status";
-
-db::GpuSku SkuFromProto(const pb::GpuSku& sku) {
-  db::GpuSku out;
-  out.name = sku.name();
-  out.cc_major = sku.cc_major();
-  out.cc_minor = sku.cc_minor();
-  out.sm_count = sku.sm_count();
-  out.total_memory_bytes = sku.total_memory_bytes();
-  return out;
-}
 
 // "3d 04h 05m 06s", "2m 03s", "7s".
 std::string FormatUptime(int64_t seconds) {
@@ -63,7 +54,7 @@ void WriteText(const std::string& target, const pb::GetStatusResponse& s, std::o
     const pb::Device& device = s.devices(i);
     lines.push_back({i == 0 ? "devices" : "",
                      absl::StrCat(device.ordinal(), ": ",
-                                  SkuDescription(SkuFromProto(device.sku())),
+                                  SkuDescription(proto::SkuFromProto(device.sku())),
                                   device.uuid().empty() ? "" : absl::StrCat(", ", device.uuid()),
                                   device.pci_bus_id().empty()
                                       ? ""

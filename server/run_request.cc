@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "proto/convert.h"
 
 namespace kt::server {
 namespace {
@@ -147,106 +148,6 @@ bool Overlap(const TensorView& a, const TensorView& b) {
 
 int64_t RunRequest::tensor_bytes() const {
   return shape.elements() * static_cast<int64_t>(kernels::DTypeSize(dtype));
-}
-
-absl::StatusOr<kernels::Op> OpFromProto(pb::Op op, absl::string_view field) {
-  switch (op) {
-    case pb::OP_SOFTMAX:
-      return kernels::Op::kSoftmax;
-    case pb::OP_LOG_SOFTMAX:
-      return kernels::Op::kLogSoftmax;
-    case pb::OP_LAYER_NORM:
-      return kernels::Op::kLayerNorm;
-    case pb::OP_RMS_NORM:
-      return kernels::Op::kRmsNorm;
-    case pb::OP_REDUCE_SCALE:
-      return kernels::Op::kReduceScale;
-    case pb::OP_SCALED_MASKED_SOFTMAX:
-      return kernels::Op::kScaledMaskedSoftmax;
-    default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, "=", static_cast<int>(op), " (", pb::Op_Name(op),
-          ") must be OP_SOFTMAX, OP_LOG_SOFTMAX, OP_LAYER_NORM, OP_RMS_NORM, OP_REDUCE_SCALE "
-          "or OP_SCALED_MASKED_SOFTMAX"));
-  }
-}
-
-absl::StatusOr<kernels::DType> DTypeFromProto(pb::DType dtype, absl::string_view field) {
-  switch (dtype) {
-    case pb::DTYPE_FLOAT32:
-      return kernels::DType::kFloat32;
-    case pb::DTYPE_FLOAT16:
-      return kernels::DType::kFloat16;
-    case pb::DTYPE_BFLOAT16:
-      return kernels::DType::kBFloat16;
-    default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, "=", static_cast<int>(dtype), " (", pb::DType_Name(dtype),
-          ") must be DTYPE_FLOAT32, DTYPE_FLOAT16 or DTYPE_BFLOAT16"));
-  }
-}
-
-pb::Op OpToProto(kernels::Op op) {
-  switch (op) {
-    case kernels::Op::kSoftmax:
-      return pb::OP_SOFTMAX;
-    case kernels::Op::kLogSoftmax:
-      return pb::OP_LOG_SOFTMAX;
-    case kernels::Op::kLayerNorm:
-      return pb::OP_LAYER_NORM;
-    case kernels::Op::kRmsNorm:
-      return pb::OP_RMS_NORM;
-    case kernels::Op::kReduceScale:
-      return pb::OP_REDUCE_SCALE;
-    case kernels::Op::kScaledMaskedSoftmax:
-      return pb::OP_SCALED_MASKED_SOFTMAX;
-  }
-  return pb::OP_UNSPECIFIED;
-}
-
-pb::DType DTypeToProto(kernels::DType dtype) {
-  switch (dtype) {
-    case kernels::DType::kFloat32:
-      return pb::DTYPE_FLOAT32;
-    case kernels::DType::kFloat16:
-      return pb::DTYPE_FLOAT16;
-    case kernels::DType::kBFloat16:
-      return pb::DTYPE_BFLOAT16;
-  }
-  return pb::DTYPE_UNSPECIFIED;
-}
-
-absl::StatusOr<kernels::Shape> ValidateShape(const pb::Shape& shape, kernels::Op op,
-                                             kernels::DType dtype) {
-  if (shape.rows() < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("shape.rows=", shape.rows(), " must be >= 1"));
-  }
-  if (shape.cols() < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("shape.cols=", shape.cols(), " must be >= 1"));
-  }
-  if (shape.inner() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "shape.inner=", shape.inner(), " must be >= 1 (0, unset, means 1: the last axis)"));
-  }
-  const int64_t inner = std::max<int64_t>(shape.inner(), 1);
-  if (inner > 1 && !kernels::SupportsInnerAxis(op)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "shape.inner=", inner, ": op=", kernels::OpName(op),
-        " reduces the last axis only (inner 0 or 1); only softmax and log_softmax reduce a "
-        "middle axis"));
-  }
-  const int64_t size = static_cast<int64_t>(kernels::DTypeSize(dtype));
-  const int64_t max = std::numeric_limits<int64_t>::max();
-  if (shape.rows() > max / shape.cols() || shape.rows() * shape.cols() > max / inner ||
-      shape.rows() * shape.cols() * inner > max / size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "shape.rows=", shape.rows(), " x shape.cols=", shape.cols(),
-        inner > 1 ? absl::StrCat(" x shape.inner=", inner) : std::string(), " x ", size,
-        " bytes overflows a 64-bit byte count"));
-  }
-  return kernels::Shape{shape.rows(), shape.cols(), inner};
 }
 
 namespace {
@@ -419,11 +320,11 @@ OperandNames NamesOf(kernels::Op op) {
 absl::StatusOr<RunRequest> ValidateRunRequest(const pb::RunRequest& request,
                                               int64_t max_request_bytes) {
   RunRequest run;
-  absl::StatusOr<kernels::Op> op = OpFromProto(request.op(), "op");
+  absl::StatusOr<kernels::Op> op = proto::OpFromProto(request.op(), "op");
   if (!op.ok()) return op.status();
-  absl::StatusOr<kernels::DType> dtype = DTypeFromProto(request.dtype(), "dtype");
+  absl::StatusOr<kernels::DType> dtype = proto::DTypeFromProto(request.dtype(), "dtype");
   if (!dtype.ok()) return dtype.status();
-  absl::StatusOr<kernels::Shape> shape = ValidateShape(request.shape(), *op, *dtype);
+  absl::StatusOr<kernels::Shape> shape = proto::ShapeFromProto(request.shape(), *op, *dtype);
   if (!shape.ok()) return shape.status();
   run.op = *op;
   run.dtype = *dtype;

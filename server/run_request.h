@@ -96,19 +96,6 @@ class TensorResolver {
                                                    int device_ordinal) = 0;
 };
 
-// Proto enums <-> kernel library enums. InvalidArgument names the field.
-absl::StatusOr<kernels::Op> OpFromProto(kerntune::v1::Op op, absl::string_view field);
-absl::StatusOr<kernels::DType> DTypeFromProto(kerntune::v1::DType dtype,
-                                              absl::string_view field);
-kerntune::v1::Op OpToProto(kernels::Op op);
-kerntune::v1::DType DTypeToProto(kernels::DType dtype);
-
-// rows >= 1, cols >= 1, inner 0 (read as 1) or >= 1, inner > 1 only for an
-// op that reduces a middle axis (softmax, log_softmax), and rows * cols *
-// inner * dtype size without overflow.
-absl::StatusOr<kernels::Shape> ValidateShape(const kerntune::v1::Shape& shape, kernels::Op op,
-                                             kernels::DType dtype);
-
 // Stage 1, in order: op, dtype, shape, size limit (ResourceExhausted beyond
 // max_request_bytes when a tensor travels inline), input, output, events,
 // then the op's parameters: each op's message (layer_norm, rms_norm,

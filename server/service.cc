@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/version.h"
+#include "proto/convert.h"
 #include "server/run_request.h"
 #include "tuner/backend.h"
 
@@ -31,33 +32,16 @@ pb::ConfigSource SourceToProto(ConfigSource source) {
   return pb::CONFIG_SOURCE_UNSPECIFIED;
 }
 
-void ConfigToProto(const kernels::LaunchConfig& config, pb::LaunchConfig* out) {
-  out->set_impl(std::string(kernels::ImplName(config.impl)));
-  out->set_block_size(config.block_size);
-  out->set_pack_size(config.pack_size);
-  out->set_thread_group_width(config.thread_group_width);
-  out->set_rows_per_access(config.rows_per_access);
-  out->set_grid_waves(config.grid_waves);
-  out->set_key(kernels::ConfigKey(config));
-  out->set_split(config.split);
-}
-
-void ShapeToProto(const kernels::Shape& shape, pb::Shape* out) {
-  out->set_rows(shape.rows);
-  out->set_cols(shape.cols);
-  out->set_inner(shape.inner);
-}
-
 // A missing choice means the CPU reference ran.
 void ChoiceToProto(const std::optional<ConfigChoice>& choice, pb::ConfigChoice* out) {
   if (!choice) {
     out->set_source(pb::CONFIG_SOURCE_CPU_REFERENCE);
     return;
   }
-  ConfigToProto(choice->config, out->mutable_config());
+  *out->mutable_config() = proto::LaunchConfigToProto(choice->config);
   out->set_source(SourceToProto(choice->source));
   if (choice->tuned) {
-    ShapeToProto(choice->tuned->shape, out->mutable_tuned_shape());
+    *out->mutable_tuned_shape() = proto::ShapeToProto(choice->tuned->shape);
     out->set_tuned_median_us(choice->tuned->median_us);
   }
 }
@@ -83,14 +67,6 @@ void BufferToProto(const Registration& registration, pb::BufferInfo* out) {
   out->set_registered_unix_ms(absl::ToUnixMillis(registration.registered));
   out->set_expires_unix_ms(absl::ToUnixMillis(registration.last_used + registration.ttl));
   out->set_runs(registration.runs);
-}
-
-void SkuToProto(const db::GpuSku& sku, pb::GpuSku* out) {
-  out->set_name(sku.name);
-  out->set_cc_major(sku.cc_major);
-  out->set_cc_minor(sku.cc_minor);
-  out->set_sm_count(sku.sm_count);
-  out->set_total_memory_bytes(sku.total_memory_bytes);
 }
 
 // Logs a failed request at the edge and converts its status.
@@ -378,11 +354,11 @@ grpc::Status KernTuneService::HandleGetConfig(absl::string_view peer,
                                               const pb::GetConfigRequest* request,
                                               pb::GetConfigResponse* response) {
   KT_ADMIT_CALL();
-  absl::StatusOr<kernels::Op> op = OpFromProto(request->op(), "op");
+  absl::StatusOr<kernels::Op> op = proto::OpFromProto(request->op(), "op");
   if (!op.ok()) return Fail("GetConfig", peer, op.status());
-  absl::StatusOr<kernels::DType> dtype = DTypeFromProto(request->dtype(), "dtype");
+  absl::StatusOr<kernels::DType> dtype = proto::DTypeFromProto(request->dtype(), "dtype");
   if (!dtype.ok()) return Fail("GetConfig", peer, dtype.status());
-  absl::StatusOr<kernels::Shape> shape = ValidateShape(request->shape(), *op, *dtype);
+  absl::StatusOr<kernels::Shape> shape = proto::ShapeFromProto(request->shape(), *op, *dtype);
   if (!shape.ok()) return Fail("GetConfig", peer, shape.status());
   const ConfigCache* cache = backend_.config_cache();
   if (cache == nullptr) {
@@ -401,13 +377,13 @@ grpc::Status KernTuneService::HandleListConfigs(absl::string_view peer,
   KT_ADMIT_CALL();
   const ConfigCache* cache = backend_.config_cache();
   if (cache == nullptr) return grpc::Status::OK;  // the CPU reference uses no configs
-  SkuToProto(cache->sku(), response->mutable_sku());
+  *response->mutable_sku() = proto::SkuToProto(cache->sku());
   for (const TunedEntry& entry : cache->Entries()) {
     pb::TunedEntry* out = response->add_entries();
-    out->set_op(OpToProto(entry.op));
-    out->set_dtype(DTypeToProto(entry.dtype));
-    ShapeToProto(entry.shape, out->mutable_shape());
-    ConfigToProto(entry.config, out->mutable_config());
+    out->set_op(proto::OpToProto(entry.op));
+    out->set_dtype(proto::DTypeToProto(entry.dtype));
+    *out->mutable_shape() = proto::ShapeToProto(entry.shape);
+    *out->mutable_config() = proto::LaunchConfigToProto(entry.config);
     out->set_median_us(entry.median_us);
     out->set_kernel_version(entry.kernel_version);
   }
@@ -425,7 +401,7 @@ grpc::Status KernTuneService::HandleGetStatus(absl::string_view peer,
   for (const BackendDevice& device : backend_.devices()) {
     pb::Device* out = response->add_devices();
     out->set_ordinal(device.info.ordinal);
-    SkuToProto(tuner::SkuOf(device.info), out->mutable_sku());
+    *out->mutable_sku() = proto::SkuToProto(tuner::SkuOf(device.info));
     out->set_uuid(device.identity.uuid);
     out->set_pci_bus_id(device.identity.pci_bus_id);
   }

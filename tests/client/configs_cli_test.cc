@@ -12,7 +12,6 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "client/cli_common.h"
-#include "client/config_file.h"
 #include "client/configs_cli.h"
 #include "client/gpus_cli.h"
 #include "db/tuning_store.h"
@@ -20,6 +19,7 @@
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "proto/config_file.h"
 #include "tests/client/fixture.h"
 
 namespace kt::client {
@@ -421,13 +421,13 @@ TEST_F(ConfigsCliTest, ExportWritesTheVersionedFile) {
   EXPECT_THAT(result.out, HasSubstr("\"format_version\": 1"));
   EXPECT_THAT(result.out, HasSubstr("\"exported_at\": \"2024-05-01T13:00:00Z\""));
   EXPECT_THAT(result.err, HasSubstr("exported 4 tuned configs"));
-  const absl::StatusOr<ParsedConfigFile> parsed = ParseConfigFile(result.out);
+  const absl::StatusOr<proto::ParsedConfigFile> parsed = proto::ParseConfigFile(result.out);
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(parsed->sku, testing::H100Sku());
   EXPECT_EQ(parsed->valid.size(), 4u);
   // Filters narrow the points.
   const Result some = Export({"h100", "softmax"});
-  EXPECT_EQ(ParseConfigFile(some.out)->valid.size(), 2u);
+  EXPECT_EQ(proto::ParseConfigFile(some.out)->valid.size(), 2u);
 }
 
 // Store rows compared without their store-local ids.
@@ -578,7 +578,10 @@ TEST_F(ConfigsCliTest, ImportOfAnUnusableFileImportsNothing) {
     EXPECT_THAT(result.err, HasSubstr(message)) << name;
     EXPECT_THAT(result.err, HasSubstr("nothing imported")) << name;
   };
-  expect_refused("not_json.json", "GPU configs, trust me", "not a JSON object");
+  expect_refused("not_json.json", "GPU configs, trust me",
+                 "not valid JSON: line 1, column 1: expected a value");
+  expect_refused("store.db", std::string("SQLite format 3\0\x10\x00\x01", 19),
+                 "this is a SQLite tuning store, not a tuned-config file; use --db=<file>");
   expect_refused("other.json", R"({"format": "acme.settings", "format_version": 1})",
                  "format=\"acme.settings\" is not \"kerntune.tuned_configs\"");
   expect_refused("newer.json",

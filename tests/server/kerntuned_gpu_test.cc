@@ -13,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "client/daemon_cli_common.h"
 #include "db/tuning_store.h"
 #include "gtest/gtest.h"
 #include "kerntune/v1/kerntune.grpc.pb.h"
@@ -23,6 +22,7 @@
 #include "kernels/reference.h"
 #include "kernels/verify.h"
 #include "kernels/version.h"
+#include "proto/convert.h"
 #include "tests/server/daemon_process.h"
 #include "tests/testing/scoped_temp_dir.h"
 #include "tuner/backend.h"
@@ -180,8 +180,8 @@ TEST_F(KerntunedGpuTest, RunsEveryOpAndDtypeWithinTolerance) {
           return bytes;
         };
         pb::RunRequest request;
-        request.set_op(client::OpToProto(op));
-        request.set_dtype(client::DTypeToProto(dtype));
+        request.set_op(proto::OpToProto(op));
+        request.set_dtype(proto::DTypeToProto(dtype));
         request.mutable_shape()->set_rows(shape.rows);
         request.mutable_shape()->set_cols(shape.cols);
         if (shape.inner > 1) request.mutable_shape()->set_inner(shape.inner);

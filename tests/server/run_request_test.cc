@@ -4,6 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/convert.h"
 #include "server/service.h"
 #include "tests/server/malformed_requests.h"
 
@@ -42,8 +43,8 @@ TEST(RunRequestTest, ValidRequestsPassWithTheirFields) {
       EXPECT_EQ(got->input.bytes, static_cast<int64_t>(request.input().inline_data().size()));
       EXPECT_EQ(got->input.where, TensorView::Where::kInline);
       EXPECT_EQ(got->output.where, TensorView::Where::kInline);
-      EXPECT_EQ(OpToProto(got->op), op);
-      EXPECT_EQ(DTypeToProto(got->dtype), dtype);
+      EXPECT_EQ(proto::OpToProto(got->op), op);
+      EXPECT_EQ(proto::DTypeToProto(got->dtype), dtype);
     }
   }
 }
