@@ -1,9 +1,8 @@
 // Shared pieces of the CLI's daemon verbs (daemon_cli_common.h).
 #include "client/daemon_cli_common.h"
 
-#include <algorithm>
-
 #include "client/cli_common.h"
+#include "proto/convert.h"
 
 namespace kt::client {
 
@@ -21,27 +20,10 @@ int ReportDaemonError(absl::string_view verb, const absl::Status& status, std::o
   return kExitFailure;
 }
 
-void WriteLabelledLines(const LabelledLines& lines, std::ostream& out) {
-  size_t width = 0;
-  for (const auto& line : lines) width = std::max(width, line.first.size());
-  for (const auto& [label, value] : lines) {
-    out << label << std::string(width - label.size() + 2, ' ') << value << "\n";
-  }
-}
-
 absl::string_view ConfigSourceName(pb::ConfigSource source) {
-  switch (source) {
-    case pb::CONFIG_SOURCE_TUNED:
-      return "tuned";
-    case pb::CONFIG_SOURCE_NEAREST_TUNED:
-      return "nearest";
-    case pb::CONFIG_SOURCE_HEURISTIC:
-      return "heuristic";
-    case pb::CONFIG_SOURCE_CPU_REFERENCE:
-      return "cpu";
-    default:
-      return "unknown";
-  }
+  if (source == pb::CONFIG_SOURCE_CPU_REFERENCE) return "cpu";
+  absl::StatusOr<tuner::ConfigSource> lookup = proto::ConfigSourceFromProto(source, "source");
+  return lookup.ok() ? tuner::ConfigSourceName(*lookup) : "unknown";
 }
 
 }  // namespace kt::client

@@ -422,7 +422,8 @@ std::string DescribeConfig(const pb::ConfigChoice& choice) {
     const pb::Shape& tuned = choice.tuned_shape();
     absl::StrAppend(&text, "; tuned at ", tuned.rows(), "x", tuned.cols(),
                     tuned.inner() > 1 ? absl::StrCat("x", tuned.inner()) : std::string(),
-                    absl::StrFormat(", %.2f us", choice.tuned_median_us()));
+                    absl::StrFormat(", %.2f us", choice.tuned_median_us()),
+                    choice.tuned_origin() == pb::CONFIG_SOURCE_SHIPPED ? ", shipped file" : "");
   }
   return text + ")";
 }

@@ -68,6 +68,16 @@ void WriteText(const std::string& target, const pb::GetStatusResponse& s, std::o
                                  : absl::StrCat(" (data version ", s.database_data_version(),
                                                 ")"))});
   lines.push_back(
+      {"shipped", s.shipped_config_files().empty()
+                      ? std::string("none for this GPU")
+                      : absl::StrCat(Plural(s.shipped_entries(), "entry", "entries"), " from ",
+                                     absl::StrJoin(s.shipped_config_files(), ", "))});
+  if (s.stale_entries_skipped() > 0) {
+    lines.push_back({"stale", absl::StrCat(Plural(s.stale_entries_skipped(), "entry", "entries"),
+                                           " measured with another kernel library, not "
+                                           "served; re-tune or import current configs")});
+  }
+  lines.push_back(
       {"buffers", absl::StrCat(s.registered_buffers(), " registered, ",
                                HumanBytes(s.registered_bytes()), ", owned by ",
                                Plural(s.buffer_owners(), "process", "processes"),
@@ -98,6 +108,13 @@ void WriteText(const std::string& target, const pb::GetStatusResponse& s, std::o
   WriteLabelledLines(lines, out);
 }
 
+// ["a", "b"]
+std::string JsonList(const google::protobuf::RepeatedPtrField<std::string>& values) {
+  std::vector<std::string> quoted;
+  for (const std::string& value : values) quoted.push_back(JsonQuote(value));
+  return absl::StrCat("[", absl::StrJoin(quoted, ", "), "]");
+}
+
 std::string DeviceJson(const pb::Device& device) {
   const pb::GpuSku& sku = device.sku();
   return absl::StrCat("{\"ordinal\": ", device.ordinal(), ", \"name\": ", JsonQuote(sku.name()),
@@ -121,6 +138,9 @@ void WriteJson(const std::string& target, const pb::GetStatusResponse& s, std::o
       {"tuned_entries", absl::StrCat(s.tuned_entries())},
       {"database_path", JsonQuote(s.database_path())},
       {"database_data_version", absl::StrCat(s.database_data_version())},
+      {"shipped_entries", absl::StrCat(s.shipped_entries())},
+      {"shipped_config_files", JsonList(s.shipped_config_files())},
+      {"stale_entries_skipped", absl::StrCat(s.stale_entries_skipped())},
       {"registered_buffers", absl::StrCat(s.registered_buffers())},
       {"registered_bytes", absl::StrCat(s.registered_bytes())},
       {"buffer_owners", absl::StrCat(s.buffer_owners())},

@@ -31,6 +31,13 @@ constexpr std::pair<kernels::DType, pb::DType> kDTypes[] = {
     {kernels::DType::kBFloat16, pb::DTYPE_BFLOAT16},
 };
 
+constexpr std::pair<tuner::ConfigSource, pb::ConfigSource> kConfigSources[] = {
+    {tuner::ConfigSource::kTuned, pb::CONFIG_SOURCE_TUNED},
+    {tuner::ConfigSource::kShipped, pb::CONFIG_SOURCE_SHIPPED},
+    {tuner::ConfigSource::kNearestTuned, pb::CONFIG_SOURCE_NEAREST_TUNED},
+    {tuner::ConfigSource::kHeuristic, pb::CONFIG_SOURCE_HEURISTIC},
+};
+
 template <typename Kernel, typename Proto, size_t N>
 Proto ToProto(const std::pair<Kernel, Proto> (&table)[N], Kernel value) {
   for (const auto& [kernel, proto] : table) {
@@ -60,6 +67,13 @@ absl::StatusOr<Kernel> FromProto(const std::pair<Kernel, Proto> (&table)[N], Pro
 
 const std::string& OpName(pb::Op op) { return pb::Op_Name(op); }
 const std::string& DTypeName(pb::DType dtype) { return pb::DType_Name(dtype); }
+const std::string& SourceName(pb::ConfigSource source) { return pb::ConfigSource_Name(source); }
+
+// Where a tuned entry was loaded from, as the source of its exact point.
+pb::ConfigSource OriginToProto(tuner::EntryOrigin origin) {
+  return origin == tuner::EntryOrigin::kLocal ? pb::CONFIG_SOURCE_TUNED
+                                              : pb::CONFIG_SOURCE_SHIPPED;
+}
 
 absl::Status Disagrees(const pb::LaunchConfig& fields, absl::string_view name,
                        const std::string& value, const std::string& expected) {
@@ -175,6 +189,39 @@ pb::GpuSku SkuToProto(const db::GpuSku& sku) {
 db::GpuSku SkuFromProto(const pb::GpuSku& sku) {
   return db::GpuSku{sku.name(), sku.cc_major(), sku.cc_minor(), sku.sm_count(),
                     sku.total_memory_bytes()};
+}
+
+pb::ConfigSource ConfigSourceToProto(tuner::ConfigSource source) {
+  return ToProto(kConfigSources, source);
+}
+
+absl::StatusOr<tuner::ConfigSource> ConfigSourceFromProto(pb::ConfigSource source,
+                                                          absl::string_view field) {
+  return FromProto(kConfigSources, source, field, &SourceName);
+}
+
+pb::ConfigChoice ConfigChoiceToProto(const tuner::ConfigChoice& choice) {
+  pb::ConfigChoice out;
+  *out.mutable_config() = LaunchConfigToProto(choice.config);
+  out.set_source(ConfigSourceToProto(choice.source));
+  if (choice.tuned) {
+    *out.mutable_tuned_shape() = ShapeToProto(choice.tuned->shape);
+    out.set_tuned_median_us(choice.tuned->median_us);
+    out.set_tuned_origin(OriginToProto(choice.tuned->origin));
+  }
+  return out;
+}
+
+pb::TunedEntry TunedEntryToProto(const tuner::TunedEntry& entry) {
+  pb::TunedEntry out;
+  out.set_op(OpToProto(entry.op));
+  out.set_dtype(DTypeToProto(entry.dtype));
+  *out.mutable_shape() = ShapeToProto(entry.shape);
+  *out.mutable_config() = LaunchConfigToProto(entry.config);
+  out.set_median_us(entry.median_us);
+  out.set_kernel_version(entry.kernel_version);
+  out.set_source(OriginToProto(entry.origin));
+  return out;
 }
 
 }  // namespace kt::proto

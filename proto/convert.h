@@ -1,8 +1,8 @@
 // The one place where the kerntune.v1 proto messages meet the C++ vocabulary
-// of the kernel library (ops, dtypes, shapes, launch configs) and of the
-// tuning store (GPU SKUs). The daemon (server/) and the CLI and client
-// library (client/) convert through here; kernels/, db/ and tuner/ never see
-// generated code.
+// of the kernel library (ops, dtypes, shapes, launch configs), of the tuning
+// store (GPU SKUs) and of the config lookup (config sources, tuned
+// entries). The daemon (server/) and the CLI and client library (client/)
+// convert through here; kernels/, db/ and tuner/ never see generated code.
 #ifndef KERNTUNE_PROTO_CONVERT_H_
 #define KERNTUNE_PROTO_CONVERT_H_
 
@@ -13,6 +13,7 @@
 #include "kernels/types.h"
 #include "kerntune/v1/common.pb.h"
 #include "kerntune/v1/kerntune.pb.h"
+#include "tuner/config_lookup.h"
 
 namespace kt::proto {
 
@@ -43,6 +44,16 @@ absl::StatusOr<kernels::LaunchConfig> LaunchConfigFromProto(const pb::LaunchConf
 
 pb::GpuSku SkuToProto(const db::GpuSku& sku);
 db::GpuSku SkuFromProto(const pb::GpuSku& sku);
+
+pb::ConfigSource ConfigSourceToProto(tuner::ConfigSource source);
+// InvalidArgument for CONFIG_SOURCE_CPU_REFERENCE (no lookup ran: the CPU
+// backend launches no config), UNSPECIFIED and values this build does not know.
+absl::StatusOr<tuner::ConfigSource> ConfigSourceFromProto(pb::ConfigSource source,
+                                                          absl::string_view field);
+// The config, its source and, when it came from a tuned entry, that entry's
+// point, time and origin.
+pb::ConfigChoice ConfigChoiceToProto(const tuner::ConfigChoice& choice);
+pb::TunedEntry TunedEntryToProto(const tuner::TunedEntry& entry);
 
 }  // namespace kt::proto
 

@@ -18,6 +18,7 @@
 #include "server/config_cache.h"
 #include "server/peer_credentials.h"
 #include "server/run_request.h"
+#include "tuner/config_lookup.h"
 
 namespace kt::server {
 
@@ -44,7 +45,7 @@ struct RunResult {
   std::vector<float> inv_std;
   std::vector<float> row_scale;
   // Empty on the CPU backend (no launch config there).
-  std::optional<ConfigChoice> config;
+  std::optional<tuner::ConfigChoice> config;
   double kernel_time_us = 0;
   ExecuteTiming timing;
   // Answered once queued (done_event), before the GPU finished.

@@ -414,7 +414,8 @@ void GpuBackend::Housekeep(absl::Time now, absl::FunctionRef<bool(const PeerProc
 absl::StatusOr<RunResult> GpuBackend::ExecuteOn(Lane& lane, const RunRequest& request,
                                                 ExecuteTiming& timing) {
   const Clock::time_point start = Clock::now();
-  absl::StatusOr<ConfigChoice> choice = cache_->Lookup(request.op, request.dtype, request.shape);
+  absl::StatusOr<tuner::ConfigChoice> choice =
+      cache_->Lookup(request.op, request.dtype, request.shape);
   if (!choice.ok()) return choice.status();
   timing.lookup_us = MicrosSince(start, Clock::now());
   const cudaStream_t stream = lane.stream;

@@ -11,6 +11,7 @@
 #include "absl/time/time.h"
 #include "db/tuning_store.h"
 #include "grpc/grpc.h"
+#include "proto/shipped_configs.h"
 #include "server/server.h"
 
 ABSL_FLAG(std::string, socket, "",
@@ -20,6 +21,10 @@ ABSL_FLAG(std::string, tcp, "", "also listen on HOST:PORT (off unless given)");
 ABSL_FLAG(std::string, db, "",
           "tuning store, opened read-only (default $KERNTUNE_DB, else "
           "$XDG_DATA_HOME/kerntune/tuning.db, else ~/.local/share/kerntune/tuning.db)");
+ABSL_FLAG(std::string, configs, "",
+          "directory of shipped tuned-config files (*.json, one per GPU SKU), served after the "
+          "store's entries (default <kerntuned's directory>/../share/kerntune/configs, else the "
+          "source tree's deploy/configs)");
 ABSL_FLAG(bool, cpu, false, "use the CPU reference backend even when a GPU is present");
 ABSL_FLAG(int64_t, max_request_bytes, kt::server::kDefaultMaxRequestBytes,
           "largest tensor (rows * cols * dtype size) a request may carry inline");
@@ -64,6 +69,8 @@ int main(int argc, char** argv) {
   options.tcp_address = absl::GetFlag(FLAGS_tcp);
   options.db_path = absl::GetFlag(FLAGS_db);
   if (options.db_path.empty()) options.db_path = kt::db::DefaultDatabasePath().value_or("");
+  options.configs_dir = absl::GetFlag(FLAGS_configs);
+  if (options.configs_dir.empty()) options.configs_dir = kt::proto::DefaultShippedConfigDir();
   options.force_cpu = absl::GetFlag(FLAGS_cpu);
   options.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
   options.buffer_ttl_s = absl::GetFlag(FLAGS_buffer_ttl_s);

@@ -26,11 +26,13 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "kernels/device_info.h"
+#include "proto/shipped_configs.h"
 #include "server/config_cache.h"
 #include "server/cpu_backend.h"
 #include "server/gpu_backend.h"
 #include "server/service.h"
 #include "server/unix_listener.h"
+#include "tuner/backend.h"
 
 namespace kt::server {
 namespace {
@@ -96,7 +98,20 @@ bool SomethingListens(const std::string& path) {
 struct Backends {
   std::unique_ptr<Backend> backend;
   std::string reason;
+  // The shipped config files of the device's SKU it serves.
+  std::vector<std::string> shipped_config_files;
 };
+
+// The shipped entries of `sku` from `dir`. Unusable files and entries are
+// logged by name and left out: a bad shipped file must not stop a daemon.
+proto::ShippedEntries LoadShippedConfigs(const std::string& dir, const db::GpuSku& sku) {
+  if (dir.empty()) return {};
+  const std::vector<proto::ShippedConfigFile> files = proto::ReadShippedConfigs(dir);
+  for (const std::string& problem : proto::DescribeProblems(files)) {
+    std::fprintf(stderr, "kerntuned: shipped config file %s\n", problem.c_str());
+  }
+  return proto::ShippedEntriesFor(files, sku);
+}
 
 absl::StatusOr<Backends> MakeBackend(const Options& options) {
   if (options.force_cpu) return Backends{std::make_unique<CpuBackend>(), "--cpu given"};
@@ -108,7 +123,9 @@ absl::StatusOr<Backends> MakeBackend(const Options& options) {
     return Backends{std::make_unique<CpuBackend>(),
                     absl::StrCat("CUDA device 0 unusable: ", device.status().message())};
   }
-  absl::StatusOr<std::unique_ptr<ConfigCache>> cache = ConfigCache::Create(options.db_path, *device);
+  proto::ShippedEntries shipped = LoadShippedConfigs(options.configs_dir, tuner::SkuOf(*device));
+  absl::StatusOr<std::unique_ptr<ConfigCache>> cache =
+      ConfigCache::Create(options.db_path, *device, std::move(shipped.entries));
   if (!cache.ok()) return cache.status();
   (*cache)->StartPolling(kReloadInterval);
   GpuBackendOptions gpu_options;
@@ -123,7 +140,8 @@ absl::StatusOr<Backends> MakeBackend(const Options& options) {
     return Backends{std::make_unique<CpuBackend>(),
                     absl::StrCat("CUDA device 0 unusable: ", gpu.status().message())};
   }
-  return Backends{*std::move(gpu), absl::StrCat("CUDA device 0 (", device->name, ")")};
+  return Backends{*std::move(gpu), absl::StrCat("CUDA device 0 (", device->name, ")"),
+                  std::move(shipped.files)};
 }
 
 int MessageLimit(int64_t max_request_bytes) {
@@ -229,6 +247,7 @@ absl::Status RunServer(const Options& options) {
   service_options.max_request_bytes = options.max_request_bytes;
   service_options.backend_reason = backends->reason;
   service_options.database_path = options.db_path;
+  service_options.shipped_config_files = backends->shipped_config_files;
   service_options.registry.default_ttl = absl::Seconds(options.buffer_ttl_s);
   service_options.identify_caller = [&peers](absl::string_view grpc_peer) {
     return peers.Lookup(grpc_peer);
@@ -278,8 +297,8 @@ absl::Status RunServer(const Options& options) {
   server->GetHealthCheckService()->SetServingStatus(kServiceName, true);
   const ConfigCache* cache = backend.config_cache();
   std::fprintf(stderr,
-               "kerntuned: serving on unix:%s%s%s, backend %s (%s%s)%s, %zu tuned configs from "
-               "%s\n",
+               "kerntuned: serving on unix:%s%s%s, backend %s (%s%s)%s, %lld tuned configs from "
+               "%s, %lld shipped\n",
                options.socket_path.c_str(), options.tcp_address.empty() ? "" : " and ",
                options.tcp_address.c_str(), backend.name().c_str(), backends->reason.c_str(),
                backend.name() == "gpu"
@@ -293,8 +312,9 @@ absl::Status RunServer(const Options& options) {
                                                                  : " busy-polling threads")
                          .c_str()
                    : "",
-               cache == nullptr ? size_t{0} : cache->Entries().size(),
-               options.db_path.empty() ? "(no database)" : options.db_path.c_str());
+               static_cast<long long>(cache == nullptr ? 0 : cache->local_entries()),
+               options.db_path.empty() ? "(no database)" : options.db_path.c_str(),
+               static_cast<long long>(cache == nullptr ? 0 : cache->shipped_entries()));
 
   const int signal_number = WaitForStopSignal();
   const absl::Time stop_started = absl::Now();

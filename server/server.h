@@ -22,6 +22,9 @@ struct Options {
   std::string tcp_address;
   // Tuning store, opened read-only; a missing file = no tuned configs.
   std::string db_path;
+  // Shipped config files (*.json, one per GPU SKU); those of the device's
+  // SKU are served after the store's entries. Empty or missing = none.
+  std::string configs_dir;
   // Use the CPU reference even when a GPU is present.
   bool force_cpu = false;
   // Largest tensor (rows * cols * dtype size) a request may carry.

@@ -20,30 +20,12 @@ namespace {
 
 namespace pb = ::kerntune::v1;
 
-pb::ConfigSource SourceToProto(ConfigSource source) {
-  switch (source) {
-    case ConfigSource::kTuned:
-      return pb::CONFIG_SOURCE_TUNED;
-    case ConfigSource::kNearestTuned:
-      return pb::CONFIG_SOURCE_NEAREST_TUNED;
-    case ConfigSource::kHeuristic:
-      return pb::CONFIG_SOURCE_HEURISTIC;
-  }
-  return pb::CONFIG_SOURCE_UNSPECIFIED;
-}
-
-// A missing choice means the CPU reference ran.
-void ChoiceToProto(const std::optional<ConfigChoice>& choice, pb::ConfigChoice* out) {
-  if (!choice) {
-    out->set_source(pb::CONFIG_SOURCE_CPU_REFERENCE);
-    return;
-  }
-  *out->mutable_config() = proto::LaunchConfigToProto(choice->config);
-  out->set_source(SourceToProto(choice->source));
-  if (choice->tuned) {
-    *out->mutable_tuned_shape() = proto::ShapeToProto(choice->tuned->shape);
-    out->set_tuned_median_us(choice->tuned->median_us);
-  }
+// A missing choice means the CPU reference ran: no lookup, no config.
+pb::ConfigChoice ChoiceToProto(const std::optional<tuner::ConfigChoice>& choice) {
+  if (choice) return proto::ConfigChoiceToProto(*choice);
+  pb::ConfigChoice cpu;
+  cpu.set_source(pb::CONFIG_SOURCE_CPU_REFERENCE);
+  return cpu;
 }
 
 // Buffers belong to processes, known from the Unix socket's peer
@@ -325,7 +307,7 @@ grpc::Status KernTuneService::HandleRun(absl::string_view peer, const pb::RunReq
   response->mutable_mean()->Add(result->mean.begin(), result->mean.end());
   response->mutable_inv_std()->Add(result->inv_std.begin(), result->inv_std.end());
   response->mutable_row_scale()->Add(result->row_scale.begin(), result->row_scale.end());
-  ChoiceToProto(result->config, response->mutable_config());
+  *response->mutable_config() = ChoiceToProto(result->config);
   response->set_kernel_time_us(result->kernel_time_us);
   response->set_backend(backend_.name());
   pb::RunTiming* timing = response->mutable_server_timing();
@@ -362,12 +344,12 @@ grpc::Status KernTuneService::HandleGetConfig(absl::string_view peer,
   if (!shape.ok()) return Fail("GetConfig", peer, shape.status());
   const ConfigCache* cache = backend_.config_cache();
   if (cache == nullptr) {
-    ChoiceToProto(std::nullopt, response->mutable_config());
+    *response->mutable_config() = ChoiceToProto(std::nullopt);
     return grpc::Status::OK;
   }
-  absl::StatusOr<ConfigChoice> choice = cache->Lookup(*op, *dtype, *shape);
+  absl::StatusOr<tuner::ConfigChoice> choice = cache->Lookup(*op, *dtype, *shape);
   if (!choice.ok()) return Fail("GetConfig", peer, choice.status());
-  ChoiceToProto(*choice, response->mutable_config());
+  *response->mutable_config() = ChoiceToProto(*choice);
   return grpc::Status::OK;
 }
 
@@ -378,14 +360,8 @@ grpc::Status KernTuneService::HandleListConfigs(absl::string_view peer,
   const ConfigCache* cache = backend_.config_cache();
   if (cache == nullptr) return grpc::Status::OK;  // the CPU reference uses no configs
   *response->mutable_sku() = proto::SkuToProto(cache->sku());
-  for (const TunedEntry& entry : cache->Entries()) {
-    pb::TunedEntry* out = response->add_entries();
-    out->set_op(proto::OpToProto(entry.op));
-    out->set_dtype(proto::DTypeToProto(entry.dtype));
-    *out->mutable_shape() = proto::ShapeToProto(entry.shape);
-    *out->mutable_config() = proto::LaunchConfigToProto(entry.config);
-    out->set_median_us(entry.median_us);
-    out->set_kernel_version(entry.kernel_version);
+  for (const tuner::TunedEntry& entry : cache->Entries()) {
+    *response->add_entries() = proto::TunedEntryToProto(entry);
   }
   return grpc::Status::OK;
 }
@@ -407,8 +383,13 @@ grpc::Status KernTuneService::HandleGetStatus(absl::string_view peer,
   }
   response->set_database_path(options_.database_path);
   if (const ConfigCache* cache = backend_.config_cache(); cache != nullptr) {
-    response->set_tuned_entries(static_cast<int64_t>(cache->Entries().size()));
+    response->set_tuned_entries(cache->local_entries());
     response->set_database_data_version(cache->data_version());
+    response->set_shipped_entries(cache->shipped_entries());
+    response->set_stale_entries_skipped(cache->stale().total());
+    for (const std::string& file : options_.shipped_config_files) {
+      response->add_shipped_config_files(file);
+    }
   }
   response->set_uptime_seconds(absl::ToInt64Seconds(absl::Now() - started_));
   const BufferRegistry::Totals totals = registry_.totals();

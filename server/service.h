@@ -43,6 +43,8 @@ struct ServiceOptions {
   int64_t max_request_bytes = 0;
   std::string backend_reason;  // for GetStatus
   std::string database_path;
+  // The shipped config files of this GPU's SKU the backend loaded.
+  std::vector<std::string> shipped_config_files;
   RegistryLimits registry;
   // How long a one-off CUDA IPC mapping stays cached unused.
   absl::Duration ipc_idle = absl::Seconds(60);

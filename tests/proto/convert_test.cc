@@ -82,6 +82,44 @@ TEST(ConvertTest, LaunchConfigsRoundTripAndTheirFieldsMustAgreeWithTheKey) {
   EXPECT_THAT(LaunchConfigFromProto(wire).status().message(), HasSubstr("config.key is missing"));
 }
 
+TEST(ConvertTest, ConfigSourcesRoundTripAndTheCpuReferenceIsNoLookup) {
+  for (tuner::ConfigSource source :
+       {tuner::ConfigSource::kTuned, tuner::ConfigSource::kShipped,
+        tuner::ConfigSource::kNearestTuned, tuner::ConfigSource::kHeuristic}) {
+    EXPECT_EQ(ConfigSourceFromProto(ConfigSourceToProto(source), "source").value(), source);
+  }
+  EXPECT_EQ(ConfigSourceToProto(tuner::ConfigSource::kShipped), pb::CONFIG_SOURCE_SHIPPED);
+  EXPECT_THAT(ConfigSourceFromProto(pb::CONFIG_SOURCE_CPU_REFERENCE, "source").status().message(),
+              HasSubstr("source=4 (CONFIG_SOURCE_CPU_REFERENCE) must be"));
+}
+
+TEST(ConvertTest, AChoiceCarriesItsEntrysPointTimeAndOrigin) {
+  tuner::TunedEntry entry;
+  entry.op = kernels::Op::kLayerNorm;
+  entry.dtype = kernels::DType::kBFloat16;
+  entry.shape = {4096, 1024, 1};
+  entry.config = *kernels::ParseLaunchConfig("block_uncached/b512/p1/g32/r1/w0");
+  entry.median_us = 12.5;
+  entry.kernel_version = "0.1.0+k9";
+  entry.origin = tuner::EntryOrigin::kShipped;
+  const pb::ConfigChoice choice = ConfigChoiceToProto(
+      tuner::ConfigChoice{entry.config, tuner::ConfigSource::kNearestTuned, entry});
+  EXPECT_EQ(choice.source(), pb::CONFIG_SOURCE_NEAREST_TUNED);
+  EXPECT_EQ(choice.config().key(), "block_uncached/b512/p1/g32/r1/w0");
+  EXPECT_EQ(choice.tuned_shape().rows(), 4096);
+  EXPECT_EQ(choice.tuned_median_us(), 12.5);
+  EXPECT_EQ(choice.tuned_origin(), pb::CONFIG_SOURCE_SHIPPED);
+  const pb::ConfigChoice heuristic =
+      ConfigChoiceToProto(tuner::ConfigChoice{entry.config, tuner::ConfigSource::kHeuristic, {}});
+  EXPECT_FALSE(heuristic.has_tuned_shape());
+
+  const pb::TunedEntry listed = TunedEntryToProto(entry);
+  EXPECT_EQ(listed.op(), pb::OP_LAYER_NORM);
+  EXPECT_EQ(listed.dtype(), pb::DTYPE_BFLOAT16);
+  EXPECT_EQ(listed.kernel_version(), "0.1.0+k9");
+  EXPECT_EQ(listed.source(), pb::CONFIG_SOURCE_SHIPPED);
+}
+
 TEST(ConvertTest, SkusRoundTrip) {
   const db::GpuSku sku{"NVIDIA H100 80GB HBM3", 9, 0, 132, 85520809984};
   EXPECT_EQ(SkuFromProto(SkuToProto(sku)), sku);

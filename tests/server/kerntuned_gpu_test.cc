@@ -68,8 +68,11 @@ class KerntunedGpuTest : public ::testing::Test {
     ASSERT_TRUE(store.ok()) << store.status();
     ASSERT_TRUE((*store)->ImportBestConfigs(tuner::SkuOf(device_), {row}).ok());
 
+    // No shipped configs: the sources these tests expect are the store's.
     daemon_ = std::make_unique<Daemon>(
-        KerntunedBinary(), std::vector<std::string>{"--socket=" + socket_, "--db=" + db_},
+        KerntunedBinary(),
+        std::vector<std::string>{"--socket=" + socket_, "--db=" + db_,
+                                 "--configs=" + dir_.File("no_shipped_configs")},
         dir_.File("kerntuned.log"));
     const absl::Status serving =
         WaitUntilServing(*daemon_, socket_, std::chrono::seconds(30));

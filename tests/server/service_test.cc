@@ -8,6 +8,10 @@
 
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
+#include "kernels/device_info.h"
+#include "kernels/launch_config.h"
+#include "kernels/version.h"
+#include "server/config_cache.h"
 #include "tests/server/malformed_requests.h"
 
 namespace kt::server {
@@ -174,6 +178,69 @@ TEST(KernTuneServiceTest, DevicesCarryTheirUuidAndPciBusIdWhenKnown) {
   EXPECT_EQ(status.devices(0).pci_bus_id(), "0000:1B:00.0");
   EXPECT_EQ(status.devices(1).uuid(), "");
   EXPECT_EQ(status.devices(1).pci_bus_id(), "");
+}
+
+// A GPU-like backend whose config cache holds shipped entries only.
+class ShippedConfigsBackend final : public Backend {
+ public:
+  explicit ShippedConfigsBackend(std::vector<tuner::TunedEntry> shipped)
+      : cache_(*ConfigCache::Create("", kernels::DescribedH100(), std::move(shipped))) {}
+  std::string name() const override { return "fake"; }
+  absl::StatusOr<RunResult> Execute(const RunRequest& request) override {
+    return absl::UnimplementedError("not run here");
+  }
+  const ConfigCache* config_cache() const override { return cache_.get(); }
+
+ private:
+  std::unique_ptr<ConfigCache> cache_;
+};
+
+TEST(KernTuneServiceTest, ShippedAndStaleEntriesAreReportedAndListed) {
+  tuner::TunedEntry current;
+  current.op = kernels::Op::kSoftmax;
+  current.dtype = kernels::DType::kFloat16;
+  current.shape = {4096, 1024, 1};
+  current.config = *kernels::HeuristicConfig(current.op, current.dtype, current.shape,
+                                             kernels::DescribedH100());
+  current.median_us = 5;
+  current.kernel_version = kernels::kKernelLibraryVersion;
+  current.origin = tuner::EntryOrigin::kShipped;
+  tuner::TunedEntry stale = current;
+  stale.shape.rows = 8192;
+  stale.kernel_version = "0.1.0+k1";
+  ShippedConfigsBackend backend({current, stale});
+  ServiceOptions options = TestOptions();
+  options.shipped_config_files = {"/opt/kerntune/share/kerntune/configs/h100.json"};
+  KernTuneService service(backend, options);
+
+  pb::GetStatusRequest status_request;
+  pb::GetStatusResponse status;
+  ASSERT_TRUE(service.HandleGetStatus("test-peer", &status_request, &status).ok());
+  EXPECT_EQ(status.tuned_entries(), 0);
+  EXPECT_EQ(status.shipped_entries(), 1);
+  EXPECT_EQ(status.stale_entries_skipped(), 1);
+  ASSERT_EQ(status.shipped_config_files_size(), 1);
+  EXPECT_EQ(status.shipped_config_files(0), "/opt/kerntune/share/kerntune/configs/h100.json");
+
+  pb::ListConfigsRequest list_request;
+  pb::ListConfigsResponse list;
+  ASSERT_TRUE(service.HandleListConfigs("test-peer", &list_request, &list).ok());
+  ASSERT_EQ(list.entries_size(), 1);  // the stale one is not served
+  EXPECT_EQ(list.entries(0).source(), pb::CONFIG_SOURCE_SHIPPED);
+  EXPECT_EQ(list.sku().name(), kernels::DescribedH100().name);
+
+  pb::GetConfigRequest config_request;
+  config_request.set_op(pb::OP_SOFTMAX);
+  config_request.set_dtype(pb::DTYPE_FLOAT16);
+  config_request.mutable_shape()->set_rows(4096);
+  config_request.mutable_shape()->set_cols(1024);
+  pb::GetConfigResponse config;
+  ASSERT_TRUE(service.HandleGetConfig("test-peer", &config_request, &config).ok());
+  EXPECT_EQ(config.config().source(), pb::CONFIG_SOURCE_SHIPPED);
+  EXPECT_EQ(config.config().tuned_origin(), pb::CONFIG_SOURCE_SHIPPED);
+  config_request.mutable_shape()->set_rows(8192);  // stale there: the nearest current one
+  ASSERT_TRUE(service.HandleGetConfig("test-peer", &config_request, &config).ok());
+  EXPECT_EQ(config.config().source(), pb::CONFIG_SOURCE_NEAREST_TUNED);
 }
 
 TEST(KernTuneServiceTest, OnlySmallRunsStayOnGrpcThreads) {
