@@ -48,7 +48,10 @@ void WriteText(const std::string& target, const pb::GetStatusResponse& s, std::o
   LabelledLines lines;
   lines.push_back({"kerntuned", absl::StrCat(s.version(), " (kernels ",
                                              s.kernel_library_version(), ") at ", target)});
-  lines.push_back({"backend", absl::StrCat(s.backend(), ": ", s.backend_reason())});
+  lines.push_back({"backend", absl::StrCat(s.backend(), ": ", s.backend_reason(),
+                                           s.backend_note().empty()
+                                               ? ""
+                                               : absl::StrCat(" (", s.backend_note(), ")"))});
   if (s.devices().empty()) lines.push_back({"devices", "none"});
   for (int i = 0; i < s.devices_size(); ++i) {
     const pb::Device& device = s.devices(i);
@@ -69,7 +72,7 @@ void WriteText(const std::string& target, const pb::GetStatusResponse& s, std::o
                                                 ")"))});
   lines.push_back(
       {"shipped", s.shipped_config_files().empty()
-                      ? std::string("none for this GPU")
+                      ? std::string("none loaded")
                       : absl::StrCat(Plural(s.shipped_entries(), "entry", "entries"), " from ",
                                      absl::StrJoin(s.shipped_config_files(), ", "))});
   if (s.stale_entries_skipped() > 0) {
@@ -88,16 +91,8 @@ void WriteText(const std::string& target, const pb::GetStatusResponse& s, std::o
                                                          "mappings"),
                                                   " open")
                                    : "not supported by this backend"});
-  // How the daemon serves Runs, and what it has served.
+  // What it has served.
   const pb::DaemonStats& stats = s.stats();
-  std::vector<std::string> modes;
-  if (!stats.gpu_wait().empty()) modes.push_back(absl::StrCat("--gpu_wait=", stats.gpu_wait()));
-  if (stats.hot_launcher()) modes.push_back("hot launcher");
-  if (stats.busy_poll_threads() > 0) {
-    modes.push_back(
-        Plural(stats.busy_poll_threads(), "busy-polling thread", "busy-polling threads"));
-  }
-  lines.push_back({"serving", modes.empty() ? "gRPC's callback threads" : absl::StrJoin(modes, ", ")});
   lines.push_back(
       {"runs", absl::StrCat(stats.runs(), " answered, ", stats.runs_answered_early(),
                             " of them before the GPU finished",
@@ -134,6 +129,7 @@ void WriteJson(const std::string& target, const pb::GetStatusResponse& s, std::o
       {"kernel_library_version", JsonQuote(s.kernel_library_version())},
       {"backend", JsonQuote(s.backend())},
       {"backend_reason", JsonQuote(s.backend_reason())},
+      {"backend_note", JsonQuote(s.backend_note())},
       {"devices", absl::StrCat("[", absl::StrJoin(devices, ", "), "]")},
       {"tuned_entries", absl::StrCat(s.tuned_entries())},
       {"database_path", JsonQuote(s.database_path())},
@@ -148,9 +144,6 @@ void WriteJson(const std::string& target, const pb::GetStatusResponse& s, std::o
       {"default_buffer_ttl_seconds", absl::StrCat(s.default_buffer_ttl_seconds())},
       {"cuda_ipc_supported", s.cuda_ipc_supported() ? "true" : "false"},
       {"uptime_seconds", absl::StrCat(s.uptime_seconds())},
-      {"gpu_wait", JsonQuote(s.stats().gpu_wait())},
-      {"hot_launcher", s.stats().hot_launcher() ? "true" : "false"},
-      {"busy_poll_threads", absl::StrCat(s.stats().busy_poll_threads())},
       {"runs", absl::StrCat(s.stats().runs())},
       {"runs_answered_early", absl::StrCat(s.stats().runs_answered_early())},
       {"handler_us", absl::StrFormat("%.3f", s.stats().handler_us())},

@@ -32,8 +32,6 @@ struct ExecuteTiming {
   double timing_events_us = 0;
   double kernel_launch_us = 0;
   double gpu_wait_us = 0;
-  // Handing the Run's CUDA calls to the polling launcher (--hot_launcher).
-  double handoff_us = 0;
 };
 
 struct RunResult {
@@ -60,11 +58,8 @@ struct BackendDevice {
 
 // Counters since the backend was created (GetStatus.stats).
 struct BackendStats {
-  std::string gpu_wait;  // GpuWaitName; empty on the CPU
   int64_t kernels_timed = 0;
   double kernel_us = 0;
-  bool hot_launcher = false;
-  int64_t launcher_sleeps = 0;
 };
 
 class Backend {
@@ -72,6 +67,9 @@ class Backend {
   virtual ~Backend() = default;
   // "gpu" or "cpu".
   virtual std::string name() const = 0;
+  // What this backend means for the configs, for the start line and
+  // GetStatus; empty when nothing needs saying.
+  virtual std::string note() const { return ""; }
   // Runs a request that ValidateRunRequest accepted. Thread-safe.
   virtual absl::StatusOr<RunResult> Execute(const RunRequest& request) = 0;
   // The config cache when this backend launches configs, else null.

@@ -27,19 +27,6 @@ double MicrosSince(Clock::time_point start, Clock::time_point end) {
   return std::chrono::duration<double, std::micro>(end - start).count();
 }
 
-unsigned ScheduleFlag(GpuWait wait) {
-  switch (wait) {
-    case GpuWait::kSpin:
-      return cudaDeviceScheduleSpin;
-    case GpuWait::kYield:
-      return cudaDeviceScheduleYield;
-    case GpuWait::kHybrid:
-    case GpuWait::kBlock:
-      return cudaDeviceScheduleBlockingSync;
-  }
-  return cudaDeviceScheduleAuto;
-}
-
 absl::Status CudaError(cudaError_t error, absl::string_view what) {
   if (error == cudaSuccess) return absl::OkStatus();
   return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorName(error), " (",
@@ -203,12 +190,13 @@ absl::StatusOr<std::unique_ptr<GpuBackend>> GpuBackend::Create(
   }
   if (absl::Status s = CudaError(cudaSetDevice(ordinal), "cudaSetDevice"); !s.ok()) return s;
   // The scheduling flag decides how the runtime's own waits behave
-  // (cudaStreamSynchronize, pageable copies); other flags are kept.
+  // (cudaStreamSynchronize, pageable copies): yield (gpu_backend.h says
+  // why); other flags are kept.
   unsigned flags = 0;
   if (absl::Status s = CudaError(cudaGetDeviceFlags(&flags), "cudaGetDeviceFlags"); !s.ok()) {
     return s;
   }
-  flags = (flags & ~static_cast<unsigned>(cudaDeviceScheduleMask)) | ScheduleFlag(options.wait);
+  flags = (flags & ~static_cast<unsigned>(cudaDeviceScheduleMask)) | cudaDeviceScheduleYield;
   if (absl::Status s = CudaError(cudaSetDeviceFlags(flags), "cudaSetDeviceFlags"); !s.ok()) {
     return s;
   }
@@ -217,7 +205,6 @@ absl::StatusOr<std::unique_ptr<GpuBackend>> GpuBackend::Create(
     return s;
   }
   std::unique_ptr<GpuBackend> backend(new GpuBackend(*device, options, std::move(cache)));
-  backend->stats_.gpu_wait = std::string(GpuWaitName(options.wait));
   backend->lanes_.resize(options.streams);  // destroyed by ~GpuBackend even on error
   for (int i = 0; i < options.streams; ++i) {
     Lane& lane = backend->lanes_[i];
@@ -228,11 +215,9 @@ absl::StatusOr<std::unique_ptr<GpuBackend>> GpuBackend::Create(
       if (s.ok()) s = CudaError(cudaEventCreate(&launch.start), "cudaEventCreate");
       if (s.ok()) s = CudaError(cudaEventCreate(&launch.stop), "cudaEventCreate");
     }
-    for (cudaEvent_t* event : {&lane.passed, &lane.finished}) {
-      if (s.ok()) {
-        s = CudaError(cudaEventCreateWithFlags(event, cudaEventDisableTiming),
-                      "cudaEventCreate");
-      }
+    if (s.ok()) {
+      s = CudaError(cudaEventCreateWithFlags(&lane.passed, cudaEventDisableTiming),
+                    "cudaEventCreate");
     }
     if (s.ok()) {
       s = CudaError(cudaMalloc(&lane.workspace, kernels::kMaxWorkspaceBytes),
@@ -243,22 +228,10 @@ absl::StatusOr<std::unique_ptr<GpuBackend>> GpuBackend::Create(
     absl::MutexLock lock(&backend->mu_);
     backend->free_lanes_.push_back(i);
   }
-  if (options.hot_launcher) {
-    PollingLauncher::Options launcher;
-    launcher.idle = options.launcher_idle;
-    launcher.wait = options.wait;
-    launcher.wait_spin = options.spin;
-    // A fresh thread has no current device; a failure here shows as the
-    // first launch's error.
-    backend->launcher_ = std::make_unique<PollingLauncher>(
-        launcher, [ordinal] { cudaSetDevice(ordinal); });
-  }
-  backend->stats_.hot_launcher = options.hot_launcher;
   return backend;
 }
 
 GpuBackend::~GpuBackend() {
-  launcher_.reset();  // its work in flight uses the lanes
   if (cudaSetDevice(device_.ordinal) != cudaSuccess) return;
   for (const Lane& lane : lanes_) {
     if (lane.stream != nullptr) {
@@ -270,7 +243,6 @@ GpuBackend::~GpuBackend() {
       if (launch.stop != nullptr) cudaEventDestroy(launch.stop);
     }
     if (lane.passed != nullptr) cudaEventDestroy(lane.passed);
-    if (lane.finished != nullptr) cudaEventDestroy(lane.finished);
     if (lane.workspace != nullptr) cudaFree(lane.workspace);
   }
 }
@@ -301,25 +273,7 @@ BackendStats GpuBackend::stats() {
     }
   }
   absl::MutexLock lock(&stats_mu_);
-  BackendStats stats = stats_;
-  if (launcher_ != nullptr) stats.launcher_sleeps = launcher_->stats().sleeps;
-  return stats;
-}
-
-absl::Status GpuBackend::WaitForStream(cudaStream_t stream) const {
-  if (options_.wait == GpuWait::kHybrid) {
-    const Clock::time_point give_up = Clock::now() + absl::ToChronoNanoseconds(options_.spin);
-    while (true) {
-      const cudaError_t state = cudaStreamQuery(stream);
-      if (state == cudaSuccess) return absl::OkStatus();
-      if (state != cudaErrorNotReady) return CudaError(state, "running the kernel");
-      if (Clock::now() >= give_up) break;
-      std::this_thread::yield();
-    }
-  }
-  // The runtime waits as the device's scheduling flag says (spin, yield or
-  // block; hybrid blocks once its polling gave up).
-  return CudaError(cudaStreamSynchronize(stream), "running the kernel");
+  return stats_;
 }
 
 absl::StatusOr<RunResult> GpuBackend::Execute(const RunRequest& request) {
@@ -527,8 +481,7 @@ absl::StatusOr<RunResult> GpuBackend::ExecuteOn(Lane& lane, const RunRequest& re
   // Timed: the ring's next pair. If its earlier launch has still not been
   // read (more than kTimingRing launches ahead), that time is given up.
   TimedLaunch* timed = request.time_kernel ? &lane.timing[lane.next] : nullptr;
-  // Every CUDA call from the timing events to done_event; on the polling
-  // launcher's thread when there is one and no tensor is staged.
+  // Every CUDA call from the timing events to done_event.
   auto enqueue = [&]() -> absl::Status {
     const Clock::time_point before_start_event = Clock::now();
     if (timed != nullptr) {
@@ -610,38 +563,14 @@ absl::StatusOr<RunResult> GpuBackend::ExecuteOn(Lane& lane, const RunRequest& re
     return absl::OkStatus();
   };
 
-  const bool staged_tensors = staged_outputs || x.device != nullptr ||
-                              gamma.device != nullptr || beta.device != nullptr ||
-                              mask.device != nullptr;
-  Clock::time_point queued;
-  if (launcher_ != nullptr && !staged_tensors) {
-    const Clock::time_point submitted = Clock::now();
-    auto launch_work = [&]() -> absl::StatusOr<bool> {
-      timing.handoff_us = MicrosSince(submitted, Clock::now());
-      if (absl::Status s = enqueue(); !s.ok()) return s;
-      queued = Clock::now();
-      if (answer_early) return true;
-      if (absl::Status s = CudaError(cudaEventRecord(lane.finished, stream), "cudaEventRecord");
-          !s.ok()) {
-        return s;
-      }
-      return false;
-    };
-    auto poll_work = [&]() -> absl::StatusOr<bool> {
-      const cudaError_t state = cudaEventQuery(lane.finished);
-      if (state == cudaErrorNotReady) return false;
-      if (absl::Status s = CudaError(state, "running the kernel"); !s.ok()) return s;
-      return true;
-    };
-    if (absl::Status s = launcher_->Run({launch_work, poll_work}); !s.ok()) return s;
-    if (!answer_early) timing.gpu_wait_us = MicrosSince(queued, Clock::now());
-  } else {
-    if (absl::Status s = enqueue(); !s.ok()) return s;
-    queued = Clock::now();
-    if (!answer_early) {
-      if (absl::Status s = WaitForStream(stream); !s.ok()) return s;
-      timing.gpu_wait_us = MicrosSince(queued, Clock::now());
+  if (absl::Status s = enqueue(); !s.ok()) return s;
+  const Clock::time_point queued = Clock::now();
+  if (!answer_early) {
+    if (absl::Status s = CudaError(cudaStreamSynchronize(stream), "running the kernel");
+        !s.ok()) {
+      return s;
     }
+    timing.gpu_wait_us = MicrosSince(queued, Clock::now());
   }
   result.config = *choice;
   timing.launch_us = MicrosSince(start, queued);

@@ -5,12 +5,16 @@
 // streams; every request sets its device on the thread that executes it.
 //
 // Per Run on the GPU path: one lane lease, two timing-event records around
-// the launch (when asked), one wait (GpuWait) unless done_event answers at
-// once, and one cudaEventElapsedTime (when timed). With hot_launcher, the
-// CUDA calls of Runs on device memory run on a PollingLauncher thread and
-// the request thread waits for it instead of for the stream. Nothing is created or allocated per Run for device
-// tensors; kernel times of Runs answered early are read later from a ring
-// of event pairs per lane.
+// the launch (when asked), one cudaStreamSynchronize unless done_event
+// answers at once, and one cudaEventElapsedTime (when timed). Nothing is
+// created or allocated per Run for device tensors; kernel times of Runs
+// answered early are read later from a ring of event pairs per lane.
+//
+// Waiting: the device's scheduling flag is cudaDeviceScheduleYield, so a
+// waiting request thread polls the GPU and gives its core up between polls.
+// Blocking sync wakes tens of microseconds late, which a 10 us kernel cannot
+// afford; spinning measured no better than yield in small-Run latency and
+// served fewer Runs/s on an H100 (bench/results/2026-11-21-h200-daemon-latency).
 #ifndef KERNTUNE_SERVER_GPU_BACKEND_H_
 #define KERNTUNE_SERVER_GPU_BACKEND_H_
 
@@ -25,28 +29,18 @@
 #include "absl/time/time.h"
 #include "server/backend.h"
 #include "server/config_cache.h"
-#include "server/gpu_wait.h"
 #include "server/ipc_cache.h"
-#include "server/polling_launcher.h"
 
 namespace kt::server {
 
 struct GpuBackendOptions {
   int streams = 4;
-  GpuWait wait = GpuWait::kYield;
-  // kHybrid: how long to poll before blocking.
-  absl::Duration spin = absl::Milliseconds(2);
-  // Launch Runs whose tensors are all device memory from a PollingLauncher
-  // thread, which polls for `launcher_idle` after its last Run before it
-  // sleeps.
-  bool hot_launcher = false;
-  absl::Duration launcher_idle = absl::Milliseconds(100);
 };
 
 class GpuBackend final : public Backend {
  public:
-  // Sets the device's scheduling flags for `options.wait`, creates the
-  // context of device `ordinal` and `options.streams` streams on it.
+  // Sets the device's scheduling flag (yield), creates the context of
+  // device `ordinal` and `options.streams` streams on it.
   // FailedPrecondition when the device cannot be used.
   static absl::StatusOr<std::unique_ptr<GpuBackend>> Create(int ordinal,
                                                             const GpuBackendOptions& options,
@@ -84,8 +78,6 @@ class GpuBackend final : public Backend {
     int pending = 0;                  // pairs not yet read
     // Recorded after an untimed launch answered early (no timing pair).
     cudaEvent_t passed = nullptr;
-    // Recorded after a launch the polling launcher waits for.
-    cudaEvent_t finished = nullptr;
     // After the newest launch answered early: its stop event or `passed`.
     cudaEvent_t last_stop = nullptr;
     // kernels::kMaxWorkspaceBytes of scratch for configs that need it
@@ -103,8 +95,6 @@ class GpuBackend final : public Backend {
                                       ExecuteTiming& timing);
   absl::StatusOr<std::shared_ptr<IpcEvent>> OpenEvent(const std::string& handle,
                                                       const RunRequest& request);
-  // Waits until `stream` has finished, the GpuWait way.
-  absl::Status WaitForStream(cudaStream_t stream) const;
   // Reads the times of the lane's finished launches into stats_; returns the
   // time of `want` (a pair of this lane) when it was among them, else -1.
   // Needs the lane (a lease, or mu_ for a free lane).
@@ -120,7 +110,6 @@ class GpuBackend final : public Backend {
   absl::Mutex mu_;
   std::vector<int> free_lanes_ ABSL_GUARDED_BY(mu_);
   IpcCache<IpcEvent> events_;
-  std::unique_ptr<PollingLauncher> launcher_;  // with options_.hot_launcher
   absl::Mutex stats_mu_;
   BackendStats stats_ ABSL_GUARDED_BY(stats_mu_);
 };

@@ -89,9 +89,7 @@ class KernTuneService::CallGuard {
   }
 
 KernTuneService::KernTuneService(Backend& backend, ServiceOptions options)
-    : backend_(backend), options_(std::move(options)), started_(absl::Now()) {
-  if (options_.busy_poll_threads > 0) MarkPolledMethodsAsync();
-}
+    : backend_(backend), options_(std::move(options)), started_(absl::Now()) {}
 
 KernTuneService::~KernTuneService() { CloseClientMemory(); }
 
@@ -199,14 +197,14 @@ std::optional<PeerProcess> KernTuneService::Caller(absl::string_view peer) const
   return options_.identify_caller(peer);
 }
 
-bool RunsOnGrpcThread(const pb::RunRequest& request, int64_t max_elements) {
+bool RunsOnGrpcThread(const pb::RunRequest& request) {
   const pb::Shape& shape = request.shape();
   int64_t elements = 1;
   for (int64_t extent : {shape.rows(), shape.cols(), std::max<int64_t>(shape.inner(), 1)}) {
     if (extent <= 0) return true;  // refused by validation, at once
     if (__builtin_mul_overflow(elements, extent, &elements)) return false;
   }
-  return elements <= max_elements;
+  return elements <= kMaxGrpcThreadRunElements;
 }
 
 template <class Request, class Response>
@@ -228,8 +226,8 @@ grpc::ServerUnaryReactor* KernTuneService::Answer(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* KernTuneService::Run(grpc::CallbackServerContext* context,
                                                const pb::RunRequest* request,
                                                pb::RunResponse* response) {
-  return Answer(context, !RunsOnGrpcThread(*request, options_.max_grpc_thread_run_elements),
-                &KernTuneService::HandleRun, request, response);
+  return Answer(context, !RunsOnGrpcThread(*request), &KernTuneService::HandleRun, request,
+                response);
 }
 
 grpc::ServerUnaryReactor* KernTuneService::GetConfig(grpc::CallbackServerContext* context,
@@ -320,7 +318,6 @@ grpc::Status KernTuneService::HandleRun(absl::string_view peer, const pb::RunReq
   timing->set_lookup_us(result->timing.lookup_us);
   timing->set_timing_events_us(result->timing.timing_events_us);
   timing->set_kernel_launch_us(result->timing.kernel_launch_us);
-  timing->set_handoff_us(result->timing.handoff_us);
   const double handler_us = micros(start, Clock::now());
   timing->set_handler_us(handler_us);
   {
@@ -374,6 +371,7 @@ grpc::Status KernTuneService::HandleGetStatus(absl::string_view peer,
   response->set_kernel_library_version(kernels::kKernelLibraryVersion);
   response->set_backend(backend_.name());
   response->set_backend_reason(options_.backend_reason);
+  response->set_backend_note(backend_.note());
   for (const BackendDevice& device : backend_.devices()) {
     pb::Device* out = response->add_devices();
     out->set_ordinal(device.info.ordinal);
@@ -401,10 +399,6 @@ grpc::Status KernTuneService::HandleGetStatus(absl::string_view peer,
   response->set_cuda_ipc_supported(backend_.supports_cuda_ipc());
   const BackendStats backend_stats = backend_.stats();
   pb::DaemonStats* stats = response->mutable_stats();
-  stats->set_gpu_wait(backend_stats.gpu_wait);
-  stats->set_hot_launcher(backend_stats.hot_launcher);
-  stats->set_launcher_sleeps(backend_stats.launcher_sleeps);
-  stats->set_busy_poll_threads(options_.busy_poll_threads);
   stats->set_kernels_timed(backend_stats.kernels_timed);
   stats->set_kernel_us(backend_stats.kernel_us);
   {

@@ -3,8 +3,11 @@
 // a call is answered on the gRPC thread that read it, without a hand-off,
 // unless it may wait long (a large Run, RegisterBuffer's IPC open), which
 // goes to the service's workers so gRPC's threads never block on a kernel.
-// With busy polling (opt-in), Run and GetConfig come instead from a
-// completion queue that the service's own threads poll (busy_poll.cc).
+// This is the daemon's one execution path. The opt-in alternatives that were
+// measured (a polling launcher thread, busy-polled completion queues:
+// bench/results/2026-11-21-h200-hot-launcher, 2026-11-22-h100-busy-poll)
+// made the handler cheaper but held a core each and left a small Run's round
+// trip far from its target.
 #ifndef KERNTUNE_SERVER_SERVICE_H_
 #define KERNTUNE_SERVER_SERVICE_H_
 
@@ -13,7 +16,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -35,9 +37,11 @@ namespace kt::server {
 // The one place an absl::Status becomes a grpc::Status.
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
-// 64Ki elements (128 KiB of float16) run in a few microseconds on a GPU and
-// well under a millisecond in the CPU reference.
-inline constexpr int64_t kDefaultMaxGrpcThreadRunElements = int64_t{1} << 16;
+// Runs of up to this many elements are answered on gRPC's own thread: 64Ki
+// elements (128 KiB of float16) run in a few microseconds on a GPU and well
+// under a millisecond in the CPU reference, less than a hand-off to a worker
+// costs; a larger Run would hold one of gRPC's threads through its kernel.
+inline constexpr int64_t kMaxGrpcThreadRunElements = int64_t{1} << 16;
 
 struct ServiceOptions {
   int64_t max_request_bytes = 0;
@@ -53,25 +57,12 @@ struct ServiceOptions {
   std::function<std::optional<PeerProcess>(absl::string_view grpc_peer)> identify_caller;
   // Threads for the calls that may wait long.
   int workers = 8;
-  // Runs of more elements go to a worker (RunsOnGrpcThread).
-  int64_t max_grpc_thread_run_elements = kDefaultMaxGrpcThreadRunElements;
-  // Busy polling: when > 0, Run and GetConfig are served from a completion
-  // queue that this many threads poll without sleeping, instead of by gRPC's
-  // callback threads, so that a small Run is handled and answered by a
-  // thread that is already running (gRPC's threads still do the I/O). Each
-  // polling thread holds a core; after `busy_poll_idle` without a call it
-  // blocks until the next one.
-  int busy_poll_threads = 0;
-  absl::Duration busy_poll_idle = absl::Milliseconds(100);
 };
 
-// Small Runs, of at most `max_elements`, are answered on gRPC's thread:
-// their GPU wait is a few microseconds, less than a hand-off to a worker.
-// Larger ones (by element count, saturating; malformed shapes count as
-// small and are refused fast) go to a worker, so that long kernels do not
-// hold gRPC's threads.
-bool RunsOnGrpcThread(const kerntune::v1::RunRequest& request,
-                      int64_t max_elements = kDefaultMaxGrpcThreadRunElements);
+// Small Runs, of at most kMaxGrpcThreadRunElements, are answered on gRPC's
+// thread. Larger ones (by element count, saturating; malformed shapes count
+// as small and are refused fast) go to a worker.
+bool RunsOnGrpcThread(const kerntune::v1::RunRequest& request);
 
 class KernTuneService final : public kerntune::v1::KernTune::CallbackService {
  public:
@@ -135,20 +126,9 @@ class KernTuneService final : public kerntune::v1::KernTune::CallbackService {
   // for the calls in flight to finish. True when none is left.
   bool Drain(absl::Duration timeout);
 
-  // Busy polling (ServiceOptions::busy_poll_threads > 0; busy_poll.cc). The
-  // server must be built with `queue` (ServerBuilder::AddCompletionQueue).
-  // StartBusyPolling after BuildAndStart; StopBusyPolling after the server's
-  // Shutdown: it waits for the polled calls to end, shuts the queue down and
-  // joins the threads.
-  void StartBusyPolling(std::unique_ptr<grpc::ServerCompletionQueue> queue);
-  void StopBusyPolling();
-
  private:
   class CallGuard;
   class Resolver;
-  class PolledCallBase;
-  template <class Request, class Response>
-  class PolledCall;
 
   std::optional<PeerProcess> Caller(absl::string_view peer) const;
   template <class Request, class Response>
@@ -160,11 +140,6 @@ class KernTuneService final : public kerntune::v1::KernTune::CallbackService {
   grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, bool on_worker,
                                    Handler<Request, Response> handle, const Request* request,
                                    Response* response);
-  // Busy polling: takes Run and GetConfig off the callback API, and one
-  // polling thread's loop.
-  void MarkPolledMethodsAsync();
-  void PollCalls();
-  void PolledCallEnded();
   absl::StatusOr<std::shared_ptr<const ClientMemory>> OpenCudaIpc(const std::string& handle,
                                                                  int device_ordinal,
                                                                  const PeerProcess& caller);
@@ -183,12 +158,6 @@ class KernTuneService final : public kerntune::v1::KernTune::CallbackService {
   BufferRegistry registry_{options_.registry};
   // Opened CUDA IPC memory by handle bytes (registrations and one-offs).
   IpcCache<const ClientMemory> cuda_ipc_;
-  // Busy polling: the queue, its threads, and the calls requested or in
-  // flight on it (each a PolledCall).
-  std::unique_ptr<grpc::ServerCompletionQueue> poll_queue_;
-  std::vector<std::thread> pollers_;
-  absl::Mutex polled_mu_;
-  int64_t polled_calls_ ABSL_GUARDED_BY(polled_mu_) = 0;
   // Last member: destroyed first, it runs what is queued before the rest goes.
   WorkerPool workers_{options_.workers};
 };

@@ -138,7 +138,9 @@ def daemon_ordinal_for_uuid(devices, uuid, fallback):
 class Status:
     """GetStatus: the daemon's version, backend, devices, store and buffers.
 
-    tuned_entries: the local store's entries served; shipped_entries and
+    backend_note: what the backend means for the configs (the CPU backend
+    uses no GPU tuned configs). tuned_entries: the local store's entries
+    served; shipped_entries and
     shipped_config_files: those of the shipped config files for the GPU;
     stale_entries_skipped: entries left out for their kernel library version.
     """
@@ -158,6 +160,7 @@ class Status:
     open_ipc_mappings: int
     default_buffer_ttl_seconds: int
     cuda_ipc_supported: bool
+    backend_note: str = ""
     shipped_entries: int = 0
     shipped_config_files: List[str] = dataclasses.field(default_factory=list)
     stale_entries_skipped: int = 0
@@ -181,6 +184,7 @@ class Status:
             open_ipc_mappings=m.open_ipc_mappings,
             default_buffer_ttl_seconds=m.default_buffer_ttl_seconds,
             cuda_ipc_supported=m.cuda_ipc_supported,
+            backend_note=m.backend_note,
             shipped_entries=m.shipped_entries,
             shipped_config_files=list(m.shipped_config_files),
             stale_entries_skipped=m.stale_entries_skipped,
