@@ -3,6 +3,7 @@
 #ifndef KERNTUNE_SERVER_BACKEND_H_
 #define KERNTUNE_SERVER_BACKEND_H_
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -14,6 +15,7 @@
 #include "absl/time/time.h"
 #include "kernels/device_identity.h"
 #include "kernels/device_info.h"
+#include "kernels/op_args.h"
 #include "server/client_memory.h"
 #include "server/config_cache.h"
 #include "server/peer_credentials.h"
@@ -35,19 +37,22 @@ struct ExecuteTiming {
 };
 
 struct RunResult {
-  // Only the outputs returned inline are filled: rows * cols * inner
-  // elements of the request's dtype, and rows floats for each per-row
-  // output (inv_std holds RMSNorm's 1/rms, row_scale ReduceScale's scales).
-  std::string output;
-  std::vector<float> mean;
-  std::vector<float> inv_std;
-  std::vector<float> row_scale;
+  // The bytes of the outputs returned inline, by kernels::Operand
+  // (inline_output()): rows * cols * inner elements of the request's dtype
+  // for the output, rows float32 values for each per-row output (inv_std
+  // holds RMSNorm's 1/rms, row_scale ReduceScale's scales). Empty for
+  // outputs written to client memory.
+  std::array<std::string, kernels::kOperandCount> inline_outputs;
   // Empty on the CPU backend (no launch config there).
   std::optional<tuner::ConfigChoice> config;
   double kernel_time_us = 0;
   ExecuteTiming timing;
   // Answered once queued (done_event), before the GPU finished.
   bool answered_early = false;
+
+  std::string& inline_output(kernels::Operand operand) {
+    return inline_outputs[static_cast<size_t>(operand)];
+  }
 };
 
 // A device as GetStatus describes it.

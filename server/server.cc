@@ -128,19 +128,21 @@ proto::ShippedEntries LoadShippedConfigs(const std::string& dir, const db::GpuSk
   return proto::ShippedEntriesFor(files, sku);
 }
 
+Backends CpuBecause(std::string reason) {
+  Backends cpu;
+  cpu.backend = std::make_unique<CpuBackend>();
+  cpu.reason = std::move(reason);
+  return cpu;
+}
+
 // The GPU backend on device 0 with its config cache, else the CPU
 // reference with the reason.
 absl::StatusOr<Backends> MakeBackend(const Options& options) {
-  if (options.execution.force_cpu) {
-    return Backends{std::make_unique<CpuBackend>(), "--cpu given"};
-  }
-  if (kernels::CudaDeviceCount() == 0) {
-    return Backends{std::make_unique<CpuBackend>(), "no CUDA device found"};
-  }
+  if (options.execution.force_cpu) return CpuBecause("--cpu given");
+  if (kernels::CudaDeviceCount() == 0) return CpuBecause("no CUDA device found");
   absl::StatusOr<kernels::DeviceInfo> device = kernels::GetDeviceInfo(0);
   if (!device.ok()) {
-    return Backends{std::make_unique<CpuBackend>(),
-                    absl::StrCat("CUDA device 0 unusable: ", device.status().message())};
+    return CpuBecause(absl::StrCat("CUDA device 0 unusable: ", device.status().message()));
   }
   proto::ShippedEntries shipped =
       LoadShippedConfigs(options.configs.shipped_dir, tuner::SkuOf(*device));
@@ -148,13 +150,10 @@ absl::StatusOr<Backends> MakeBackend(const Options& options) {
       ConfigCache::Create(options.configs.db_path, *device, std::move(shipped.entries));
   if (!cache.ok()) return cache.status();
   (*cache)->StartPolling(kReloadInterval);
-  GpuBackendOptions gpu_options;
-  gpu_options.streams = kGpuStreams;
   absl::StatusOr<std::unique_ptr<GpuBackend>> gpu =
-      GpuBackend::Create(0, gpu_options, *std::move(cache));
+      GpuBackend::Create(0, kGpuStreams, *std::move(cache));
   if (!gpu.ok()) {
-    return Backends{std::make_unique<CpuBackend>(),
-                    absl::StrCat("CUDA device 0 unusable: ", gpu.status().message())};
+    return CpuBecause(absl::StrCat("CUDA device 0 unusable: ", gpu.status().message()));
   }
   return Backends{*std::move(gpu), absl::StrCat("CUDA device 0 (", device->name, ")"),
                   std::move(shipped.files)};

@@ -1,5 +1,8 @@
 // The KernTune gRPC service: thin handlers (validate -> backend -> convert
-// the status), one line on stderr per failed request. gRPC's callback API:
+// the status), one line on stderr per failed request. The state lives in
+// its own classes: the calls in flight (drain_guard.h), the Runs answered
+// (run_counters.h), registrations (buffer_registry.h) and opened CUDA IPC
+// memory (client_tensors.h). gRPC's callback API:
 // a call is answered on the gRPC thread that read it, without a hand-off,
 // unless it may wait long (a large Run, RegisterBuffer's IPC open), which
 // goes to the service's workers so gRPC's threads never block on a kernel.
@@ -18,9 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
@@ -28,8 +30,10 @@
 #include "server/backend.h"
 #include "server/buffer_registry.h"
 #include "server/client_memory.h"
-#include "server/ipc_cache.h"
+#include "server/client_tensors.h"
+#include "server/drain_guard.h"
 #include "server/peer_credentials.h"
+#include "server/run_counters.h"
 #include "server/worker_pool.h"
 
 namespace kt::server {
@@ -127,9 +131,6 @@ class KernTuneService final : public kerntune::v1::KernTune::CallbackService {
   bool Drain(absl::Duration timeout);
 
  private:
-  class CallGuard;
-  class Resolver;
-
   std::optional<PeerProcess> Caller(absl::string_view peer) const;
   template <class Request, class Response>
   using Handler = grpc::Status (KernTuneService::*)(absl::string_view peer, const Request*,
@@ -140,24 +141,23 @@ class KernTuneService final : public kerntune::v1::KernTune::CallbackService {
   grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, bool on_worker,
                                    Handler<Request, Response> handle, const Request* request,
                                    Response* response);
-  absl::StatusOr<std::shared_ptr<const ClientMemory>> OpenCudaIpc(const std::string& handle,
-                                                                 int device_ordinal,
-                                                                 const PeerProcess& caller);
+  // A Run's stages: validation, resolution, the backend; their times go
+  // into `timing`.
+  absl::StatusOr<RunResult> ValidateAndExecute(absl::string_view peer,
+                                               const kerntune::v1::RunRequest& request,
+                                               kerntune::v1::RunTiming& timing);
+  // The client memory a RegisterBuffer request names, opened.
+  absl::StatusOr<std::shared_ptr<const ClientMemory>> OpenRegisteredMemory(
+      const kerntune::v1::RegisterBufferRequest& request, const PeerProcess& caller);
 
   Backend& backend_;
   const ServiceOptions options_;
   const absl::Time started_;
-  absl::Mutex mu_;
-  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
-  bool draining_ ABSL_GUARDED_BY(mu_) = false;
-  // Counters for GetStatus.stats.
-  absl::Mutex stats_mu_;
-  int64_t runs_ ABSL_GUARDED_BY(stats_mu_) = 0;
-  int64_t runs_answered_early_ ABSL_GUARDED_BY(stats_mu_) = 0;
-  double handler_us_ ABSL_GUARDED_BY(stats_mu_) = 0;
+  DrainGuard drain_;
+  RunCounters run_counters_;
   BufferRegistry registry_{options_.registry};
   // Opened CUDA IPC memory by handle bytes (registrations and one-offs).
-  IpcCache<const ClientMemory> cuda_ipc_;
+  CudaIpcMemoryCache cuda_ipc_{backend_, options_.ipc_idle};
   // Last member: destroyed first, it runs what is queued before the rest goes.
   WorkerPool workers_{options_.workers};
 };

@@ -27,7 +27,8 @@ class BlockingBackend final : public Backend {
     entered_.Notify();
     release_.WaitForNotification();
     RunResult result;
-    result.output.assign(static_cast<size_t>(request.tensor_bytes()), '\0');
+    result.inline_output(kernels::Operand::kOutput)
+        .assign(static_cast<size_t>(request.tensor(kernels::Operand::kOutput).bytes), '\0');
     return result;
   }
   absl::Notification entered_;
@@ -85,7 +86,8 @@ class FakeGpuBackend final : public Backend {
   std::string name() const override { return "fake"; }
   absl::StatusOr<RunResult> Execute(const RunRequest& request) override {
     RunResult result;
-    result.output.assign(static_cast<size_t>(request.tensor_bytes()), '\0');
+    result.inline_output(kernels::Operand::kOutput)
+        .assign(static_cast<size_t>(request.tensor(kernels::Operand::kOutput).bytes), '\0');
     result.kernel_time_us = 3;
     result.timing.lane_wait_us = 1.5;
     result.timing.launch_us = 2.5;
