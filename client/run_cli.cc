@@ -97,41 +97,33 @@ struct Outputs {
   }
 };
 
-// RunArgs names each operand's reference; these put one in its place.
-void SetInput(Operand operand, pb::TensorRef ref, RunArgs& args) {
+// Puts one operand's reference into the Run where RunArgs names it:
+// `read` for an operand read, `written` for one written (the other unused).
+void SetOperandRef(Operand operand, pb::TensorRef read, pb::OutputRef written, RunArgs& args) {
   switch (operand) {
     case Operand::kInput:
-      args.input = std::move(ref);
+      args.input = std::move(read);
+      break;
+    case Operand::kOutput:
+      args.output = std::move(written);
       break;
     case Operand::kGamma:
-      args.gamma = std::move(ref);
+      args.gamma = std::move(read);
       break;
     case Operand::kBeta:
-      args.beta = std::move(ref);
+      args.beta = std::move(read);
       break;
     case Operand::kMask:
-      args.mask = std::move(ref);
-      break;
-    default:
-      break;
-  }
-}
-
-void SetOutput(Operand operand, pb::OutputRef ref, RunArgs& args) {
-  switch (operand) {
-    case Operand::kOutput:
-      args.output = std::move(ref);
+      args.mask = std::move(read);
       break;
     case Operand::kMean:
-      args.mean = std::move(ref);
+      args.mean = std::move(written);
       break;
     case Operand::kInvStd:
-      args.inv_std = std::move(ref);
+      args.inv_std = std::move(written);
       break;
     case Operand::kRowScale:
-      args.row_scale = std::move(ref);
-      break;
-    default:
+      args.row_scale = std::move(written);
       break;
   }
 }
@@ -171,7 +163,8 @@ class InlineTransport final : public Transport {
     RunArgs args = BaseArgs(p);
     for (Operand operand : kernels::kAllOperands) {
       if (const std::vector<uint8_t>* data = InputData(p, operand)) {
-        SetInput(operand, InlineTensor(std::string(data->begin(), data->end())), args);
+        SetOperandRef(operand, InlineTensor(std::string(data->begin(), data->end())),
+                      InlineOutput(), args);
       }
     }
     args.output = InlineOutput();
@@ -248,8 +241,8 @@ class IpcBytes final : public BufferBytes {
 // the outputs poisoned, the Run built over the slices.
 class RegisteredTransport final : public Transport {
  public:
-  // `buffer` holds `bytes`, already registered with the daemon as
-  // `registration`.
+  // `bytes` reaches the buffer's memory, registered with the daemon as
+  // `registration`; `layout` places every operand in it.
   static absl::StatusOr<std::unique_ptr<RegisteredTransport>> Create(
       const kernels::HostProblem& p, const Layout& layout, std::unique_ptr<BufferBytes> bytes,
       RegisteredBuffer registration) {
@@ -265,11 +258,8 @@ class RegisteredTransport final : public Transport {
     RunArgs args = BaseArgs(p);
     for (Operand operand : kernels::kAllOperands) {
       const int64_t offset = layout.at(operand);
-      if (offset < 0) continue;
-      if (kernels::IsOutput(operand)) {
-        SetOutput(operand, registration.Output(offset), args);
-      } else {
-        SetInput(operand, registration.Tensor(offset), args);
+      if (offset >= 0) {
+        SetOperandRef(operand, registration.Tensor(offset), registration.Output(offset), args);
       }
     }
     return std::unique_ptr<RegisteredTransport>(new RegisteredTransport(

@@ -12,16 +12,20 @@
 
 namespace kt::tuner {
 
+namespace {
+
+constexpr std::pair<ConfigSource, absl::string_view> kSourceNames[] = {
+    {ConfigSource::kTuned, "tuned"},
+    {ConfigSource::kShipped, "shipped"},
+    {ConfigSource::kNearestTuned, "nearest_tuned"},
+    {ConfigSource::kHeuristic, "heuristic"},
+};
+
+}  // namespace
+
 absl::string_view ConfigSourceName(ConfigSource source) {
-  switch (source) {
-    case ConfigSource::kTuned:
-      return "tuned";
-    case ConfigSource::kShipped:
-      return "shipped";
-    case ConfigSource::kNearestTuned:
-      return "nearest_tuned";
-    case ConfigSource::kHeuristic:
-      return "heuristic";
+  for (const auto& [named, name] : kSourceNames) {
+    if (named == source) return name;
   }
   return "unknown";
 }
