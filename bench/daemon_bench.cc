@@ -140,7 +140,6 @@ class Stages {
     timing_events_.push_back(t.timing_events_us());
     kernel_launch_.push_back(t.kernel_launch_us());
     gpu_wait_.push_back(t.gpu_wait_us());
-    handoff_.push_back(t.handoff_us());
     handler_.push_back(t.handler_us());
     // gRPC on both sides, the socket, thread hand-offs: everything the
     // daemon's handler does not see.
@@ -153,10 +152,10 @@ class Stages {
     return absl::StrFormat(
         "    daemon (p50): handler %.1f us = validate %.1f + resolve %.1f + execute %.1f "
         "[lane wait %.1f, launch %.1f (config lookup %.1f, timing events %.1f, kernel "
-        "launch call %.1f, hand-off to the hot launcher %.1f), GPU wait %.1f] + reply %.1f; "
-        "outside the handler (gRPC, socket, threads) %.1f us\n",
+        "launch call %.1f), GPU wait %.1f] + reply %.1f; outside the handler (gRPC, socket, "
+        "threads) %.1f us\n",
         handler_p50(), P(validate_), P(resolve_), P(execute_), P(lane_wait_), P(launch_),
-        P(lookup_), P(timing_events_), P(kernel_launch_), P(handoff_), P(gpu_wait_),
+        P(lookup_), P(timing_events_), P(kernel_launch_), P(gpu_wait_),
         std::max(0.0, handler_p50() - P(validate_) - P(resolve_) - P(execute_)),
         outside_p50());
   }
@@ -165,17 +164,17 @@ class Stages {
         "{\"handler_p50_us\": %.2f, \"handler_p99_us\": %.2f, \"validate_p50_us\": %.2f, "
         "\"resolve_p50_us\": %.2f, \"execute_p50_us\": %.2f, \"lane_wait_p50_us\": %.2f, "
         "\"launch_p50_us\": %.2f, \"lookup_p50_us\": %.2f, \"timing_events_p50_us\": %.2f, "
-        "\"kernel_launch_p50_us\": %.2f, \"handoff_p50_us\": %.2f, \"gpu_wait_p50_us\": %.2f, "
+        "\"kernel_launch_p50_us\": %.2f, \"gpu_wait_p50_us\": %.2f, "
         "\"outside_handler_p50_us\": %.2f, \"outside_handler_p99_us\": %.2f}",
         handler_p50(), Percentile(handler_, 0.99), P(validate_), P(resolve_), P(execute_),
         P(lane_wait_), P(launch_), P(lookup_), P(timing_events_), P(kernel_launch_),
-        P(handoff_), P(gpu_wait_), outside_p50(), Percentile(outside_, 0.99));
+        P(gpu_wait_), outside_p50(), Percentile(outside_, 0.99));
   }
 
  private:
   static double P(const std::vector<double>& v) { return Percentile(v, 0.5); }
   std::vector<double> validate_, resolve_, execute_, lane_wait_, launch_, lookup_,
-      timing_events_, kernel_launch_, handoff_, gpu_wait_, handler_, outside_;
+      timing_events_, kernel_launch_, gpu_wait_, handler_, outside_;
 };
 
 // GetStatus counters (cumulative in the daemon; a series takes differences).
@@ -358,7 +357,7 @@ int main(int argc, char** argv) {
   auto stub = pb::KernTune::NewStub(channel);
   std::string json = "{\n";
 
-  // --- the daemon: its device for ours (by UUID), its wait mode.
+  // --- the daemon: its device for ours (by UUID).
   int daemon_device = local_device;
   {
     grpc::ClientContext context;
@@ -380,17 +379,17 @@ int main(int argc, char** argv) {
       pci = d.pci_bus_id();
       name = d.sku().name();
     }
-    std::printf("daemon %s, backend %s, --gpu_wait=%s; its device %d: %s %s %s (ours: %d, %s)\n",
-                status.version().c_str(), status.backend().c_str(),
-                status.stats().gpu_wait().c_str(), daemon_device, name.c_str(), uuid.c_str(),
-                pci.c_str(), local_device, mine.ok() ? mine->uuid.c_str() : "uuid unknown");
+    std::printf("daemon %s, backend %s; its device %d: %s %s %s (ours: %d, %s)\n",
+                status.version().c_str(), status.backend().c_str(), daemon_device, name.c_str(),
+                uuid.c_str(), pci.c_str(), local_device,
+                mine.ok() ? mine->uuid.c_str() : "uuid unknown");
     absl::StrAppendFormat(
         &json,
-        "  \"daemon\": {\"version\": \"%s\", \"backend\": \"%s\", \"gpu_wait\": \"%s\", "
+        "  \"daemon\": {\"version\": \"%s\", \"backend\": \"%s\", "
         "\"device\": {\"ordinal\": %d, \"name\": \"%s\", \"uuid\": \"%s\", \"pci_bus_id\": "
         "\"%s\"}, \"client_device\": {\"ordinal\": %d, \"uuid\": \"%s\"}},\n",
-        status.version(), status.backend(), status.stats().gpu_wait(), daemon_device, name, uuid,
-        pci, local_device, mine.ok() ? mine->uuid : "");
+        status.version(), status.backend(), daemon_device, name, uuid, pci, local_device,
+        mine.ok() ? mine->uuid : "");
   }
 
   // --- latency: small Run vs the echo floor on the same channel.

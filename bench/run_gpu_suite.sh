@@ -11,17 +11,13 @@
 # kt_daemon_bench against a daemon started here (tuned configs from
 # $TUNED_DB when given).
 # daemon-bench: kt_launch_overhead_bench (launch_overhead.{json,log}), then
-# kt_daemon_bench once per kerntuned --gpu_wait mode in
-# $GPU_WAIT_MODES (default "yield spin hybrid block"; the daemon mode runs
-# only "yield" unless it is set; a mode may add -hot for --hot_launcher and
-# -bp for --busy_poll_threads=2, e.g. yield-hot or spin-bp):
-# daemon_bench_<mode>.{json,log} and the
-# daemon's log kerntuned_bench_<mode>.log ($BENCH_DAEMON_FLAGS go to each of
-# these daemons); the first mode's files are also
-# daemon_bench.{json,log}. Each JSON holds the client figures and the
-# daemon's own stage times (RunTiming) and GPU counters (GetStatus.stats).
-# $KERNTUNED_FLAGS (e.g. --hot_launcher) go to every daemon the tests and
-# the sanitizer start.
+# kt_daemon_bench against a kerntuned started here: daemon_bench.{json,log}
+# and the daemon's log kerntuned_bench.log ($BENCH_DAEMON_FLAGS go to that
+# daemon), and a one-line summary daemon_bench_summary.txt. The JSON holds
+# the client figures and the daemon's own stage times (RunTiming) and GPU
+# counters (GetStatus.stats).
+# $KERNTUNED_FLAGS (e.g. --workers=16) go to every daemon the tests and the
+# sanitizer start.
 # tune: `kerntune tune` over the standard grid into $OUT/tuning.db, resuming
 # from $RESUME_DB when given (a database an earlier, cut-off call brought
 # back) and stopped cleanly with SIGINT after $TUNE_LIMIT_S seconds if set.
@@ -103,59 +99,38 @@ if [ "$what" = daemon ] || [ "$what" = daemon-bench ]; then
   timeout 120 "$here/kt_launch_overhead_bench" --benchmark_out="$out/launch_overhead.json" \
     --benchmark_out_format=json > "$out/launch_overhead.log" 2>&1 || status=1
   cat "$out/launch_overhead.log"
-  if [ "$what" = daemon ]; then modes=${GPU_WAIT_MODES:-yield}; else
-    modes=${GPU_WAIT_MODES:-yield spin hybrid block}; fi
-  first=
-  for mode in $modes; do
-    extra=()
-    wait_mode=${mode%%-*}
-    case "$mode" in *-hot*) extra+=(--hot_launcher) ;; esac
-    case "$mode" in *-bp*) extra+=(--busy_poll_threads=2) ;; esac
-    echo "== daemon benchmark, kerntuned --gpu_wait=$wait_mode ${extra[*]}"
-    socket=$(mktemp -u /tmp/kerntune-bench.XXXXXX.sock)
-    "$here/kerntuned" --socket="$socket" --db="${TUNED_DB:-/nonexistent.db}" \
-      --gpu_wait="$wait_mode" "${extra[@]}" ${BENCH_DAEMON_FLAGS:-} \
-      > "$out/kerntuned_bench_$mode.log" 2>&1 &
-    daemon=$!
-    for _ in $(seq 100); do [ -S "$socket" ] && break; sleep 0.1; done
-    timeout 100 "$here/kt_daemon_bench" --socket="$socket" \
-      --out="$out/daemon_bench_$mode.json" > "$out/daemon_bench_$mode.log" 2>&1 || status=1
-    cat "$out/daemon_bench_$mode.log"
-    kill -TERM "$daemon"; wait "$daemon" || status=1
-    if [ -z "$first" ]; then
-      first=$mode
-      cp "$out/daemon_bench_$mode.log" "$out/daemon_bench.log"
-      [ -f "$out/daemon_bench_$mode.json" ] && cp "$out/daemon_bench_$mode.json" "$out/daemon_bench.json"
-    fi
-  done
-  # One line per mode, side by side.
-  python3 - "$out" $modes > "$out/daemon_bench_summary.txt" 2>&1 <<'PY' || status=1
-import json, os, sys
-out, modes = sys.argv[1], sys.argv[2:]
+  echo "== daemon benchmark"
+  socket=$(mktemp -u /tmp/kerntune-bench.XXXXXX.sock)
+  "$here/kerntuned" --socket="$socket" --db="${TUNED_DB:-/nonexistent.db}" \
+    ${BENCH_DAEMON_FLAGS:-} > "$out/kerntuned_bench.log" 2>&1 &
+  daemon=$!
+  for _ in $(seq 100); do [ -S "$socket" ] && break; sleep 0.1; done
+  timeout 100 "$here/kt_daemon_bench" --socket="$socket" \
+    --out="$out/daemon_bench.json" > "$out/daemon_bench.log" 2>&1 || status=1
+  cat "$out/daemon_bench.log"
+  kill -TERM "$daemon"; wait "$daemon" || status=1
+  # The headline figures on one line.
+  python3 - "$out/daemon_bench.json" > "$out/daemon_bench_summary.txt" 2>&1 <<'PY' || status=1
+import json, sys
 # cp_*: the same from a client that polls for its replies.
-print("%-12s %8s %8s %9s %8s %8s %8s %8s %8s %8s %7s %7s %7s %7s %7s %7s %7s %7s %7s" % (
-    "mode", "run_p50", "echo_p50", "overhead", "handler", "launch", "gpuwait", "outside",
+print("%8s %8s %9s %8s %8s %8s %8s %8s %8s %7s %7s %7s %7s %7s %7s %7s %7s %7s" % (
+    "run_p50", "echo_p50", "overhead", "handler", "launch", "gpuwait", "outside",
     "cp_echo", "cp_ovh", "sync%", "cp_sync%", "events%", "self%", "pipe1%", "pipeN%", "rps1",
     "rps4", "rps16"))
-for mode in modes:
-    path = os.path.join(out, "daemon_bench_%s.json" % mode)
-    if not os.path.exists(path):
-        print("%-10s (no results)" % mode)
-        continue
-    d = json.load(open(path))
-    lat, bw = d["latency"], d["bandwidth"]
-    rps = {t["clients"]: t["runs_per_s"] for t in d.get("throughput", [])}
-    cp = lat.get("client_polls", {})
-    print("%-12s %8.1f %8.1f %9.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %7.1f %7.1f %7.1f %7.1f %7.1f %7.1f %7.0f %7.0f %7.0f" % (
-        mode, lat["run_p50_us"], lat["echo_p50_us"], lat["overhead_p50_us"],
-        lat["server"]["handler_p50_us"], lat["server"]["kernel_launch_p50_us"],
-        lat["server"]["gpu_wait_p50_us"],
-        lat["server"]["outside_handler_p50_us"], cp.get("echo_p50_us", 0),
-        cp.get("overhead_p50_us", 0), bw["sync_pct_of_kernel"],
-        bw.get("sync_client_polls_pct_of_kernel", 0),
-        bw["events"]["pct_of_kernel"], bw["daemon_chained"]["pct_of_kernel"],
-        bw["pipelined"]["pct_of_kernel"], bw["pipelined_deep"]["pct_of_kernel"],
-        rps.get(1, 0), rps.get(4, 0), rps.get(16, 0)))
+d = json.load(open(sys.argv[1]))
+lat, bw = d["latency"], d["bandwidth"]
+rps = {t["clients"]: t["runs_per_s"] for t in d.get("throughput", [])}
+cp = lat.get("client_polls", {})
+print("%8.1f %8.1f %9.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %7.1f %7.1f %7.1f %7.1f %7.1f %7.1f %7.0f %7.0f %7.0f" % (
+    lat["run_p50_us"], lat["echo_p50_us"], lat["overhead_p50_us"],
+    lat["server"]["handler_p50_us"], lat["server"]["kernel_launch_p50_us"],
+    lat["server"]["gpu_wait_p50_us"],
+    lat["server"]["outside_handler_p50_us"], cp.get("echo_p50_us", 0),
+    cp.get("overhead_p50_us", 0), bw["sync_pct_of_kernel"],
+    bw.get("sync_client_polls_pct_of_kernel", 0),
+    bw["events"]["pct_of_kernel"], bw["daemon_chained"]["pct_of_kernel"],
+    bw["pipelined"]["pct_of_kernel"], bw["pipelined_deep"]["pct_of_kernel"],
+    rps.get(1, 0), rps.get(4, 0), rps.get(16, 0)))
 PY
   cat "$out/daemon_bench_summary.txt"
 fi

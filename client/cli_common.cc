@@ -120,13 +120,6 @@ std::string FormatCudaVersion(int version) {
   return absl::StrCat(version / 1000, ".", (version % 1000) / 10);
 }
 
-std::string DescribePoint(absl::string_view op, absl::string_view dtype,
-                          int64_t rows, int64_t cols, int64_t inner) {
-  std::string point = absl::StrCat(op, " ", dtype, " ", rows, "x", cols);
-  if (inner > 1) absl::StrAppend(&point, "x", inner);
-  return point;
-}
-
 bool IsStale(absl::string_view kernel_version) {
   return kernel_version != kernels::kKernelLibraryVersion;
 }

@@ -54,9 +54,6 @@ std::string SkuDescription(const db::GpuSku& sku);
 std::string FormatBytes(int64_t bytes);
 // cudaDriverGetVersion style 12040 -> "12.4"; 0 -> "unknown".
 std::string FormatCudaVersion(int version);
-// "softmax float16 49152x4096"; "softmax float16 512x896x48" when inner > 1.
-std::string DescribePoint(absl::string_view op, absl::string_view dtype,
-                          int64_t rows, int64_t cols, int64_t inner = 1);
 
 // True when a result was measured by another kernel library version than
 // the one linked in (kernels::kKernelLibraryVersion), unknown included.

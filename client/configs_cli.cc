@@ -1,29 +1,35 @@
 // `kerntune configs list|show|export|import`.
 #include "client/configs_cli.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <map>
 #include <iostream>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "client/cli_common.h"
-#include "client/config_file.h"
+#include "client/sku_configs.h"
 #include "db/records.h"
 #include "db/tuning_store.h"
+#include "proto/config_file.h"
+#include "proto/shipped_configs.h"
 
 namespace kt::client {
 namespace {
 
 // The columns of a best config, shared by list, show and their scripts'
-// output. `gpu` names the row's GPU.
+// output: where the row comes from (origin) and what the daemon serves at
+// its point (served: the lookup's source there).
 Table BestConfigTable() {
   return Table({
       {"gpu_id", "GPU"},
@@ -46,6 +52,8 @@ Table BestConfigTable() {
       {"graph_replay", "GRAPH"},
       {"kernel_version", "KERNELS"},
       {"stale", "STALE", Visibility::kScriptsOnly},
+      {"origin", "ORIGIN"},
+      {"served", "SERVED"},
       {"driver_version", "DRIVER", Visibility::kScriptsOnly},
       {"runtime_version", "RUNTIME", Visibility::kScriptsOnly},
       {"run_id", "RUN", Visibility::kScriptsOnly},
@@ -53,14 +61,27 @@ Table BestConfigTable() {
   });
 }
 
-void AddBestConfigRow(const db::BestConfig& best, const std::string& gpu_name,
-                      Table& table) {
+// "local" or "shipped".
+std::string OriginName(tuner::EntryOrigin origin) {
+  return origin == tuner::EntryOrigin::kLocal ? "local" : "shipped";
+}
+
+// What the daemon serves at the row's point on its SKU; null when the SKU
+// cannot be described (an architecture this kerntune does not know).
+Cell ServedCell(const SkuConfigs& sku, const db::BestConfig& best) {
+  absl::StatusOr<tuner::ConfigChoice> choice = sku.Lookup(best.point);
+  if (!choice.ok()) return Cell::Null();
+  return Cell::Text(std::string(tuner::ConfigSourceName(choice->source)));
+}
+
+void AddBestConfigRow(const SkuConfigs& sku, const db::BestConfig& best,
+                      tuner::EntryOrigin origin, Table& table) {
   const std::optional<double> speedup = best.Speedup();
   Cell speedup_cell = Cell::OptionalReal(speedup, 2);
   if (speedup) speedup_cell.ShowAs(absl::StrFormat("%.2fx", *speedup));
   table.AddRow({
-      Cell::Int(best.point.gpu_id),
-      Cell::Text(gpu_name),
+      sku.in_store ? Cell::Int(best.point.gpu_id) : Cell::Null(),
+      Cell::Text(sku.gpu.sku.name),
       Cell::Text(best.point.op),
       Cell::Text(best.point.dtype),
       Cell::Int(best.point.rows),
@@ -80,22 +101,13 @@ void AddBestConfigRow(const db::BestConfig& best, const std::string& gpu_name,
       Cell::Text(best.env.kernel_version)
           .ShowAs(DescribeKernelVersion(best.env.kernel_version)),
       Cell::Bool(IsStale(best.env.kernel_version)),
+      Cell::Text(OriginName(origin)),
+      ServedCell(sku, best),
       Cell::Int(best.env.driver_version),
       Cell::Int(best.env.runtime_version),
       best.run_id ? Cell::Int(*best.run_id) : Cell::Null(),
       Cell::Int(best.updated_at).ShowAs(FormatUnixTime(best.updated_at)),
   });
-}
-
-// Names of the store's GPUs by id, for the gpu_name column.
-absl::StatusOr<std::map<int64_t, std::string>> GpuNames(db::TuningStore& store) {
-  absl::StatusOr<std::vector<db::GpuSummary>> gpus = store.ListGpus();
-  if (!gpus.ok()) return gpus.status();
-  std::map<int64_t, std::string> names;
-  for (const db::GpuSummary& summary : *gpus) {
-    names[summary.gpu.id] = summary.gpu.sku.name;
-  }
-  return names;
 }
 
 absl::StatusOr<PointFilter> CheckFlags(const PointFlags& flags) {
@@ -113,6 +125,94 @@ db::BestConfigFilter ToStoreFilter(const PointFilter& filter) {
   store_filter.cols = filter.cols;
   store_filter.inner = filter.inner;
   return store_filter;
+}
+
+// Whether --gpu picks the SKU: one that only shipped files know has no id,
+// so only a name picks it.
+bool Selects(const GpuSelector& selector, const SkuConfigs& sku) {
+  if (selector.id.has_value() && !sku.in_store) return false;
+  return selector.Matches(sku.gpu);
+}
+
+bool RowMatches(const PointFilter& filter, const db::BestConfig& row) {
+  const db::PointKey& p = row.point;
+  return (!filter.op || *filter.op == p.op) && (!filter.dtype || *filter.dtype == p.dtype) &&
+         (!filter.rows || *filter.rows == p.rows) && (!filter.cols || *filter.cols == p.cols) &&
+         (!filter.inner || *filter.inner == p.inner);
+}
+
+// The shipped files of `dir` (none when empty), each unusable one reported
+// on `err` by name: a bad shipped file must not hide the others.
+std::vector<proto::ShippedConfigFile> ReadShipped(absl::string_view verb,
+                                                  const std::string& dir, std::ostream& err) {
+  if (dir.empty()) return {};
+  std::vector<proto::ShippedConfigFile> files = proto::ReadShippedConfigs(dir);
+  for (const std::string& problem : proto::DescribeProblems(files)) {
+    err << "kerntune " << verb << ": shipped config file " << problem << "\n";
+  }
+  return files;
+}
+
+// "1: NVIDIA H100 ... (cc 9.0, ...)", or "NVIDIA H100 ... (cc 9.0, ...);
+// shipped configs only" for a SKU the store does not hold.
+std::string DescribeGpu(const SkuConfigs& sku) {
+  return sku.in_store ? absl::StrCat(sku.gpu.id, ": ", SkuDescription(sku.gpu.sku))
+                      : absl::StrCat(SkuDescription(sku.gpu.sku), "; shipped configs only");
+}
+
+// "--gpu=1 NVIDIA H100 ...": how to pick the SKU on the command line.
+std::string GpuChoice(const SkuConfigs& sku) {
+  return sku.in_store
+             ? absl::StrCat("--gpu=", sku.gpu.id, " ", SkuDescription(sku.gpu.sku))
+             : absl::StrCat("--gpu=\"", sku.gpu.sku.name, "\" ", SkuDescription(sku.gpu.sku),
+                            " (shipped configs only)");
+}
+
+// The row of `rows` at exactly `point` (the gpu id aside), if any.
+const db::BestConfig* RowAt(const std::vector<db::BestConfig>& rows,
+                            const db::PointKey& point) {
+  for (const db::BestConfig& row : rows) {
+    db::PointKey key = row.point;
+    key.gpu_id = point.gpu_id;
+    if (key == point) return &row;
+  }
+  return nullptr;
+}
+
+// The SKU `show` reports on: the one --gpu selects; without --gpu the only
+// SKU, or the only one with an entry (local or shipped) at the point.
+// InvalidArgument listing the choices when that is not one; NotFound when
+// nothing matches.
+absl::StatusOr<const SkuConfigs*> ChooseSku(const std::vector<SkuConfigs>& skus,
+                                            const GpuSelector& selector,
+                                            const db::PointKey& point,
+                                            const std::string& described,
+                                            const std::string& where) {
+  std::vector<const SkuConfigs*> matched, with_point;
+  for (const SkuConfigs& sku : skus) {
+    if (!Selects(selector, sku)) continue;
+    matched.push_back(&sku);
+    db::PointKey at = point;
+    at.gpu_id = sku.gpu.id;
+    if (RowAt(sku.local, at) != nullptr || RowAt(sku.shipped, at) != nullptr) {
+      with_point.push_back(&sku);
+    }
+  }
+  if (matched.empty()) {
+    return absl::NotFoundError(absl::StrCat(
+        selector.empty() ? "no GPU SKU" : absl::StrCat(selector.ToString(), " matches no GPU SKU"),
+        " in ", where, " (run `kerntune tune`, import configs, or ship them)"));
+  }
+  if (matched.size() == 1) return matched.front();
+  if (with_point.size() == 1) return with_point.front();
+  const std::vector<const SkuConfigs*>& listed = with_point.empty() ? matched : with_point;
+  std::vector<std::string> choices;
+  for (const SkuConfigs* sku : listed) choices.push_back(GpuChoice(*sku));
+  return absl::InvalidArgumentError(absl::StrCat(
+      described,
+      with_point.empty() ? absl::StrCat(" has no entry on any of ", matched.size(), " GPUs")
+                         : absl::StrCat(" is tuned on ", with_point.size(), " GPUs"),
+      "; choose one with --gpu:\n  ", absl::StrJoin(choices, "\n  ")));
 }
 
 // The candidates of one point, fastest first, unmeasured last (the store's
@@ -164,58 +264,124 @@ Table CandidateTable(const db::BestConfig& best,
   return table;
 }
 
-// The chosen config of one point as a block of "label  value" lines.
-void WriteBestConfigText(const db::BestConfig& best, const db::Gpu& gpu,
-                         std::ostream& out) {
-  std::vector<std::pair<std::string, std::string>> lines;
-  lines.push_back({"gpu", absl::StrCat(gpu.id, ": ", SkuDescription(gpu.sku))});
-  lines.push_back({"point", DescribePoint(best.point.op, best.point.dtype, best.point.rows,
-                                          best.point.cols, best.point.inner)});
-  if (best.point.inner > 1) {
-    lines.push_back({"inner", absl::StrCat(best.point.inner, " (reduced along the middle axis of (",
-                                           best.point.rows, ", ", best.point.cols, ", ",
-                                           best.point.inner, "))")});
+// How the daemon came to the config: "tuned (the local store's entry for
+// this point)", "nearest tuned (the shipped file's entry at 4096x1024,
+// 12.50 us there)", ...
+std::string DescribeSource(const tuner::ConfigChoice& choice) {
+  const std::string source =
+      absl::StrReplaceAll(tuner::ConfigSourceName(choice.source), {{"_", " "}});
+  if (!choice.tuned) return absl::StrCat(source, " (no current tuned or shipped entry applies)");
+  const tuner::TunedEntry& entry = *choice.tuned;
+  const std::string whose = absl::StrCat("the ", tuner::EntryOriginName(entry.origin), "'s entry");
+  if (choice.source != tuner::ConfigSource::kNearestTuned) {
+    return absl::StrCat(source, " (", whose, " for this point)");
   }
-  lines.push_back({"config", best.config.key});
-  lines.push_back({"split", best.config.split == 1
-                                ? std::string("1 (one block per row)")
-                                : absl::StrCat(best.config.split,
-                                               " blocks share each row (a thread-block cluster)")});
+  return absl::StrCat(source, " (", whose, " at ", entry.shape.rows, "x", entry.shape.cols,
+                      entry.shape.inner > 1 ? absl::StrCat("x", entry.shape.inner) : "",
+                      absl::StrFormat(", %.2f us there)", entry.median_us));
+}
+
+std::string DescribeSplit(int split) {
+  return split == 1 ? std::string("1 (one block per row)")
+                    : absl::StrCat(split, " blocks share each row");
+}
+
+// The lookup for one point as "label  value" lines: the SKU, the point, the
+// source and the config served.
+LabelledLines LookupLines(const SkuConfigs& sku, const db::PointKey& point,
+                          const tuner::ConfigChoice& choice) {
+  LabelledLines lines;
+  lines.push_back({"gpu", DescribeGpu(sku)});
+  lines.push_back({"point", db::DescribePoint(point.op, point.dtype, point.rows, point.cols,
+                                              point.inner)});
+  if (point.inner > 1) {
+    lines.push_back({"inner", absl::StrCat(point.inner, " (reduced along the middle axis of (",
+                                           point.rows, ", ", point.cols, ", ", point.inner,
+                                           "))")});
+  }
+  lines.push_back({"source", DescribeSource(choice)});
+  lines.push_back({"config", kernels::ConfigKey(choice.config)});
+  lines.push_back({"split", DescribeSplit(choice.config.split)});
+  return lines;
+}
+
+// What a store row measured: time, bandwidth, the heuristic beside it, and
+// when and with what software.
+void AddMeasurementLines(const db::BestConfig& best, LabelledLines& lines) {
   std::string time = absl::StrFormat("%.2f us", best.median_us);
   if (best.spread_low_us && best.spread_high_us) {
-    absl::StrAppend(&time, absl::StrFormat(" (spread %.2f .. %.2f us)",
-                                           *best.spread_low_us,
+    absl::StrAppend(&time, absl::StrFormat(" (spread %.2f .. %.2f us)", *best.spread_low_us,
                                            *best.spread_high_us));
   }
   if (best.graph_replay) absl::StrAppend(&time, ", timed under CUDA-graph replay");
   lines.push_back({"time", time});
-  lines.push_back({"bandwidth", absl::StrFormat("%.1f GB/s, %.1f%% of copy",
-                                                best.gbps, best.pct_of_copy)});
-  std::string heuristic =
-      best.heuristic_key.empty() ? "unknown" : best.heuristic_key;
-  if (best.heuristic_us) {
-    absl::StrAppend(&heuristic, absl::StrFormat(", %.2f us", *best.heuristic_us));
-  } else {
-    absl::StrAppend(&heuristic, ", not timed");
-  }
+  lines.push_back({"bandwidth",
+                   absl::StrFormat("%.1f GB/s, %.1f%% of copy", best.gbps, best.pct_of_copy)});
+  std::string heuristic = best.heuristic_key.empty() ? "unknown" : best.heuristic_key;
+  absl::StrAppend(&heuristic, best.heuristic_us
+                                  ? absl::StrFormat(", %.2f us", *best.heuristic_us)
+                                  : std::string(", not timed"));
   lines.push_back({"heuristic", heuristic});
   if (const std::optional<double> speedup = best.Speedup()) {
-    lines.push_back(
-        {"speedup", absl::StrFormat("%.2fx over the heuristic", *speedup)});
+    lines.push_back({"speedup", absl::StrFormat("%.2fx over the heuristic", *speedup)});
   }
   lines.push_back(
       {"measured",
        absl::StrCat(FormatUnixTime(best.updated_at),
                     best.run_id ? absl::StrCat(", run ", *best.run_id)
                                 : std::string(", imported"),
-                    "; kernels ", DescribeKernelVersion(best.env.kernel_version),
-                    ", driver ", FormatCudaVersion(best.env.driver_version),
-                    ", runtime ", FormatCudaVersion(best.env.runtime_version))});
-  size_t width = 0;
-  for (const auto& line : lines) width = std::max(width, line.first.size());
-  for (const auto& [label, value] : lines) {
-    out << label << std::string(width - label.size() + 2, ' ') << value << "\n";
+                    "; kernels ", DescribeKernelVersion(best.env.kernel_version), ", driver ",
+                    FormatCudaVersion(best.env.driver_version), ", runtime ",
+                    FormatCudaVersion(best.env.runtime_version))});
+}
+
+// Why the store's entry at the point is not what the daemon serves.
+std::string WhyNotServed(const db::BestConfig& local, const SkuConfigs& sku) {
+  const std::string entry =
+      absl::StrCat(local.config.key, ", kernels ", DescribeKernelVersion(local.env.kernel_version));
+  if (IsStale(local.env.kernel_version)) {
+    return absl::StrCat(entry, ": not served, measured with another kernel library; re-tune or "
+                        "import current configs");
   }
+  return absl::StrCat(entry, ": not served, not a legal config for this point on ",
+                      sku.gpu.sku.name);
+}
+
+// The lookup as one row for scripts.
+Table LookupTable(const SkuConfigs& sku, const db::PointKey& point,
+                  const tuner::ConfigChoice& choice) {
+  Table table({{"gpu_id", "GPU"},
+               {"gpu_name", "GPU NAME"},
+               {"op", "OP"},
+               {"dtype", "DTYPE"},
+               {"rows", "ROWS"},
+               {"cols", "COLS"},
+               {"inner", "INNER"},
+               {"source", "SOURCE"},
+               {"config", "CONFIG"},
+               {"split", "SPLIT"},
+               {"tuned_origin", "TUNED ORIGIN"},
+               {"tuned_rows", "TUNED ROWS"},
+               {"tuned_cols", "TUNED COLS"},
+               {"tuned_inner", "TUNED INNER"},
+               {"tuned_median_us", "TUNED US"}});
+  const std::optional<tuner::TunedEntry>& tuned = choice.tuned;
+  table.AddRow({sku.in_store ? Cell::Int(sku.gpu.id) : Cell::Null(),
+                Cell::Text(sku.gpu.sku.name),
+                Cell::Text(point.op),
+                Cell::Text(point.dtype),
+                Cell::Int(point.rows),
+                Cell::Int(point.cols),
+                Cell::Int(point.inner),
+                Cell::Text(std::string(tuner::ConfigSourceName(choice.source))),
+                Cell::Text(kernels::ConfigKey(choice.config)),
+                Cell::Int(choice.config.split),
+                tuned ? Cell::Text(OriginName(tuned->origin)) : Cell::Null(),
+                tuned ? Cell::Int(tuned->shape.rows) : Cell::Null(),
+                tuned ? Cell::Int(tuned->shape.cols) : Cell::Null(),
+                tuned ? Cell::Int(tuned->shape.inner) : Cell::Null(),
+                tuned ? Cell::Real(tuned->median_us) : Cell::Null()});
+  return table;
 }
 
 absl::StatusOr<std::string> ReadInput(const std::string& path) {
@@ -236,6 +402,15 @@ absl::StatusOr<std::string> ReadInput(const std::string& path) {
   return contents.str();
 }
 
+// The skipped entries of an import, for scripts.
+Table SkippedTable(const proto::ParsedConfigFile& parsed) {
+  Table skipped({{"index", "INDEX"}, {"reason", "REASON"}});
+  for (const proto::SkippedEntry& entry : parsed.skipped) {
+    skipped.AddRow({Cell::Int(static_cast<int64_t>(entry.index)), Cell::Text(entry.reason)});
+  }
+  return skipped;
+}
+
 }  // namespace
 
 int RunConfigsList(const ConfigsListOptions& options, std::ostream& out,
@@ -243,26 +418,31 @@ int RunConfigsList(const ConfigsListOptions& options, std::ostream& out,
   constexpr absl::string_view kVerb = "configs list";
   absl::StatusOr<PointFilter> filter = CheckFlags(options.filter);
   if (!filter.ok()) return ReportError(kVerb, filter.status(), err, kExitUsage);
-  absl::StatusOr<std::unique_ptr<db::TuningStore>> store =
-      OpenStore(options.db_path);
+  absl::StatusOr<std::unique_ptr<db::TuningStore>> store = OpenStore(options.db_path);
   if (!store.ok()) return ReportError(kVerb, store.status(), err);
-  absl::StatusOr<std::map<int64_t, std::string>> names = GpuNames(**store);
-  if (!names.ok()) return ReportError(kVerb, names.status(), err);
-  absl::StatusOr<std::vector<db::BestConfig>> rows =
-      (*store)->ListBestConfigs(ToStoreFilter(*filter));
-  if (!rows.ok()) return ReportError(kVerb, rows.status(), err);
+  const std::vector<proto::ShippedConfigFile> shipped =
+      ReadShipped(kVerb, options.configs_dir, err);
+  absl::StatusOr<std::vector<SkuConfigs>> skus = LoadSkuConfigs(**store, shipped);
+  if (!skus.ok()) return ReportError(kVerb, skus.status(), err);
 
-  if (rows->empty() && options.format == OutputFormat::kTable) {
+  Table table = BestConfigTable();
+  for (const SkuConfigs& sku : *skus) {
+    if (!Selects(filter->gpu, sku)) continue;
+    for (const auto& [rows, origin] : {std::pair(&sku.local, tuner::EntryOrigin::kLocal),
+                                       std::pair(&sku.shipped, tuner::EntryOrigin::kShipped)}) {
+      for (const db::BestConfig& best : *rows) {
+        if (RowMatches(*filter, best)) AddBestConfigRow(sku, best, origin, table);
+      }
+    }
+  }
+  if (table.rows().empty() && options.format == OutputFormat::kTable) {
     const bool filtered = !filter->gpu.empty() || filter->op || filter->dtype ||
                           filter->rows || filter->cols || filter->inner;
-    out << (filtered ? "no tuned configs match the filters in "
-                     : "no tuned configs in ")
-        << (*store)->path() << "\n";
+    out << (filtered ? "no tuned configs match the filters in " : "no tuned configs in ")
+        << (*store)->path()
+        << (options.configs_dir.empty() ? "" : absl::StrCat(" or in ", options.configs_dir))
+        << "\n";
     return kExitOk;
-  }
-  Table table = BestConfigTable();
-  for (const db::BestConfig& best : *rows) {
-    AddBestConfigRow(best, (*names)[best.point.gpu_id], table);
   }
   Render(table, options.format, out);
   return kExitOk;
@@ -271,12 +451,12 @@ int RunConfigsList(const ConfigsListOptions& options, std::ostream& out,
 int RunConfigsShow(const ConfigsShowOptions& options, std::ostream& out,
                    std::ostream& err) {
   constexpr absl::string_view kVerb = "configs show";
-  const PointFlags& point = options.point;
+  const PointFlags& point_flags = options.point;
   std::vector<std::string> missing;
-  if (!point.op) missing.push_back("--op");
-  if (!point.dtype) missing.push_back("--dtype");
-  if (!point.rows) missing.push_back("--rows");
-  if (!point.cols) missing.push_back("--cols");
+  if (!point_flags.op) missing.push_back("--op");
+  if (!point_flags.dtype) missing.push_back("--dtype");
+  if (!point_flags.rows) missing.push_back("--rows");
+  if (!point_flags.cols) missing.push_back("--cols");
   if (!missing.empty()) {
     return ReportError(
         kVerb,
@@ -285,65 +465,73 @@ int RunConfigsShow(const ConfigsShowOptions& options, std::ostream& out,
             ": show needs one point (--op --dtype --rows --cols)")),
         err, kExitUsage);
   }
-  absl::StatusOr<PointFilter> filter = CheckFlags(point);
+  absl::StatusOr<PointFilter> filter = CheckFlags(point_flags);
   if (!filter.ok()) return ReportError(kVerb, filter.status(), err, kExitUsage);
   // A point: without --inner, the last-axis one.
-  if (!filter->inner) filter->inner = 1;
-  absl::StatusOr<std::unique_ptr<db::TuningStore>> store =
-      OpenStore(options.db_path);
+  db::PointKey point{0, *filter->op, *filter->dtype, *filter->rows, *filter->cols,
+                     filter->inner.value_or(1)};
+  absl::StatusOr<std::unique_ptr<db::TuningStore>> store = OpenStore(options.db_path);
   if (!store.ok()) return ReportError(kVerb, store.status(), err);
-  absl::StatusOr<std::vector<db::BestConfig>> rows =
-      (*store)->ListBestConfigs(ToStoreFilter(*filter));
-  if (!rows.ok()) return ReportError(kVerb, rows.status(), err);
+  const std::vector<proto::ShippedConfigFile> shipped =
+      ReadShipped(kVerb, options.configs_dir, err);
+  absl::StatusOr<std::vector<SkuConfigs>> skus = LoadSkuConfigs(**store, shipped);
+  if (!skus.ok()) return ReportError(kVerb, skus.status(), err);
 
-  const std::string described = DescribePoint(*filter->op, *filter->dtype, *filter->rows,
-                                              *filter->cols, *filter->inner);
-  if (rows->empty()) {
-    return ReportError(
-        kVerb,
-        absl::NotFoundError(absl::StrCat(
-            "no tuned config for ", described,
-            filter->gpu.empty() ? "" : absl::StrCat(" on ", filter->gpu.ToString()),
-            " in ", (*store)->path(), " (`kerntune configs list` shows what is there)")),
-        err);
+  const std::string described =
+      db::DescribePoint(point.op, point.dtype, point.rows, point.cols, point.inner);
+  absl::StatusOr<const SkuConfigs*> chosen = ChooseSku(
+      *skus, filter->gpu, point, described,
+      options.configs_dir.empty() ? (*store)->path()
+                                  : absl::StrCat((*store)->path(), " or ", options.configs_dir));
+  if (!chosen.ok()) {
+    return ReportError(kVerb, chosen.status(), err,
+                       absl::IsInvalidArgument(chosen.status()) ? kExitUsage : kExitFailure);
   }
-  if (rows->size() > 1) {
-    std::vector<std::string> choices;
-    for (const db::BestConfig& row : *rows) {
-      absl::StatusOr<db::Gpu> gpu = (*store)->GetGpu(row.point.gpu_id);
-      choices.push_back(absl::StrCat(
-          "--gpu=", row.point.gpu_id, " ",
-          gpu.ok() ? SkuDescription(gpu->sku) : std::string()));
-    }
-    return ReportError(
-        kVerb,
-        absl::InvalidArgumentError(absl::StrCat(
-            described, " is tuned on ", rows->size(),
-            " GPUs; choose one with --gpu:\n  ", absl::StrJoin(choices, "\n  "))),
-        err, kExitUsage);
+  const SkuConfigs& sku = **chosen;
+  point.gpu_id = sku.gpu.id;
+  absl::StatusOr<tuner::ConfigChoice> choice = sku.Lookup(point);
+  if (!choice.ok()) {
+    return ReportError(kVerb,
+                       absl::Status(choice.status().code(),
+                                    absl::StrCat(described, " on ", sku.gpu.sku.name, ": ",
+                                                 choice.status().message())),
+                       err);
   }
-  const db::BestConfig& best = rows->front();
-  absl::StatusOr<db::Gpu> gpu = (*store)->GetGpu(best.point.gpu_id);
-  if (!gpu.ok()) return ReportError(kVerb, gpu.status(), err);
+  // The store's entry at the point, served or not.
+  const db::BestConfig* local = RowAt(sku.local, point);
   std::vector<db::Candidate> candidates;
-  if (options.candidates) {
+  if (options.candidates && local != nullptr) {
     absl::StatusOr<std::vector<db::Candidate>> listed =
-        (*store)->ListCandidates(best.point, std::nullopt);
+        (*store)->ListCandidates(local->point, std::nullopt);
     if (!listed.ok()) return ReportError(kVerb, listed.status(), err);
     candidates = *std::move(listed);
   }
 
-  Table best_table = BestConfigTable();
-  AddBestConfigRow(best, gpu->sku.name, best_table);
-  const Table candidate_table = CandidateTable(best, candidates);
+  Table local_table = BestConfigTable();
+  if (local != nullptr) AddBestConfigRow(sku, *local, tuner::EntryOrigin::kLocal, local_table);
+  const Table candidate_table =
+      CandidateTable(local != nullptr ? *local : db::BestConfig(), candidates);
+  const Table lookup_table = LookupTable(sku, point, *choice);
   switch (options.format) {
-    case OutputFormat::kTable:
-      WriteBestConfigText(best, *gpu, out);
+    case OutputFormat::kTable: {
+      LabelledLines lines = LookupLines(sku, point, *choice);
+      const bool local_served = choice->source == tuner::ConfigSource::kTuned;
+      if (local_served) {
+        AddMeasurementLines(*local, lines);
+      } else if (choice->tuned) {
+        lines.push_back({"time", absl::StrFormat("%.2f us where tuned; kernels %s",
+                                                 choice->tuned->median_us,
+                                                 choice->tuned->kernel_version)});
+      }
+      if (local != nullptr && !local_served) {
+        lines.push_back({"local entry", WhyNotServed(*local, sku)});
+      }
+      WriteLabelledLines(lines, out);
       if (options.candidates) {
         out << "\n";
         if (candidates.empty()) {
-          out << "no candidates recorded for this point (imported from a "
-                 "file, or measured in another store)\n";
+          out << "no candidates recorded for this point (not tuned in this store, imported "
+                 "from a file, or measured in another store)\n";
         } else {
           out << "candidates: " << candidates.size()
               << ", fastest first, unmeasured last; * = chosen\n";
@@ -351,16 +539,17 @@ int RunConfigsShow(const ConfigsShowOptions& options, std::ostream& out,
         }
       }
       break;
+    }
     case OutputFormat::kJson:
-      out << "{\"best\": " << RowToJson(best_table, 0);
+      out << "{\"lookup\": " << RowToJson(lookup_table, 0)
+          << ",\n\"best\": " << (local != nullptr ? RowToJson(local_table, 0) : "null");
       if (options.candidates) {
         out << ",\n\"candidates\": " << TableToJson(candidate_table);
       }
       out << "}\n";
       break;
     case OutputFormat::kCsv:
-      Render(options.candidates ? candidate_table : best_table,
-             OutputFormat::kCsv, out);
+      Render(options.candidates ? candidate_table : lookup_table, OutputFormat::kCsv, out);
       break;
   }
   return kExitOk;
@@ -385,8 +574,15 @@ int RunConfigsExport(const ConfigsExportOptions& options, std::ostream& out,
   absl::StatusOr<std::vector<db::BestConfig>> rows =
       (*store)->ListBestConfigs(ToStoreFilter(one_gpu));
   if (!rows.ok()) return ReportError(kVerb, rows.status(), err);
-  absl::StatusOr<std::string> json =
-      ConfigFileToJson(MakeConfigFile(gpu->sku, *rows, options.now));
+  absl::StatusOr<kerntune::v1::TunedConfigFile> file =
+      proto::MakeConfigFile(gpu->sku, *rows, options.now);
+  if (!file.ok()) {
+    return ReportError(kVerb,
+                       absl::Status(file.status().code(), absl::StrCat(file.status().message(),
+                                                                       "; nothing exported")),
+                       err);
+  }
+  absl::StatusOr<std::string> json = proto::ConfigFileToJson(*file);
   if (!json.ok()) return ReportError(kVerb, json.status(), err);
   out << *json;
   out.flush();
@@ -408,7 +604,7 @@ int RunConfigsImport(const ConfigsImportOptions& options, std::ostream& out,
   }
   absl::StatusOr<std::string> text = ReadInput(options.file);
   if (!text.ok()) return ReportError(kVerb, text.status(), err, kExitUsage);
-  absl::StatusOr<ParsedConfigFile> parsed = ParseConfigFile(*text);
+  absl::StatusOr<proto::ParsedConfigFile> parsed = proto::ParseConfigFile(*text);
   if (!parsed.ok()) {
     return ReportError(kVerb,
                        absl::InvalidArgumentError(absl::StrCat(
@@ -430,7 +626,7 @@ int RunConfigsImport(const ConfigsImportOptions& options, std::ostream& out,
                          err);
     }
   }
-  for (const SkippedEntry& skipped : parsed->skipped) {
+  for (const proto::SkippedEntry& skipped : parsed->skipped) {
     err << "kerntune " << kVerb << ": " << options.file << ": entry "
         << skipped.index << " skipped: " << skipped.reason << "\n";
   }
@@ -445,29 +641,17 @@ int RunConfigsImport(const ConfigsImportOptions& options, std::ostream& out,
       }
       out << "\n";
       break;
-    case OutputFormat::kJson: {
-      Table skipped({{"index", "INDEX"}, {"reason", "REASON"}});
-      for (const SkippedEntry& entry : parsed->skipped) {
-        skipped.AddRow({Cell::Int(static_cast<int64_t>(entry.index)),
-                        Cell::Text(entry.reason)});
-      }
+    case OutputFormat::kJson:
       out << "{\"file\": " << JsonQuote(options.file)
           << ", \"db\": " << JsonQuote((*store)->path())
           << ", \"gpu\": " << JsonQuote(parsed->sku.name)
           << ", \"entries\": " << parsed->entries
           << ", \"imported\": " << parsed->valid.size()
-          << ",\n\"skipped\": " << TableToJson(skipped) << "}\n";
+          << ",\n\"skipped\": " << TableToJson(SkippedTable(*parsed)) << "}\n";
       break;
-    }
-    case OutputFormat::kCsv: {
-      Table skipped({{"index", "INDEX"}, {"reason", "REASON"}});
-      for (const SkippedEntry& entry : parsed->skipped) {
-        skipped.AddRow({Cell::Int(static_cast<int64_t>(entry.index)),
-                        Cell::Text(entry.reason)});
-      }
-      Render(skipped, OutputFormat::kCsv, out);
+    case OutputFormat::kCsv:
+      Render(SkippedTable(*parsed), OutputFormat::kCsv, out);
       break;
-    }
   }
   return parsed->skipped.empty() ? kExitOk : kExitFailure;
 }

@@ -1,5 +1,7 @@
 // `kerntune configs list|show|export|import`: the tuned configs of the
-// store, why each was chosen, and moving them between stores as files.
+// store and of the shipped files, which one the daemon would serve for a
+// point and why (the daemon's own lookup, tuner/config_lookup.h), and moving
+// configs between stores as files.
 #ifndef KERNTUNE_CLIENT_CONFIGS_CLI_H_
 #define KERNTUNE_CLIENT_CONFIGS_CLI_H_
 
@@ -29,11 +31,16 @@ struct ConfigsListOptions {
   std::string db_path;  // empty: db::DefaultDatabasePath()
   OutputFormat format = OutputFormat::kTable;
   PointFlags filter;
+  // Shipped tuned-config files (proto/shipped_configs.h); empty: none.
+  std::string configs_dir = "";
 };
 
-// One row per tuned point (inner included): the chosen config and its
-// split, its time, GB/s, % of copy, the heuristic's config and time, the
-// speedup, graph replay and the kernel version (stale ones marked). Exit code kExitOk / kExitFailure / kExitUsage.
+// One row per tuned point (inner included) of the store, then of the shipped
+// files: the chosen config and its split, its time, GB/s, % of copy, the
+// heuristic's config and time, the speedup, graph replay, the kernel version
+// (stale ones marked), where the row comes from (local or shipped) and what
+// the daemon serves at its point (tuned, shipped, nearest_tuned,
+// heuristic). Exit code kExitOk / kExitFailure / kExitUsage.
 int RunConfigsList(const ConfigsListOptions& options, std::ostream& out,
                    std::ostream& err);
 
@@ -46,8 +53,16 @@ struct ConfigsShowOptions {
   // Also every candidate measured for the point, fastest first, unmeasured
   // last. CSV then holds the candidates only.
   bool candidates = false;
+  // Shipped tuned-config files (proto/shipped_configs.h); empty: none.
+  std::string configs_dir = "";
 };
 
+// The config the daemon would launch for one point on one GPU SKU and its
+// source (tuned / shipped / nearest tuned / heuristic), with the local
+// store's entry for the point (its measurements, or why it is not served:
+// stale, or not legal there). The SKU is the one --gpu selects among the
+// store's GPUs and the shipped files' SKUs; without --gpu, the only one, or
+// the only one with an entry at the point.
 int RunConfigsShow(const ConfigsShowOptions& options, std::ostream& out,
                    std::ostream& err);
 

@@ -1,18 +1,13 @@
-// What the CLI's daemon verbs (`run`, `status`) share: connecting from
-// --server, reporting a failed call with a hint, key/value text output and
-// the names of proto enums.
+// What the CLI's daemon verbs (`run`, `status`) share: reporting a failed
+// call with a hint, and the names of config sources.
 #ifndef KERNTUNE_CLIENT_DAEMON_CLI_COMMON_H_
 #define KERNTUNE_CLIENT_DAEMON_CLI_COMMON_H_
 
 #include <ostream>
-#include <string>
-#include <utility>
-#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "client/daemon_client.h"
-#include "kernels/types.h"
 
 namespace kt::client {
 
@@ -20,19 +15,9 @@ namespace kt::client {
 // the daemon could not be reached, and returns kExitFailure.
 int ReportDaemonError(absl::string_view verb, const absl::Status& status, std::ostream& err);
 
-// "label  value" lines with the values aligned.
-using LabelledLines = std::vector<std::pair<std::string, std::string>>;
-void WriteLabelledLines(const LabelledLines& lines, std::ostream& out);
-
-// "tuned", "nearest", "heuristic", "cpu" (what the daemon reports as the
-// source of the config it launched).
+// "tuned", "shipped", "nearest_tuned", "heuristic" (tuner::ConfigSourceName)
+// or "cpu": what the daemon reports as the source of the config it launched.
 absl::string_view ConfigSourceName(pb::ConfigSource source);
-
-// Kernel enums -> proto enums. The daemon keeps its own pair (with the
-// reverse direction) in server/run_request.h: client/ and server/ share only
-// proto/, which holds generated code alone (DESIGN.md).
-pb::Op OpToProto(kernels::Op op);
-pb::DType DTypeToProto(kernels::DType dtype);
 
 }  // namespace kt::client
 

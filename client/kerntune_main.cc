@@ -25,11 +25,16 @@
 #include "client/tune_cli.h"
 #include "absl/strings/numbers.h"
 #include "kernels/types.h"
+#include "proto/shipped_configs.h"
 
 ABSL_FLAG(std::string, db, "",
           "tuning database; default $KERNTUNE_DB, else "
           "$XDG_DATA_HOME/kerntune/tuning.db, else "
           "~/.local/share/kerntune/tuning.db (created on first use)");
+ABSL_FLAG(std::string, configs, "",
+          "configs list, show: the directory of shipped tuned-config files (*.json, one per GPU "
+          "SKU) the daemon serves after the store's entries; default <kerntune's "
+          "directory>/../share/kerntune/configs, else the source tree's deploy/configs");
 ABSL_FLAG(std::string, format, "table",
           "table (for people), json (one document) or csv (header row)");
 ABSL_FLAG(std::optional<std::string>, gpu, std::nullopt,
@@ -200,14 +205,21 @@ int Gpus(const std::vector<std::string>&) {
                              std::cerr);
 }
 
+// --configs, or where kerntuned looks by default.
+std::string ShippedConfigDir() {
+  const std::string dir = absl::GetFlag(FLAGS_configs);
+  return dir.empty() ? kt::proto::DefaultShippedConfigDir() : dir;
+}
+
 int ConfigsList(const std::vector<std::string>&) {
-  return kt::client::RunConfigsList({absl::GetFlag(FLAGS_db), FormatFlag(), PointFlags()},
-                                    std::cout, std::cerr);
+  return kt::client::RunConfigsList(
+      {absl::GetFlag(FLAGS_db), FormatFlag(), PointFlags(), ShippedConfigDir()}, std::cout,
+      std::cerr);
 }
 
 int ConfigsShow(const std::vector<std::string>&) {
   return kt::client::RunConfigsShow({absl::GetFlag(FLAGS_db), FormatFlag(), PointFlags(),
-                                     absl::GetFlag(FLAGS_candidates)},
+                                     absl::GetFlag(FLAGS_candidates), ShippedConfigDir()},
                                     std::cout, std::cerr);
 }
 
@@ -299,14 +311,17 @@ const std::vector<Verb>& Verbs() {
        "best configs and candidates",
        {"db", "format"}, 0, Gpus},
       {{"configs", "list"}, "",
-       "the chosen config of every tuned point: time, GB/s, % of copy, the "
-       "heuristic and the speedup over it, kernel version (stale marked)",
-       {"db", "format", "gpu", "op", "dtype", "rows", "cols", "inner"}, 0, ConfigsList},
+       "the chosen config of every tuned point, local and shipped: time, GB/s, % of copy, "
+       "the heuristic and the speedup over it, kernel version (stale marked), and what the "
+       "daemon serves at the point (tuned, shipped, nearest_tuned, heuristic)",
+       {"db", "configs", "format", "gpu", "op", "dtype", "rows", "cols", "inner"}, 0,
+       ConfigsList},
       {{"configs", "show"}, "",
-       "one point's chosen config; with --candidates every config measured "
-       "for it, fastest first (why this config)",
-       {"db", "format", "gpu", "op", "dtype", "rows", "cols", "inner", "candidates"}, 0,
-       ConfigsShow},
+       "the config the daemon would launch for one point and its source (tuned, shipped, "
+       "nearest tuned, heuristic), with the store's entry there; with --candidates every "
+       "config measured for it, fastest first (why this config)",
+       {"db", "configs", "format", "gpu", "op", "dtype", "rows", "cols", "inner", "candidates"},
+       0, ConfigsShow},
       {{"configs", "export"}, "",
        "write one GPU SKU's tuned configs to standard output as a versioned "
        "JSON file (client/README.md)",
@@ -319,9 +334,9 @@ const std::vector<Verb>& Verbs() {
       {{"run"}, "OP",
        "send one random OP (softmax, log_softmax, layer_norm, rms_norm, reduce_scale, "
        "scaled_masked_softmax) problem to a running kerntuned, check every output against "
-       "the fp64 reference, and print the config it used with its source (tuned, nearest, "
-       "heuristic, cpu), the kernel time and the round-trip time. Exit 1 on a mismatch or a "
-       "failed call",
+       "the fp64 reference, and print the config it used with its source (tuned, shipped, "
+       "nearest_tuned, heuristic, cpu), the kernel time and the round-trip time. Exit 1 on a "
+       "mismatch or a failed call",
        {"server", "dtype", "rows", "cols", "inner", "via", "iterations", "epsilon", "mask",
         "causal", "scale", "mask_rows", "device", "daemon_device", "format"},
        1, RunVerb},

@@ -12,6 +12,14 @@
 
 namespace kt::client {
 
+void WriteLabelledLines(const LabelledLines& lines, std::ostream& out) {
+  size_t width = 0;
+  for (const auto& line : lines) width = std::max(width, line.first.size());
+  for (const auto& [label, value] : lines) {
+    out << label << std::string(width - label.size() + 2, ' ') << value << "\n";
+  }
+}
+
 absl::StatusOr<OutputFormat> ParseOutputFormat(absl::string_view name) {
   if (name == "table") return OutputFormat::kTable;
   if (name == "json") return OutputFormat::kJson;

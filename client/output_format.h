@@ -8,6 +8,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -17,6 +18,10 @@
 namespace kt::client {
 
 enum class OutputFormat { kTable, kJson, kCsv };
+
+// "label  value" lines with the values aligned: one record for people.
+using LabelledLines = std::vector<std::pair<std::string, std::string>>;
+void WriteLabelledLines(const LabelledLines& lines, std::ostream& out);
 
 // "table", "json" or "csv"; InvalidArgument naming the value otherwise.
 absl::StatusOr<OutputFormat> ParseOutputFormat(absl::string_view name);

@@ -2,9 +2,12 @@
 #include "client/run_cli.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -17,6 +20,7 @@
 #include "kernels/host_dtype.h"
 #include "kernels/reference.h"
 #include "kernels/verify.h"
+#include "proto/convert.h"
 
 namespace kt::client {
 namespace {
@@ -24,49 +28,110 @@ namespace {
 constexpr absl::string_view kVerb = "run";
 constexpr char kLabel[] = "kerntune run";
 
-// Byte offsets of every tensor in one registered buffer (shm or IPC). 256-byte
-// aligned: any dtype offset rule and the kernels' widest packs are met.
-struct Layout {
-  int64_t x = 0, y = 0, gamma = -1, beta = -1, mask = -1;
-  int64_t mean = -1, inv_std = -1, row_scale = -1;
-  int64_t total = 0;
-};
+using kernels::Operand;
 
-int64_t AlignUp(int64_t value) { return (value + 255) / 256 * 256; }
+// The data of one of the problem's inputs; null for an output or an input
+// it does not have.
+const std::vector<uint8_t>* InputData(const kernels::HostProblem& p, Operand operand) {
+  switch (operand) {
+    case Operand::kInput:
+      return &p.x;
+    case Operand::kGamma:
+      return p.gamma.empty() ? nullptr : &p.gamma;
+    case Operand::kBeta:
+      return p.beta.empty() ? nullptr : &p.beta;
+    case Operand::kMask:
+      return p.mask.empty() ? nullptr : &p.mask;
+    default:
+      return nullptr;
+  }
+}
+
+// The reference of one of the problem's per-row outputs; null for the
+// others and for one it does not check.
+const std::vector<float>* RowReference(const kernels::HostProblem& p, Operand operand) {
+  const std::vector<float>* reference = operand == Operand::kMean     ? &p.mean_ref
+                                        : operand == Operand::kInvStd ? &p.inv_std_ref
+                                        : operand == Operand::kRowScale ? &p.row_scale_ref
+                                                                        : nullptr;
+  return reference != nullptr && !reference->empty() ? reference : nullptr;
+}
+
+// Bytes of an operand of the problem; 0 for one it does not have.
+int64_t SizeOf(const kernels::HostProblem& p, Operand operand) {
+  if (const std::vector<uint8_t>* data = InputData(p, operand)) {
+    return static_cast<int64_t>(data->size());
+  }
+  if (operand == Operand::kOutput) return static_cast<int64_t>(p.x.size());
+  const std::vector<float>* reference = RowReference(p, operand);
+  return reference != nullptr ? static_cast<int64_t>(reference->size() * sizeof(float)) : 0;
+}
+
+// Byte offsets of every operand in one registered buffer (shm or IPC), by
+// kernels::Operand, -1 for one the problem does not have. 256-byte aligned:
+// any dtype offset rule and the kernels' widest packs are met.
+struct Layout {
+  std::array<int64_t, kernels::kOperandCount> offset;
+  int64_t total = 0;
+
+  int64_t at(Operand operand) const { return offset[static_cast<size_t>(operand)]; }
+};
 
 Layout MakeLayout(const kernels::HostProblem& p) {
   Layout layout;
-  const int64_t tensor = static_cast<int64_t>(p.x.size());
-  int64_t next = 0;
-  auto place = [&next](int64_t bytes) {
-    const int64_t at = next;
-    next = AlignUp(next + bytes);
-    return at;
-  };
-  layout.x = place(tensor);
-  layout.y = place(tensor);
-  if (!p.gamma.empty()) layout.gamma = place(static_cast<int64_t>(p.gamma.size()));
-  if (!p.beta.empty()) layout.beta = place(static_cast<int64_t>(p.beta.size()));
-  if (!p.mask.empty()) layout.mask = place(static_cast<int64_t>(p.mask.size()));
-  if (!p.mean_ref.empty()) layout.mean = place(p.shape.rows * 4);
-  if (!p.inv_std_ref.empty()) layout.inv_std = place(p.shape.rows * 4);
-  if (!p.row_scale_ref.empty()) layout.row_scale = place(p.shape.rows * 4);
-  layout.total = next;
+  for (Operand operand : kernels::kAllOperands) {
+    const int64_t bytes = SizeOf(p, operand);
+    layout.offset[static_cast<size_t>(operand)] = bytes > 0 ? layout.total : -1;
+    if (bytes > 0) layout.total += (bytes + 255) / 256 * 256;
+  }
   return layout;
 }
-
-std::string Bytes(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
 
 // What came back from one Run, wherever it was written.
 struct Outputs {
   std::string y;
   std::vector<float> mean, inv_std, row_scale;
+
+  std::vector<float>& row_values(Operand operand) {
+    return operand == Operand::kMean ? mean : operand == Operand::kInvStd ? inv_std : row_scale;
+  }
 };
+
+// Puts one operand's reference into the Run where RunArgs names it:
+// `read` for an operand read, `written` for one written (the other unused).
+void SetOperandRef(Operand operand, pb::TensorRef read, pb::OutputRef written, RunArgs& args) {
+  switch (operand) {
+    case Operand::kInput:
+      args.input = std::move(read);
+      break;
+    case Operand::kOutput:
+      args.output = std::move(written);
+      break;
+    case Operand::kGamma:
+      args.gamma = std::move(read);
+      break;
+    case Operand::kBeta:
+      args.beta = std::move(read);
+      break;
+    case Operand::kMask:
+      args.mask = std::move(read);
+      break;
+    case Operand::kMean:
+      args.mean = std::move(written);
+      break;
+    case Operand::kInvStd:
+      args.inv_std = std::move(written);
+      break;
+    case Operand::kRowScale:
+      args.row_scale = std::move(written);
+      break;
+  }
+}
 
 RunArgs BaseArgs(const kernels::HostProblem& p) {
   RunArgs args;
-  args.op = OpToProto(p.op);
-  args.dtype = DTypeToProto(p.dtype);
+  args.op = proto::OpToProto(p.op);
+  args.dtype = proto::DTypeToProto(p.dtype);
   args.rows = p.shape.rows;
   args.cols = p.shape.cols;
   args.inner = p.shape.inner;
@@ -96,14 +161,18 @@ class InlineTransport final : public Transport {
  public:
   explicit InlineTransport(const kernels::HostProblem& p) {
     RunArgs args = BaseArgs(p);
-    args.input = InlineTensor(Bytes(p.x));
+    for (Operand operand : kernels::kAllOperands) {
+      if (const std::vector<uint8_t>* data = InputData(p, operand)) {
+        SetOperandRef(operand, InlineTensor(std::string(data->begin(), data->end())),
+                      InlineOutput(), args);
+      }
+    }
     args.output = InlineOutput();
-    if (!p.gamma.empty()) args.gamma = InlineTensor(Bytes(p.gamma));
-    if (!p.beta.empty()) args.beta = InlineTensor(Bytes(p.beta));
-    if (!p.mask.empty()) args.mask = InlineTensor(Bytes(p.mask));
+    // The statistics come back inline when asked for; ReduceScale's scales
+    // always do.
     args.want_mean_inv_std = p.op == kernels::Op::kLayerNorm;
     args.want_inv_rms = p.op == kernels::Op::kRmsNorm;
-    request_ = MakeRunRequest(args);  // ReduceScale's scales come back inline
+    request_ = MakeRunRequest(args);
   }
 
   absl::StatusOr<Outputs> Fetch(const pb::RunResponse& response) const override {
@@ -114,131 +183,154 @@ class InlineTransport final : public Transport {
   }
 };
 
-// Every tensor as a slice of one registration.
-RunArgs BufferArgs(const kernels::HostProblem& p, const Layout& layout,
-                   const RegisteredBuffer& buffer) {
-  RunArgs args = BaseArgs(p);
-  args.input = buffer.Tensor(layout.x);
-  args.output = buffer.Output(layout.y);
-  if (layout.gamma >= 0) args.gamma = buffer.Tensor(layout.gamma);
-  if (layout.beta >= 0) args.beta = buffer.Tensor(layout.beta);
-  if (layout.mask >= 0) args.mask = buffer.Tensor(layout.mask);
-  if (layout.mean >= 0) args.mean = buffer.Output(layout.mean);
-  if (layout.inv_std >= 0) args.inv_std = buffer.Output(layout.inv_std);
-  if (layout.row_scale >= 0) args.row_scale = buffer.Output(layout.row_scale);
-  return args;
-}
-
 // NaN bit patterns in every dtype: an output the daemon never writes fails
 // the check.
 constexpr uint8_t kPoison = 0xff;
 
-class ShmTransport final : public Transport {
+// The bytes of a registered buffer as this process reaches them.
+class BufferBytes {
  public:
-  static absl::StatusOr<std::unique_ptr<ShmTransport>> Create(const DaemonClient& client,
-                                                              const kernels::HostProblem& p) {
-    auto t = std::unique_ptr<ShmTransport>(new ShmTransport(p));
-    absl::StatusOr<SharedMemory> shm = SharedMemory::Create(t->layout_.total);
-    if (!shm.ok()) return shm.status();
-    t->shm_ = *std::move(shm);
-    uint8_t* base = t->shm_.data();
-    const Layout& at = t->layout_;
-    std::copy(p.x.begin(), p.x.end(), base + at.x);
-    std::fill_n(base + at.y, p.x.size(), kPoison);
-    for (const auto& [offset, bytes] : {std::pair(at.gamma, &p.gamma), std::pair(at.beta, &p.beta),
-                                        std::pair(at.mask, &p.mask)}) {
-      if (offset >= 0) std::copy(bytes->begin(), bytes->end(), base + offset);
-    }
-    for (int64_t offset : {at.mean, at.inv_std, at.row_scale}) {
-      if (offset >= 0) std::fill_n(base + offset, p.shape.rows * 4, kPoison);
-    }
-    absl::StatusOr<RegisteredBuffer> buffer =
-        client.RegisterHostShm(t->shm_.name(), 0, 0, kLabel);
-    if (!buffer.ok()) return buffer.status();
-    t->buffer_ = *std::move(buffer);
-    t->request_ = MakeRunRequest(BufferArgs(p, t->layout_, t->buffer_));
-    return t;
-  }
+  virtual ~BufferBytes() = default;
+  virtual absl::Status CopyIn(int64_t offset, const void* data, int64_t bytes) = 0;
+  virtual absl::Status Fill(int64_t offset, uint8_t value, int64_t bytes) = 0;
+  virtual absl::Status CopyOut(int64_t offset, void* data, int64_t bytes) const = 0;
+};
 
-  absl::StatusOr<Outputs> Fetch(const pb::RunResponse&) const override {
-    const uint8_t* base = shm_.data();
-    Outputs out;
-    out.y.assign(reinterpret_cast<const char*>(base + layout_.y), bytes_);
-    for (auto [offset, values] : {std::pair(layout_.mean, &out.mean),
-                                  std::pair(layout_.inv_std, &out.inv_std),
-                                  std::pair(layout_.row_scale, &out.row_scale)}) {
+// A POSIX shared-memory object mapped here.
+class ShmBytes final : public BufferBytes {
+ public:
+  explicit ShmBytes(SharedMemory memory) : memory_(std::move(memory)) {}
+  absl::Status CopyIn(int64_t offset, const void* data, int64_t bytes) override {
+    std::memcpy(memory_.data() + offset, data, static_cast<size_t>(bytes));
+    return absl::OkStatus();
+  }
+  absl::Status Fill(int64_t offset, uint8_t value, int64_t bytes) override {
+    std::memset(memory_.data() + offset, value, static_cast<size_t>(bytes));
+    return absl::OkStatus();
+  }
+  absl::Status CopyOut(int64_t offset, void* data, int64_t bytes) const override {
+    std::memcpy(data, memory_.data() + offset, static_cast<size_t>(bytes));
+    return absl::OkStatus();
+  }
+  const SharedMemory& memory() const { return memory_; }
+
+ private:
+  SharedMemory memory_;
+};
+
+// A cudaMalloc allocation of this process, shared with CUDA IPC.
+class IpcBytes final : public BufferBytes {
+ public:
+  explicit IpcBytes(IpcAllocation memory) : memory_(std::move(memory)) {}
+  absl::Status CopyIn(int64_t offset, const void* data, int64_t bytes) override {
+    return memory_.CopyIn(offset, data, static_cast<size_t>(bytes));
+  }
+  absl::Status Fill(int64_t offset, uint8_t value, int64_t bytes) override {
+    return memory_.Fill(offset, value, static_cast<size_t>(bytes));
+  }
+  absl::Status CopyOut(int64_t offset, void* data, int64_t bytes) const override {
+    return memory_.CopyOut(offset, data, static_cast<size_t>(bytes));
+  }
+  const IpcAllocation& memory() const { return memory_; }
+
+ private:
+  IpcAllocation memory_;
+};
+
+// Every operand as a slice of one registered buffer: the inputs copied in,
+// the outputs poisoned, the Run built over the slices.
+class RegisteredTransport final : public Transport {
+ public:
+  // `bytes` reaches the buffer's memory, registered with the daemon as
+  // `registration`; `layout` places every operand in it.
+  static absl::StatusOr<std::unique_ptr<RegisteredTransport>> Create(
+      const kernels::HostProblem& p, const Layout& layout, std::unique_ptr<BufferBytes> bytes,
+      RegisteredBuffer registration) {
+    for (Operand operand : kernels::kAllOperands) {
+      const int64_t offset = layout.at(operand);
       if (offset < 0) continue;
-      const auto* floats = reinterpret_cast<const float*>(base + offset);
-      values->assign(floats, floats + rows_);
+      const std::vector<uint8_t>* data = InputData(p, operand);
+      const absl::Status s = data != nullptr
+                                 ? bytes->CopyIn(offset, data->data(), SizeOf(p, operand))
+                                 : bytes->Fill(offset, kPoison, SizeOf(p, operand));
+      if (!s.ok()) return s;
     }
-    return out;
-  }
-
- private:
-  explicit ShmTransport(const kernels::HostProblem& p)
-      : layout_(MakeLayout(p)), bytes_(p.x.size()), rows_(p.shape.rows) {}
-
-  Layout layout_;
-  size_t bytes_;
-  int64_t rows_;
-  SharedMemory shm_;         // declared before buffer_: unregistered first, then unmapped
-  RegisteredBuffer buffer_;
-};
-
-class IpcTransport final : public Transport {
- public:
-  // `device` is this process's; `daemon_device` the daemon's ordinal of it.
-  static absl::StatusOr<std::unique_ptr<IpcTransport>> Create(const DaemonClient& client,
-                                                              const kernels::HostProblem& p,
-                                                              int device, int daemon_device) {
-    auto t = std::unique_ptr<IpcTransport>(new IpcTransport(p));
-    absl::StatusOr<IpcAllocation> memory = IpcAllocation::Allocate(device, t->layout_.total);
-    if (!memory.ok()) return memory.status();
-    t->memory_ = *std::move(memory);
-    const Layout& at = t->layout_;
-    absl::Status s = t->memory_.CopyIn(at.x, p.x.data(), p.x.size());
-    if (s.ok()) s = t->memory_.Fill(at.y, kPoison, p.x.size());
-    for (const auto& [offset, bytes] : {std::pair(at.gamma, &p.gamma), std::pair(at.beta, &p.beta),
-                                        std::pair(at.mask, &p.mask)}) {
-      if (s.ok() && offset >= 0) s = t->memory_.CopyIn(offset, bytes->data(), bytes->size());
+    RunArgs args = BaseArgs(p);
+    for (Operand operand : kernels::kAllOperands) {
+      const int64_t offset = layout.at(operand);
+      if (offset >= 0) {
+        SetOperandRef(operand, registration.Tensor(offset), registration.Output(offset), args);
+      }
     }
-    for (int64_t offset : {at.mean, at.inv_std, at.row_scale}) {
-      if (s.ok() && offset >= 0) s = t->memory_.Fill(offset, kPoison, p.shape.rows * 4);
-    }
-    if (!s.ok()) return s;
-    absl::StatusOr<RegisteredBuffer> buffer =
-        client.RegisterCudaIpc(t->memory_.handle(), daemon_device, 0, 0, kLabel);
-    if (!buffer.ok()) return buffer.status();
-    t->buffer_ = *std::move(buffer);
-    t->request_ = MakeRunRequest(BufferArgs(p, t->layout_, t->buffer_));
-    return t;
+    return std::unique_ptr<RegisteredTransport>(new RegisteredTransport(
+        MakeRunRequest(args), p, layout, std::move(bytes), std::move(registration)));
   }
 
   absl::StatusOr<Outputs> Fetch(const pb::RunResponse&) const override {
     Outputs out;
-    out.y.resize(bytes_);
-    absl::Status s = memory_.CopyOut(layout_.y, out.y.data(), bytes_);
-    for (auto [offset, values] : {std::pair(layout_.mean, &out.mean),
-                                  std::pair(layout_.inv_std, &out.inv_std),
-                                  std::pair(layout_.row_scale, &out.row_scale)}) {
-      if (!s.ok() || offset < 0) continue;
-      values->resize(rows_);
-      s = memory_.CopyOut(offset, values->data(), rows_ * 4);
+    for (Operand operand : kernels::kAllOperands) {
+      const int64_t offset = layout_.at(operand);
+      if (offset < 0 || !kernels::IsOutput(operand)) continue;
+      const int64_t size = sizes_[static_cast<size_t>(operand)];
+      void* host = nullptr;
+      if (operand == Operand::kOutput) {
+        out.y.resize(static_cast<size_t>(size));
+        host = out.y.data();
+      } else {
+        std::vector<float>& values = out.row_values(operand);
+        values.resize(static_cast<size_t>(size) / sizeof(float));
+        host = values.data();
+      }
+      if (absl::Status s = bytes_->CopyOut(offset, host, size); !s.ok()) return s;
     }
-    if (!s.ok()) return s;
     return out;
   }
 
  private:
-  explicit IpcTransport(const kernels::HostProblem& p)
-      : layout_(MakeLayout(p)), bytes_(p.x.size()), rows_(p.shape.rows) {}
+  RegisteredTransport(pb::RunRequest request, const kernels::HostProblem& p, Layout layout,
+                      std::unique_ptr<BufferBytes> bytes, RegisteredBuffer registration)
+      : layout_(layout), bytes_(std::move(bytes)), registration_(std::move(registration)) {
+    request_ = std::move(request);
+    for (Operand operand : kernels::kAllOperands) {
+      sizes_[static_cast<size_t>(operand)] = SizeOf(p, operand);
+    }
+  }
 
   Layout layout_;
-  size_t bytes_;
-  int64_t rows_;
-  IpcAllocation memory_;  // declared before buffer_: unregistered first, then freed
-  RegisteredBuffer buffer_;
+  std::array<int64_t, kernels::kOperandCount> sizes_;
+  // Declared before the registration: unregistered first, then unmapped or
+  // freed.
+  std::unique_ptr<BufferBytes> bytes_;
+  RegisteredBuffer registration_;
 };
+
+// One registered POSIX shared-memory object holding every tensor.
+absl::StatusOr<std::unique_ptr<Transport>> ShmTransport(const DaemonClient& client,
+                                                        const kernels::HostProblem& p) {
+  const Layout layout = MakeLayout(p);
+  absl::StatusOr<SharedMemory> shm = SharedMemory::Create(layout.total);
+  if (!shm.ok()) return shm.status();
+  auto bytes = std::make_unique<ShmBytes>(*std::move(shm));
+  absl::StatusOr<RegisteredBuffer> registration =
+      client.RegisterHostShm(bytes->memory().name(), 0, 0, kLabel);
+  if (!registration.ok()) return registration.status();
+  return RegisteredTransport::Create(p, layout, std::move(bytes), *std::move(registration));
+}
+
+// One registered cudaMalloc allocation on this process's `device` holding
+// every tensor; `daemon_device` is the daemon's ordinal of that GPU.
+absl::StatusOr<std::unique_ptr<Transport>> IpcTransport(const DaemonClient& client,
+                                                        const kernels::HostProblem& p,
+                                                        int device, int daemon_device) {
+  const Layout layout = MakeLayout(p);
+  absl::StatusOr<IpcAllocation> memory = IpcAllocation::Allocate(device, layout.total);
+  if (!memory.ok()) return memory.status();
+  auto bytes = std::make_unique<IpcBytes>(*std::move(memory));
+  absl::StatusOr<RegisteredBuffer> registration =
+      client.RegisterCudaIpc(bytes->memory().handle(), daemon_device, 0, 0, kLabel);
+  if (!registration.ok()) return registration.status();
+  return RegisteredTransport::Create(p, layout, std::move(bytes), *std::move(registration));
+}
 
 struct ViaChoice {
   Via via = Via::kInline;
@@ -421,7 +513,8 @@ std::string DescribeConfig(const pb::ConfigChoice& choice) {
     const pb::Shape& tuned = choice.tuned_shape();
     absl::StrAppend(&text, "; tuned at ", tuned.rows(), "x", tuned.cols(),
                     tuned.inner() > 1 ? absl::StrCat("x", tuned.inner()) : std::string(),
-                    absl::StrFormat(", %.2f us", choice.tuned_median_us()));
+                    absl::StrFormat(", %.2f us", choice.tuned_median_us()),
+                    choice.tuned_origin() == pb::CONFIG_SOURCE_SHIPPED ? ", shipped file" : "");
   }
   return text + ")";
 }
@@ -568,10 +661,8 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
     case Via::kIpc: {
       absl::StatusOr<std::unique_ptr<Transport>> made =
           choice->via == Via::kShm
-              ? absl::StatusOr<std::unique_ptr<Transport>>(ShmTransport::Create(*client, *problem))
-              : absl::StatusOr<std::unique_ptr<Transport>>(
-                    IpcTransport::Create(*client, *problem, o.device,
-                                         choice->daemon_device));
+              ? ShmTransport(*client, *problem)
+              : IpcTransport(*client, *problem, o.device, choice->daemon_device);
       if (!made.ok()) return ReportDaemonError(kVerb, made.status(), err);
       transport = *std::move(made);
       break;
@@ -601,7 +692,7 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
   }
 
   const pb::ConfigChoice& config = response.config();
-  std::string point = DescribePoint(kernels::OpName(*op), kernels::DTypeName(*dtype),
+  std::string point = db::DescribePoint(kernels::OpName(*op), kernels::DTypeName(*dtype),
                                     shape.rows, shape.cols, shape.inner);
   if (*op == kernels::Op::kScaledMaskedSoftmax) {
     absl::StrAppend(&point, absl::StrFormat(" scale %g", problem->params.scale));

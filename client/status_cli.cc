@@ -10,21 +10,12 @@
 #include "client/daemon_cli_common.h"
 #include "client/daemon_client.h"
 #include "db/records.h"
+#include "proto/convert.h"
 
 namespace kt::client {
 namespace {
 
 constexpr absl::string_view kVerb = "status";
-
-db::GpuSku SkuFromProto(const pb::GpuSku& sku) {
-  db::GpuSku out;
-  out.name = sku.name();
-  out.cc_major = sku.cc_major();
-  out.cc_minor = sku.cc_minor();
-  out.sm_count = sku.sm_count();
-  out.total_memory_bytes = sku.total_memory_bytes();
-  return out;
-}
 
 // "3d 04h 05m 06s", "2m 03s", "7s".
 std::string FormatUptime(int64_t seconds) {
@@ -57,13 +48,16 @@ void WriteText(const std::string& target, const pb::GetStatusResponse& s, std::o
   LabelledLines lines;
   lines.push_back({"kerntuned", absl::StrCat(s.version(), " (kernels ",
                                              s.kernel_library_version(), ") at ", target)});
-  lines.push_back({"backend", absl::StrCat(s.backend(), ": ", s.backend_reason())});
+  lines.push_back({"backend", absl::StrCat(s.backend(), ": ", s.backend_reason(),
+                                           s.backend_note().empty()
+                                               ? ""
+                                               : absl::StrCat(" (", s.backend_note(), ")"))});
   if (s.devices().empty()) lines.push_back({"devices", "none"});
   for (int i = 0; i < s.devices_size(); ++i) {
     const pb::Device& device = s.devices(i);
     lines.push_back({i == 0 ? "devices" : "",
                      absl::StrCat(device.ordinal(), ": ",
-                                  SkuDescription(SkuFromProto(device.sku())),
+                                  SkuDescription(proto::SkuFromProto(device.sku())),
                                   device.uuid().empty() ? "" : absl::StrCat(", ", device.uuid()),
                                   device.pci_bus_id().empty()
                                       ? ""
@@ -77,6 +71,16 @@ void WriteText(const std::string& target, const pb::GetStatusResponse& s, std::o
                                  : absl::StrCat(" (data version ", s.database_data_version(),
                                                 ")"))});
   lines.push_back(
+      {"shipped", s.shipped_config_files().empty()
+                      ? std::string("none loaded")
+                      : absl::StrCat(Plural(s.shipped_entries(), "entry", "entries"), " from ",
+                                     absl::StrJoin(s.shipped_config_files(), ", "))});
+  if (s.stale_entries_skipped() > 0) {
+    lines.push_back({"stale", absl::StrCat(Plural(s.stale_entries_skipped(), "entry", "entries"),
+                                           " measured with another kernel library, not "
+                                           "served; re-tune or import current configs")});
+  }
+  lines.push_back(
       {"buffers", absl::StrCat(s.registered_buffers(), " registered, ",
                                HumanBytes(s.registered_bytes()), ", owned by ",
                                Plural(s.buffer_owners(), "process", "processes"),
@@ -87,16 +91,8 @@ void WriteText(const std::string& target, const pb::GetStatusResponse& s, std::o
                                                          "mappings"),
                                                   " open")
                                    : "not supported by this backend"});
-  // How the daemon serves Runs, and what it has served.
+  // What it has served.
   const pb::DaemonStats& stats = s.stats();
-  std::vector<std::string> modes;
-  if (!stats.gpu_wait().empty()) modes.push_back(absl::StrCat("--gpu_wait=", stats.gpu_wait()));
-  if (stats.hot_launcher()) modes.push_back("hot launcher");
-  if (stats.busy_poll_threads() > 0) {
-    modes.push_back(
-        Plural(stats.busy_poll_threads(), "busy-polling thread", "busy-polling threads"));
-  }
-  lines.push_back({"serving", modes.empty() ? "gRPC's callback threads" : absl::StrJoin(modes, ", ")});
   lines.push_back(
       {"runs", absl::StrCat(stats.runs(), " answered, ", stats.runs_answered_early(),
                             " of them before the GPU finished",
@@ -105,6 +101,13 @@ void WriteText(const std::string& target, const pb::GetStatusResponse& s, std::o
                                              : "")});
   lines.push_back({"uptime", FormatUptime(s.uptime_seconds())});
   WriteLabelledLines(lines, out);
+}
+
+// ["a", "b"]
+std::string JsonList(const google::protobuf::RepeatedPtrField<std::string>& values) {
+  std::vector<std::string> quoted;
+  for (const std::string& value : values) quoted.push_back(JsonQuote(value));
+  return absl::StrCat("[", absl::StrJoin(quoted, ", "), "]");
 }
 
 std::string DeviceJson(const pb::Device& device) {
@@ -126,10 +129,14 @@ void WriteJson(const std::string& target, const pb::GetStatusResponse& s, std::o
       {"kernel_library_version", JsonQuote(s.kernel_library_version())},
       {"backend", JsonQuote(s.backend())},
       {"backend_reason", JsonQuote(s.backend_reason())},
+      {"backend_note", JsonQuote(s.backend_note())},
       {"devices", absl::StrCat("[", absl::StrJoin(devices, ", "), "]")},
       {"tuned_entries", absl::StrCat(s.tuned_entries())},
       {"database_path", JsonQuote(s.database_path())},
       {"database_data_version", absl::StrCat(s.database_data_version())},
+      {"shipped_entries", absl::StrCat(s.shipped_entries())},
+      {"shipped_config_files", JsonList(s.shipped_config_files())},
+      {"stale_entries_skipped", absl::StrCat(s.stale_entries_skipped())},
       {"registered_buffers", absl::StrCat(s.registered_buffers())},
       {"registered_bytes", absl::StrCat(s.registered_bytes())},
       {"buffer_owners", absl::StrCat(s.buffer_owners())},
@@ -137,9 +144,6 @@ void WriteJson(const std::string& target, const pb::GetStatusResponse& s, std::o
       {"default_buffer_ttl_seconds", absl::StrCat(s.default_buffer_ttl_seconds())},
       {"cuda_ipc_supported", s.cuda_ipc_supported() ? "true" : "false"},
       {"uptime_seconds", absl::StrCat(s.uptime_seconds())},
-      {"gpu_wait", JsonQuote(s.stats().gpu_wait())},
-      {"hot_launcher", s.stats().hot_launcher() ? "true" : "false"},
-      {"busy_poll_threads", absl::StrCat(s.stats().busy_poll_threads())},
       {"runs", absl::StrCat(s.stats().runs())},
       {"runs_answered_early", absl::StrCat(s.stats().runs_answered_early())},
       {"handler_us", absl::StrFormat("%.3f", s.stats().handler_us())},

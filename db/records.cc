@@ -62,6 +62,13 @@ absl::StatusOr<CandidateStatus> ParseCandidateStatus(absl::string_view name) {
       "launch_error"));
 }
 
+std::string DescribePoint(absl::string_view op, absl::string_view dtype, int64_t rows,
+                          int64_t cols, int64_t inner) {
+  std::string point = absl::StrCat(op, " ", dtype, " ", rows, "x", cols);
+  if (inner > 1) absl::StrAppend(&point, "x", inner);
+  return point;
+}
+
 std::optional<double> BestConfig::Speedup() const {
   if (!heuristic_us.has_value() || median_us <= 0) return std::nullopt;
   return *heuristic_us / median_us;

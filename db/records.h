@@ -80,6 +80,11 @@ struct PointKey {
   }
 };
 
+// "softmax float16 49152x4096"; "softmax float16 512x896x48" when inner > 1:
+// a point as logs, errors and the CLI name it.
+std::string DescribePoint(absl::string_view op, absl::string_view dtype, int64_t rows,
+                          int64_t cols, int64_t inner = 1);
+
 // kernels::LaunchConfig as stored, plus its ConfigKey.
 struct ConfigRecord {
   // "warp", "block_smem", "block_uncached", "split_row", "axis", "split_grid",

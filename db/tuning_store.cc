@@ -26,10 +26,9 @@ absl::Status Annotate(const absl::Status& status, absl::string_view context) {
 }
 
 std::string DescribePoint(const PointKey& point) {
-  std::string text = absl::StrCat("gpu ", point.gpu_id, " ", point.op, " ",
-                                  point.dtype, " ", point.rows, "x", point.cols);
-  if (point.inner != 1) absl::StrAppend(&text, "x", point.inner);
-  return text;
+  return absl::StrCat("gpu ", point.gpu_id, " ",
+                      db::DescribePoint(point.op, point.dtype, point.rows, point.cols,
+                                        point.inner));
 }
 
 // Reads the columns of the current row left to right, in the order of the

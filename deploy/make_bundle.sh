@@ -2,8 +2,10 @@
 # Makes a relocatable bundle of a kerntune build: the installed binaries in
 # <dest>/bin plus every shared library they load that is not part of the base
 # system (glibc, libstdc++, libgcc; the CUDA driver comes with the host), in
-# <dest>/lib, found through the binaries' RPATH $ORIGIN/../lib. A GPU host
-# with only the NVIDIA driver runs it as is.
+# <dest>/lib, found through the binaries' RPATH $ORIGIN/../lib, and the
+# shipped tuned configs (deploy/configs/*.json) in
+# <dest>/share/kerntune/configs, where kerntuned and kerntune look by default.
+# A GPU host with only the NVIDIA driver runs it as is.
 #
 #   deploy/make_bundle.sh [build-dir] [dest] [archive.tar.gz]
 #                                      (defaults: build dist, no archive)
@@ -51,7 +53,14 @@ for binary in "$dest"/bin/*; do
   done < <(ldd "$binary" | awk '/=> \// { print $3 }')
 done
 
-echo "bundle: $dest ($(ls "$dest/bin" | wc -l) programs, $count bundled libraries, $(du -sh "$dest" | cut -f1))"
+# cmake --install put the shipped configs there; an empty directory is still
+# made, so that the programs never fall back to the build machine's sources.
+configs="$dest/share/kerntune/configs"
+mkdir -p "$configs"
+shipped=$(find "$configs" -maxdepth 1 -name '*.json' | wc -l)
+
+echo "bundle: $dest ($(ls "$dest/bin" | wc -l) programs, $count bundled libraries," \
+  "$shipped shipped config files, $(du -sh "$dest" | cut -f1))"
 if [ -n "$archive" ]; then
   mkdir -p "$(dirname "$archive")"
   tar -C "$dest" -czf "$archive" .

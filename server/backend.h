@@ -3,6 +3,7 @@
 #ifndef KERNTUNE_SERVER_BACKEND_H_
 #define KERNTUNE_SERVER_BACKEND_H_
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -14,10 +15,12 @@
 #include "absl/time/time.h"
 #include "kernels/device_identity.h"
 #include "kernels/device_info.h"
+#include "kernels/op_args.h"
 #include "server/client_memory.h"
 #include "server/config_cache.h"
 #include "server/peer_credentials.h"
 #include "server/run_request.h"
+#include "tuner/config_lookup.h"
 
 namespace kt::server {
 
@@ -31,24 +34,25 @@ struct ExecuteTiming {
   double timing_events_us = 0;
   double kernel_launch_us = 0;
   double gpu_wait_us = 0;
-  // Handing the Run's CUDA calls to the polling launcher (--hot_launcher).
-  double handoff_us = 0;
 };
 
 struct RunResult {
-  // Only the outputs returned inline are filled: rows * cols * inner
-  // elements of the request's dtype, and rows floats for each per-row
-  // output (inv_std holds RMSNorm's 1/rms, row_scale ReduceScale's scales).
-  std::string output;
-  std::vector<float> mean;
-  std::vector<float> inv_std;
-  std::vector<float> row_scale;
+  // The bytes of the outputs returned inline, by kernels::Operand
+  // (inline_output()): rows * cols * inner elements of the request's dtype
+  // for the output, rows float32 values for each per-row output (inv_std
+  // holds RMSNorm's 1/rms, row_scale ReduceScale's scales). Empty for
+  // outputs written to client memory.
+  std::array<std::string, kernels::kOperandCount> inline_outputs;
   // Empty on the CPU backend (no launch config there).
-  std::optional<ConfigChoice> config;
+  std::optional<tuner::ConfigChoice> config;
   double kernel_time_us = 0;
   ExecuteTiming timing;
   // Answered once queued (done_event), before the GPU finished.
   bool answered_early = false;
+
+  std::string& inline_output(kernels::Operand operand) {
+    return inline_outputs[static_cast<size_t>(operand)];
+  }
 };
 
 // A device as GetStatus describes it.
@@ -59,11 +63,8 @@ struct BackendDevice {
 
 // Counters since the backend was created (GetStatus.stats).
 struct BackendStats {
-  std::string gpu_wait;  // GpuWaitName; empty on the CPU
   int64_t kernels_timed = 0;
   double kernel_us = 0;
-  bool hot_launcher = false;
-  int64_t launcher_sleeps = 0;
 };
 
 class Backend {
@@ -71,6 +72,9 @@ class Backend {
   virtual ~Backend() = default;
   // "gpu" or "cpu".
   virtual std::string name() const = 0;
+  // What this backend means for the configs, for the start line and
+  // GetStatus; empty when nothing needs saying.
+  virtual std::string note() const { return ""; }
   // Runs a request that ValidateRunRequest accepted. Thread-safe.
   virtual absl::StatusOr<RunResult> Execute(const RunRequest& request) = 0;
   // The config cache when this backend launches configs, else null.

@@ -1,9 +1,7 @@
 // Tuned-config cache of the daemon (see config_cache.h).
 #include "server/config_cache.h"
 
-#include <cmath>
 #include <cstdio>
-#include <limits>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -12,28 +10,24 @@
 
 namespace kt::server {
 
-absl::string_view ConfigSourceName(ConfigSource source) {
-  switch (source) {
-    case ConfigSource::kTuned:
-      return "tuned";
-    case ConfigSource::kNearestTuned:
-      return "nearest_tuned";
-    case ConfigSource::kHeuristic:
-      return "heuristic";
-  }
-  return "unknown";
-}
-
-ConfigCache::ConfigCache(std::string db_path, kernels::DeviceInfo device)
-    : db_path_(std::move(db_path)), device_(std::move(device)), sku_(tuner::SkuOf(device_)) {}
+ConfigCache::ConfigCache(std::string db_path, kernels::DeviceInfo device,
+                         std::vector<tuner::TunedEntry> shipped)
+    : db_path_(std::move(db_path)),
+      device_(std::move(device)),
+      sku_(tuner::SkuOf(device_)),
+      shipped_(std::move(shipped)) {}
 
 ConfigCache::~ConfigCache() { StopPolling(); }
 
-absl::StatusOr<std::unique_ptr<ConfigCache>> ConfigCache::Create(const std::string& db_path,
-                                                                 kernels::DeviceInfo device) {
-  std::unique_ptr<ConfigCache> cache(new ConfigCache(db_path, std::move(device)));
+absl::StatusOr<std::unique_ptr<ConfigCache>> ConfigCache::Create(
+    const std::string& db_path, kernels::DeviceInfo device,
+    std::vector<tuner::TunedEntry> shipped) {
+  std::unique_ptr<ConfigCache> cache(
+      new ConfigCache(db_path, std::move(device), std::move(shipped)));
   absl::StatusOr<bool> loaded = cache->ReloadIfChanged();
   if (!loaded.ok()) return loaded.status();
+  // No store yet: the shipped entries alone.
+  if (!*loaded) cache->Install({}, 0);
   return cache;
 }
 
@@ -68,79 +62,50 @@ absl::Status ConfigCache::Load() {
   if (!version.ok()) return version.status();
   absl::StatusOr<std::vector<db::BestConfig>> rows = store_->BestConfigsForSku(sku_);
   if (!rows.ok()) return rows.status();
-  std::map<Key, TunedEntry> entries;
-  for (const db::BestConfig& row : *rows) {
-    // Rows this code cannot read (a newer op, a malformed key) are skipped:
-    // the store is shared with other versions of kerntune.
-    absl::StatusOr<kernels::Op> op = kernels::ParseOp(row.point.op);
-    absl::StatusOr<kernels::DType> dtype = kernels::ParseDType(row.point.dtype);
-    absl::StatusOr<kernels::LaunchConfig> config = kernels::ParseLaunchConfig(row.config.key);
-    if (!op.ok() || !dtype.ok() || !config.ok()) continue;
-    TunedEntry entry;
-    entry.op = *op;
-    entry.dtype = *dtype;
-    entry.shape = kernels::Shape{row.point.rows, row.point.cols, row.point.inner};
-    entry.config = *config;
-    entry.median_us = row.median_us;
-    entry.kernel_version = row.env.kernel_version;
-    entries[Key{entry.op, entry.dtype, entry.shape.inner, entry.shape.rows, entry.shape.cols}] =
-        std::move(entry);
-  }
-  absl::MutexLock lock(&mu_);
-  entries_ = std::move(entries);
-  data_version_ = *version;
+  Install(*rows, *version);
   return absl::OkStatus();
 }
 
-absl::StatusOr<ConfigChoice> ConfigCache::Lookup(kernels::Op op, kernels::DType dtype,
-                                                 kernels::Shape shape) const {
-  std::optional<TunedEntry> exact;
-  std::optional<TunedEntry> nearest;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = entries_.find(Key{op, dtype, shape.inner, shape.rows, shape.cols});
-    if (it != entries_.end()) {
-      exact = it->second;
-    } else {
-      // Nearest in log space among the entries of the same op, dtype and
-      // inner: a 2x change of rows costs as much as a 2x change of cols.
-      // Ties go to the first in (rows, cols) order.
-      double best = std::numeric_limits<double>::infinity();
-      for (auto e = entries_.lower_bound(Key{op, dtype, shape.inner, 0, 0});
-           e != entries_.end() && std::get<0>(e->first) == op && std::get<1>(e->first) == dtype &&
-           std::get<2>(e->first) == shape.inner;
-           ++e) {
-        const double distance =
-            std::fabs(std::log(static_cast<double>(e->second.shape.rows) / shape.rows)) +
-            std::fabs(std::log(static_cast<double>(e->second.shape.cols) / shape.cols));
-        if (distance < best) {
-          best = distance;
-          nearest = e->second;
-        }
-      }
-    }
+void ConfigCache::Install(const std::vector<db::BestConfig>& rows, int64_t data_version) {
+  auto table = std::make_shared<tuner::ConfigTable>();
+  for (const db::BestConfig& row : rows) {
+    // Rows this code cannot read (a newer op, a malformed key) are skipped:
+    // the store is shared with other versions of kerntune.
+    absl::StatusOr<tuner::TunedEntry> entry = tuner::EntryFromRow(row, tuner::EntryOrigin::kLocal);
+    if (entry.ok()) table->Add(*std::move(entry));
   }
-  // Tuned configs may come from an imported file: check them on this shape
-  // and device like any other config before trusting them.
-  if (exact && kernels::ValidateConfig(op, dtype, shape, exact->config, device_).ok()) {
-    return ConfigChoice{exact->config, ConfigSource::kTuned, exact};
+  for (const tuner::TunedEntry& entry : shipped_) table->Add(entry);
+  // The daemon's log, once per load: a stale entry silently becoming a
+  // heuristic launch would look like a slow GPU.
+  if (const std::string stale = tuner::DescribeStale(table->stale()); !stale.empty()) {
+    std::fprintf(stderr, "kerntuned: %s\n", stale.c_str());
   }
-  if (nearest && kernels::ValidateConfig(op, dtype, shape, nearest->config, device_).ok()) {
-    return ConfigChoice{nearest->config, ConfigSource::kNearestTuned, nearest};
-  }
-  absl::StatusOr<kernels::LaunchConfig> heuristic =
-      kernels::HeuristicConfig(op, dtype, shape, device_);
-  if (!heuristic.ok()) return heuristic.status();
-  return ConfigChoice{*heuristic, ConfigSource::kHeuristic, std::nullopt};
+  absl::MutexLock lock(&mu_);
+  table_ = std::move(table);
+  data_version_ = data_version;
 }
 
-std::vector<TunedEntry> ConfigCache::Entries() const {
+std::shared_ptr<const tuner::ConfigTable> ConfigCache::table() const {
   absl::MutexLock lock(&mu_);
-  std::vector<TunedEntry> entries;
-  entries.reserve(entries_.size());
-  for (const auto& [key, entry] : entries_) entries.push_back(entry);
-  return entries;
+  return table_;
 }
+
+absl::StatusOr<tuner::ConfigChoice> ConfigCache::Lookup(kernels::Op op, kernels::DType dtype,
+                                                        kernels::Shape shape) const {
+  return table()->Lookup(op, dtype, shape, device_);
+}
+
+std::vector<tuner::TunedEntry> ConfigCache::Entries() const { return table()->Entries(); }
+
+int64_t ConfigCache::local_entries() const {
+  return table()->size(tuner::EntryOrigin::kLocal);
+}
+
+int64_t ConfigCache::shipped_entries() const {
+  return table()->size(tuner::EntryOrigin::kShipped);
+}
+
+tuner::StaleEntries ConfigCache::stale() const { return table()->stale(); }
 
 int64_t ConfigCache::data_version() const {
   absl::MutexLock lock(&mu_);
@@ -174,8 +139,9 @@ void ConfigCache::PollLoop(absl::Duration interval) {
       std::fprintf(stderr, "kerntuned: reloading %s failed: %s\n", db_path_.c_str(),
                    reloaded.status().ToString().c_str());
     } else if (*reloaded) {
-      std::fprintf(stderr, "kerntuned: reloaded %zu tuned configs from %s (data version %lld)\n",
-                   Entries().size(), db_path_.c_str(), static_cast<long long>(data_version()));
+      std::fprintf(stderr, "kerntuned: reloaded %lld tuned configs from %s (data version %lld)\n",
+                   static_cast<long long>(local_entries()), db_path_.c_str(),
+                   static_cast<long long>(data_version()));
     }
     poll_mu_.Lock();
   }

@@ -1,62 +1,39 @@
-// ConfigCache: the tuned configs of this GPU's SKU, in memory, and the rule
-// that picks the config of a request: the exact tuned point, else the nearest
-// tuned point of the same op, dtype and inner (a middle-axis problem is
-// never served by a last-axis config, nor one inner by another's) when its
-// config is legal for the shape, else the heuristic. Reloads when the tuning
-// store's data changes.
+// ConfigCache: the daemon's tuned configs for its GPU's SKU, kept current.
+// The local tuning store's entries are reloaded whenever the store's data
+// changes; the shipped ones (deploy/configs) are given once at start. The
+// choice of a request's config is tuner::ConfigTable's (config_lookup.h):
+// local tuned, shipped, nearest tuned, heuristic; stale entries never.
 #ifndef KERNTUNE_SERVER_CONFIG_CACHE_H_
 #define KERNTUNE_SERVER_CONFIG_CACHE_H_
 
-#include <atomic>
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <thread>
-#include <tuple>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "db/records.h"
 #include "db/tuning_store.h"
 #include "kernels/device_info.h"
-#include "kernels/launch_config.h"
 #include "kernels/types.h"
+#include "tuner/config_lookup.h"
 
 namespace kt::server {
-
-enum class ConfigSource { kTuned, kNearestTuned, kHeuristic };
-absl::string_view ConfigSourceName(ConfigSource source);
-
-// One tuned point as loaded from the store.
-struct TunedEntry {
-  kernels::Op op = kernels::Op::kSoftmax;
-  kernels::DType dtype = kernels::DType::kFloat32;
-  kernels::Shape shape;
-  kernels::LaunchConfig config;
-  double median_us = 0;
-  std::string kernel_version;
-};
-
-struct ConfigChoice {
-  kernels::LaunchConfig config;
-  ConfigSource source = ConfigSource::kHeuristic;
-  // The tuned point the config came from (kTuned, kNearestTuned).
-  std::optional<TunedEntry> tuned;
-};
 
 class ConfigCache {
  public:
   // Loads the entries of `device`'s SKU from the store at `db_path`, opened
-  // read-only. A missing file means no tuned entries (the cache keeps
-  // looking for it); any other open or read error is returned.
-  static absl::StatusOr<std::unique_ptr<ConfigCache>> Create(const std::string& db_path,
-                                                             kernels::DeviceInfo device);
+  // read-only, beside `shipped` (the shipped files' entries for the SKU;
+  // stale ones are counted, not served). A missing store means no local
+  // entries (the cache keeps looking for it); any other open or read error
+  // is returned.
+  static absl::StatusOr<std::unique_ptr<ConfigCache>> Create(
+      const std::string& db_path, kernels::DeviceInfo device,
+      std::vector<tuner::TunedEntry> shipped = {});
   ~ConfigCache();  // stops the poller
   ConfigCache(const ConfigCache&) = delete;
   ConfigCache& operator=(const ConfigCache&) = delete;
@@ -67,15 +44,21 @@ class ConfigCache {
   void StopPolling();
 
   // Reloads when the store's DataVersion changed (or the file appeared).
-  // Returns whether it reloaded. On error the old entries stay.
+  // Returns whether it reloaded. On error the old entries stay. Each load
+  // that leaves stale entries out says so once on stderr.
   absl::StatusOr<bool> ReloadIfChanged();
 
   // The config to launch for a problem (shape.inner included). Errors only
   // when even the heuristic has none (a shape no kernel can run).
-  absl::StatusOr<ConfigChoice> Lookup(kernels::Op op, kernels::DType dtype,
-                                      kernels::Shape shape) const;
+  absl::StatusOr<tuner::ConfigChoice> Lookup(kernels::Op op, kernels::DType dtype,
+                                             kernels::Shape shape) const;
 
-  std::vector<TunedEntry> Entries() const;
+  // The entries that may be served, local then shipped.
+  std::vector<tuner::TunedEntry> Entries() const;
+  int64_t local_entries() const;
+  int64_t shipped_entries() const;
+  // Entries left out of the last load for their kernel library version.
+  tuner::StaleEntries stale() const;
   // DataVersion of the loaded data; 0 while no database is loaded.
   int64_t data_version() const;
   const std::string& db_path() const { return db_path_; }
@@ -83,26 +66,32 @@ class ConfigCache {
   const db::GpuSku& sku() const { return sku_; }
 
  private:
-  // (op, dtype, inner, rows, cols): the entries one lookup may choose among
-  // (same op, dtype, inner) are adjacent.
-  using Key = std::tuple<kernels::Op, kernels::DType, int64_t, int64_t, int64_t>;
-  ConfigCache(std::string db_path, kernels::DeviceInfo device);
+  ConfigCache(std::string db_path, kernels::DeviceInfo device,
+              std::vector<tuner::TunedEntry> shipped);
   // Opens the store when not yet open. False when the file does not exist.
   absl::StatusOr<bool> EnsureOpen() ABSL_EXCLUSIVE_LOCKS_REQUIRED(store_mu_);
+  // Installs a table of the store's current rows and the shipped entries.
   absl::Status Load() ABSL_EXCLUSIVE_LOCKS_REQUIRED(store_mu_);
+  // Installs a table of `rows` (the store's, for this SKU) and the shipped
+  // entries.
+  void Install(const std::vector<db::BestConfig>& rows, int64_t data_version);
+  std::shared_ptr<const tuner::ConfigTable> table() const;
   void PollLoop(absl::Duration interval);
 
   const std::string db_path_;
   const kernels::DeviceInfo device_;
   const db::GpuSku sku_;
+  const std::vector<tuner::TunedEntry> shipped_;
 
   // The store is used by one thread at a time (TuningStore is not
   // thread-safe): the creator, then the poller or a test calling Reload.
   absl::Mutex store_mu_;
   std::unique_ptr<db::TuningStore> store_ ABSL_GUARDED_BY(store_mu_);
 
+  // Lookups copy the pointer and read the table outside the lock; a reload
+  // swaps in a new one.
   mutable absl::Mutex mu_;
-  std::map<Key, TunedEntry> entries_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const tuner::ConfigTable> table_ ABSL_GUARDED_BY(mu_);
   int64_t data_version_ ABSL_GUARDED_BY(mu_) = 0;
 
   absl::Mutex poll_mu_;

@@ -14,6 +14,11 @@ class CpuBackend final : public Backend {
   // `threads` for the reference (0 = hardware concurrency).
   explicit CpuBackend(int threads = 0) : threads_(threads) {}
   std::string name() const override { return "cpu"; }
+  // Users of a GPU node should not wonder why their tuned configs are
+  // not used.
+  std::string note() const override {
+    return "the fp64 reference on the CPU; GPU tuned configs, local or shipped, are not used";
+  }
   // y in the storage dtype: the fp64 reference rounded once.
   absl::StatusOr<RunResult> Execute(const RunRequest& request) override;
   // kernels_timed and kernel_us count the reference's runs and wall time.

@@ -3,12 +3,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
-#include <tuple>
+#include <string>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "proto/convert.h"
 
 namespace kt::server {
 namespace {
@@ -143,125 +143,96 @@ bool Overlap(const TensorView& a, const TensorView& b) {
          b.data < a.data + a.bytes;
 }
 
-}  // namespace
+// Where one operand travels in a RunRequest: the field errors name, and its
+// reference (an input's TensorRef or an output's OutputRef).
+struct OperandField {
+  const char* name = "";
+  const pb::TensorRef* input = nullptr;
+  const pb::OutputRef* output = nullptr;
+  // Whether the request gives it (optional operands may be left out).
+  bool given = true;
+  // Per-row statistics travel as client memory or, when this flag of the
+  // request is set, inline (their OutputRef cannot say "inline").
+  const char* inline_flag = nullptr;
+  bool inline_wanted = false;
+};
 
-int64_t RunRequest::tensor_bytes() const {
-  return shape.elements() * static_cast<int64_t>(kernels::DTypeSize(dtype));
+// The one table of the operands' proto fields, per op: rms_norm's weight is
+// the gamma operand and its inv_rms the inv_std one.
+OperandField FieldOf(const pb::RunRequest& request, kernels::Op op, kernels::Operand operand) {
+  const pb::LayerNormParams& layer_norm = request.layer_norm();
+  const pb::RmsNormParams& rms_norm = request.rms_norm();
+  const pb::ScaledMaskedSoftmaxParams& masked = request.scaled_masked_softmax();
+  const bool rms = op == kernels::Op::kRmsNorm;
+  switch (operand) {
+    case kernels::Operand::kInput:
+      return {"input", &request.input()};
+    case kernels::Operand::kOutput:
+      return {"output", nullptr, &request.output()};
+    case kernels::Operand::kGamma:
+      return rms ? OperandField{"rms_norm.weight", &rms_norm.weight(), nullptr,
+                                rms_norm.has_weight()}
+                 : OperandField{"layer_norm.gamma", &layer_norm.gamma(), nullptr,
+                                layer_norm.has_gamma()};
+    case kernels::Operand::kBeta:
+      return {"layer_norm.beta", &layer_norm.beta(), nullptr, layer_norm.has_beta()};
+    case kernels::Operand::kMask:
+      return {"scaled_masked_softmax.mask", &masked.mask(), nullptr, masked.has_mask()};
+    case kernels::Operand::kMean:
+      return {"layer_norm.mean", nullptr, &layer_norm.mean(), layer_norm.has_mean(),
+              "layer_norm.want_mean_inv_std", layer_norm.want_mean_inv_std()};
+    case kernels::Operand::kInvStd:
+      return rms ? OperandField{"rms_norm.inv_rms", nullptr, &rms_norm.inv_rms(),
+                                rms_norm.has_inv_rms(), "rms_norm.want_inv_rms",
+                                rms_norm.want_inv_rms()}
+                 : OperandField{"layer_norm.inv_std", nullptr, &layer_norm.inv_std(),
+                                layer_norm.has_inv_std(), "layer_norm.want_mean_inv_std",
+                                layer_norm.want_mean_inv_std()};
+    case kernels::Operand::kRowScale:
+      return {"reduce_scale.row_scale", nullptr, &request.reduce_scale().row_scale()};
+  }
+  return {};
 }
 
-absl::StatusOr<kernels::Op> OpFromProto(pb::Op op, absl::string_view field) {
-  switch (op) {
-    case pb::OP_SOFTMAX:
-      return kernels::Op::kSoftmax;
-    case pb::OP_LOG_SOFTMAX:
-      return kernels::Op::kLogSoftmax;
-    case pb::OP_LAYER_NORM:
-      return kernels::Op::kLayerNorm;
-    case pb::OP_RMS_NORM:
-      return kernels::Op::kRmsNorm;
-    case pb::OP_REDUCE_SCALE:
-      return kernels::Op::kReduceScale;
-    case pb::OP_SCALED_MASKED_SOFTMAX:
-      return kernels::Op::kScaledMaskedSoftmax;
-    default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, "=", static_cast<int>(op), " (", pb::Op_Name(op),
-          ") must be OP_SOFTMAX, OP_LOG_SOFTMAX, OP_LAYER_NORM, OP_RMS_NORM, OP_REDUCE_SCALE "
-          "or OP_SCALED_MASKED_SOFTMAX"));
-  }
+// Whether the operand's bytes travel in the messages (the size limit's
+// business), as opposed to client memory referenced in place.
+bool TravelsInline(const OperandField& field) {
+  if (field.input != nullptr) return field.given && field.input->has_inline_data();
+  if (field.inline_flag != nullptr) return !field.given && field.inline_wanted;
+  return !field.output->has_buffer() && !field.output->has_cuda_ipc();
 }
-
-absl::StatusOr<kernels::DType> DTypeFromProto(pb::DType dtype, absl::string_view field) {
-  switch (dtype) {
-    case pb::DTYPE_FLOAT32:
-      return kernels::DType::kFloat32;
-    case pb::DTYPE_FLOAT16:
-      return kernels::DType::kFloat16;
-    case pb::DTYPE_BFLOAT16:
-      return kernels::DType::kBFloat16;
-    default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, "=", static_cast<int>(dtype), " (", pb::DType_Name(dtype),
-          ") must be DTYPE_FLOAT32, DTYPE_FLOAT16 or DTYPE_BFLOAT16"));
-  }
-}
-
-pb::Op OpToProto(kernels::Op op) {
-  switch (op) {
-    case kernels::Op::kSoftmax:
-      return pb::OP_SOFTMAX;
-    case kernels::Op::kLogSoftmax:
-      return pb::OP_LOG_SOFTMAX;
-    case kernels::Op::kLayerNorm:
-      return pb::OP_LAYER_NORM;
-    case kernels::Op::kRmsNorm:
-      return pb::OP_RMS_NORM;
-    case kernels::Op::kReduceScale:
-      return pb::OP_REDUCE_SCALE;
-    case kernels::Op::kScaledMaskedSoftmax:
-      return pb::OP_SCALED_MASKED_SOFTMAX;
-  }
-  return pb::OP_UNSPECIFIED;
-}
-
-pb::DType DTypeToProto(kernels::DType dtype) {
-  switch (dtype) {
-    case kernels::DType::kFloat32:
-      return pb::DTYPE_FLOAT32;
-    case kernels::DType::kFloat16:
-      return pb::DTYPE_FLOAT16;
-    case kernels::DType::kBFloat16:
-      return pb::DTYPE_BFLOAT16;
-  }
-  return pb::DTYPE_UNSPECIFIED;
-}
-
-absl::StatusOr<kernels::Shape> ValidateShape(const pb::Shape& shape, kernels::Op op,
-                                             kernels::DType dtype) {
-  if (shape.rows() < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("shape.rows=", shape.rows(), " must be >= 1"));
-  }
-  if (shape.cols() < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("shape.cols=", shape.cols(), " must be >= 1"));
-  }
-  if (shape.inner() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "shape.inner=", shape.inner(), " must be >= 1 (0, unset, means 1: the last axis)"));
-  }
-  const int64_t inner = std::max<int64_t>(shape.inner(), 1);
-  if (inner > 1 && !kernels::SupportsInnerAxis(op)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "shape.inner=", inner, ": op=", kernels::OpName(op),
-        " reduces the last axis only (inner 0 or 1); only softmax and log_softmax reduce a "
-        "middle axis"));
-  }
-  const int64_t size = static_cast<int64_t>(kernels::DTypeSize(dtype));
-  const int64_t max = std::numeric_limits<int64_t>::max();
-  if (shape.rows() > max / shape.cols() || shape.rows() * shape.cols() > max / inner ||
-      shape.rows() * shape.cols() * inner > max / size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "shape.rows=", shape.rows(), " x shape.cols=", shape.cols(),
-        inner > 1 ? absl::StrCat(" x shape.inner=", inner) : std::string(), " x ", size,
-        " bytes overflows a 64-bit byte count"));
-  }
-  return kernels::Shape{shape.rows(), shape.cols(), inner};
-}
-
-namespace {
 
 // Stage 1 of per-row float32 statistics written to client memory (they
 // cannot be "returned inline" through an OutputRef: a flag asks for that).
-absl::Status CheckStatsRef(const pb::OutputRef& ref, absl::string_view field,
-                           absl::string_view inline_flag, int64_t bytes, TensorView& view) {
+absl::Status CheckStatsRef(const OperandField& field, int64_t bytes, TensorView& view) {
+  if (field.inline_wanted) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field.inline_flag, " returns ", field.name,
+                     " inline; it cannot be combined with ", field.name, " in client memory"));
+  }
+  const pb::OutputRef& ref = *field.output;
   if (!ref.has_buffer() && !ref.has_cuda_ipc()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        field, " must name client memory (.buffer or .cuda_ipc); for inline statistics set ",
-        inline_flag));
+        field.name, " must name client memory (.buffer or .cuda_ipc); for inline statistics set ",
+        field.inline_flag));
   }
-  if (absl::Status s = CheckMemoryRef(ref, field, sizeof(float)); !s.ok()) return s;
+  if (absl::Status s = CheckMemoryRef(ref, field.name, sizeof(float)); !s.ok()) return s;
   view.bytes = bytes;
+  return absl::OkStatus();
+}
+
+// Stage 1 of one operand, filling its view.
+absl::Status CheckOperand(const OperandField& field, int64_t bytes, int64_t alignment,
+                          TensorView& view) {
+  if (field.input != nullptr) {
+    return field.given ? CheckInput(*field.input, field.name, bytes, alignment, view)
+                       : absl::OkStatus();
+  }
+  if (field.inline_flag == nullptr) {
+    return CheckOutput(*field.output, field.name, bytes, alignment, view);
+  }
+  if (field.given) return CheckStatsRef(field, bytes, view);
+  if (field.inline_wanted) view = {TensorView::Where::kInline, nullptr, bytes};
   return absl::OkStatus();
 }
 
@@ -273,103 +244,41 @@ absl::Status CheckEpsilon(double epsilon, absl::string_view field) {
   return absl::OkStatus();
 }
 
-absl::Status ValidateLayerNorm(const pb::RunRequest& request, RunRequest& run) {
+absl::StatusOr<kernels::OpParams> LayerNormParams(const pb::RunRequest& request) {
   if (!request.has_layer_norm()) {
     return absl::InvalidArgumentError(
         "layer_norm is not set: op=layer_norm needs layer_norm.epsilon");
   }
   const pb::LayerNormParams& params = request.layer_norm();
-  const int64_t element = static_cast<int64_t>(kernels::DTypeSize(run.dtype));
-  const int64_t param_bytes = run.shape.cols * element;
-  if (params.has_gamma()) {
-    if (absl::Status s = CheckInput(params.gamma(), "layer_norm.gamma", param_bytes, element,
-                                    run.gamma);
-        !s.ok()) {
-      return s;
-    }
-  }
-  if (params.has_beta()) {
-    if (absl::Status s =
-            CheckInput(params.beta(), "layer_norm.beta", param_bytes, element, run.beta);
-        !s.ok()) {
-      return s;
-    }
-  }
   if (absl::Status s = CheckEpsilon(params.epsilon(), "layer_norm.epsilon"); !s.ok()) return s;
-  run.epsilon = params.epsilon();
-  const int64_t stats_bytes = run.shape.rows * static_cast<int64_t>(sizeof(float));
   if (params.has_mean() != params.has_inv_std()) {
     return absl::InvalidArgumentError(
         "layer_norm.mean and layer_norm.inv_std go together: give both or neither");
   }
-  if (params.has_mean()) {
-    if (params.want_mean_inv_std()) {
-      return absl::InvalidArgumentError(
-          "layer_norm.want_mean_inv_std returns the statistics inline; it cannot be combined "
-          "with layer_norm.mean / inv_std");
-    }
-    for (auto [ref, field, view] : {std::tuple(&params.mean(), "layer_norm.mean", &run.mean),
-                                    std::tuple(&params.inv_std(), "layer_norm.inv_std",
-                                               &run.inv_std)}) {
-      if (absl::Status s =
-              CheckStatsRef(*ref, field, "layer_norm.want_mean_inv_std", stats_bytes, *view);
-          !s.ok()) {
-        return s;
-      }
-    }
-  } else if (params.want_mean_inv_std()) {
-    run.mean = {TensorView::Where::kInline, nullptr, stats_bytes};
-    run.inv_std = {TensorView::Where::kInline, nullptr, stats_bytes};
-  }
-  return absl::OkStatus();
+  kernels::OpParams out;
+  out.epsilon = params.epsilon();
+  return out;
 }
 
-absl::Status ValidateRmsNorm(const pb::RunRequest& request, RunRequest& run) {
+absl::StatusOr<kernels::OpParams> RmsNormParams(const pb::RunRequest& request) {
   if (!request.has_rms_norm()) {
     return absl::InvalidArgumentError("rms_norm is not set: op=rms_norm needs rms_norm.epsilon");
   }
-  const pb::RmsNormParams& params = request.rms_norm();
-  const int64_t element = static_cast<int64_t>(kernels::DTypeSize(run.dtype));
-  if (params.has_weight()) {
-    if (absl::Status s = CheckInput(params.weight(), "rms_norm.weight",
-                                    run.shape.cols * element, element, run.gamma);
-        !s.ok()) {
-      return s;
-    }
+  if (absl::Status s = CheckEpsilon(request.rms_norm().epsilon(), "rms_norm.epsilon"); !s.ok()) {
+    return s;
   }
-  if (absl::Status s = CheckEpsilon(params.epsilon(), "rms_norm.epsilon"); !s.ok()) return s;
-  run.epsilon = params.epsilon();
-  const int64_t stats_bytes = run.shape.rows * static_cast<int64_t>(sizeof(float));
-  if (params.has_inv_rms()) {
-    if (params.want_inv_rms()) {
-      return absl::InvalidArgumentError(
-          "rms_norm.want_inv_rms returns 1/rms inline; it cannot be combined with "
-          "rms_norm.inv_rms");
-    }
-    return CheckStatsRef(params.inv_rms(), "rms_norm.inv_rms", "rms_norm.want_inv_rms",
-                         stats_bytes, run.inv_std);
-  }
-  if (params.want_inv_rms()) run.inv_std = {TensorView::Where::kInline, nullptr, stats_bytes};
-  return absl::OkStatus();
+  kernels::OpParams out;
+  out.epsilon = request.rms_norm().epsilon();
+  return out;
 }
 
-absl::Status ValidateReduceScale(const pb::RunRequest& request, RunRequest& run) {
-  // The scales are half of the result: always written, inline unless the
-  // request names memory for them.
-  return CheckOutput(request.reduce_scale().row_scale(), "reduce_scale.row_scale",
-                     run.shape.rows * static_cast<int64_t>(sizeof(float)), sizeof(float),
-                     run.row_scale);
-}
-
-absl::Status ValidateScaledMaskedSoftmax(const pb::RunRequest& request,
-                                         int64_t max_request_bytes, RunRequest& run) {
+absl::StatusOr<kernels::OpParams> ScaledMaskedSoftmaxParams(const pb::RunRequest& request,
+                                                            kernels::Shape shape) {
   const pb::ScaledMaskedSoftmaxParams& params = request.scaled_masked_softmax();
   if (params.has_scale() && !std::isfinite(params.scale())) {
     return absl::InvalidArgumentError(absl::StrCat(
         "scaled_masked_softmax.scale=", params.scale(), " must be finite"));
   }
-  run.scale = params.has_scale() ? params.scale() : 1.0;
-  run.causal = params.causal();
   const int64_t mask_rows = params.mask_rows();
   if (mask_rows < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -381,37 +290,75 @@ absl::Status ValidateScaledMaskedSoftmax(const pb::RunRequest& request,
         params.has_mask() ? "a mask" : "causal",
         ": it is the query length q of the (batch, heads, q, k) input"));
   }
-  if (mask_rows > 0 && run.shape.rows % mask_rows != 0) {
+  if (mask_rows > 0 && shape.rows % mask_rows != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "scaled_masked_softmax.mask_rows=", mask_rows, " does not divide shape.rows=",
-        run.shape.rows, " (rows are batch x heads x q, the query index is row % mask_rows)"));
+        shape.rows, " (rows are batch x heads x q, the query index is row % mask_rows)"));
   }
-  run.mask_rows = mask_rows;
-  if (params.has_mask()) {
-    // mask_rows divides rows, so the mask is no larger than the input,
-    // whose byte count is known not to overflow.
-    const int64_t element = static_cast<int64_t>(kernels::DTypeSize(run.dtype));
-    const int64_t mask_bytes = mask_rows * run.shape.cols * element;
-    if (params.mask().has_inline_data() && mask_bytes > max_request_bytes) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "scaled_masked_softmax.mask is ", mask_bytes, " bytes, over the daemon's limit of ",
-          max_request_bytes, " for inline tensors (--max_request_bytes)"));
-    }
-    return CheckInput(params.mask(), "scaled_masked_softmax.mask", mask_bytes, element,
-                      run.mask);
-  }
-  return absl::OkStatus();
+  kernels::OpParams out;
+  out.scale = params.has_scale() ? params.scale() : 1.0;
+  out.mask_rows = mask_rows;
+  out.causal = params.causal();
+  return out;
 }
 
-// The names the op's operands go by in messages.
-struct OperandNames {
-  const char* gamma = "layer_norm.gamma";
-  const char* inv_std = "layer_norm.inv_std";
-};
+// The op's parameters message: refused on any other op, checked, and read
+// into OpParams (the defaults for an op that has none).
+absl::StatusOr<kernels::OpParams> ValidateParams(const pb::RunRequest& request, kernels::Op op,
+                                                 kernels::Shape shape) {
+  const struct {
+    const char* field;
+    bool set;
+    kernels::Op op;
+  } messages[] = {
+      {"layer_norm", request.has_layer_norm(), kernels::Op::kLayerNorm},
+      {"rms_norm", request.has_rms_norm(), kernels::Op::kRmsNorm},
+      {"reduce_scale", request.has_reduce_scale(), kernels::Op::kReduceScale},
+      {"scaled_masked_softmax", request.has_scaled_masked_softmax(),
+       kernels::Op::kScaledMaskedSoftmax},
+  };
+  for (const auto& message : messages) {
+    if (message.set && message.op != op) {
+      return absl::InvalidArgumentError(absl::StrCat(message.field, " is set but op=",
+                                                     kernels::OpName(op), " takes no ",
+                                                     message.field, " parameters"));
+    }
+  }
+  switch (op) {
+    case kernels::Op::kLayerNorm:
+      return LayerNormParams(request);
+    case kernels::Op::kRmsNorm:
+      return RmsNormParams(request);
+    case kernels::Op::kScaledMaskedSoftmax:
+      return ScaledMaskedSoftmaxParams(request, shape);
+    case kernels::Op::kSoftmax:
+    case kernels::Op::kLogSoftmax:
+    case kernels::Op::kReduceScale:
+      break;
+  }
+  return kernels::OpParams();
+}
 
-OperandNames NamesOf(kernels::Op op) {
-  if (op == kernels::Op::kRmsNorm) return {"rms_norm.weight", "rms_norm.inv_rms"};
-  return {};
+// ResourceExhausted when an operand that travels in the messages is over
+// the limit, which guards the daemon's own memory (client memory referenced
+// in place is not limited).
+absl::Status CheckSizeLimit(const RunRequest& run, kernels::Operand operand,
+                            const OperandField& field, int64_t max_request_bytes) {
+  const int64_t bytes =
+      kernels::OperandBytes(operand, run.dtype, run.shape, run.params.mask_rows);
+  if (!TravelsInline(field) || bytes <= max_request_bytes) return absl::OkStatus();
+  const bool whole_tensor =
+      operand == kernels::Operand::kInput || operand == kernels::Operand::kOutput;
+  const std::string what =
+      whole_tensor
+          ? absl::StrCat("shape.rows=", run.shape.rows, " x shape.cols=", run.shape.cols,
+                         run.shape.inner > 1 ? absl::StrCat(" x shape.inner=", run.shape.inner)
+                                             : std::string(),
+                         " is ", bytes, " bytes per tensor")
+          : absl::StrCat(field.name, " is ", bytes, " bytes");
+  return absl::ResourceExhaustedError(absl::StrCat(what, ", over the daemon's limit of ",
+                                                   max_request_bytes,
+                                                   " for inline tensors (--max_request_bytes)"));
 }
 
 }  // namespace
@@ -419,168 +366,86 @@ OperandNames NamesOf(kernels::Op op) {
 absl::StatusOr<RunRequest> ValidateRunRequest(const pb::RunRequest& request,
                                               int64_t max_request_bytes) {
   RunRequest run;
-  absl::StatusOr<kernels::Op> op = OpFromProto(request.op(), "op");
+  absl::StatusOr<kernels::Op> op = proto::OpFromProto(request.op(), "op");
   if (!op.ok()) return op.status();
-  absl::StatusOr<kernels::DType> dtype = DTypeFromProto(request.dtype(), "dtype");
+  absl::StatusOr<kernels::DType> dtype = proto::DTypeFromProto(request.dtype(), "dtype");
   if (!dtype.ok()) return dtype.status();
-  absl::StatusOr<kernels::Shape> shape = ValidateShape(request.shape(), *op, *dtype);
+  absl::StatusOr<kernels::Shape> shape = proto::ShapeFromProto(request.shape(), *op, *dtype);
   if (!shape.ok()) return shape.status();
   run.op = *op;
   run.dtype = *dtype;
   run.shape = *shape;
-  const int64_t bytes = run.tensor_bytes();
+  absl::StatusOr<kernels::OpParams> params = ValidateParams(request, run.op, run.shape);
+  if (!params.ok()) return params.status();
+  run.params = *params;
+
+  // The size limit first: a tensor over it is refused before its bytes are
+  // looked at.
+  for (kernels::Operand operand : kernels::kAllOperands) {
+    if (!kernels::TakesOperand(run.op, operand)) continue;
+    if (absl::Status s =
+            CheckSizeLimit(run, operand, FieldOf(request, run.op, operand), max_request_bytes);
+        !s.ok()) {
+      return s;
+    }
+  }
   const int64_t element = static_cast<int64_t>(kernels::DTypeSize(run.dtype));
-  // The limit guards the daemon's own memory: it applies when a tensor
-  // travels in the messages, not to client memory referenced in place.
-  const bool travels_inline = request.input().has_inline_data() ||
-                              (!request.output().has_buffer() && !request.output().has_cuda_ipc());
-  if (travels_inline && bytes > max_request_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "shape.rows=", run.shape.rows, " x shape.cols=", run.shape.cols,
-        run.shape.inner > 1 ? absl::StrCat(" x shape.inner=", run.shape.inner) : std::string(),
-        " is ", bytes, " bytes per tensor, over the daemon's limit of ", max_request_bytes,
-        " for inline tensors (--max_request_bytes)"));
-  }
-  if (absl::Status s = CheckInput(request.input(), "input", bytes, element, run.input); !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = CheckOutput(request.output(), "output", bytes, element, run.output);
-      !s.ok()) {
-    return s;
+  for (kernels::Operand operand : kernels::kAllOperands) {
+    if (!kernels::TakesOperand(run.op, operand)) continue;
+    const int64_t bytes =
+        kernels::OperandBytes(operand, run.dtype, run.shape, run.params.mask_rows);
+    const int64_t alignment =
+        kernels::IsRowStat(operand) ? static_cast<int64_t>(sizeof(float)) : element;
+    if (absl::Status s = CheckOperand(FieldOf(request, run.op, operand), bytes, alignment,
+                                      run.tensor(operand));
+        !s.ok()) {
+      return s;
+    }
   }
   if (absl::Status s = CheckEvent(request.wait_event(), "wait_event"); !s.ok()) return s;
   if (absl::Status s = CheckEvent(request.done_event(), "done_event"); !s.ok()) return s;
   run.wait_event = request.wait_event();
   run.done_event = request.done_event();
   run.time_kernel = request.time_kernel();
-
-  // Each op's parameters, and no other op's.
-  const struct {
-    const char* field;
-    bool set;
-    kernels::Op op;
-  } params[] = {
-      {"layer_norm", request.has_layer_norm(), kernels::Op::kLayerNorm},
-      {"rms_norm", request.has_rms_norm(), kernels::Op::kRmsNorm},
-      {"reduce_scale", request.has_reduce_scale(), kernels::Op::kReduceScale},
-      {"scaled_masked_softmax", request.has_scaled_masked_softmax(),
-       kernels::Op::kScaledMaskedSoftmax},
-  };
-  for (const auto& p : params) {
-    if (p.set && p.op != run.op) {
-      return absl::InvalidArgumentError(absl::StrCat(p.field, " is set but op=",
-                                                     kernels::OpName(run.op), " takes no ",
-                                                     p.field, " parameters"));
-    }
-  }
-  absl::Status status;
-  switch (run.op) {
-    case kernels::Op::kLayerNorm:
-      status = ValidateLayerNorm(request, run);
-      break;
-    case kernels::Op::kRmsNorm:
-      status = ValidateRmsNorm(request, run);
-      break;
-    case kernels::Op::kReduceScale:
-      status = ValidateReduceScale(request, run);
-      break;
-    case kernels::Op::kScaledMaskedSoftmax:
-      status = ValidateScaledMaskedSoftmax(request, max_request_bytes, run);
-      break;
-    case kernels::Op::kSoftmax:
-    case kernels::Op::kLogSoftmax:
-      break;
-  }
-  if (!status.ok()) return status;
   return run;
 }
 
 absl::Status ResolveTensorRefs(const pb::RunRequest& request, TensorResolver& resolver,
                                RunRequest& run) {
-  if (absl::Status s = Resolve(request.input(), "input", resolver, run.input, run); !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = Resolve(request.output(), "output", resolver, run.output, run); !s.ok()) {
-    return s;
-  }
-  const OperandNames names = NamesOf(run.op);
-  switch (run.op) {
-    case kernels::Op::kLayerNorm: {
-      const pb::LayerNormParams& params = request.layer_norm();
-      for (auto [ref, field, view] :
-           {std::tuple(&params.gamma(), "layer_norm.gamma", &run.gamma),
-            std::tuple(&params.beta(), "layer_norm.beta", &run.beta)}) {
-        if (absl::Status s = Resolve(*ref, field, resolver, *view, run); !s.ok()) return s;
-      }
-      for (auto [ref, field, view] :
-           {std::tuple(&params.mean(), "layer_norm.mean", &run.mean),
-            std::tuple(&params.inv_std(), "layer_norm.inv_std", &run.inv_std)}) {
-        if (absl::Status s = Resolve(*ref, field, resolver, *view, run); !s.ok()) return s;
-      }
-      break;
-    }
-    case kernels::Op::kRmsNorm: {
-      const pb::RmsNormParams& params = request.rms_norm();
-      if (absl::Status s = Resolve(params.weight(), names.gamma, resolver, run.gamma, run);
-          !s.ok()) {
-        return s;
-      }
-      if (absl::Status s = Resolve(params.inv_rms(), names.inv_std, resolver, run.inv_std, run);
-          !s.ok()) {
-        return s;
-      }
-      break;
-    }
-    case kernels::Op::kReduceScale:
-      if (absl::Status s = Resolve(request.reduce_scale().row_scale(), "reduce_scale.row_scale",
-                                   resolver, run.row_scale, run);
-          !s.ok()) {
-        return s;
-      }
-      break;
-    case kernels::Op::kScaledMaskedSoftmax:
-      if (absl::Status s = Resolve(request.scaled_masked_softmax().mask(),
-                                   "scaled_masked_softmax.mask", resolver, run.mask, run);
-          !s.ok()) {
-        return s;
-      }
-      break;
-    case kernels::Op::kSoftmax:
-    case kernels::Op::kLogSoftmax:
-      break;
+  for (kernels::Operand operand : kernels::kAllOperands) {
+    if (!kernels::TakesOperand(run.op, operand)) continue;
+    const OperandField field = FieldOf(request, run.op, operand);
+    TensorView& view = run.tensor(operand);
+    const absl::Status s = field.input != nullptr
+                               ? Resolve(*field.input, field.name, resolver, view, run)
+                               : Resolve(*field.output, field.name, resolver, view, run);
+    if (!s.ok()) return s;
   }
 
   // Outputs may not overlap anything else, except the output exactly on
   // the input (the kernels support in place).
-  const std::pair<const TensorView*, const char*> outputs[] = {
-      {&run.output, "output"},
-      {&run.mean, "layer_norm.mean"},
-      {&run.inv_std, names.inv_std},
-      {&run.row_scale, "reduce_scale.row_scale"}};
-  const std::pair<const TensorView*, const char*> all[] = {
-      {&run.input, "input"},
-      {&run.gamma, names.gamma},
-      {&run.beta, "layer_norm.beta"},
-      {&run.mask, "scaled_masked_softmax.mask"},
-      {&run.output, "output"},
-      {&run.mean, "layer_norm.mean"},
-      {&run.inv_std, names.inv_std},
-      {&run.row_scale, "reduce_scale.row_scale"}};
-  for (const auto& [out, out_name] : outputs) {
-    for (const auto& [other, other_name] : all) {
-      if (out == other || !Overlap(*out, *other)) continue;
-      const bool in_place =
-          out == &run.output && other == &run.input && out->data == other->data;
+  const TensorView& input = run.tensor(kernels::Operand::kInput);
+  const TensorView& output = run.tensor(kernels::Operand::kOutput);
+  for (kernels::Operand written : kernels::kAllOperands) {
+    if (!kernels::IsOutput(written) || !kernels::TakesOperand(run.op, written)) continue;
+    for (kernels::Operand other : kernels::kAllOperands) {
+      if (other == written || !kernels::TakesOperand(run.op, other) ||
+          !Overlap(run.tensor(written), run.tensor(other))) {
+        continue;
+      }
+      const bool in_place = written == kernels::Operand::kOutput &&
+                            other == kernels::Operand::kInput && output.data == input.data;
       if (in_place) continue;
       return absl::InvalidArgumentError(absl::StrCat(
-          out_name, " overlaps ", other_name,
+          FieldOf(request, run.op, written).name, " overlaps ",
+          FieldOf(request, run.op, other).name,
           "; outputs must not overlap other tensors (only output exactly on input, in place, "
           "is allowed)"));
     }
   }
 
-  const bool has_device_tensor = run.input.where == TensorView::Where::kDevice ||
-                                 run.output.where == TensorView::Where::kDevice;
+  const bool has_device_tensor = input.where == TensorView::Where::kDevice ||
+                                 output.where == TensorView::Where::kDevice;
   if ((!run.wait_event.empty() || !run.done_event.empty()) && !has_device_tensor) {
     return absl::InvalidArgumentError(
         "wait_event / done_event order work on the GPU: they need the input or the output in "

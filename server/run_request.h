@@ -8,6 +8,7 @@
 #ifndef KERNTUNE_SERVER_RUN_REQUEST_H_
 #define KERNTUNE_SERVER_RUN_REQUEST_H_
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -17,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "kerntune/v1/kerntune.pb.h"
+#include "kernels/op_args.h"
 #include "kernels/types.h"
 #include "server/client_memory.h"
 #include "server/peer_credentials.h"
@@ -50,23 +52,15 @@ struct RunRequest {
   kernels::Op op = kernels::Op::kSoftmax;
   kernels::DType dtype = kernels::DType::kFloat32;
   kernels::Shape shape;
-  TensorView input;
-  TensorView output;
-  TensorView gamma;  // layer_norm; rms_norm's weight. Optional
-  TensorView beta;   // layer_norm, optional
-  // Per-row float32 outputs, rows values each, optional: layer_norm's mean
-  // and inv_std, rms_norm's 1/rms in inv_std; reduce_scale's scales
-  // (always present: they are half of its result).
-  TensorView mean;
-  TensorView inv_std;
-  TensorView row_scale;
-  double epsilon = 0;  // layer_norm, rms_norm
-  // scaled_masked_softmax: scale, the optional (mask_rows, cols) mask in the
-  // request's dtype, the query length (0 without mask and causal), causal.
-  double scale = 1.0;
-  TensorView mask;
-  int64_t mask_rows = 0;
-  bool causal = false;
+  // Epsilon (layer_norm, rms_norm); scale, mask_rows, causal
+  // (scaled_masked_softmax). The defaults for the others.
+  kernels::OpParams params;
+  // Where each operand is, by kernels::Operand (tensor()). Absent for those
+  // the op does not take and optional ones not given. Per-row outputs
+  // (mean, inv_std, row_scale) are rows float32 values: layer_norm's mean
+  // and inv_std, rms_norm's 1/rms in inv_std, reduce_scale's scales (always
+  // present: they are half of its result).
+  std::array<TensorView, kernels::kOperandCount> tensors;
   // cudaIpcEventHandle_t bytes, or empty.
   std::string wait_event;
   std::string done_event;
@@ -77,8 +71,12 @@ struct RunRequest {
   // Client memory the views point into, held open while the Run uses it.
   std::vector<std::shared_ptr<const ClientMemory>> memory;
 
-  // Bytes of the input (and of the output): rows * cols * inner elements.
-  int64_t tensor_bytes() const;
+  TensorView& tensor(kernels::Operand operand) {
+    return tensors[static_cast<size_t>(operand)];
+  }
+  const TensorView& tensor(kernels::Operand operand) const {
+    return tensors[static_cast<size_t>(operand)];
+  }
 };
 
 // Opens what tensor references name, for ResolveTensorRefs: the service
@@ -96,25 +94,12 @@ class TensorResolver {
                                                    int device_ordinal) = 0;
 };
 
-// Proto enums <-> kernel library enums. InvalidArgument names the field.
-absl::StatusOr<kernels::Op> OpFromProto(kerntune::v1::Op op, absl::string_view field);
-absl::StatusOr<kernels::DType> DTypeFromProto(kerntune::v1::DType dtype,
-                                              absl::string_view field);
-kerntune::v1::Op OpToProto(kernels::Op op);
-kerntune::v1::DType DTypeToProto(kernels::DType dtype);
-
-// rows >= 1, cols >= 1, inner 0 (read as 1) or >= 1, inner > 1 only for an
-// op that reduces a middle axis (softmax, log_softmax), and rows * cols *
-// inner * dtype size without overflow.
-absl::StatusOr<kernels::Shape> ValidateShape(const kerntune::v1::Shape& shape, kernels::Op op,
-                                             kernels::DType dtype);
-
-// Stage 1, in order: op, dtype, shape, size limit (ResourceExhausted beyond
-// max_request_bytes when a tensor travels inline), input, output, events,
-// then the op's parameters: each op's message (layer_norm, rms_norm,
-// reduce_scale, scaled_masked_softmax) is refused on any other op, and
-// every operand in it is sized from rows / cols / mask_rows and checked
-// like the input. Inline views are filled; references are left for
+// Stage 1, in order: op, dtype, shape; the op's parameters (each op's
+// message, layer_norm, rms_norm, reduce_scale or scaled_masked_softmax, is
+// refused on any other op); the size limit (ResourceExhausted beyond
+// max_request_bytes for a tensor that travels inline); then every operand
+// the op takes, sized by kernels::OperandBytes and checked in the same loop;
+// the events. Inline views are filled; references are left for
 // ResolveTensorRefs.
 absl::StatusOr<RunRequest> ValidateRunRequest(const kerntune::v1::RunRequest& request,
                                               int64_t max_request_bytes);

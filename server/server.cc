@@ -26,17 +26,34 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "kernels/device_info.h"
+#include "proto/shipped_configs.h"
 #include "server/config_cache.h"
 #include "server/cpu_backend.h"
 #include "server/gpu_backend.h"
 #include "server/service.h"
 #include "server/unix_listener.h"
+#include "tuner/backend.h"
 
 namespace kt::server {
 namespace {
 
 constexpr char kServiceName[] = "kerntune.v1.KernTune";
+// How often the tuning store is checked for new data (one cheap PRAGMA).
 constexpr absl::Duration kReloadInterval = absl::Seconds(2);
+// Streams of the GPU backend: Runs of this many clients overlap on the GPU;
+// a lone client keeps one stream, so its Runs stay in order.
+constexpr int kGpuStreams = 4;
+// gRPC's sync-server threads, which serve only the reflection and health
+// services (KernTune uses the callback API): at least the minimum are kept
+// waiting (a request taking the last one makes the server start another
+// first), and a thread whose request is done exits when the maximum
+// already wait. gRPC's defaults (1 and 2) create and end a thread per
+// request under concurrent clients.
+constexpr int kGrpcMinPollers = 2;
+constexpr int kGrpcMaxPollers = 32;
+// How long the calls in flight at SIGTERM may take to finish: a large Run's
+// kernel is milliseconds; a client that still waits after this is cut off.
+constexpr absl::Duration kShutdownGrace = absl::Seconds(5);
 
 // Self-pipe: the handler only writes the signal number; the serve loop
 // reads it. Whichever thread the kernel picks runs the handler, so no
@@ -96,34 +113,50 @@ bool SomethingListens(const std::string& path) {
 struct Backends {
   std::unique_ptr<Backend> backend;
   std::string reason;
+  // The shipped config files of the device's SKU it serves.
+  std::vector<std::string> shipped_config_files;
 };
 
-absl::StatusOr<Backends> MakeBackend(const Options& options) {
-  if (options.force_cpu) return Backends{std::make_unique<CpuBackend>(), "--cpu given"};
-  if (kernels::CudaDeviceCount() == 0) {
-    return Backends{std::make_unique<CpuBackend>(), "no CUDA device found"};
+// The shipped entries of `sku` from `dir`. Unusable files and entries are
+// logged by name and left out: a bad shipped file must not stop a daemon.
+proto::ShippedEntries LoadShippedConfigs(const std::string& dir, const db::GpuSku& sku) {
+  if (dir.empty()) return {};
+  const std::vector<proto::ShippedConfigFile> files = proto::ReadShippedConfigs(dir);
+  for (const std::string& problem : proto::DescribeProblems(files)) {
+    std::fprintf(stderr, "kerntuned: shipped config file %s\n", problem.c_str());
   }
+  return proto::ShippedEntriesFor(files, sku);
+}
+
+Backends CpuBecause(std::string reason) {
+  Backends cpu;
+  cpu.backend = std::make_unique<CpuBackend>();
+  cpu.reason = std::move(reason);
+  return cpu;
+}
+
+// The GPU backend on device 0 with its config cache, else the CPU
+// reference with the reason.
+absl::StatusOr<Backends> MakeBackend(const Options& options) {
+  if (options.execution.force_cpu) return CpuBecause("--cpu given");
+  if (kernels::CudaDeviceCount() == 0) return CpuBecause("no CUDA device found");
   absl::StatusOr<kernels::DeviceInfo> device = kernels::GetDeviceInfo(0);
   if (!device.ok()) {
-    return Backends{std::make_unique<CpuBackend>(),
-                    absl::StrCat("CUDA device 0 unusable: ", device.status().message())};
+    return CpuBecause(absl::StrCat("CUDA device 0 unusable: ", device.status().message()));
   }
-  absl::StatusOr<std::unique_ptr<ConfigCache>> cache = ConfigCache::Create(options.db_path, *device);
+  proto::ShippedEntries shipped =
+      LoadShippedConfigs(options.configs.shipped_dir, tuner::SkuOf(*device));
+  absl::StatusOr<std::unique_ptr<ConfigCache>> cache =
+      ConfigCache::Create(options.configs.db_path, *device, std::move(shipped.entries));
   if (!cache.ok()) return cache.status();
   (*cache)->StartPolling(kReloadInterval);
-  GpuBackendOptions gpu_options;
-  gpu_options.streams = options.streams;
-  gpu_options.wait = options.gpu_wait;
-  gpu_options.spin = absl::Microseconds(options.gpu_wait_spin_us);
-  gpu_options.hot_launcher = options.hot_launcher;
-  gpu_options.launcher_idle = absl::Milliseconds(options.hot_launcher_idle_ms);
   absl::StatusOr<std::unique_ptr<GpuBackend>> gpu =
-      GpuBackend::Create(0, gpu_options, *std::move(cache));
+      GpuBackend::Create(0, kGpuStreams, *std::move(cache));
   if (!gpu.ok()) {
-    return Backends{std::make_unique<CpuBackend>(),
-                    absl::StrCat("CUDA device 0 unusable: ", gpu.status().message())};
+    return CpuBecause(absl::StrCat("CUDA device 0 unusable: ", gpu.status().message()));
   }
-  return Backends{*std::move(gpu), absl::StrCat("CUDA device 0 (", device->name, ")")};
+  return Backends{*std::move(gpu), absl::StrCat("CUDA device 0 (", device->name, ")"),
+                  std::move(shipped.files)};
 }
 
 int MessageLimit(int64_t max_request_bytes) {
@@ -132,6 +165,48 @@ int MessageLimit(int64_t max_request_bytes) {
                             ? 3 * max_request_bytes + (1 << 20)
                             : INT_MAX;
   return static_cast<int>(limit);
+}
+
+// The gRPC server: TCP when asked (the Unix socket is the daemon's own
+// listener), message limits, the service and reflection. Null when it
+// cannot listen.
+std::unique_ptr<grpc::Server> BuildGrpcServer(const Options& options,
+                                              KernTuneService& service) {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int tcp_port = 0;
+  const std::string& tcp = options.listen.tcp_address;
+  if (!tcp.empty()) builder.AddListeningPort(tcp, grpc::InsecureServerCredentials(), &tcp_port);
+  builder.SetMaxReceiveMessageSize(MessageLimit(options.limits.max_request_bytes));
+  builder.SetMaxSendMessageSize(MessageLimit(options.limits.max_request_bytes));
+  builder.SetSyncServerOption(grpc::ServerBuilder::MIN_POLLERS, kGrpcMinPollers);
+  builder.SetSyncServerOption(grpc::ServerBuilder::MAX_POLLERS, kGrpcMaxPollers);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server != nullptr && !tcp.empty() && tcp_port == 0) {
+    server->Shutdown();
+    return nullptr;
+  }
+  return server;
+}
+
+// The line that says the daemon is up: where, which backend and why, and
+// the configs it serves.
+void LogServing(const Options& options, const Backend& backend, const std::string& reason) {
+  std::string configs = "no tuned configs";
+  if (const ConfigCache* cache = backend.config_cache(); cache != nullptr) {
+    configs = absl::StrCat(cache->local_entries(), " tuned configs from ",
+                           options.configs.db_path.empty() ? "(no database)"
+                                                           : options.configs.db_path,
+                           ", ", cache->shipped_entries(), " shipped");
+  }
+  const std::string note = backend.note();
+  std::fprintf(stderr, "kerntuned: serving on unix:%s%s%s, backend %s (%s)%s%s\n",
+               options.listen.socket_path.c_str(),
+               options.listen.tcp_address.empty() ? "" : " and ",
+               options.listen.tcp_address.c_str(), backend.name().c_str(), reason.c_str(),
+               note.empty() ? ", " : ": ", note.empty() ? configs.c_str() : note.c_str());
 }
 
 }  // namespace
@@ -145,12 +220,6 @@ std::string DefaultSocketPath() {
 }
 
 absl::Status PrepareSocketPath(const std::string& path) {
-  if (path.empty()) return absl::InvalidArgumentError("--socket must not be empty");
-  if (path.size() >= sizeof(sockaddr_un{}.sun_path)) {
-    return absl::InvalidArgumentError(absl::StrCat("--socket=", path, " is longer than ",
-                                                   sizeof(sockaddr_un{}.sun_path) - 1,
-                                                   " bytes, the Unix socket path limit"));
-  }
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) {
     std::error_code error;
@@ -179,92 +248,60 @@ absl::Status PrepareSocketPath(const std::string& path) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateOptions(const Options& options) {
+  if (options.listen.socket_path.empty()) {
+    return absl::InvalidArgumentError("--socket must not be empty");
+  }
+  if (options.listen.socket_path.size() >= sizeof(sockaddr_un{}.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--socket=", options.listen.socket_path, " is longer than ",
+        sizeof(sockaddr_un{}.sun_path) - 1, " bytes, the Unix socket path limit"));
+  }
+  if (options.limits.max_request_bytes < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_request_bytes=", options.limits.max_request_bytes, " must be >= 1"));
+  }
+  if (options.limits.buffer_ttl_s < 1 || options.limits.buffer_ttl_s > 7 * 24 * 3600) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--buffer_ttl_s=", options.limits.buffer_ttl_s, " must be in [1, 604800] (a week)"));
+  }
+  if (options.execution.workers < 1 || options.execution.workers > 1024) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--workers=", options.execution.workers, " must be in [1, 1024]"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RunServer(const Options& options) {
   if (absl::Status s = InstallSignalHandlers(); !s.ok()) return s;
-
-  if (options.max_request_bytes < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--max_request_bytes=", options.max_request_bytes, " must be >= 1"));
-  }
-  if (options.buffer_ttl_s < 1 || options.buffer_ttl_s > 7 * 24 * 3600) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--buffer_ttl_s=", options.buffer_ttl_s, " must be in [1, 604800] (a week)"));
-  }
-  if (options.gpu_wait_spin_us < 0 || options.gpu_wait_spin_us > 1000000) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--gpu_wait_spin_us=", options.gpu_wait_spin_us, " must be in [0, 1000000]"));
-  }
-  if (options.hot_launcher_idle_ms < 0 || options.hot_launcher_idle_ms > 3600 * 1000) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--hot_launcher_idle_ms=", options.hot_launcher_idle_ms, " must be in [0, 3600000]"));
-  }
-  if (options.grpc_thread_run_elements < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--grpc_thread_run_elements=", options.grpc_thread_run_elements, " must be >= 0"));
-  }
-  if (options.busy_poll_threads < 0 || options.busy_poll_threads > 64) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--busy_poll_threads=", options.busy_poll_threads, " must be in [0, 64]"));
-  }
-  if (options.busy_poll_idle_ms < 0 || options.busy_poll_idle_ms > 3600 * 1000) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--busy_poll_idle_ms=", options.busy_poll_idle_ms, " must be in [0, 3600000]"));
-  }
-  if (options.workers < 1 || options.workers > 1024) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--workers=", options.workers, " must be in [1, 1024]"));
-  }
-  if (options.grpc_min_pollers < 1 || options.grpc_max_pollers < options.grpc_min_pollers) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--grpc_min_pollers=", options.grpc_min_pollers, " and --grpc_max_pollers=",
-        options.grpc_max_pollers, ": need 1 <= min <= max"));
-  }
-  if (absl::Status s = PrepareSocketPath(options.socket_path); !s.ok()) return s;
+  if (absl::Status s = PrepareSocketPath(options.listen.socket_path); !s.ok()) return s;
   absl::StatusOr<Backends> backends = MakeBackend(options);
   if (!backends.ok()) return backends.status();
   Backend& backend = *backends->backend;
 
   PeerTable peers;
   ServiceOptions service_options;
-  service_options.max_request_bytes = options.max_request_bytes;
+  service_options.max_request_bytes = options.limits.max_request_bytes;
   service_options.backend_reason = backends->reason;
-  service_options.database_path = options.db_path;
-  service_options.registry.default_ttl = absl::Seconds(options.buffer_ttl_s);
+  service_options.database_path = options.configs.db_path;
+  service_options.shipped_config_files = backends->shipped_config_files;
+  service_options.registry.default_ttl = absl::Seconds(options.limits.buffer_ttl_s);
   service_options.identify_caller = [&peers](absl::string_view grpc_peer) {
     return peers.Lookup(grpc_peer);
   };
-  service_options.workers = options.workers;
-  service_options.max_grpc_thread_run_elements = options.grpc_thread_run_elements;
-  service_options.busy_poll_threads = options.busy_poll_threads;
-  service_options.busy_poll_idle = absl::Milliseconds(options.busy_poll_idle_ms);
+  service_options.workers = options.execution.workers;
   KernTuneService service(backend, std::move(service_options));
 
   // The Unix socket is accepted by the daemon (peer credentials), TCP by gRPC.
   absl::StatusOr<std::unique_ptr<UnixListener>> listener =
-      UnixListener::Listen(options.socket_path);
+      UnixListener::Listen(options.listen.socket_path);
   if (!listener.ok()) return listener.status();
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  int tcp_port = 0;
-  if (!options.tcp_address.empty()) {
-    builder.AddListeningPort(options.tcp_address, grpc::InsecureServerCredentials(), &tcp_port);
+  std::unique_ptr<grpc::Server> server = BuildGrpcServer(options, service);
+  if (server == nullptr) {
+    unlink(options.listen.socket_path.c_str());
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on --tcp=", options.listen.tcp_address));
   }
-  builder.SetMaxReceiveMessageSize(MessageLimit(options.max_request_bytes));
-  builder.SetMaxSendMessageSize(MessageLimit(options.max_request_bytes));
-  builder.SetSyncServerOption(grpc::ServerBuilder::MIN_POLLERS, options.grpc_min_pollers);
-  builder.SetSyncServerOption(grpc::ServerBuilder::MAX_POLLERS, options.grpc_max_pollers);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::ServerCompletionQueue> poll_queue;
-  if (options.busy_poll_threads > 0) poll_queue = builder.AddCompletionQueue();
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || (!options.tcp_address.empty() && tcp_port == 0)) {
-    if (server != nullptr) server->Shutdown();
-    if (poll_queue != nullptr) poll_queue->Shutdown();
-    unlink(options.socket_path.c_str());
-    return absl::UnavailableError(absl::StrCat("cannot listen on --tcp=", options.tcp_address));
-  }
-  if (poll_queue != nullptr) service.StartBusyPolling(std::move(poll_queue));
   (*listener)->Start(server.get(), &peers);
 
   // Leases, exited clients and idle IPC mappings, once a second.
@@ -276,25 +313,7 @@ absl::Status RunServer(const Options& options) {
   });
   server->GetHealthCheckService()->SetServingStatus(true);
   server->GetHealthCheckService()->SetServingStatus(kServiceName, true);
-  const ConfigCache* cache = backend.config_cache();
-  std::fprintf(stderr,
-               "kerntuned: serving on unix:%s%s%s, backend %s (%s%s)%s, %zu tuned configs from "
-               "%s\n",
-               options.socket_path.c_str(), options.tcp_address.empty() ? "" : " and ",
-               options.tcp_address.c_str(), backend.name().c_str(), backends->reason.c_str(),
-               backend.name() == "gpu"
-                   ? absl::StrCat("; --gpu_wait=", GpuWaitName(options.gpu_wait),
-                                  options.hot_launcher ? ", hot launcher" : "")
-                         .c_str()
-                   : "",
-               options.busy_poll_threads > 0
-                   ? absl::StrCat(", ", options.busy_poll_threads,
-                                  options.busy_poll_threads == 1 ? " busy-polling thread"
-                                                                 : " busy-polling threads")
-                         .c_str()
-                   : "",
-               cache == nullptr ? size_t{0} : cache->Entries().size(),
-               options.db_path.empty() ? "(no database)" : options.db_path.c_str());
+  LogServing(options, backend, backends->reason);
 
   const int signal_number = WaitForStopSignal();
   const absl::Time stop_started = absl::Now();
@@ -304,18 +323,17 @@ absl::Status RunServer(const Options& options) {
   server->GetHealthCheckService()->SetServingStatus(false);
   // Refuse new calls and let the ones in flight finish; then shut down at
   // once, so idle client connections do not hold the exit back.
-  if (!service.Drain(absl::Milliseconds(options.shutdown_grace_ms))) {
-    std::fprintf(stderr, "kerntuned: requests still running after %d ms, cancelling them\n",
-                 options.shutdown_grace_ms);
+  if (!service.Drain(kShutdownGrace)) {
+    std::fprintf(stderr, "kerntuned: requests still running after %s, cancelling them\n",
+                 absl::FormatDuration(kShutdownGrace).c_str());
   }
   (*listener)->Stop();
   server->Shutdown(std::chrono::system_clock::now());
-  service.StopBusyPolling();
   server->Wait();
   stop_housekeeping.Notify();
   housekeeper.join();
   service.CloseClientMemory();
-  unlink(options.socket_path.c_str());
+  unlink(options.listen.socket_path.c_str());
   std::fprintf(stderr,
                "kerntuned: requests drained, client memory closed, socket removed (%.0f ms "
                "after the signal)\n",

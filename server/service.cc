@@ -3,10 +3,12 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <utility>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/version.h"
+#include "proto/convert.h"
 #include "server/run_request.h"
 #include "tuner/backend.h"
 
@@ -18,56 +20,92 @@ namespace kt::server {
 namespace {
 
 namespace pb = ::kerntune::v1;
+using Clock = std::chrono::steady_clock;
 
-pb::ConfigSource SourceToProto(ConfigSource source) {
-  switch (source) {
-    case ConfigSource::kTuned:
-      return pb::CONFIG_SOURCE_TUNED;
-    case ConfigSource::kNearestTuned:
-      return pb::CONFIG_SOURCE_NEAREST_TUNED;
-    case ConfigSource::kHeuristic:
-      return pb::CONFIG_SOURCE_HEURISTIC;
-  }
-  return pb::CONFIG_SOURCE_UNSPECIFIED;
+double MicrosSince(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double, std::micro>(to - from).count();
 }
 
-void ConfigToProto(const kernels::LaunchConfig& config, pb::LaunchConfig* out) {
-  out->set_impl(std::string(kernels::ImplName(config.impl)));
-  out->set_block_size(config.block_size);
-  out->set_pack_size(config.pack_size);
-  out->set_thread_group_width(config.thread_group_width);
-  out->set_rows_per_access(config.rows_per_access);
-  out->set_grid_waves(config.grid_waves);
-  out->set_key(kernels::ConfigKey(config));
-  out->set_split(config.split);
+grpc::Status ShuttingDown() {
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE, "kerntuned is shutting down");
 }
 
-void ShapeToProto(const kernels::Shape& shape, pb::Shape* out) {
-  out->set_rows(shape.rows);
-  out->set_cols(shape.cols);
-  out->set_inner(shape.inner);
+// A missing choice means the CPU reference ran: no lookup, no config.
+pb::ConfigChoice ChoiceToProto(const std::optional<tuner::ConfigChoice>& choice) {
+  if (choice) return proto::ConfigChoiceToProto(*choice);
+  pb::ConfigChoice cpu;
+  cpu.set_source(pb::CONFIG_SOURCE_CPU_REFERENCE);
+  return cpu;
 }
 
-// A missing choice means the CPU reference ran.
-void ChoiceToProto(const std::optional<ConfigChoice>& choice, pb::ConfigChoice* out) {
-  if (!choice) {
-    out->set_source(pb::CONFIG_SOURCE_CPU_REFERENCE);
-    return;
-  }
-  ConfigToProto(choice->config, out->mutable_config());
-  out->set_source(SourceToProto(choice->source));
-  if (choice->tuned) {
-    ShapeToProto(choice->tuned->shape, out->mutable_tuned_shape());
-    out->set_tuned_median_us(choice->tuned->median_us);
+// The outputs a Run returned inline, into the response's fields: the
+// output's bytes, and each per-row output's float32 values.
+void InlineOutputsToProto(RunResult& result, pb::RunResponse* response) {
+  *response->mutable_output_data() =
+      std::move(result.inline_output(kernels::Operand::kOutput));
+  const std::pair<kernels::Operand, google::protobuf::RepeatedField<float>*> row_stats[] = {
+      {kernels::Operand::kMean, response->mutable_mean()},
+      {kernels::Operand::kInvStd, response->mutable_inv_std()},
+      {kernels::Operand::kRowScale, response->mutable_row_scale()}};
+  for (const auto& [operand, field] : row_stats) {
+    const std::string& bytes = result.inline_output(operand);
+    if (bytes.empty()) continue;
+    field->Resize(static_cast<int>(bytes.size() / sizeof(float)), 0.0f);
+    std::memcpy(field->mutable_data(), bytes.data(), bytes.size());
   }
 }
 
-// Buffers belong to processes, known from the Unix socket's peer
-// credentials; TCP callers have none.
-absl::Status NeedsUnixSocket(absl::string_view what) {
-  return absl::FailedPreconditionError(absl::StrCat(
-      what, " needs the Unix socket: a registration belongs to the calling process, known "
-            "from its peer credentials; over TCP send inline tensors"));
+// A Run's result into its response: the outputs returned inline, the config
+// and its source, the kernel time and where the backend spent the Run.
+void RunResultToProto(RunResult& result, const std::string& backend, pb::RunResponse* response) {
+  InlineOutputsToProto(result, response);
+  *response->mutable_config() = ChoiceToProto(result.config);
+  response->set_kernel_time_us(result.kernel_time_us);
+  response->set_backend(backend);
+  pb::RunTiming* timing = response->mutable_server_timing();
+  timing->set_lane_wait_us(result.timing.lane_wait_us);
+  timing->set_launch_us(result.timing.launch_us);
+  timing->set_gpu_wait_us(result.timing.gpu_wait_us);
+  timing->set_lookup_us(result.timing.lookup_us);
+  timing->set_timing_events_us(result.timing.timing_events_us);
+  timing->set_kernel_launch_us(result.timing.kernel_launch_us);
+}
+
+// What GetStatus says of the configs: the local and shipped entries served,
+// the files they came from, the stale ones left out.
+void ConfigsToProto(const ConfigCache& cache, const std::vector<std::string>& shipped_files,
+                    pb::GetStatusResponse* response) {
+  response->set_tuned_entries(cache.local_entries());
+  response->set_database_data_version(cache.data_version());
+  response->set_shipped_entries(cache.shipped_entries());
+  response->set_stale_entries_skipped(cache.stale().total());
+  for (const std::string& file : shipped_files) response->add_shipped_config_files(file);
+}
+
+void StatsToProto(const BackendStats& backend, const RunCounters::Totals& runs,
+                  pb::DaemonStats* out) {
+  out->set_kernels_timed(backend.kernels_timed);
+  out->set_kernel_us(backend.kernel_us);
+  out->set_runs(runs.runs);
+  out->set_runs_answered_early(runs.answered_early);
+  out->set_handler_us(runs.handler_us);
+}
+
+// RegisterBuffer's own fields (the memory is checked as it is opened).
+absl::Status ValidateRegisterBuffer(const pb::RegisterBufferRequest& request) {
+  if (request.size_bytes() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("size_bytes=", request.size_bytes(),
+                                                   " must be >= 0 (0 = all of it)"));
+  }
+  if (request.ttl_seconds() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ttl_seconds=", request.ttl_seconds(), " must be >= 0 (0 = the default)"));
+  }
+  if (request.label().size() > 256) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("label has ", request.label().size(), " bytes; at most 256"));
+  }
+  return absl::OkStatus();
 }
 
 void BufferToProto(const Registration& registration, pb::BufferInfo* out) {
@@ -85,14 +123,6 @@ void BufferToProto(const Registration& registration, pb::BufferInfo* out) {
   out->set_runs(registration.runs);
 }
 
-void SkuToProto(const db::GpuSku& sku, pb::GpuSku* out) {
-  out->set_name(sku.name);
-  out->set_cc_major(sku.cc_major);
-  out->set_cc_minor(sku.cc_minor);
-  out->set_sm_count(sku.sm_count);
-  out->set_total_memory_bytes(sku.total_memory_bytes);
-}
-
 // Logs a failed request at the edge and converts its status.
 grpc::Status Fail(absl::string_view rpc, absl::string_view peer, const absl::Status& status) {
   std::fprintf(stderr, "kerntuned: %s from %s failed: %s\n", std::string(rpc).c_str(),
@@ -102,47 +132,12 @@ grpc::Status Fail(absl::string_view rpc, absl::string_view peer, const absl::Sta
 
 }  // namespace
 
-// Counts a call in flight for Drain; refuses it once draining began.
-class KernTuneService::CallGuard {
- public:
-  explicit CallGuard(KernTuneService& service) : service_(service) {
-    absl::MutexLock lock(&service_.mu_);
-    admitted_ = !service_.draining_;
-    if (admitted_) ++service_.in_flight_;
-  }
-  ~CallGuard() {
-    if (!admitted_) return;
-    absl::MutexLock lock(&service_.mu_);
-    --service_.in_flight_;
-  }
-  CallGuard(const CallGuard&) = delete;
-  CallGuard& operator=(const CallGuard&) = delete;
-  bool admitted() const { return admitted_; }
-
- private:
-  KernTuneService& service_;
-  bool admitted_ = false;
-};
-
-#define KT_ADMIT_CALL()                                                           \
-  CallGuard call_guard(*this);                                                    \
-  if (!call_guard.admitted()) {                                                   \
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "kerntuned is shutting down"); \
-  }
-
 KernTuneService::KernTuneService(Backend& backend, ServiceOptions options)
-    : backend_(backend), options_(std::move(options)), started_(absl::Now()) {
-  if (options_.busy_poll_threads > 0) MarkPolledMethodsAsync();
-}
+    : backend_(backend), options_(std::move(options)), started_(absl::Now()) {}
 
 KernTuneService::~KernTuneService() { CloseClientMemory(); }
 
-bool KernTuneService::Drain(absl::Duration timeout) {
-  absl::MutexLock lock(&mu_);
-  draining_ = true;
-  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return in_flight_ == 0; };
-  return mu_.AwaitWithTimeout(absl::Condition(&idle), timeout);
-}
+bool KernTuneService::Drain(absl::Duration timeout) { return drain_.Drain(timeout); }
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   grpc::StatusCode code = grpc::StatusCode::UNKNOWN;
@@ -204,51 +199,19 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   return grpc::Status(code, std::string(status.message()));
 }
 
-// Resolves a Run's references for one caller: its own registrations, and
-// CUDA IPC handles through the shared cache.
-class KernTuneService::Resolver final : public TensorResolver {
- public:
-  Resolver(KernTuneService& service, const std::optional<PeerProcess>& caller)
-      : service_(service), caller_(caller) {}
-
-  absl::StatusOr<Opened> RegisteredBuffer(const std::string& buffer_id) override {
-    if (!caller_) return NeedsUnixSocket("a registered buffer");
-    const bool first_use = used_.insert(buffer_id).second;
-    absl::StatusOr<Registration> registration =
-        service_.registry_.Use(*caller_, buffer_id, absl::Now(), first_use);
-    if (!registration.ok()) return registration.status();
-    return Opened{std::move(registration->memory), registration->size_bytes};
-  }
-
-  absl::StatusOr<Opened> CudaIpcAllocation(const std::string& handle,
-                                           int device_ordinal) override {
-    if (!caller_) return NeedsUnixSocket("a CUDA IPC handle");
-    absl::StatusOr<std::shared_ptr<const ClientMemory>> memory =
-        service_.OpenCudaIpc(handle, device_ordinal, *caller_);
-    if (!memory.ok()) return memory.status();
-    const int64_t size = (*memory)->size();
-    return Opened{*std::move(memory), size};
-  }
-
- private:
-  KernTuneService& service_;
-  const std::optional<PeerProcess>& caller_;
-  absl::flat_hash_set<std::string> used_;  // buffers this Run already counted
-};
-
 std::optional<PeerProcess> KernTuneService::Caller(absl::string_view peer) const {
   if (!options_.identify_caller) return std::nullopt;
   return options_.identify_caller(peer);
 }
 
-bool RunsOnGrpcThread(const pb::RunRequest& request, int64_t max_elements) {
+bool RunsOnGrpcThread(const pb::RunRequest& request) {
   const pb::Shape& shape = request.shape();
   int64_t elements = 1;
   for (int64_t extent : {shape.rows(), shape.cols(), std::max<int64_t>(shape.inner(), 1)}) {
     if (extent <= 0) return true;  // refused by validation, at once
     if (__builtin_mul_overflow(elements, extent, &elements)) return false;
   }
-  return elements <= max_elements;
+  return elements <= kMaxGrpcThreadRunElements;
 }
 
 template <class Request, class Response>
@@ -270,8 +233,8 @@ grpc::ServerUnaryReactor* KernTuneService::Answer(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* KernTuneService::Run(grpc::CallbackServerContext* context,
                                                const pb::RunRequest* request,
                                                pb::RunResponse* response) {
-  return Answer(context, !RunsOnGrpcThread(*request, options_.max_grpc_thread_run_elements),
-                &KernTuneService::HandleRun, request, response);
+  return Answer(context, !RunsOnGrpcThread(*request), &KernTuneService::HandleRun, request,
+                response);
 }
 
 grpc::ServerUnaryReactor* KernTuneService::GetConfig(grpc::CallbackServerContext* context,
@@ -311,105 +274,71 @@ grpc::ServerUnaryReactor* KernTuneService::ListBuffers(grpc::CallbackServerConte
   return Answer(context, false, &KernTuneService::HandleListBuffers, request, response);
 }
 
-absl::StatusOr<std::shared_ptr<const ClientMemory>> KernTuneService::OpenCudaIpc(
-    const std::string& handle, int device_ordinal, const PeerProcess& caller) {
-  absl::StatusOr<std::shared_ptr<const ClientMemory>> memory =
-      cuda_ipc_.GetOrOpen(handle, caller, absl::Now(), [&] {
-        return backend_.OpenCudaIpcMemory(handle, device_ordinal);
-      });
-  if (memory.ok() && (*memory)->device() != device_ordinal) {
-    return absl::InvalidArgumentError(absl::StrCat("device_ordinal=", device_ordinal,
-                                                   ", but the handle's allocation is on device ",
-                                                   (*memory)->device()));
-  }
-  return memory;
+absl::StatusOr<RunResult> KernTuneService::ValidateAndExecute(absl::string_view peer,
+                                                              const pb::RunRequest& request,
+                                                              pb::RunTiming& timing) {
+  const Clock::time_point start = Clock::now();
+  absl::StatusOr<RunRequest> run = ValidateRunRequest(request, options_.max_request_bytes);
+  if (!run.ok()) return run.status();
+  const Clock::time_point validated = Clock::now();
+  run->caller = Caller(peer);
+  ClientTensorResolver resolver(registry_, cuda_ipc_, run->caller);
+  if (absl::Status s = ResolveTensorRefs(request, resolver, *run); !s.ok()) return s;
+  const Clock::time_point resolved = Clock::now();
+  absl::StatusOr<RunResult> result = backend_.Execute(*run);
+  timing.set_validate_us(MicrosSince(start, validated));
+  timing.set_resolve_us(MicrosSince(validated, resolved));
+  timing.set_execute_us(MicrosSince(resolved, Clock::now()));
+  return result;
 }
 
 grpc::Status KernTuneService::HandleRun(absl::string_view peer, const pb::RunRequest* request,
-                                  pb::RunResponse* response) {
-  using Clock = std::chrono::steady_clock;
+                                        pb::RunResponse* response) {
   const Clock::time_point start = Clock::now();
-  auto micros = [](Clock::time_point from, Clock::time_point to) {
-    return std::chrono::duration<double, std::micro>(to - from).count();
-  };
-  KT_ADMIT_CALL();
-  absl::StatusOr<RunRequest> run = ValidateRunRequest(*request, options_.max_request_bytes);
-  if (!run.ok()) return Fail("Run", peer, run.status());
-  const Clock::time_point validated = Clock::now();
-  run->caller = Caller(peer);
-  Resolver resolver(*this, run->caller);
-  if (absl::Status s = ResolveTensorRefs(*request, resolver, *run); !s.ok()) {
-    return Fail("Run", peer, s);
-  }
-  const Clock::time_point resolved = Clock::now();
-  absl::StatusOr<RunResult> result = backend_.Execute(*run);
+  const DrainGuard::Admission admission = drain_.Admit();
+  if (!admission) return ShuttingDown();
+  absl::StatusOr<RunResult> result =
+      ValidateAndExecute(peer, *request, *response->mutable_server_timing());
   if (!result.ok()) return Fail("Run", peer, result.status());
-  const Clock::time_point executed = Clock::now();
-  *response->mutable_output_data() = std::move(result->output);
-  response->mutable_mean()->Add(result->mean.begin(), result->mean.end());
-  response->mutable_inv_std()->Add(result->inv_std.begin(), result->inv_std.end());
-  response->mutable_row_scale()->Add(result->row_scale.begin(), result->row_scale.end());
-  ChoiceToProto(result->config, response->mutable_config());
-  response->set_kernel_time_us(result->kernel_time_us);
-  response->set_backend(backend_.name());
-  pb::RunTiming* timing = response->mutable_server_timing();
-  timing->set_validate_us(micros(start, validated));
-  timing->set_resolve_us(micros(validated, resolved));
-  timing->set_execute_us(micros(resolved, executed));
-  timing->set_lane_wait_us(result->timing.lane_wait_us);
-  timing->set_launch_us(result->timing.launch_us);
-  timing->set_gpu_wait_us(result->timing.gpu_wait_us);
-  timing->set_lookup_us(result->timing.lookup_us);
-  timing->set_timing_events_us(result->timing.timing_events_us);
-  timing->set_kernel_launch_us(result->timing.kernel_launch_us);
-  timing->set_handoff_us(result->timing.handoff_us);
-  const double handler_us = micros(start, Clock::now());
-  timing->set_handler_us(handler_us);
-  {
-    absl::MutexLock lock(&stats_mu_);
-    ++runs_;
-    runs_answered_early_ += result->answered_early ? 1 : 0;
-    handler_us_ += handler_us;
-  }
+  RunResultToProto(*result, backend_.name(), response);
+  const double handler_us = MicrosSince(start, Clock::now());
+  response->mutable_server_timing()->set_handler_us(handler_us);
+  run_counters_.Count(handler_us, result->answered_early);
   return grpc::Status::OK;
 }
 
 grpc::Status KernTuneService::HandleGetConfig(absl::string_view peer,
                                               const pb::GetConfigRequest* request,
                                               pb::GetConfigResponse* response) {
-  KT_ADMIT_CALL();
-  absl::StatusOr<kernels::Op> op = OpFromProto(request->op(), "op");
+  const DrainGuard::Admission admission = drain_.Admit();
+  if (!admission) return ShuttingDown();
+  absl::StatusOr<kernels::Op> op = proto::OpFromProto(request->op(), "op");
   if (!op.ok()) return Fail("GetConfig", peer, op.status());
-  absl::StatusOr<kernels::DType> dtype = DTypeFromProto(request->dtype(), "dtype");
+  absl::StatusOr<kernels::DType> dtype = proto::DTypeFromProto(request->dtype(), "dtype");
   if (!dtype.ok()) return Fail("GetConfig", peer, dtype.status());
-  absl::StatusOr<kernels::Shape> shape = ValidateShape(request->shape(), *op, *dtype);
+  absl::StatusOr<kernels::Shape> shape = proto::ShapeFromProto(request->shape(), *op, *dtype);
   if (!shape.ok()) return Fail("GetConfig", peer, shape.status());
   const ConfigCache* cache = backend_.config_cache();
   if (cache == nullptr) {
-    ChoiceToProto(std::nullopt, response->mutable_config());
+    *response->mutable_config() = ChoiceToProto(std::nullopt);
     return grpc::Status::OK;
   }
-  absl::StatusOr<ConfigChoice> choice = cache->Lookup(*op, *dtype, *shape);
+  absl::StatusOr<tuner::ConfigChoice> choice = cache->Lookup(*op, *dtype, *shape);
   if (!choice.ok()) return Fail("GetConfig", peer, choice.status());
-  ChoiceToProto(*choice, response->mutable_config());
+  *response->mutable_config() = ChoiceToProto(*choice);
   return grpc::Status::OK;
 }
 
 grpc::Status KernTuneService::HandleListConfigs(absl::string_view peer,
                                                 const pb::ListConfigsRequest* request,
                                                 pb::ListConfigsResponse* response) {
-  KT_ADMIT_CALL();
+  const DrainGuard::Admission admission = drain_.Admit();
+  if (!admission) return ShuttingDown();
   const ConfigCache* cache = backend_.config_cache();
   if (cache == nullptr) return grpc::Status::OK;  // the CPU reference uses no configs
-  SkuToProto(cache->sku(), response->mutable_sku());
-  for (const TunedEntry& entry : cache->Entries()) {
-    pb::TunedEntry* out = response->add_entries();
-    out->set_op(OpToProto(entry.op));
-    out->set_dtype(DTypeToProto(entry.dtype));
-    ShapeToProto(entry.shape, out->mutable_shape());
-    ConfigToProto(entry.config, out->mutable_config());
-    out->set_median_us(entry.median_us);
-    out->set_kernel_version(entry.kernel_version);
+  *response->mutable_sku() = proto::SkuToProto(cache->sku());
+  for (const tuner::TunedEntry& entry : cache->Entries()) {
+    *response->add_entries() = proto::TunedEntryToProto(entry);
   }
   return grpc::Status::OK;
 }
@@ -417,22 +346,23 @@ grpc::Status KernTuneService::HandleListConfigs(absl::string_view peer,
 grpc::Status KernTuneService::HandleGetStatus(absl::string_view peer,
                                               const pb::GetStatusRequest* request,
                                               pb::GetStatusResponse* response) {
-  KT_ADMIT_CALL();
+  const DrainGuard::Admission admission = drain_.Admit();
+  if (!admission) return ShuttingDown();
   response->set_version(KT_PROJECT_VERSION);
   response->set_kernel_library_version(kernels::kKernelLibraryVersion);
   response->set_backend(backend_.name());
   response->set_backend_reason(options_.backend_reason);
+  response->set_backend_note(backend_.note());
   for (const BackendDevice& device : backend_.devices()) {
     pb::Device* out = response->add_devices();
     out->set_ordinal(device.info.ordinal);
-    SkuToProto(tuner::SkuOf(device.info), out->mutable_sku());
+    *out->mutable_sku() = proto::SkuToProto(tuner::SkuOf(device.info));
     out->set_uuid(device.identity.uuid);
     out->set_pci_bus_id(device.identity.pci_bus_id);
   }
   response->set_database_path(options_.database_path);
   if (const ConfigCache* cache = backend_.config_cache(); cache != nullptr) {
-    response->set_tuned_entries(static_cast<int64_t>(cache->Entries().size()));
-    response->set_database_data_version(cache->data_version());
+    ConfigsToProto(*cache, options_.shipped_config_files, response);
   }
   response->set_uptime_seconds(absl::ToInt64Seconds(absl::Now() - started_));
   const BufferRegistry::Totals totals = registry_.totals();
@@ -442,66 +372,43 @@ grpc::Status KernTuneService::HandleGetStatus(absl::string_view peer,
   response->set_open_ipc_mappings(static_cast<int64_t>(cuda_ipc_.size()));
   response->set_default_buffer_ttl_seconds(absl::ToInt64Seconds(options_.registry.default_ttl));
   response->set_cuda_ipc_supported(backend_.supports_cuda_ipc());
-  const BackendStats backend_stats = backend_.stats();
-  pb::DaemonStats* stats = response->mutable_stats();
-  stats->set_gpu_wait(backend_stats.gpu_wait);
-  stats->set_hot_launcher(backend_stats.hot_launcher);
-  stats->set_launcher_sleeps(backend_stats.launcher_sleeps);
-  stats->set_busy_poll_threads(options_.busy_poll_threads);
-  stats->set_kernels_timed(backend_stats.kernels_timed);
-  stats->set_kernel_us(backend_stats.kernel_us);
-  {
-    absl::MutexLock lock(&stats_mu_);
-    stats->set_runs(runs_);
-    stats->set_runs_answered_early(runs_answered_early_);
-    stats->set_handler_us(handler_us_);
-  }
+  StatsToProto(backend_.stats(), run_counters_.totals(), response->mutable_stats());
   return grpc::Status::OK;
+}
+
+absl::StatusOr<std::shared_ptr<const ClientMemory>> KernTuneService::OpenRegisteredMemory(
+    const pb::RegisterBufferRequest& request, const PeerProcess& caller) {
+  switch (request.memory_case()) {
+    case pb::RegisterBufferRequest::kCudaIpc:
+      if (request.cuda_ipc().handle().size() != kCudaIpcHandleBytes) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "cuda_ipc.handle has ", request.cuda_ipc().handle().size(), " bytes, want exactly ",
+            kCudaIpcHandleBytes, " (a cudaIpcMemHandle_t)"));
+      }
+      return cuda_ipc_.Open(request.cuda_ipc().handle(), request.cuda_ipc().device_ordinal(),
+                            caller);
+    case pb::RegisterBufferRequest::kHostShm:
+      return OpenHostSharedMemory(request.host_shm().name(), caller.uid);
+    case pb::RegisterBufferRequest::MEMORY_NOT_SET:
+      break;
+  }
+  return absl::InvalidArgumentError("memory is not set: give cuda_ipc or host_shm");
 }
 
 grpc::Status KernTuneService::HandleRegisterBuffer(absl::string_view peer,
                                                    const pb::RegisterBufferRequest* request,
                                                    pb::RegisterBufferResponse* response) {
-  KT_ADMIT_CALL();
+  const DrainGuard::Admission admission = drain_.Admit();
+  if (!admission) return ShuttingDown();
   const std::optional<PeerProcess> caller = Caller(peer);
   if (!caller) return Fail("RegisterBuffer", peer, NeedsUnixSocket("RegisterBuffer"));
-  if (request->size_bytes() < 0) {
-    return Fail("RegisterBuffer", peer,
-                absl::InvalidArgumentError(absl::StrCat("size_bytes=", request->size_bytes(),
-                                                        " must be >= 0 (0 = all of it)")));
+  if (absl::Status s = ValidateRegisterBuffer(*request); !s.ok()) {
+    return Fail("RegisterBuffer", peer, s);
   }
-  if (request->ttl_seconds() < 0) {
-    return Fail("RegisterBuffer", peer,
-                absl::InvalidArgumentError(absl::StrCat(
-                    "ttl_seconds=", request->ttl_seconds(), " must be >= 0 (0 = the default)")));
-  }
-  if (request->label().size() > 256) {
-    return Fail("RegisterBuffer", peer,
-                absl::InvalidArgumentError(absl::StrCat("label has ", request->label().size(),
-                                                        " bytes; at most 256")));
-  }
-  absl::StatusOr<std::shared_ptr<const ClientMemory>> memory;
-  BufferKind kind = BufferKind::kHostShm;
-  switch (request->memory_case()) {
-    case pb::RegisterBufferRequest::kCudaIpc:
-      kind = BufferKind::kCudaIpc;
-      if (request->cuda_ipc().handle().size() != kCudaIpcHandleBytes) {
-        memory = absl::InvalidArgumentError(absl::StrCat(
-            "cuda_ipc.handle has ", request->cuda_ipc().handle().size(), " bytes, want exactly ",
-            kCudaIpcHandleBytes, " (a cudaIpcMemHandle_t)"));
-      } else {
-        memory = OpenCudaIpc(request->cuda_ipc().handle(), request->cuda_ipc().device_ordinal(),
-                             *caller);
-      }
-      break;
-    case pb::RegisterBufferRequest::kHostShm:
-      memory = OpenHostSharedMemory(request->host_shm().name(), caller->uid);
-      break;
-    case pb::RegisterBufferRequest::MEMORY_NOT_SET:
-      memory = absl::InvalidArgumentError("memory is not set: give cuda_ipc or host_shm");
-      break;
-  }
+  absl::StatusOr<std::shared_ptr<const ClientMemory>> memory =
+      OpenRegisteredMemory(*request, *caller);
   if (!memory.ok()) return Fail("RegisterBuffer", peer, memory.status());
+  const BufferKind kind = request->has_cuda_ipc() ? BufferKind::kCudaIpc : BufferKind::kHostShm;
   absl::StatusOr<Registration> registration = registry_.Register(
       *caller, kind, *std::move(memory), request->size_bytes(),
       absl::Seconds(request->ttl_seconds()), request->label(), absl::Now());
@@ -513,7 +420,8 @@ grpc::Status KernTuneService::HandleRegisterBuffer(absl::string_view peer,
 grpc::Status KernTuneService::HandleUnregisterBuffer(absl::string_view peer,
                                                      const pb::UnregisterBufferRequest* request,
                                                      pb::UnregisterBufferResponse* response) {
-  KT_ADMIT_CALL();
+  const DrainGuard::Admission admission = drain_.Admit();
+  if (!admission) return ShuttingDown();
   const std::optional<PeerProcess> caller = Caller(peer);
   if (!caller) return Fail("UnregisterBuffer", peer, NeedsUnixSocket("UnregisterBuffer"));
   const absl::Status status = registry_.Unregister(*caller, request->buffer_id());
@@ -524,7 +432,8 @@ grpc::Status KernTuneService::HandleUnregisterBuffer(absl::string_view peer,
 grpc::Status KernTuneService::HandleListBuffers(absl::string_view peer,
                                                 const pb::ListBuffersRequest* request,
                                                 pb::ListBuffersResponse* response) {
-  KT_ADMIT_CALL();
+  const DrainGuard::Admission admission = drain_.Admit();
+  if (!admission) return ShuttingDown();
   const std::optional<PeerProcess> caller = Caller(peer);
   if (!caller) return Fail("ListBuffers", peer, NeedsUnixSocket("ListBuffers"));
   for (const Registration& registration : registry_.List(*caller)) {
@@ -535,7 +444,7 @@ grpc::Status KernTuneService::HandleListBuffers(absl::string_view peer,
 
 void KernTuneService::Housekeep(absl::Time now) {
   const BufferRegistry::Reaped reaped = registry_.Reap(now, IsAlive);
-  const int evicted = cuda_ipc_.Evict(now, options_.ipc_idle, IsAlive);
+  const int evicted = cuda_ipc_.Evict(now, IsAlive);
   backend_.Housekeep(now, IsAlive);
   if (reaped.expired + reaped.owner_exited + evicted > 0) {
     std::fprintf(stderr,

@@ -1,10 +1,16 @@
 // The KernTune gRPC service: thin handlers (validate -> backend -> convert
-// the status), one line on stderr per failed request. gRPC's callback API:
+// the status), one line on stderr per failed request. The state lives in
+// its own classes: the calls in flight (drain_guard.h), the Runs answered
+// (run_counters.h), registrations (buffer_registry.h) and opened CUDA IPC
+// memory (client_tensors.h). gRPC's callback API:
 // a call is answered on the gRPC thread that read it, without a hand-off,
 // unless it may wait long (a large Run, RegisterBuffer's IPC open), which
 // goes to the service's workers so gRPC's threads never block on a kernel.
-// With busy polling (opt-in), Run and GetConfig come instead from a
-// completion queue that the service's own threads poll (busy_poll.cc).
+// This is the daemon's one execution path. The opt-in alternatives that were
+// measured (a polling launcher thread, busy-polled completion queues:
+// bench/results/2026-11-21-h200-hot-launcher, 2026-11-22-h100-busy-poll)
+// made the handler cheaper but held a core each and left a small Run's round
+// trip far from its target.
 #ifndef KERNTUNE_SERVER_SERVICE_H_
 #define KERNTUNE_SERVER_SERVICE_H_
 
@@ -13,12 +19,10 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
@@ -26,8 +30,10 @@
 #include "server/backend.h"
 #include "server/buffer_registry.h"
 #include "server/client_memory.h"
-#include "server/ipc_cache.h"
+#include "server/client_tensors.h"
+#include "server/drain_guard.h"
 #include "server/peer_credentials.h"
+#include "server/run_counters.h"
 #include "server/worker_pool.h"
 
 namespace kt::server {
@@ -35,14 +41,18 @@ namespace kt::server {
 // The one place an absl::Status becomes a grpc::Status.
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
-// 64Ki elements (128 KiB of float16) run in a few microseconds on a GPU and
-// well under a millisecond in the CPU reference.
-inline constexpr int64_t kDefaultMaxGrpcThreadRunElements = int64_t{1} << 16;
+// Runs of up to this many elements are answered on gRPC's own thread: 64Ki
+// elements (128 KiB of float16) run in a few microseconds on a GPU and well
+// under a millisecond in the CPU reference, less than a hand-off to a worker
+// costs; a larger Run would hold one of gRPC's threads through its kernel.
+inline constexpr int64_t kMaxGrpcThreadRunElements = int64_t{1} << 16;
 
 struct ServiceOptions {
   int64_t max_request_bytes = 0;
   std::string backend_reason;  // for GetStatus
   std::string database_path;
+  // The shipped config files of this GPU's SKU the backend loaded.
+  std::vector<std::string> shipped_config_files;
   RegistryLimits registry;
   // How long a one-off CUDA IPC mapping stays cached unused.
   absl::Duration ipc_idle = absl::Seconds(60);
@@ -51,25 +61,12 @@ struct ServiceOptions {
   std::function<std::optional<PeerProcess>(absl::string_view grpc_peer)> identify_caller;
   // Threads for the calls that may wait long.
   int workers = 8;
-  // Runs of more elements go to a worker (RunsOnGrpcThread).
-  int64_t max_grpc_thread_run_elements = kDefaultMaxGrpcThreadRunElements;
-  // Busy polling: when > 0, Run and GetConfig are served from a completion
-  // queue that this many threads poll without sleeping, instead of by gRPC's
-  // callback threads, so that a small Run is handled and answered by a
-  // thread that is already running (gRPC's threads still do the I/O). Each
-  // polling thread holds a core; after `busy_poll_idle` without a call it
-  // blocks until the next one.
-  int busy_poll_threads = 0;
-  absl::Duration busy_poll_idle = absl::Milliseconds(100);
 };
 
-// Small Runs, of at most `max_elements`, are answered on gRPC's thread:
-// their GPU wait is a few microseconds, less than a hand-off to a worker.
-// Larger ones (by element count, saturating; malformed shapes count as
-// small and are refused fast) go to a worker, so that long kernels do not
-// hold gRPC's threads.
-bool RunsOnGrpcThread(const kerntune::v1::RunRequest& request,
-                      int64_t max_elements = kDefaultMaxGrpcThreadRunElements);
+// Small Runs, of at most kMaxGrpcThreadRunElements, are answered on gRPC's
+// thread. Larger ones (by element count, saturating; malformed shapes count
+// as small and are refused fast) go to a worker.
+bool RunsOnGrpcThread(const kerntune::v1::RunRequest& request);
 
 class KernTuneService final : public kerntune::v1::KernTune::CallbackService {
  public:
@@ -133,21 +130,7 @@ class KernTuneService final : public kerntune::v1::KernTune::CallbackService {
   // for the calls in flight to finish. True when none is left.
   bool Drain(absl::Duration timeout);
 
-  // Busy polling (ServiceOptions::busy_poll_threads > 0; busy_poll.cc). The
-  // server must be built with `queue` (ServerBuilder::AddCompletionQueue).
-  // StartBusyPolling after BuildAndStart; StopBusyPolling after the server's
-  // Shutdown: it waits for the polled calls to end, shuts the queue down and
-  // joins the threads.
-  void StartBusyPolling(std::unique_ptr<grpc::ServerCompletionQueue> queue);
-  void StopBusyPolling();
-
  private:
-  class CallGuard;
-  class Resolver;
-  class PolledCallBase;
-  template <class Request, class Response>
-  class PolledCall;
-
   std::optional<PeerProcess> Caller(absl::string_view peer) const;
   template <class Request, class Response>
   using Handler = grpc::Status (KernTuneService::*)(absl::string_view peer, const Request*,
@@ -158,35 +141,23 @@ class KernTuneService final : public kerntune::v1::KernTune::CallbackService {
   grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, bool on_worker,
                                    Handler<Request, Response> handle, const Request* request,
                                    Response* response);
-  // Busy polling: takes Run and GetConfig off the callback API, and one
-  // polling thread's loop.
-  void MarkPolledMethodsAsync();
-  void PollCalls();
-  void PolledCallEnded();
-  absl::StatusOr<std::shared_ptr<const ClientMemory>> OpenCudaIpc(const std::string& handle,
-                                                                 int device_ordinal,
-                                                                 const PeerProcess& caller);
+  // A Run's stages: validation, resolution, the backend; their times go
+  // into `timing`.
+  absl::StatusOr<RunResult> ValidateAndExecute(absl::string_view peer,
+                                               const kerntune::v1::RunRequest& request,
+                                               kerntune::v1::RunTiming& timing);
+  // The client memory a RegisterBuffer request names, opened.
+  absl::StatusOr<std::shared_ptr<const ClientMemory>> OpenRegisteredMemory(
+      const kerntune::v1::RegisterBufferRequest& request, const PeerProcess& caller);
 
   Backend& backend_;
   const ServiceOptions options_;
   const absl::Time started_;
-  absl::Mutex mu_;
-  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
-  bool draining_ ABSL_GUARDED_BY(mu_) = false;
-  // Counters for GetStatus.stats.
-  absl::Mutex stats_mu_;
-  int64_t runs_ ABSL_GUARDED_BY(stats_mu_) = 0;
-  int64_t runs_answered_early_ ABSL_GUARDED_BY(stats_mu_) = 0;
-  double handler_us_ ABSL_GUARDED_BY(stats_mu_) = 0;
+  DrainGuard drain_;
+  RunCounters run_counters_;
   BufferRegistry registry_{options_.registry};
   // Opened CUDA IPC memory by handle bytes (registrations and one-offs).
-  IpcCache<const ClientMemory> cuda_ipc_;
-  // Busy polling: the queue, its threads, and the calls requested or in
-  // flight on it (each a PolledCall).
-  std::unique_ptr<grpc::ServerCompletionQueue> poll_queue_;
-  std::vector<std::thread> pollers_;
-  absl::Mutex polled_mu_;
-  int64_t polled_calls_ ABSL_GUARDED_BY(polled_mu_) = 0;
+  CudaIpcMemoryCache cuda_ipc_{backend_, options_.ipc_idle};
   // Last member: destroyed first, it runs what is queued before the rest goes.
   WorkerPool workers_{options_.workers};
 };

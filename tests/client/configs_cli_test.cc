@@ -1,5 +1,7 @@
 // `kerntune gpus` and `kerntune configs list/show/export/import`, called as
 // functions on the fixture store.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
@@ -8,11 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "client/cli_common.h"
-#include "client/config_file.h"
 #include "client/configs_cli.h"
 #include "client/gpus_cli.h"
 #include "db/tuning_store.h"
@@ -20,7 +22,12 @@
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "kernels/device_info.h"
+#include "kernels/launch_config.h"
+#include "kernels/version.h"
+#include "proto/config_file.h"
 #include "tests/client/fixture.h"
+#include "tuner/backend.h"
 
 namespace kt::client {
 namespace {
@@ -268,12 +275,15 @@ TEST_F(ConfigsCliTest, ListCsvHasAHeaderRow) {
   EXPECT_EQ(Lines(result.out)[0],
             "gpu_id,gpu_name,op,dtype,rows,cols,inner,config,split,median_us,spread_low_us,"
             "spread_high_us,gbps,pct_of_copy,heuristic_config,heuristic_us,speedup,"
-            "graph_replay,kernel_version,stale,driver_version,runtime_version,"
+            "graph_replay,kernel_version,stale,origin,served,driver_version,runtime_version,"
             "run_id,updated_at");
   const auto csv = Csv(result.out);
   ASSERT_EQ(csv.size(), 7u);
   EXPECT_EQ(csv[1][Column(csv, "stale")], "true");
+  EXPECT_EQ(csv[1][Column(csv, "origin")], "local");
+  EXPECT_NE(csv[1][Column(csv, "served")], "tuned");  // stale: never served
   EXPECT_EQ(csv[2][Column(csv, "stale")], "false");
+  EXPECT_EQ(csv[2][Column(csv, "served")], "tuned");
 }
 
 // --- configs show -------------------------------------------------------------
@@ -318,17 +328,49 @@ TEST_F(ConfigsCliTest, InnerIsAFilterAndShowNamesItAndTheSplit) {
   ASSERT_EQ(shown.code, kExitOk) << shown.err;
   EXPECT_THAT(shown.out, HasSubstr("split"));
   EXPECT_THAT(shown.out, HasSubstr("1 (one block per row)"));
+  // Nothing is tuned along a middle axis: the daemon's axis heuristic.
   PointFlags middle = HotPoint("h100");
   middle.inner = 48;
   const Result untuned = Show(middle, false);
-  EXPECT_EQ(untuned.code, kExitFailure);
-  EXPECT_THAT(untuned.err, HasSubstr("no tuned config for softmax float16 49152x4096x48"));
+  ASSERT_EQ(untuned.code, kExitOk) << untuned.err;
+  EXPECT_THAT(untuned.out, HasSubstr("softmax float16 49152x4096x48"));
+  EXPECT_THAT(untuned.out,
+              HasSubstr("heuristic (no current tuned or shipped entry applies)"));
+  EXPECT_THAT(untuned.out, HasSubstr("axis/"));
 }
 
-TEST_F(ConfigsCliTest, ShowReportsAnUntunedPoint) {
+TEST_F(ConfigsCliTest, ShowSaysWhatTheDaemonServesAtAnUntunedPoint) {
+  // The H100's softmax float16 entry at 49152x4096 is the nearest; it is
+  // served there when its config is legal for 8192 columns.
   const Result result = Show({"h100", "softmax", "float16", 49152, 8192}, false);
-  EXPECT_EQ(result.code, kExitFailure);
-  EXPECT_THAT(result.err, HasSubstr("no tuned config for softmax float16 49152x8192"));
+  ASSERT_EQ(result.code, kExitOk) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("softmax float16 49152x8192"));
+  EXPECT_THAT(result.out,
+              ::testing::AnyOf(
+                  HasSubstr("nearest tuned (the local store's entry at 49152x4096, "
+                            "38.25 us there)"),
+                  HasSubstr("heuristic (no current tuned or shipped entry applies)")));
+  EXPECT_THAT(result.out, Not(HasSubstr("local entry")));
+
+  const Result json = Show({"h100", "softmax", "float16", 49152, 8192}, false,
+                           OutputFormat::kJson);
+  ASSERT_EQ(json.code, kExitOk) << json.err;
+  pb::Struct document;
+  ASSERT_TRUE(pb::util::JsonStringToMessage(json.out, &document).ok()) << json.out;
+  EXPECT_EQ(document.fields().at("best").kind_case(), pb::Value::kNullValue);
+  const pb::Struct& lookup = document.fields().at("lookup").struct_value();
+  EXPECT_EQ(lookup.fields().at("cols").number_value(), 8192);
+  EXPECT_FALSE(lookup.fields().at("config").string_value().empty());
+}
+
+TEST_F(ConfigsCliTest, AStaleLocalEntryIsShownButNotServed) {
+  const Result result = Show({{}, "layer_norm", "bfloat16", 49152, 4096}, false);
+  ASSERT_EQ(result.code, kExitOk) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("heuristic (no current tuned or shipped entry applies)"));
+  EXPECT_THAT(result.out, HasSubstr("local entry  "));
+  EXPECT_THAT(result.out, HasSubstr(std::string(testing::kStaleKernelVersion) +
+                                    " (stale): not served, measured with another kernel "
+                                    "library; re-tune or import current configs"));
 }
 
 TEST_F(ConfigsCliTest, ShowDescribesTheChosenConfig) {
@@ -395,6 +437,135 @@ TEST_F(ConfigsCliTest, ShowJsonHoldsBestAndCandidates) {
   EXPECT_THAT(plain.out, Not(HasSubstr("candidates")));
 }
 
+// --- shipped configs ------------------------------------------------------------
+
+// The fixture's store beside a shipped-configs directory: an H100 file (the
+// store's SKU) and an H200 file (a SKU only shipped files know).
+class ShippedConfigsCliTest : public ConfigsCliTest {
+ protected:
+  void SetUp() override {
+    ConfigsCliTest::SetUp();
+    configs_ = dir_.File("configs");
+    ASSERT_EQ(mkdir(configs_.c_str(), 0755), 0);
+    // The H100's softmax float16 entry is also in the store (current), its
+    // layer_norm bfloat16 one is stale in the store; rms_norm only here.
+    WriteFile(configs_ + "/h100.json",
+              FileOf(testing::H100Sku(), {{0, "softmax", "float16", 49152, 4096},
+                                          {0, "layer_norm", "bfloat16", 49152, 4096},
+                                          {0, "rms_norm", "float16", 1024, 1024}}));
+    WriteFile(configs_ + "/h200.json",
+              FileOf(H200Sku(), {{0, "softmax", "bfloat16", 4096, 4096}}));
+  }
+
+  static db::GpuSku H200Sku() { return {"NVIDIA H200", 9, 0, 132, 150754820096}; }
+
+  // A shipped file of `sku` with the heuristic config of each point.
+  static std::string FileOf(const db::GpuSku& sku, const std::vector<db::PointKey>& points) {
+    const kernels::DeviceInfo device = *kernels::DescribeSku(
+        sku.name, sku.cc_major, sku.cc_minor, sku.sm_count, sku.total_memory_bytes);
+    std::vector<db::BestConfig> rows;
+    for (const db::PointKey& point : points) {
+      const kernels::LaunchConfig config = *kernels::HeuristicConfig(
+          *kernels::ParseOp(point.op), *kernels::ParseDType(point.dtype),
+          {point.rows, point.cols}, device);
+      db::BestConfig row;
+      row.point = point;
+      row.config = tuner::ConfigRecordOf(config);
+      row.median_us = 12.5;
+      row.env.kernel_version = kernels::kKernelLibraryVersion;
+      row.updated_at = testing::kFixtureTime;
+      rows.push_back(row);
+    }
+    return *proto::ConfigFileToJson(
+        *proto::MakeConfigFile(sku, rows, absl::FromUnixSeconds(testing::kFixtureTime)));
+  }
+
+  Result ShowShipped(PointFlags point, OutputFormat format = OutputFormat::kTable) {
+    return Call(RunConfigsShow, ConfigsShowOptions{db_, format, std::move(point), false,
+                                                   configs_});
+  }
+
+  std::string configs_;
+};
+
+TEST_F(ShippedConfigsCliTest, ShowNamesTheSourceOfEachPointsConfig) {
+  // Tuned in the store and shipped: the store's entry wins.
+  Result shown = ShowShipped(HotPoint("h100"));
+  ASSERT_EQ(shown.code, kExitOk) << shown.err;
+  EXPECT_THAT(shown.out, HasSubstr("tuned (the local store's entry for this point)"));
+  EXPECT_THAT(shown.out, HasSubstr("38.25 us"));
+
+  // Stale in the store, current in the shipped file: the shipped one.
+  shown = ShowShipped({"h100", "layer_norm", "bfloat16", 49152, 4096});
+  ASSERT_EQ(shown.code, kExitOk) << shown.err;
+  EXPECT_THAT(shown.out, HasSubstr("shipped (the shipped file's entry for this "
+                                   "point)"));
+  EXPECT_THAT(shown.out, HasSubstr("12.50 us where tuned; kernels "));
+  EXPECT_THAT(shown.out, HasSubstr("(stale): not served"));
+
+  // Only shipped, at a neighbouring point: the nearest, from the file.
+  shown = ShowShipped({"h100", "rms_norm", "float16", 2048, 1024});
+  ASSERT_EQ(shown.code, kExitOk) << shown.err;
+  EXPECT_THAT(shown.out, HasSubstr("nearest tuned (the shipped file's entry at "
+                                   "1024x1024, 12.50 us there)"));
+
+  // Nothing anywhere: the heuristic.
+  shown = ShowShipped({"h100", "reduce_scale", "float32", 64, 64});
+  ASSERT_EQ(shown.code, kExitOk) << shown.err;
+  EXPECT_THAT(shown.out, HasSubstr("heuristic (no current tuned or shipped entry "
+                                   "applies)"));
+
+  // A SKU only the shipped files know, chosen by name.
+  shown = ShowShipped({"h200", "softmax", "bfloat16", 4096, 4096}, OutputFormat::kCsv);
+  ASSERT_EQ(shown.code, kExitOk) << shown.err;
+  const auto csv = Csv(shown.out);
+  ASSERT_EQ(csv.size(), 2u) << shown.out;
+  EXPECT_EQ(csv[1][Column(csv, "gpu_id")], "");
+  EXPECT_EQ(csv[1][Column(csv, "gpu_name")], "NVIDIA H200");
+  EXPECT_EQ(csv[1][Column(csv, "source")], "shipped");
+  EXPECT_EQ(csv[1][Column(csv, "tuned_origin")], "shipped");
+  EXPECT_EQ(csv[1][Column(csv, "tuned_median_us")], "12.5");
+  // Without --gpu the only SKU with an entry at the point is chosen.
+  EXPECT_EQ(ShowShipped({{}, "softmax", "bfloat16", 4096, 4096}).code, kExitOk);
+}
+
+TEST_F(ShippedConfigsCliTest, ListShowsShippedRowsAndWhatIsServed) {
+  const Result result =
+      Call(RunConfigsList, ConfigsListOptions{db_, OutputFormat::kCsv, {}, configs_});
+  ASSERT_EQ(result.code, kExitOk) << result.err;
+  const auto csv = Csv(result.out);
+  ASSERT_EQ(csv.size(), 1u + 6 + 4) << result.out;  // the store's 6, then 4 shipped
+  const size_t origin = Column(csv, "origin");
+  const size_t served = Column(csv, "served");
+  const size_t op = Column(csv, "op");
+  int shipped = 0;
+  for (size_t i = 1; i < csv.size(); ++i) {
+    if (csv[i][origin] != "shipped") continue;
+    ++shipped;
+    // The shipped softmax is overridden by the store's current entry; the
+    // shipped layer_norm serves in place of the stale local one.
+    if (csv[i][op] == "softmax" && csv[i][Column(csv, "gpu_name")] == "NVIDIA H100 80GB HBM3") {
+      EXPECT_EQ(csv[i][served], "tuned");
+    } else {
+      EXPECT_EQ(csv[i][served], "shipped") << i;
+    }
+  }
+  EXPECT_EQ(shipped, 4);
+  // The stale local layer_norm: the shipped entry serves its point.
+  EXPECT_EQ(csv[1][op], "layer_norm");
+  EXPECT_EQ(csv[1][origin], "local");
+  EXPECT_EQ(csv[1][served], "shipped");
+}
+
+TEST_F(ShippedConfigsCliTest, ABadShippedFileIsNamedAndTheOthersStillServe) {
+  WriteFile(configs_ + "/broken.json", std::string("SQLite format 3\0", 16));
+  const Result shown = ShowShipped({"h200", "softmax", "bfloat16", 4096, 4096});
+  ASSERT_EQ(shown.code, kExitOk) << shown.err;
+  EXPECT_THAT(shown.err, HasSubstr("shipped config file " + configs_ +
+                                   "/broken.json: this is a SQLite tuning store"));
+  EXPECT_THAT(shown.out, HasSubstr("shipped (the shipped file's entry for this point)"));
+}
+
 // --- configs export / import --------------------------------------------------
 
 TEST_F(ConfigsCliTest, ExportNeedsExactlyOneGpu) {
@@ -421,13 +592,13 @@ TEST_F(ConfigsCliTest, ExportWritesTheVersionedFile) {
   EXPECT_THAT(result.out, HasSubstr("\"format_version\": 1"));
   EXPECT_THAT(result.out, HasSubstr("\"exported_at\": \"2024-05-01T13:00:00Z\""));
   EXPECT_THAT(result.err, HasSubstr("exported 4 tuned configs"));
-  const absl::StatusOr<ParsedConfigFile> parsed = ParseConfigFile(result.out);
+  const absl::StatusOr<proto::ParsedConfigFile> parsed = proto::ParseConfigFile(result.out);
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(parsed->sku, testing::H100Sku());
   EXPECT_EQ(parsed->valid.size(), 4u);
   // Filters narrow the points.
   const Result some = Export({"h100", "softmax"});
-  EXPECT_EQ(ParseConfigFile(some.out)->valid.size(), 2u);
+  EXPECT_EQ(proto::ParseConfigFile(some.out)->valid.size(), 2u);
 }
 
 // Store rows compared without their store-local ids.
@@ -578,7 +749,10 @@ TEST_F(ConfigsCliTest, ImportOfAnUnusableFileImportsNothing) {
     EXPECT_THAT(result.err, HasSubstr(message)) << name;
     EXPECT_THAT(result.err, HasSubstr("nothing imported")) << name;
   };
-  expect_refused("not_json.json", "GPU configs, trust me", "not a JSON object");
+  expect_refused("not_json.json", "GPU configs, trust me",
+                 "not valid JSON: line 1, column 1: expected a value");
+  expect_refused("store.db", std::string("SQLite format 3\0\x10\x00\x01", 19),
+                 "this is a SQLite tuning store, not a tuned-config file; use --db=<file>");
   expect_refused("other.json", R"({"format": "acme.settings", "format_version": 1})",
                  "format=\"acme.settings\" is not \"kerntune.tuned_configs\"");
   expect_refused("newer.json",

@@ -129,10 +129,11 @@ TEST_F(KerntuneDaemonVerbsTest, StatusAsTextAndJson) {
   const ProcessResult text = Kerntune({"status", "--server=" + socket_});
   ASSERT_EQ(text.code, 0) << text.out << text.err;
   for (const char* line :
-       {"kerntuned  ", "backend    cpu: --cpu given\n", "devices    none\n",
-        "tuned      0 entries from ", "buffers    0 registered, 0 B, owned by 0 processes",
+       {"kerntuned  ", "backend    cpu: --cpu given (the fp64 reference on the CPU; GPU tuned "
+                       "configs",
+        "devices    none\n", "tuned      0 entries from ", "shipped    none loaded\n",
+        "buffers    0 registered, 0 B, owned by 0 processes",
         "cuda ipc   not supported by this backend\n",
-        "serving    gRPC's callback threads\n",
         "runs       0 answered, 0 of them before the GPU finished\n", "uptime     "}) {
     EXPECT_THAT(text.out, HasSubstr(line));
   }
@@ -150,29 +151,28 @@ TEST_F(KerntuneDaemonVerbsTest, StatusAsTextAndJson) {
   for (const char* key : {"version", "kernel_library_version", "tuned_entries",
                           "database_data_version", "registered_buffers", "registered_bytes",
                           "buffer_owners", "open_ipc_mappings", "default_buffer_ttl_seconds",
-                          "uptime_seconds", "gpu_wait", "hot_launcher", "handler_us"}) {
+                          "uptime_seconds", "shipped_entries", "shipped_config_files",
+                          "stale_entries_skipped", "handler_us"}) {
     EXPECT_TRUE(f.contains(key)) << key;
   }
-  EXPECT_EQ(f.at("busy_poll_threads").number_value(), 0);
+  EXPECT_THAT(f.at("backend_note").string_value(), HasSubstr("GPU tuned configs"));
   EXPECT_EQ(f.at("runs").number_value(), 0);
 }
 
-// The serving mode and the Runs served, after a Run, on a busy-polling daemon.
-TEST_F(KerntuneDaemonVerbsTest, StatusShowsTheServingModeAndTheRuns) {
-  ASSERT_NO_FATAL_FAILURE(Start({"--busy_poll_threads=1"}));
+// The Runs served, after a Run.
+TEST_F(KerntuneDaemonVerbsTest, StatusShowsTheRunsServed) {
+  ASSERT_NO_FATAL_FAILURE(Start());
   const ProcessResult run = Kerntune({"run", "softmax", "--dtype=fp16", "--rows=2", "--cols=8",
                                       "--iterations=1", "--server=" + target()});
   ASSERT_EQ(run.code, 0) << run.out << run.err;
   const ProcessResult text = Kerntune({"status", "--server=" + target()});
   ASSERT_EQ(text.code, 0) << text.out << text.err;
-  EXPECT_THAT(text.out, HasSubstr("serving    1 busy-polling thread\n"));
   EXPECT_THAT(text.out, HasSubstr("runs       1 answered, 0 of them before the GPU finished; "
                                   "handler mean "));
   const ProcessResult json = Kerntune({"status", "--server=" + target(), "--format=json"});
   ASSERT_EQ(json.code, 0) << json.out << json.err;
   const google::protobuf::Struct parsed = ParseJson(json.out);
   const auto& f = parsed.fields();
-  EXPECT_EQ(f.at("busy_poll_threads").number_value(), 1);
   EXPECT_EQ(f.at("runs").number_value(), 1);
   EXPECT_GT(f.at("handler_us").number_value(), 0);
 }

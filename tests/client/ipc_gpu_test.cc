@@ -133,7 +133,9 @@ class IpcGpuTest : public ::testing::Test {
     ASSERT_GT(kernels::CudaDeviceCount(), 0) << "this test needs a GPU";
     daemon_ = std::make_unique<Daemon>(
         server::testing::KerntunedBinary(),
-        std::vector<std::string>{"--socket=" + socket_, "--db=" + dir_.File("none.db")},
+        // No store, no shipped configs: every config is the heuristic's.
+        std::vector<std::string>{"--socket=" + socket_, "--db=" + dir_.File("none.db"),
+                                 "--configs=" + dir_.File("no_shipped_configs")},
         dir_.File("kerntuned.log"));
     const absl::Status serving =
         server::testing::WaitUntilServing(*daemon_, socket_, std::chrono::seconds(60));

@@ -24,10 +24,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/cuda_ipc.h"
-#include "client/daemon_cli_common.h"
 #include "client/daemon_client.h"
 #include "kernels/host_dtype.h"
 #include "kernels/verify.h"
+#include "proto/convert.h"
 
 namespace {
 
@@ -186,8 +186,8 @@ class Peer {
     if (!s.ok()) return Fail(absl::StrCat(what, ": ", s.ToString()));
 
     RunArgs args;
-    args.op = kt::client::OpToProto(op);
-    args.dtype = kt::client::DTypeToProto(dtype);
+    args.op = kt::proto::OpToProto(op);
+    args.dtype = kt::proto::DTypeToProto(dtype);
     args.rows = shape.rows;
     args.cols = shape.cols;
     args.epsilon = p->params.epsilon;

@@ -1,5 +1,6 @@
 // The real `kerntune` binary as a subprocess: usage, exit codes, and one
 // verb end to end (the verbs themselves are tested as functions).
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -133,6 +134,24 @@ TEST(KerntuneBinaryTest, ListsTheFixtureAndHonoursKerntuneDb) {
   testing::WriteFile(dir.File("bad.json"), "{not json");
   run = Kerntune("configs import " + dir.File("bad.json") + " --db=" + dir.File("fresh.db"));
   EXPECT_EQ(run.code, 2) << run.output;
+}
+
+TEST(KerntuneBinaryTest, ShowNamesTheSourceOfAShippedConfig) {
+  testing::ScopedTempDir dir;
+  const std::string db = dir.File("tuning.db");
+  ASSERT_TRUE(testing::BuildFixtureStore(db).ok());
+  const std::string configs = dir.File("configs");
+  ASSERT_EQ(mkdir(configs.c_str(), 0755), 0);
+  ASSERT_EQ(Kerntune("configs export --db=" + db + " --gpu=h100 > " + configs + "/h100.json")
+                .code,
+            0);
+  // An empty store: the point's config comes from the shipped file.
+  const ProcessResult run =
+      Kerntune("configs show --db=" + dir.File("empty.db") + " --configs=" + configs +
+               " --op=softmax --dtype=float16 --rows=49152 --cols=4096");
+  EXPECT_EQ(run.code, 0) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("shipped configs only"));
+  EXPECT_THAT(run.output, HasSubstr("shipped (the shipped file's entry for this point)"));
 }
 
 }  // namespace

@@ -1,12 +1,16 @@
 // ConfigCache on a temp tuning store and a described H100: exact, nearest,
-// illegal nearest -> heuristic, other SKUs ignored, reload on change.
+// illegal nearest -> heuristic, other SKUs ignored, reload on change; shipped
+// entries after local ones; stale entries never served, and counted.
 #include "server/config_cache.h"
 
 #include <chrono>
 #include <optional>
+#include <set>
+#include <string>
 #include <thread>
 #include <tuple>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/version.h"
 #include "tests/testing/scoped_temp_dir.h"
@@ -18,9 +22,14 @@ namespace {
 using kernels::DType;
 using kernels::Op;
 using kernels::Shape;
+using tuner::ConfigSource;
+using tuner::EntryOrigin;
+
+constexpr char kOlderKernels[] = "0.1.0+k1";
 
 db::BestConfig Row(Op op, DType dtype, Shape shape, const kernels::LaunchConfig& config,
-                   double median_us) {
+                   double median_us, const std::string& kernel_version =
+                                         kernels::kKernelLibraryVersion) {
   db::BestConfig row;
   row.point.op = std::string(kernels::OpName(op));
   row.point.dtype = std::string(kernels::DTypeName(dtype));
@@ -32,9 +41,14 @@ db::BestConfig Row(Op op, DType dtype, Shape shape, const kernels::LaunchConfig&
   row.gbps = 1000;
   row.pct_of_copy = 50;
   row.heuristic_key = row.config.key;
-  row.env.kernel_version = kernels::kKernelLibraryVersion;
+  row.env.kernel_version = kernel_version;
   row.updated_at = 1700000000;
   return row;
+}
+
+// A shipped file's entry, as the daemon reads it.
+tuner::TunedEntry Shipped(const db::BestConfig& row) {
+  return *tuner::EntryFromRow(row, EntryOrigin::kShipped);
 }
 
 class ConfigCacheTest : public ::testing::Test {
@@ -48,8 +62,8 @@ class ConfigCacheTest : public ::testing::Test {
     ASSERT_TRUE((*store)->ImportBestConfigs(sku, rows).ok());
   }
 
-  std::unique_ptr<ConfigCache> MakeCache() {
-    auto cache = ConfigCache::Create(path_, device_);
+  std::unique_ptr<ConfigCache> MakeCache(std::vector<tuner::TunedEntry> shipped = {}) {
+    auto cache = ConfigCache::Create(path_, device_, std::move(shipped));
     EXPECT_TRUE(cache.ok()) << cache.status();
     return cache.ok() ? *std::move(cache) : nullptr;
   }
@@ -285,6 +299,143 @@ TEST_F(ConfigCacheTest, PollerPicksUpChangesAndStopsCleanly) {
   EXPECT_EQ(cache->Lookup(Op::kLayerNorm, DType::kFloat16, shape)->source, ConfigSource::kTuned);
   cache->StopPolling();
   cache->StopPolling();  // idempotent
+}
+
+TEST_F(ConfigCacheTest, AShippedEntryServesWhenTheLocalStoreIsEmpty) {
+  const Shape shape{4096, 2048};
+  const auto config = NonHeuristic(Op::kRmsNorm, DType::kBFloat16, shape);
+  auto cache = MakeCache({Shipped(Row(Op::kRmsNorm, DType::kBFloat16, shape, config, 9.5))});
+  ASSERT_NE(cache, nullptr);
+  EXPECT_EQ(cache->local_entries(), 0);
+  EXPECT_EQ(cache->shipped_entries(), 1);
+  auto choice = cache->Lookup(Op::kRmsNorm, DType::kBFloat16, shape);
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->source, ConfigSource::kShipped);
+  EXPECT_EQ(choice->config, config);
+  ASSERT_TRUE(choice->tuned.has_value());
+  EXPECT_EQ(choice->tuned->origin, EntryOrigin::kShipped);
+  EXPECT_EQ(choice->tuned->median_us, 9.5);
+  // Another shape of the same op, dtype and inner: the shipped entry is
+  // the nearest one.
+  choice = cache->Lookup(Op::kRmsNorm, DType::kBFloat16, {4000, 2048});
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->source, ConfigSource::kNearestTuned);
+  EXPECT_EQ(choice->tuned->origin, EntryOrigin::kShipped);
+}
+
+TEST_F(ConfigCacheTest, ACurrentLocalEntryBeatsAShippedOne) {
+  const Shape shape{49152, 1024};
+  auto configs = kernels::EnumerateConfigs(Op::kSoftmax, DType::kFloat16, shape, device_);
+  ASSERT_TRUE(configs.ok() && configs->size() >= 2);
+  const auto local = configs->front();
+  const auto shipped = configs->back();
+  Import({Row(Op::kSoftmax, DType::kFloat16, shape, local, 30)});
+  auto cache = MakeCache({Shipped(Row(Op::kSoftmax, DType::kFloat16, shape, shipped, 25))});
+  ASSERT_NE(cache, nullptr);
+  auto choice = cache->Lookup(Op::kSoftmax, DType::kFloat16, shape);
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->source, ConfigSource::kTuned);
+  EXPECT_EQ(choice->config, local);
+  EXPECT_EQ(choice->tuned->origin, EntryOrigin::kLocal);
+  // Both are listed, local first.
+  const std::vector<tuner::TunedEntry> entries = cache->Entries();
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[0].origin, EntryOrigin::kLocal);
+  EXPECT_EQ(entries[1].origin, EntryOrigin::kShipped);
+}
+
+TEST_F(ConfigCacheTest, StaleEntriesAreNeverServedAndAreCounted) {
+  const Shape shape{8192, 4096};
+  auto configs = kernels::EnumerateConfigs(Op::kLayerNorm, DType::kFloat16, shape, device_);
+  ASSERT_TRUE(configs.ok() && configs->size() >= 3);
+  const auto stale_local = (*configs)[0];
+  const auto current_shipped = (*configs)[1];
+  // A stale local entry at the point: the current shipped one serves.
+  Import({Row(Op::kLayerNorm, DType::kFloat16, shape, stale_local, 10, kOlderKernels)});
+  auto cache = MakeCache(
+      {Shipped(Row(Op::kLayerNorm, DType::kFloat16, shape, current_shipped, 12))});
+  ASSERT_NE(cache, nullptr);
+  EXPECT_EQ(cache->local_entries(), 0);
+  EXPECT_EQ(cache->stale().local, 1);
+  EXPECT_EQ(cache->stale().versions, std::set<std::string>{kOlderKernels});
+  auto choice = cache->Lookup(Op::kLayerNorm, DType::kFloat16, shape);
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->source, ConfigSource::kShipped);
+  EXPECT_EQ(choice->config, current_shipped);
+
+  // Stale shipped too, and a current local entry elsewhere: the nearest.
+  const Shape elsewhere{4096, 4096};
+  const auto near = NonHeuristic(Op::kLayerNorm, DType::kFloat16, elsewhere);
+  Import({Row(Op::kLayerNorm, DType::kFloat16, elsewhere, near, 6)});
+  cache = MakeCache({Shipped(Row(Op::kLayerNorm, DType::kFloat16, shape, current_shipped, 12,
+                                 kOlderKernels))});
+  ASSERT_NE(cache, nullptr);
+  EXPECT_EQ(cache->stale().local, 1);
+  EXPECT_EQ(cache->stale().shipped, 1);
+  EXPECT_EQ(cache->stale().total(), 2);
+  choice = cache->Lookup(Op::kLayerNorm, DType::kFloat16, shape);
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  if (kernels::ValidateConfig(Op::kLayerNorm, DType::kFloat16, shape, near, device_).ok()) {
+    EXPECT_EQ(choice->source, ConfigSource::kNearestTuned);
+    EXPECT_EQ(choice->tuned->shape, elsewhere);
+  } else {
+    EXPECT_EQ(choice->source, ConfigSource::kHeuristic);
+  }
+
+  // Nothing current at all: the heuristic.
+  Import({Row(Op::kLayerNorm, DType::kFloat16, elsewhere, near, 6, kOlderKernels)});
+  ASSERT_TRUE(cache->ReloadIfChanged().ok());
+  EXPECT_EQ(cache->stale().total(), 3);
+  EXPECT_TRUE(cache->Entries().empty());
+  choice = cache->Lookup(Op::kLayerNorm, DType::kFloat16, shape);
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->source, ConfigSource::kHeuristic);
+  EXPECT_FALSE(choice->tuned.has_value());
+  EXPECT_THAT(tuner::DescribeStale(cache->stale()),
+              ::testing::HasSubstr("skipped 3 tuned entries (2 local, 1 shipped) measured with "
+                                   "kernel library 0.1.0+k1 (current "));
+}
+
+TEST_F(ConfigCacheTest, NearestTriesLocalEntriesThenShippedOnesThenTheHeuristic) {
+  // block_uncached configs are legal for any cols; warp ones only for short
+  // rows.
+  const auto anywhere = *kernels::ParseLaunchConfig("block_uncached/b512/p1/g32/r1/w0");
+  auto narrow_configs =
+      kernels::EnumerateConfigs(Op::kSoftmax, DType::kFloat32, {4096, 64}, device_);
+  ASSERT_TRUE(narrow_configs.ok());
+  const Shape query{4096, 4096};
+  std::optional<kernels::LaunchConfig> narrow;
+  for (const auto& config : *narrow_configs) {
+    if (!kernels::ValidateConfig(Op::kSoftmax, DType::kFloat32, query, config, device_).ok()) {
+      narrow = config;
+      break;
+    }
+  }
+  ASSERT_TRUE(narrow.has_value());
+  // The local nearest is illegal at the query: the shipped nearest serves.
+  Import({Row(Op::kSoftmax, DType::kFloat32, {4096, 64}, *narrow, 2)});
+  auto cache = MakeCache({Shipped(Row(Op::kSoftmax, DType::kFloat32, {4096, 8192}, anywhere, 40))});
+  ASSERT_NE(cache, nullptr);
+  auto choice = cache->Lookup(Op::kSoftmax, DType::kFloat32, query);
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->source, ConfigSource::kNearestTuned);
+  EXPECT_EQ(choice->config, anywhere);
+  EXPECT_EQ(choice->tuned->origin, EntryOrigin::kShipped);
+  EXPECT_EQ(choice->tuned->shape, (Shape{4096, 8192}));
+
+  // A legal local nearest comes before the shipped one, even as near.
+  Import({Row(Op::kSoftmax, DType::kFloat32, {4096, 2048}, anywhere, 3)});
+  ASSERT_TRUE(cache->ReloadIfChanged().ok());
+  choice = cache->Lookup(Op::kSoftmax, DType::kFloat32, query);
+  ASSERT_TRUE(choice.ok());
+  EXPECT_EQ(choice->source, ConfigSource::kNearestTuned);
+  EXPECT_EQ(choice->tuned->origin, EntryOrigin::kLocal);
+  EXPECT_EQ(choice->tuned->shape, (Shape{4096, 2048}));
+
+  // Another dtype has neither: the heuristic.
+  choice = cache->Lookup(Op::kSoftmax, DType::kFloat16, query);
+  ASSERT_TRUE(choice.ok());
+  EXPECT_EQ(choice->source, ConfigSource::kHeuristic);
 }
 
 TEST_F(ConfigCacheTest, DamagedDatabaseIsAnError) {

@@ -13,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "client/daemon_cli_common.h"
 #include "db/tuning_store.h"
 #include "gtest/gtest.h"
 #include "kerntune/v1/kerntune.grpc.pb.h"
@@ -23,6 +22,7 @@
 #include "kernels/reference.h"
 #include "kernels/verify.h"
 #include "kernels/version.h"
+#include "proto/convert.h"
 #include "tests/server/daemon_process.h"
 #include "tests/testing/scoped_temp_dir.h"
 #include "tuner/backend.h"
@@ -68,8 +68,11 @@ class KerntunedGpuTest : public ::testing::Test {
     ASSERT_TRUE(store.ok()) << store.status();
     ASSERT_TRUE((*store)->ImportBestConfigs(tuner::SkuOf(device_), {row}).ok());
 
+    // No shipped configs: the sources these tests expect are the store's.
     daemon_ = std::make_unique<Daemon>(
-        KerntunedBinary(), std::vector<std::string>{"--socket=" + socket_, "--db=" + db_},
+        KerntunedBinary(),
+        std::vector<std::string>{"--socket=" + socket_, "--db=" + db_,
+                                 "--configs=" + dir_.File("no_shipped_configs")},
         dir_.File("kerntuned.log"));
     const absl::Status serving =
         WaitUntilServing(*daemon_, socket_, std::chrono::seconds(30));
@@ -180,8 +183,8 @@ TEST_F(KerntunedGpuTest, RunsEveryOpAndDtypeWithinTolerance) {
           return bytes;
         };
         pb::RunRequest request;
-        request.set_op(client::OpToProto(op));
-        request.set_dtype(client::DTypeToProto(dtype));
+        request.set_op(proto::OpToProto(op));
+        request.set_dtype(proto::DTypeToProto(dtype));
         request.mutable_shape()->set_rows(shape.rows);
         request.mutable_shape()->set_cols(shape.cols);
         if (shape.inner > 1) request.mutable_shape()->set_inner(shape.inner);

@@ -221,7 +221,9 @@ std::vector<MalformedCase> MalformedRunRequests() {
                          r.mutable_rms_norm()->mutable_inv_rms()->mutable_buffer()->set_buffer_id(
                              "0123456789abcdef");
                        }),
-                       kInvalid, "rms_norm.want_inv_rms returns 1/rms inline"));
+                       kInvalid,
+                       "rms_norm.want_inv_rms returns rms_norm.inv_rms inline; it cannot be "
+                       "combined with rms_norm.inv_rms in client memory"));
   cases.push_back(Case("rms_norm inv_rms not in memory", Edit(kRms, kF32, [](auto& r) {
                          r.mutable_rms_norm()->mutable_inv_rms()->set_return_inline(true);
                        }),

@@ -2,16 +2,18 @@
 #include "tests/server/request_values.h"
 
 #include "kernels/host_dtype.h"
-#include "server/run_request.h"
+#include "proto/convert.h"
 
 namespace kt::server::testing {
 
 namespace pb = ::kerntune::v1;
 
-// The daemon's own conversions; the tests pass only valid enums.
-kernels::DType ToKernels(pb::DType dtype) { return DTypeFromProto(dtype, "dtype").value(); }
+// The shared proto conversions; the tests pass only valid enums.
+kernels::DType ToKernels(pb::DType dtype) {
+  return proto::DTypeFromProto(dtype, "dtype").value();
+}
 
-kernels::Op ToKernels(pb::Op op) { return OpFromProto(op, "op").value(); }
+kernels::Op ToKernels(pb::Op op) { return proto::OpFromProto(op, "op").value(); }
 
 std::string RandomTensor(kernels::DType dtype, int64_t n, std::mt19937_64& rng, double mean) {
   std::normal_distribution<double> normal(mean, 2.0);

@@ -11,6 +11,7 @@ namespace kt::server {
 namespace {
 
 namespace pb = ::kerntune::v1;
+using kernels::Operand;
 using ::kt::server::testing::FakeMemory;
 using ::testing::HasSubstr;
 
@@ -64,9 +65,9 @@ class ResolveRefsTest : public ::testing::Test {
 TEST_F(ResolveRefsTest, BufferSlicesPointIntoTheirMemory) {
   absl::StatusOr<RunRequest> run = Both(BufferRun(512, 256));
   ASSERT_TRUE(run.ok()) << run.status();
-  EXPECT_EQ(run->input.where, TensorView::Where::kClientHost);
-  EXPECT_EQ(run->input.data, resolver_.buffers["in"]->base() + 512);
-  EXPECT_EQ(run->output.data, resolver_.buffers["out"]->base() + 256);
+  EXPECT_EQ(run->tensor(Operand::kInput).where, TensorView::Where::kClientHost);
+  EXPECT_EQ(run->tensor(Operand::kInput).data, resolver_.buffers["in"]->base() + 512);
+  EXPECT_EQ(run->tensor(Operand::kOutput).data, resolver_.buffers["out"]->base() + 256);
   EXPECT_EQ(run->memory.size(), 2u);
 }
 
@@ -112,14 +113,15 @@ TEST_F(ResolveRefsTest, LayerNormStatisticsGoToMemoryAndMustNotOverlap) {
   params.mutable_inv_std()->mutable_buffer()->set_offset_bytes(528);
   absl::StatusOr<RunRequest> run = Both(request);
   ASSERT_TRUE(run.ok()) << run.status();
-  EXPECT_TRUE(run->mean.present());
-  EXPECT_EQ(run->mean.bytes, 16);
+  EXPECT_TRUE(run->tensor(Operand::kMean).present());
+  EXPECT_EQ(run->tensor(Operand::kMean).bytes, 16);
 
   params.mutable_inv_std()->mutable_buffer()->set_offset_bytes(520);
   EXPECT_THAT(std::string(Both(request).status().message()),
               HasSubstr("layer_norm.mean overlaps layer_norm.inv_std"));
   params.mutable_inv_std()->mutable_buffer()->set_offset_bytes(508);
-  EXPECT_THAT(std::string(Both(request).status().message()), HasSubstr("output overlaps layer_norm.inv_std"));
+  EXPECT_THAT(std::string(Both(request).status().message()),
+              HasSubstr("output overlaps layer_norm.inv_std"));
 
   params.clear_inv_std();
   EXPECT_THAT(std::string(Both(request).status().message()),
@@ -142,11 +144,11 @@ TEST_F(ResolveRefsTest, RmsNormWeightAndInvRmsResolveUnderTheirOwnNames) {
   params.mutable_inv_rms()->mutable_buffer()->set_offset_bytes(512);
   absl::StatusOr<RunRequest> run = Both(request);
   ASSERT_TRUE(run.ok()) << run.status();
-  EXPECT_EQ(run->gamma.data, resolver_.buffers["in"]->base() + 512);
-  EXPECT_EQ(run->gamma.bytes, 32 * 4);
-  EXPECT_EQ(run->inv_std.data, resolver_.buffers["out"]->base() + 512);
-  EXPECT_EQ(run->inv_std.bytes, 4 * 4);
-  EXPECT_FALSE(run->mean.present());
+  EXPECT_EQ(run->tensor(Operand::kGamma).data, resolver_.buffers["in"]->base() + 512);
+  EXPECT_EQ(run->tensor(Operand::kGamma).bytes, 32 * 4);
+  EXPECT_EQ(run->tensor(Operand::kInvStd).data, resolver_.buffers["out"]->base() + 512);
+  EXPECT_EQ(run->tensor(Operand::kInvStd).bytes, 4 * 4);
+  EXPECT_FALSE(run->tensor(Operand::kMean).present());
 
   params.mutable_inv_rms()->mutable_buffer()->set_offset_bytes(500);
   EXPECT_THAT(std::string(Both(request).status().message()),
@@ -170,8 +172,8 @@ TEST_F(ResolveRefsTest, RowScaleAndMaskResolveAndAreBoundsChecked) {
   row_scale->set_offset_bytes(1008);  // 4 rows: 16 bytes, the last 16 of "out"
   absl::StatusOr<RunRequest> run = Both(scale);
   ASSERT_TRUE(run.ok()) << run.status();
-  EXPECT_EQ(run->row_scale.where, TensorView::Where::kClientHost);
-  EXPECT_EQ(run->row_scale.data, resolver_.buffers["out"]->base() + 1008);
+  EXPECT_EQ(run->tensor(Operand::kRowScale).where, TensorView::Where::kClientHost);
+  EXPECT_EQ(run->tensor(Operand::kRowScale).data, resolver_.buffers["out"]->base() + 1008);
   row_scale->set_offset_bytes(1012);
   EXPECT_EQ(Both(scale).status().code(), absl::StatusCode::kOutOfRange);
   row_scale->set_offset_bytes(256);
@@ -190,8 +192,8 @@ TEST_F(ResolveRefsTest, RowScaleAndMaskResolveAndAreBoundsChecked) {
   params->mutable_mask()->mutable_buffer()->set_offset_bytes(768);
   run = Both(masked);
   ASSERT_TRUE(run.ok()) << run.status();
-  EXPECT_EQ(run->mask.data, resolver_.buffers["in"]->base() + 768);
-  EXPECT_EQ(run->mask.bytes, 256);
+  EXPECT_EQ(run->tensor(Operand::kMask).data, resolver_.buffers["in"]->base() + 768);
+  EXPECT_EQ(run->tensor(Operand::kMask).bytes, 256);
   params->mutable_mask()->mutable_buffer()->set_offset_bytes(772);
   EXPECT_THAT(std::string(Both(masked).status().message()),
               HasSubstr("scaled_masked_softmax.mask: offset_bytes=772 + 256 bytes is past"));
@@ -210,7 +212,7 @@ TEST_F(ResolveRefsTest, EventsNeedADeviceTensorAndTheRightSize) {
   request.mutable_input()->mutable_cuda_ipc()->set_handle(std::string(64, 'h'));
   absl::StatusOr<RunRequest> run = Both(request);
   ASSERT_TRUE(run.ok()) << run.status();
-  EXPECT_EQ(run->input.where, TensorView::Where::kDevice);
+  EXPECT_EQ(run->tensor(Operand::kInput).where, TensorView::Where::kDevice);
   request.set_done_event("short");
   EXPECT_THAT(std::string(Both(request).status().message()),
               HasSubstr("done_event has 5 bytes, want exactly 64"));

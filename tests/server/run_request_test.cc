@@ -4,6 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/convert.h"
 #include "server/service.h"
 #include "tests/server/malformed_requests.h"
 
@@ -11,6 +12,7 @@ namespace kt::server {
 namespace {
 
 namespace pb = ::kerntune::v1;
+using kernels::Operand;
 using ::kt::server::testing::kTableMaxRequestBytes;
 using ::kt::server::testing::MalformedRunRequests;
 using ::kt::server::testing::ValidRunRequest;
@@ -39,11 +41,12 @@ TEST(RunRequestTest, ValidRequestsPassWithTheirFields) {
       EXPECT_EQ(got->shape.rows, 3);
       EXPECT_EQ(got->shape.cols, 5);
       EXPECT_EQ(got->shape.inner, 1);
-      EXPECT_EQ(got->input.bytes, static_cast<int64_t>(request.input().inline_data().size()));
-      EXPECT_EQ(got->input.where, TensorView::Where::kInline);
-      EXPECT_EQ(got->output.where, TensorView::Where::kInline);
-      EXPECT_EQ(OpToProto(got->op), op);
-      EXPECT_EQ(DTypeToProto(got->dtype), dtype);
+      EXPECT_EQ(got->tensor(Operand::kInput).bytes,
+                static_cast<int64_t>(request.input().inline_data().size()));
+      EXPECT_EQ(got->tensor(Operand::kInput).where, TensorView::Where::kInline);
+      EXPECT_EQ(got->tensor(Operand::kOutput).where, TensorView::Where::kInline);
+      EXPECT_EQ(proto::OpToProto(got->op), op);
+      EXPECT_EQ(proto::DTypeToProto(got->dtype), dtype);
     }
   }
 }
@@ -57,11 +60,11 @@ TEST(RunRequestTest, OutputMayBeLeftUnsetAndLayerNormTakesAffineAndStats) {
   request.mutable_layer_norm()->set_epsilon(0.25);
   absl::StatusOr<RunRequest> got = ValidateRunRequest(request, kTableMaxRequestBytes);
   ASSERT_TRUE(got.ok()) << got.status();
-  EXPECT_EQ(got->gamma.bytes, 16);
-  EXPECT_EQ(got->beta.bytes, 16);
-  EXPECT_EQ(got->mean.where, TensorView::Where::kInline);
-  EXPECT_EQ(got->mean.bytes, 2 * 4);
-  EXPECT_EQ(got->epsilon, 0.25);
+  EXPECT_EQ(got->tensor(Operand::kGamma).bytes, 16);
+  EXPECT_EQ(got->tensor(Operand::kBeta).bytes, 16);
+  EXPECT_EQ(got->tensor(Operand::kMean).where, TensorView::Where::kInline);
+  EXPECT_EQ(got->tensor(Operand::kMean).bytes, 2 * 4);
+  EXPECT_EQ(got->params.epsilon, 0.25);
 }
 
 TEST(RunRequestTest, MiddleAxisShapesSizeTheInputAndOutput) {
@@ -72,8 +75,8 @@ TEST(RunRequestTest, MiddleAxisShapesSizeTheInputAndOutput) {
     absl::StatusOr<RunRequest> got = ValidateRunRequest(request, kTableMaxRequestBytes);
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_EQ(got->shape, (kernels::Shape{3, 5, 7}));
-    EXPECT_EQ(got->tensor_bytes(), 3 * 5 * 7 * 2);
-    EXPECT_EQ(got->output.bytes, 3 * 5 * 7 * 2);
+    EXPECT_EQ(got->tensor(Operand::kInput).bytes, 3 * 5 * 7 * 2);
+    EXPECT_EQ(got->tensor(Operand::kOutput).bytes, 3 * 5 * 7 * 2);
     // inner 1 is the last axis, like inner unset.
     request.mutable_shape()->set_inner(1);
     request.mutable_input()->set_inline_data(std::string(3 * 5 * 2, '\0'));
@@ -90,39 +93,39 @@ TEST(RunRequestTest, RmsNormTakesItsWeightEpsilonAndInvRms) {
   request.mutable_rms_norm()->set_want_inv_rms(true);
   absl::StatusOr<RunRequest> got = ValidateRunRequest(request, kTableMaxRequestBytes);
   ASSERT_TRUE(got.ok()) << got.status();
-  EXPECT_EQ(got->epsilon, 0.5);
-  EXPECT_EQ(got->gamma.where, TensorView::Where::kInline);
-  EXPECT_EQ(got->gamma.bytes, 16);
-  EXPECT_FALSE(got->beta.present());
-  EXPECT_FALSE(got->mean.present());
-  EXPECT_EQ(got->inv_std.where, TensorView::Where::kInline);
-  EXPECT_EQ(got->inv_std.bytes, 6 * 4);
-  EXPECT_FALSE(got->row_scale.present());
+  EXPECT_EQ(got->params.epsilon, 0.5);
+  EXPECT_EQ(got->tensor(Operand::kGamma).where, TensorView::Where::kInline);
+  EXPECT_EQ(got->tensor(Operand::kGamma).bytes, 16);
+  EXPECT_FALSE(got->tensor(Operand::kBeta).present());
+  EXPECT_FALSE(got->tensor(Operand::kMean).present());
+  EXPECT_EQ(got->tensor(Operand::kInvStd).where, TensorView::Where::kInline);
+  EXPECT_EQ(got->tensor(Operand::kInvStd).bytes, 6 * 4);
+  EXPECT_FALSE(got->tensor(Operand::kRowScale).present());
   // Without want_inv_rms there is no per-row output.
   request.mutable_rms_norm()->set_want_inv_rms(false);
   got = ValidateRunRequest(request, kTableMaxRequestBytes);
   ASSERT_TRUE(got.ok()) << got.status();
-  EXPECT_FALSE(got->inv_std.present());
+  EXPECT_FALSE(got->tensor(Operand::kInvStd).present());
   // Or it goes to client memory.
   request.mutable_rms_norm()->mutable_inv_rms()->mutable_buffer()->set_buffer_id("abcd");
   request.mutable_rms_norm()->mutable_inv_rms()->mutable_buffer()->set_offset_bytes(64);
   got = ValidateRunRequest(request, kTableMaxRequestBytes);
   ASSERT_TRUE(got.ok()) << got.status();
-  EXPECT_EQ(got->inv_std.where, TensorView::Where::kAbsent);  // until resolved
-  EXPECT_EQ(got->inv_std.bytes, 6 * 4);
+  EXPECT_EQ(got->tensor(Operand::kInvStd).where, TensorView::Where::kAbsent);  // until resolved
+  EXPECT_EQ(got->tensor(Operand::kInvStd).bytes, 6 * 4);
 }
 
 TEST(RunRequestTest, ReduceScaleAlwaysReturnsItsScales) {
   pb::RunRequest request = ValidRunRequest(pb::OP_REDUCE_SCALE, pb::DTYPE_FLOAT32, 9, 4);
   absl::StatusOr<RunRequest> got = ValidateRunRequest(request, kTableMaxRequestBytes);
   ASSERT_TRUE(got.ok()) << got.status();
-  EXPECT_EQ(got->row_scale.where, TensorView::Where::kInline);
-  EXPECT_EQ(got->row_scale.bytes, 9 * 4);
-  EXPECT_FALSE(got->inv_std.present());
+  EXPECT_EQ(got->tensor(Operand::kRowScale).where, TensorView::Where::kInline);
+  EXPECT_EQ(got->tensor(Operand::kRowScale).bytes, 9 * 4);
+  EXPECT_FALSE(got->tensor(Operand::kInvStd).present());
   request.mutable_reduce_scale()->mutable_row_scale()->set_return_inline(true);
   got = ValidateRunRequest(request, kTableMaxRequestBytes);
   ASSERT_TRUE(got.ok()) << got.status();
-  EXPECT_EQ(got->row_scale.where, TensorView::Where::kInline);
+  EXPECT_EQ(got->tensor(Operand::kRowScale).where, TensorView::Where::kInline);
 }
 
 TEST(RunRequestTest, ScaledMaskedSoftmaxTakesScaleMaskAndCausal) {
@@ -130,10 +133,10 @@ TEST(RunRequestTest, ScaledMaskedSoftmaxTakesScaleMaskAndCausal) {
   pb::RunRequest request = ValidRunRequest(pb::OP_SCALED_MASKED_SOFTMAX, pb::DTYPE_FLOAT16, 12, 8);
   absl::StatusOr<RunRequest> got = ValidateRunRequest(request, kTableMaxRequestBytes);
   ASSERT_TRUE(got.ok()) << got.status();
-  EXPECT_EQ(got->scale, 1.0);  // absent: 1
-  EXPECT_FALSE(got->mask.present());
-  EXPECT_EQ(got->mask_rows, 0);
-  EXPECT_FALSE(got->causal);
+  EXPECT_EQ(got->params.scale, 1.0);  // absent: 1
+  EXPECT_FALSE(got->tensor(Operand::kMask).present());
+  EXPECT_EQ(got->params.mask_rows, 0);
+  EXPECT_FALSE(got->params.causal);
   auto* params = request.mutable_scaled_masked_softmax();
   params->set_scale(0.125);
   params->set_mask_rows(3);
@@ -141,16 +144,16 @@ TEST(RunRequestTest, ScaledMaskedSoftmaxTakesScaleMaskAndCausal) {
   params->mutable_mask()->set_inline_data(std::string(3 * 8 * 2, '\0'));
   got = ValidateRunRequest(request, kTableMaxRequestBytes);
   ASSERT_TRUE(got.ok()) << got.status();
-  EXPECT_EQ(got->scale, 0.125);
-  EXPECT_EQ(got->mask_rows, 3);
-  EXPECT_TRUE(got->causal);
-  EXPECT_EQ(got->mask.where, TensorView::Where::kInline);
-  EXPECT_EQ(got->mask.bytes, 3 * 8 * 2);
+  EXPECT_EQ(got->params.scale, 0.125);
+  EXPECT_EQ(got->params.mask_rows, 3);
+  EXPECT_TRUE(got->params.causal);
+  EXPECT_EQ(got->tensor(Operand::kMask).where, TensorView::Where::kInline);
+  EXPECT_EQ(got->tensor(Operand::kMask).bytes, 3 * 8 * 2);
   // A scale of 0 is a scale (softmax of the mask), not "absent".
   params->set_scale(0);
   got = ValidateRunRequest(request, kTableMaxRequestBytes);
   ASSERT_TRUE(got.ok()) << got.status();
-  EXPECT_EQ(got->scale, 0.0);
+  EXPECT_EQ(got->params.scale, 0.0);
 }
 
 TEST(RunRequestTest, ExactlyTheLimitIsAccepted) {

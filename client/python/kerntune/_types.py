@@ -48,10 +48,12 @@ class LaunchConfig:
 class ConfigChoice:
     """The config a run used (or would use) and where it came from.
 
-    source: "tuned", "nearest_tuned", "heuristic" or "cpu_reference" (then
-    config is None). tuned_shape (rows, cols) and tuned_median_us describe the
-    tuned point for "tuned" and "nearest_tuned"; tuned_inner its inner (1:
-    the last axis).
+    source: "tuned" (the daemon's local store), "shipped" (a config file
+    shipped for the GPU), "nearest_tuned", "heuristic" or "cpu_reference"
+    (then config is None). tuned_shape (rows, cols) and tuned_median_us
+    describe the tuned point for "tuned", "shipped" and "nearest_tuned";
+    tuned_inner its inner (1: the last axis); tuned_origin where that entry
+    was loaded from ("tuned": the local store, "shipped": a shipped file).
     """
 
     source: str
@@ -59,6 +61,7 @@ class ConfigChoice:
     tuned_shape: Optional[Tuple[int, int]]
     tuned_median_us: float
     tuned_inner: int = 1
+    tuned_origin: Optional[str] = None
 
     @classmethod
     def from_proto(cls, m):
@@ -69,6 +72,8 @@ class ConfigChoice:
             tuned_shape=(m.tuned_shape.rows, m.tuned_shape.cols) if tuned else None,
             tuned_median_us=m.tuned_median_us,
             tuned_inner=max(m.tuned_shape.inner, 1) if tuned else 1,
+            tuned_origin=(enum_name(pb.ConfigSource, m.tuned_origin, "CONFIG_SOURCE_")
+                          if tuned else None),
         )
 
 
@@ -131,7 +136,14 @@ def daemon_ordinal_for_uuid(devices, uuid, fallback):
 
 @dataclasses.dataclass(frozen=True)
 class Status:
-    """GetStatus: the daemon's version, backend, devices, store and buffers."""
+    """GetStatus: the daemon's version, backend, devices, store and buffers.
+
+    backend_note: what the backend means for the configs (the CPU backend
+    uses no GPU tuned configs). tuned_entries: the local store's entries
+    served; shipped_entries and
+    shipped_config_files: those of the shipped config files for the GPU;
+    stale_entries_skipped: entries left out for their kernel library version.
+    """
 
     version: str
     kernel_library_version: str
@@ -148,6 +160,10 @@ class Status:
     open_ipc_mappings: int
     default_buffer_ttl_seconds: int
     cuda_ipc_supported: bool
+    backend_note: str = ""
+    shipped_entries: int = 0
+    shipped_config_files: List[str] = dataclasses.field(default_factory=list)
+    stale_entries_skipped: int = 0
 
     @classmethod
     def from_proto(cls, m):
@@ -168,12 +184,19 @@ class Status:
             open_ipc_mappings=m.open_ipc_mappings,
             default_buffer_ttl_seconds=m.default_buffer_ttl_seconds,
             cuda_ipc_supported=m.cuda_ipc_supported,
+            backend_note=m.backend_note,
+            shipped_entries=m.shipped_entries,
+            shipped_config_files=list(m.shipped_config_files),
+            stale_entries_skipped=m.stale_entries_skipped,
         )
 
 
 @dataclasses.dataclass(frozen=True)
 class TunedEntry:
-    """One tuned (op, dtype, rows, cols, inner) point the daemon has loaded."""
+    """One tuned (op, dtype, rows, cols, inner) point the daemon serves.
+
+    source: "tuned" (the local store) or "shipped" (a shipped config file).
+    """
 
     op: str
     dtype: str
@@ -183,6 +206,7 @@ class TunedEntry:
     median_us: float
     kernel_version: str
     inner: int = 1
+    source: str = "tuned"
 
     @classmethod
     def from_proto(cls, m):
@@ -195,6 +219,7 @@ class TunedEntry:
             median_us=m.median_us,
             kernel_version=m.kernel_version,
             inner=max(m.shape.inner, 1),
+            source=enum_name(pb.ConfigSource, m.source, "CONFIG_SOURCE_"),
         )
 
 

@@ -1,10 +1,11 @@
-// The tuned-config file of `kerntune configs export/import`: protobuf's
-// canonical JSON mapping of kerntune.v1.TunedConfigFile
-// (proto/kerntune/v1/config_file.proto; client/README.md documents it).
+// The tuned-config file: protobuf's canonical JSON mapping of
+// kerntune.v1.TunedConfigFile (proto/kerntune/v1/config_file.proto;
+// client/README.md documents it). `kerntune configs export/import` write and
+// read it, and kerntuned and the CLI read the shipped ones (deploy/configs).
 // Writing is a conversion; reading validates every entry on its own so one
 // bad entry costs only itself.
-#ifndef KERNTUNE_CLIENT_CONFIG_FILE_H_
-#define KERNTUNE_CLIENT_CONFIG_FILE_H_
+#ifndef KERNTUNE_PROTO_CONFIG_FILE_H_
+#define KERNTUNE_PROTO_CONFIG_FILE_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -18,17 +19,17 @@
 #include "db/records.h"
 #include "kerntune/v1/config_file.pb.h"
 
-namespace kt::client {
+namespace kt::proto {
 
 inline constexpr char kConfigFileFormat[] = "kerntune.tuned_configs";
 // The layout this code writes and the newest it reads.
 inline constexpr uint32_t kConfigFileVersion = 1;
 
 // The file for `sku` holding `rows` (their gpu ids and run ids are dropped:
-// both are local to a store).
-kerntune::v1::TunedConfigFile MakeConfigFile(const db::GpuSku& sku,
-                                             absl::Span<const db::BestConfig> rows,
-                                             absl::Time exported_at);
+// both are local to a store). InvalidArgument naming the point when a row's
+// config key is not one this kerntune reads (a newer kerntune wrote it).
+absl::StatusOr<kerntune::v1::TunedConfigFile> MakeConfigFile(
+    const db::GpuSku& sku, absl::Span<const db::BestConfig> rows, absl::Time exported_at);
 
 // Pretty-printed canonical JSON with snake_case field names and every field
 // written, zeros included, ending in a newline.
@@ -52,7 +53,9 @@ struct ParsedConfigFile {
 };
 
 // Reads a file's text. File-level problems are errors and nothing of the
-// file is usable: not JSON, not an object, "format" other than
+// file is usable: a SQLite file (a tuning store given where a file was
+// expected), not JSON (the line and column of the first syntax error), not
+// an object, "format" other than
 // kConfigFileFormat, a format_version missing or newer than
 // kConfigFileVersion (FailedPrecondition), an incomplete SKU or one whose
 // architecture kerntune does not know. Every entry is checked on its own:
@@ -65,6 +68,6 @@ struct ParsedConfigFile {
 // split existed import as last-axis points with split 1.
 absl::StatusOr<ParsedConfigFile> ParseConfigFile(absl::string_view json);
 
-}  // namespace kt::client
+}  // namespace kt::proto
 
-#endif  // KERNTUNE_CLIENT_CONFIG_FILE_H_
+#endif  // KERNTUNE_PROTO_CONFIG_FILE_H_

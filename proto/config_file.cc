@@ -1,5 +1,5 @@
-// Writing and validating tuned-config files.
-#include "client/config_file.h"
+// Writing and validating tuned-config files (config_file.h).
+#include "proto/config_file.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,9 +9,11 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "client/cli_common.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/match.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/time_util.h"
@@ -19,38 +21,236 @@
 #include "kernels/launch_config.h"
 #include "kernels/types.h"
 #include "kernels/version.h"
+#include "proto/convert.h"
 
-namespace kt::client {
+namespace kt::proto {
 namespace {
 
-namespace pb = ::google::protobuf;
+namespace gpb = ::google::protobuf;
 using ::kerntune::v1::TunedConfig;
 using ::kerntune::v1::TunedConfigFile;
 
-std::string ProtoMessage(const pb::util::Status& status) {
-  return std::string(status.message().data(), status.message().size());
+// `text` safe to print: bytes outside printable ASCII as \xNN, so that a
+// binary file given by mistake cannot put raw bytes on a terminal.
+std::string Printable(absl::string_view text) {
+  std::string shown;
+  for (const char c : text) {
+    if (c >= 0x20 && c < 0x7f) {
+      shown += c;
+    } else {
+      absl::StrAppendFormat(&shown, "\\x%02x", static_cast<unsigned char>(c));
+    }
+  }
+  return shown;
 }
 
-pb::Timestamp ToTimestamp(int64_t unix_seconds) {
-  return pb::util::TimeUtil::SecondsToTimestamp(unix_seconds);
+// Protobuf's message without the excerpt of the input it quotes on the
+// following lines.
+std::string ProtoMessage(const gpb::util::Status& status) {
+  const absl::string_view message(status.message().data(), status.message().size());
+  return Printable(message.substr(0, message.find('\n')));
 }
 
-TunedConfig ToProto(const db::BestConfig& row) {
+// The first JSON syntax error of a text (RFC 8259) with its line and column;
+// protobuf's parser says what went wrong but not where.
+class JsonSyntaxChecker {
+ public:
+  explicit JsonSyntaxChecker(absl::string_view text) : text_(text) {}
+
+  // Empty when the text is one JSON value with only white space around it.
+  std::optional<std::string> FirstError() {
+    SkipSpace();
+    if (!Value(0)) return error_;
+    SkipSpace();
+    if (pos_ < text_.size()) {
+      Fail("the end of the input after the top-level value");
+      return error_;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  // Deeper documents are refused rather than risk the stack.
+  static constexpr int kMaxDepth = 512;
+
+  bool Value(int depth) {
+    if (depth > kMaxDepth) return Fail(absl::StrCat("at most ", kMaxDepth, " nested levels"));
+    if (pos_ >= text_.size()) return Fail("a value");
+    switch (text_[pos_]) {
+      case '{':
+        return Members(depth, '}', /*keyed=*/true);
+      case '[':
+        return Members(depth, ']', /*keyed=*/false);
+      case '"':
+        return String();
+      case 't':
+        return Word("true");
+      case 'f':
+        return Word("false");
+      case 'n':
+        return Word("null");
+      default:
+        return Number();
+    }
+  }
+
+  // An object (`keyed`: "key": value members) or an array, at its opening
+  // bracket.
+  bool Members(int depth, char close, bool keyed) {
+    ++pos_;
+    SkipSpace();
+    if (Peek(close)) {
+      ++pos_;
+      return true;
+    }
+    while (true) {
+      if (keyed) {
+        if (!Peek('"')) return Fail("a string key");
+        if (!String()) return false;
+        SkipSpace();
+        if (!Peek(':')) return Fail("':' after the key");
+        ++pos_;
+        SkipSpace();
+      }
+      if (!Value(depth + 1)) return false;
+      SkipSpace();
+      if (Peek(close)) {
+        ++pos_;
+        return true;
+      }
+      if (!Peek(',')) return Fail(absl::StrCat("',' or '", std::string(1, close), "'"));
+      ++pos_;
+      SkipSpace();
+    }
+  }
+
+  bool String() {
+    ++pos_;  // the opening quote
+    while (pos_ < text_.size()) {
+      const unsigned char c = static_cast<unsigned char>(text_[pos_]);
+      if (c == '"') {
+        ++pos_;
+        return true;
+      }
+      if (c < 0x20) return Fail("a character of the string (control characters are escaped)");
+      if (c != '\\') {
+        ++pos_;
+        continue;
+      }
+      ++pos_;
+      if (pos_ >= text_.size()) break;
+      if (text_[pos_] == 'u') {
+        for (int i = 1; i <= 4; ++i) {
+          if (pos_ + i >= text_.size() || !absl::ascii_isxdigit(text_[pos_ + i])) {
+            pos_ += i;
+            return Fail("four hex digits after \\u");
+          }
+        }
+        pos_ += 5;
+      } else if (OneOf("\"\\/bfnrt", text_[pos_])) {
+        ++pos_;
+      } else {
+        return Fail("an escape (\\\", \\\\, \\/, \\b, \\f, \\n, \\r, \\t or \\u)");
+      }
+    }
+    return Fail("the closing '\"' of the string");
+  }
+
+  bool Word(absl::string_view word) {
+    for (size_t i = 0; i < word.size(); ++i, ++pos_) {
+      if (pos_ >= text_.size() || text_[pos_] != word[i]) {
+        return Fail(absl::StrCat("\"", word, "\""));
+      }
+    }
+    return true;
+  }
+
+  // -? (0 | [1-9][0-9]*) (.[0-9]+)? ([eE][+-]?[0-9]+)?
+  bool Number() {
+    if (Peek('-')) ++pos_;
+    if (Peek('0')) {
+      ++pos_;
+    } else if (!Digits()) {
+      return Fail("a value (an object, array, string, number, true, false or null)");
+    }
+    if (Peek('.')) {
+      ++pos_;
+      if (!Digits()) return Fail("a digit after the decimal point");
+    }
+    if (Peek('e') || Peek('E')) {
+      ++pos_;
+      if (Peek('+') || Peek('-')) ++pos_;
+      if (!Digits()) return Fail("a digit of the exponent");
+    }
+    return true;
+  }
+
+  // One or more digits.
+  bool Digits() {
+    const size_t start = pos_;
+    while (pos_ < text_.size() && absl::ascii_isdigit(text_[pos_])) ++pos_;
+    return pos_ > start;
+  }
+
+  bool Peek(char c) const { return pos_ < text_.size() && text_[pos_] == c; }
+  static bool OneOf(absl::string_view set, char c) {
+    return set.find(c) != absl::string_view::npos;
+  }
+
+  void SkipSpace() {
+    while (pos_ < text_.size() && OneOf(" \t\r\n", text_[pos_])) ++pos_;
+  }
+
+  // Records "line L, column C: expected X, found Y" at the current position.
+  bool Fail(absl::string_view expected) {
+    int line = 1;
+    size_t line_start = 0;
+    for (size_t i = 0; i < pos_ && i < text_.size(); ++i) {
+      if (text_[i] == '\n') {
+        ++line;
+        line_start = i + 1;
+      }
+    }
+    std::string found = "the end of the input";
+    if (pos_ < text_.size()) {
+      const char c = text_[pos_];
+      found = c >= 0x21 && c < 0x7f ? absl::StrCat("'", std::string(1, c), "'")
+                                    : absl::StrFormat("byte 0x%02x", static_cast<unsigned char>(c));
+    }
+    error_ = absl::StrCat("line ", line, ", column ", pos_ - line_start + 1, ": expected ",
+                          expected, ", found ", found);
+    return false;
+  }
+
+  absl::string_view text_;
+  size_t pos_ = 0;
+  std::string error_;
+};
+
+// The first bytes of every SQLite database file.
+constexpr absl::string_view kSqliteHeader("SQLite format 3\0", 16);
+
+gpb::Timestamp ToTimestamp(int64_t unix_seconds) {
+  return gpb::util::TimeUtil::SecondsToTimestamp(unix_seconds);
+}
+
+// One store row as a file entry; InvalidArgument when its config key is not
+// one this kerntune reads.
+absl::StatusOr<TunedConfig> ToProto(const db::BestConfig& row) {
+  absl::StatusOr<kernels::LaunchConfig> config = kernels::ParseLaunchConfig(row.config.key);
+  if (!config.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        db::DescribePoint(row.point.op, row.point.dtype, row.point.rows, row.point.cols,
+                          row.point.inner),
+        ": ", config.status().message(), " (written by a newer kerntune?)"));
+  }
   TunedConfig entry;
   entry.set_op(row.point.op);
   entry.set_dtype(row.point.dtype);
   entry.set_rows(row.point.rows);
   entry.set_cols(row.point.cols);
   entry.set_inner(row.point.inner);
-  kerntune::v1::LaunchConfig& config = *entry.mutable_config();
-  config.set_impl(row.config.impl);
-  config.set_block_size(row.config.block_size);
-  config.set_pack_size(row.config.pack_size);
-  config.set_thread_group_width(row.config.thread_group_width);
-  config.set_rows_per_access(row.config.rows_per_access);
-  config.set_grid_waves(row.config.grid_waves);
-  config.set_key(row.config.key);
-  config.set_split(row.config.split);
+  *entry.mutable_config() = LaunchConfigToProto(*config);
   entry.set_median_us(row.median_us);
   if (row.spread_low_us) entry.set_spread_low_us(*row.spread_low_us);
   if (row.spread_high_us) entry.set_spread_high_us(*row.spread_high_us);
@@ -68,7 +268,7 @@ TunedConfig ToProto(const db::BestConfig& row) {
 
 // Reads a top-level field of the document, under its proto name or its
 // lowerCamelCase JSON name (the canonical mapping accepts both).
-const pb::Value* FindField(const pb::Struct& object, const std::string& proto_name,
+const gpb::Value* FindField(const gpb::Struct& object, const std::string& proto_name,
                            const std::string& json_name) {
   auto it = object.fields().find(proto_name);
   if (it == object.fields().end()) it = object.fields().find(json_name);
@@ -77,38 +277,38 @@ const pb::Value* FindField(const pb::Struct& object, const std::string& proto_na
 
 // Checks what tells a tuned-config file from any other JSON, before the
 // rest is interpreted (a newer layout may not parse as this one).
-absl::Status CheckFormat(const pb::Struct& document) {
-  const pb::Value* format = FindField(document, "format", "format");
+absl::Status CheckFormat(const gpb::Struct& document) {
+  const gpb::Value* format = FindField(document, "format", "format");
   if (format == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         "no \"format\" field: not a kerntune tuned-config file (expected "
         "\"format\": \"",
         kConfigFileFormat, "\")"));
   }
-  if (format->kind_case() != pb::Value::kStringValue ||
+  if (format->kind_case() != gpb::Value::kStringValue ||
       format->string_value() != kConfigFileFormat) {
     std::string shown;
-    (void)pb::util::MessageToJsonString(*format, &shown);
+    (void)gpb::util::MessageToJsonString(*format, &shown);
     return absl::InvalidArgumentError(
         absl::StrCat("format=", shown, " is not \"", kConfigFileFormat,
                      "\": not a kerntune tuned-config file"));
   }
-  const pb::Value* version =
+  const gpb::Value* version =
       FindField(document, "format_version", "formatVersion");
   if (version == nullptr) {
     return absl::InvalidArgumentError(
         "no \"format_version\" field (this kerntune reads format_version 1)");
   }
   double number = 0;
-  if (version->kind_case() == pb::Value::kNumberValue) {
+  if (version->kind_case() == gpb::Value::kNumberValue) {
     number = version->number_value();
-  } else if (version->kind_case() != pb::Value::kStringValue ||
+  } else if (version->kind_case() != gpb::Value::kStringValue ||
              !absl::SimpleAtod(version->string_value(), &number)) {
     number = -1;
   }
   if (!(number >= 1) || number != std::floor(number)) {
     std::string shown;
-    (void)pb::util::MessageToJsonString(*version, &shown);
+    (void)gpb::util::MessageToJsonString(*version, &shown);
     return absl::InvalidArgumentError(absl::StrCat(
         "format_version=", shown, " must be a positive integer"));
   }
@@ -159,42 +359,6 @@ absl::Status CheckRate(absl::string_view field, double value) {
   return absl::OkStatus();
 }
 
-// The first field of `fields` that disagrees with what `key` says.
-absl::Status CheckConfigAgrees(const kerntune::v1::LaunchConfig& fields,
-                               const kernels::LaunchConfig& from_key) {
-  const auto mismatch = [&](absl::string_view name, const auto& value,
-                            const auto& expected) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "config.", name, "=", value, " disagrees with config.key=\"", fields.key(),
-        "\" (which says ", expected, ")"));
-  };
-  if (fields.impl() != kernels::ImplName(from_key.impl)) {
-    return mismatch("impl", absl::StrCat("\"", fields.impl(), "\""),
-                    absl::StrCat("\"", kernels::ImplName(from_key.impl), "\""));
-  }
-  if (fields.block_size() != from_key.block_size) {
-    return mismatch("block_size", fields.block_size(), from_key.block_size);
-  }
-  if (fields.pack_size() != from_key.pack_size) {
-    return mismatch("pack_size", fields.pack_size(), from_key.pack_size);
-  }
-  if (fields.thread_group_width() != from_key.thread_group_width) {
-    return mismatch("thread_group_width", fields.thread_group_width(),
-                    from_key.thread_group_width);
-  }
-  if (fields.rows_per_access() != from_key.rows_per_access) {
-    return mismatch("rows_per_access", fields.rows_per_access(),
-                    from_key.rows_per_access);
-  }
-  if (fields.grid_waves() != from_key.grid_waves) {
-    return mismatch("grid_waves", fields.grid_waves(), from_key.grid_waves);
-  }
-  // Files written before split existed have none: 1.
-  const int split = fields.split() == 0 ? 1 : fields.split();
-  if (split != from_key.split) return mismatch("split", fields.split(), from_key.split);
-  return absl::OkStatus();
-}
-
 // One entry to a store row, or why it cannot be one.
 absl::StatusOr<db::BestConfig> CheckEntry(const TunedConfig& entry,
                                           const kernels::DeviceInfo& device) {
@@ -220,16 +384,8 @@ absl::StatusOr<db::BestConfig> CheckEntry(const TunedConfig& entry,
     return absl::InvalidArgumentError(absl::StrCat(
         "inner=", inner, ": ", kernels::OpName(*op), " reduces the last axis only"));
   }
-  if (!entry.has_config() || entry.config().key().empty()) {
-    return absl::InvalidArgumentError("config.key is missing");
-  }
-  absl::StatusOr<kernels::LaunchConfig> config =
-      kernels::ParseLaunchConfig(entry.config().key());
+  absl::StatusOr<kernels::LaunchConfig> config = LaunchConfigFromProto(entry.config());
   if (!config.ok()) return config.status();
-  if (absl::Status agrees = CheckConfigAgrees(entry.config(), *config);
-      !agrees.ok()) {
-    return agrees;
-  }
   const kernels::Shape shape{entry.rows(), entry.cols(), inner};
   if (absl::Status valid =
           kernels::ValidateConfig(*op, *dtype, shape, *config, device);
@@ -279,7 +435,7 @@ absl::StatusOr<db::BestConfig> CheckEntry(const TunedConfig& entry,
   row.point.rows = entry.rows();
   row.point.cols = entry.cols();
   row.point.inner = inner;
-  row.config.impl = entry.config().impl();
+  row.config.impl = std::string(kernels::ImplName(config->impl));
   row.config.block_size = config->block_size;
   row.config.pack_size = config->pack_size;
   row.config.thread_group_width = config->thread_group_width;
@@ -299,39 +455,37 @@ absl::StatusOr<db::BestConfig> CheckEntry(const TunedConfig& entry,
   row.env.runtime_version = entry.runtime_version();
   row.env.kernel_version = entry.kernel_version();
   row.updated_at = entry.has_updated_at()
-                       ? pb::util::TimeUtil::TimestampToSeconds(entry.updated_at())
+                       ? gpb::util::TimeUtil::TimestampToSeconds(entry.updated_at())
                        : absl::ToUnixSeconds(absl::Now());
   return row;
 }
 
 }  // namespace
 
-TunedConfigFile MakeConfigFile(const db::GpuSku& sku,
-                               absl::Span<const db::BestConfig> rows,
-                               absl::Time exported_at) {
+absl::StatusOr<TunedConfigFile> MakeConfigFile(const db::GpuSku& sku,
+                                               absl::Span<const db::BestConfig> rows,
+                                               absl::Time exported_at) {
   TunedConfigFile file;
   file.set_format(kConfigFileFormat);
   file.set_format_version(kConfigFileVersion);
-  kerntune::v1::GpuSku& gpu = *file.mutable_gpu();
-  gpu.set_name(sku.name);
-  gpu.set_cc_major(sku.cc_major);
-  gpu.set_cc_minor(sku.cc_minor);
-  gpu.set_sm_count(sku.sm_count);
-  gpu.set_total_memory_bytes(sku.total_memory_bytes);
+  *file.mutable_gpu() = SkuToProto(sku);
   *file.mutable_exported_at() = ToTimestamp(absl::ToUnixSeconds(exported_at));
-  file.set_exported_by(absl::StrCat("kerntune (kernels ",
-                                    kernels::kKernelLibraryVersion, ")"));
-  for (const db::BestConfig& row : rows) *file.add_configs() = ToProto(row);
+  file.set_exported_by(absl::StrCat("kerntune (kernels ", kernels::kKernelLibraryVersion, ")"));
+  for (const db::BestConfig& row : rows) {
+    absl::StatusOr<TunedConfig> entry = ToProto(row);
+    if (!entry.ok()) return entry.status();
+    *file.add_configs() = *std::move(entry);
+  }
   return file;
 }
 
 absl::StatusOr<std::string> ConfigFileToJson(const TunedConfigFile& file) {
-  pb::util::JsonPrintOptions options;
+  gpb::util::JsonPrintOptions options;
   options.add_whitespace = true;
   options.always_print_primitive_fields = true;
   options.preserve_proto_field_names = true;
   std::string json;
-  const pb::util::Status status = pb::util::MessageToJsonString(file, &json, options);
+  const gpb::util::Status status = gpb::util::MessageToJsonString(file, &json, options);
   if (!status.ok()) {
     return absl::InternalError(
         absl::StrCat("cannot write the config file as JSON: ", ProtoMessage(status)));
@@ -341,37 +495,44 @@ absl::StatusOr<std::string> ConfigFileToJson(const TunedConfigFile& file) {
 }
 
 absl::StatusOr<ParsedConfigFile> ParseConfigFile(absl::string_view json) {
-  pb::util::JsonParseOptions options;
+  if (absl::StartsWith(json, kSqliteHeader)) {
+    return absl::InvalidArgumentError(
+        "this is a SQLite tuning store, not a tuned-config file; use --db=<file> to read it");
+  }
+  if (std::optional<std::string> error = JsonSyntaxChecker(json).FirstError()) {
+    return absl::InvalidArgumentError(absl::StrCat("not valid JSON: ", *error));
+  }
+  gpb::util::JsonParseOptions options;
   // Fields added later within one format_version are skipped, not errors.
   options.ignore_unknown_fields = true;
 
   // Generic JSON first: the format and version are checked before the rest
   // is read as this layout, and each entry is then parsed on its own.
-  pb::Struct document;
-  if (pb::util::Status status = pb::util::JsonStringToMessage(
-          pb::StringPiece(json.data(), json.size()), &document, options);
+  gpb::Struct document;
+  if (gpb::util::Status status = gpb::util::JsonStringToMessage(
+          gpb::StringPiece(json.data(), json.size()), &document, options);
       !status.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("not a JSON object: ", ProtoMessage(status)));
   }
   if (absl::Status format = CheckFormat(document); !format.ok()) return format;
 
-  pb::Value entries;
+  gpb::Value entries;
   if (auto it = document.fields().find("configs"); it != document.fields().end()) {
     entries = it->second;
     document.mutable_fields()->erase("configs");
   }
-  if (entries.kind_case() != pb::Value::kListValue &&
-      entries.kind_case() != pb::Value::KIND_NOT_SET &&
-      entries.kind_case() != pb::Value::kNullValue) {
+  if (entries.kind_case() != gpb::Value::kListValue &&
+      entries.kind_case() != gpb::Value::KIND_NOT_SET &&
+      entries.kind_case() != gpb::Value::kNullValue) {
     return absl::InvalidArgumentError("\"configs\" must be an array");
   }
 
   std::string header_json;
   TunedConfigFile header;
-  pb::util::Status status = pb::util::MessageToJsonString(document, &header_json);
+  gpb::util::Status status = gpb::util::MessageToJsonString(document, &header_json);
   if (status.ok()) {
-    status = pb::util::JsonStringToMessage(header_json, &header, options);
+    status = gpb::util::JsonStringToMessage(header_json, &header, options);
   }
   if (!status.ok()) {
     return absl::InvalidArgumentError(
@@ -379,11 +540,7 @@ absl::StatusOr<ParsedConfigFile> ParseConfigFile(absl::string_view json) {
   }
 
   ParsedConfigFile parsed;
-  parsed.sku.name = header.gpu().name();
-  parsed.sku.cc_major = header.gpu().cc_major();
-  parsed.sku.cc_minor = header.gpu().cc_minor();
-  parsed.sku.sm_count = header.gpu().sm_count();
-  parsed.sku.total_memory_bytes = header.gpu().total_memory_bytes();
+  parsed.sku = SkuFromProto(header.gpu());
   if (absl::Status sku = CheckSku(parsed.sku); !sku.ok()) return sku;
   absl::StatusOr<kernels::DeviceInfo> device = kernels::DescribeSku(
       parsed.sku.name, parsed.sku.cc_major, parsed.sku.cc_minor,
@@ -394,7 +551,7 @@ absl::StatusOr<ParsedConfigFile> ParseConfigFile(absl::string_view json) {
         " (configs cannot be checked against its limits)"));
   }
   if (header.has_exported_at()) {
-    parsed.exported_at = pb::util::TimeUtil::ToString(header.exported_at());
+    parsed.exported_at = gpb::util::TimeUtil::ToString(header.exported_at());
   }
   parsed.exported_by = header.exported_by();
 
@@ -403,26 +560,26 @@ absl::StatusOr<ParsedConfigFile> ParseConfigFile(absl::string_view json) {
   const int count = entries.list_value().values_size();
   parsed.entries = static_cast<size_t>(count);
   for (int i = 0; i < count; ++i) {
-    const pb::Value& value = entries.list_value().values(i);
+    const gpb::Value& value = entries.list_value().values(i);
     const size_t index = static_cast<size_t>(i);
-    if (value.kind_case() != pb::Value::kStructValue) {
+    if (value.kind_case() != gpb::Value::kStructValue) {
       parsed.skipped.push_back({index, "not a JSON object"});
       continue;
     }
     std::string entry_json;
     TunedConfig entry;
-    pb::util::Status entry_status =
-        pb::util::MessageToJsonString(value.struct_value(), &entry_json);
+    gpb::util::Status entry_status =
+        gpb::util::MessageToJsonString(value.struct_value(), &entry_json);
     if (entry_status.ok()) {
-      entry_status = pb::util::JsonStringToMessage(entry_json, &entry, options);
+      entry_status = gpb::util::JsonStringToMessage(entry_json, &entry, options);
     }
     if (!entry_status.ok()) {
       parsed.skipped.push_back(
           {index, absl::StrCat("not a TunedConfig: ", ProtoMessage(entry_status))});
       continue;
     }
-    const std::string point = DescribePoint(entry.op(), entry.dtype(), entry.rows(),
-                                            entry.cols(), entry.inner());
+    const std::string point = db::DescribePoint(entry.op(), entry.dtype(), entry.rows(),
+                                                entry.cols(), entry.inner());
     absl::StatusOr<db::BestConfig> row = CheckEntry(entry, *device);
     if (!row.ok()) {
       parsed.skipped.push_back(
@@ -443,4 +600,4 @@ absl::StatusOr<ParsedConfigFile> ParseConfigFile(absl::string_view json) {
   return parsed;
 }
 
-}  // namespace kt::client
+}  // namespace kt::proto

@@ -1,5 +1,5 @@
 // The tuned-config file: writing, reading back, and every check of import.
-#include "client/config_file.h"
+#include "proto/config_file.h"
 
 #include <cmath>
 #include <string>
@@ -15,17 +15,26 @@
 #include "kernels/device_info.h"
 #include "kernels/launch_config.h"
 #include "kernels/version.h"
-#include "tests/client/fixture.h"
 
-namespace kt::client {
+namespace kt::proto {
 namespace {
 
-namespace pb = ::google::protobuf;
+namespace gpb = ::google::protobuf;
 using ::kerntune::v1::TunedConfig;
 using ::kerntune::v1::TunedConfigFile;
 using ::testing::HasSubstr;
-using testing::A100Sku;
-using testing::H100Sku;
+
+db::GpuSku H100Sku() { return {"NVIDIA H100 80GB HBM3", 9, 0, 132, 85520809984}; }
+db::GpuSku A100Sku() { return {"NVIDIA A100-SXM4-80GB", 8, 0, 108, 85899345920}; }
+constexpr int64_t kFixtureTime = 1714564800;  // 2024-05-01 12:00:00 UTC
+
+// MakeConfigFile of rows this kerntune reads.
+TunedConfigFile MakeFile(const db::GpuSku& sku, const std::vector<db::BestConfig>& rows,
+                         absl::Time exported_at) {
+  absl::StatusOr<TunedConfigFile> file = MakeConfigFile(sku, rows, exported_at);
+  EXPECT_TRUE(file.ok()) << file.status();
+  return file.ok() ? *std::move(file) : TunedConfigFile();
+}
 
 // A legal row of `sku`: the heuristic config of the point.
 db::BestConfig LegalRow(const db::GpuSku& sku, const std::string& op,
@@ -48,7 +57,7 @@ db::BestConfig LegalRow(const db::GpuSku& sku, const std::string& op,
   row.heuristic_key = kernels::ConfigKey(config);
   row.heuristic_us = 41.25;
   row.env = {12040, 12030, kernels::kKernelLibraryVersion};
-  row.updated_at = testing::kFixtureTime;
+  row.updated_at = kFixtureTime;
   return row;
 }
 
@@ -59,8 +68,8 @@ std::vector<db::BestConfig> LegalRows() {
 }
 
 TunedConfigFile LegalFile() {
-  return MakeConfigFile(H100Sku(), LegalRows(),
-                        absl::FromUnixSeconds(testing::kFixtureTime));
+  return MakeFile(H100Sku(), LegalRows(),
+                        absl::FromUnixSeconds(kFixtureTime));
 }
 
 std::string ToJson(const TunedConfigFile& file) { return *ConfigFileToJson(file); }
@@ -110,7 +119,7 @@ TEST(ConfigFileTest, AbsentOptionalTimesStayAbsent) {
   rows[0].spread_low_us.reset();
   rows[0].spread_high_us.reset();
   const std::string json =
-      ToJson(MakeConfigFile(H100Sku(), rows, absl::UnixEpoch()));
+      ToJson(MakeFile(H100Sku(), rows, absl::UnixEpoch()));
   EXPECT_THAT(json, ::testing::Not(HasSubstr("heuristic_us")));
   const absl::StatusOr<ParsedConfigFile> parsed = ParseConfigFile(json);
   ASSERT_TRUE(parsed.ok()) << parsed.status();
@@ -148,23 +157,58 @@ void ExpectFileError(const std::string& json, absl::StatusCode code,
 }
 
 // The legal file as a generic JSON object, to damage it.
-pb::Struct LegalDocument() {
-  pb::Struct document;
-  EXPECT_TRUE(pb::util::JsonStringToMessage(ToJson(LegalFile()), &document).ok());
+gpb::Struct LegalDocument() {
+  gpb::Struct document;
+  EXPECT_TRUE(gpb::util::JsonStringToMessage(ToJson(LegalFile()), &document).ok());
   return document;
 }
 
-std::string DocumentJson(const pb::Struct& document) {
+std::string DocumentJson(const gpb::Struct& document) {
   std::string json;
-  EXPECT_TRUE(pb::util::MessageToJsonString(document, &json).ok());
+  EXPECT_TRUE(gpb::util::MessageToJsonString(document, &json).ok());
   return json;
 }
 
 TEST(ConfigFileTest, RefusesTextThatIsNotJson) {
   ExpectFileError("this is not json", absl::StatusCode::kInvalidArgument,
-                  "not a JSON object");
+                  "not valid JSON: line 1, column 2: expected \"true\", found 'h'");
   ExpectFileError("[1, 2]", absl::StatusCode::kInvalidArgument, "not a JSON object");
-  ExpectFileError("", absl::StatusCode::kInvalidArgument, "not a JSON object");
+  ExpectFileError("", absl::StatusCode::kInvalidArgument,
+                  "not valid JSON: line 1, column 1: expected a value, found the end of the input");
+}
+
+TEST(ConfigFileTest, ASyntaxErrorIsReportedByLineAndColumn) {
+  ExpectFileError("{\n  \"format\": \"kerntune.tuned_configs\",\n"
+                  "  \"gpu\": {\"name\": \"x\" oops}\n}",
+                  absl::StatusCode::kInvalidArgument,
+                  "not valid JSON: line 3, column 23: expected ',' or '}', found 'o'");
+  ExpectFileError("{\"configs\": [1, 2,]}", absl::StatusCode::kInvalidArgument,
+                  "line 1, column 19: expected a value (an object, array, string, number, "
+                  "true, false or null), found ']'");
+  ExpectFileError("{\"a\": \"no end", absl::StatusCode::kInvalidArgument,
+                  "line 1, column 14: expected the closing '\"' of the string");
+  ExpectFileError("{\"a\": 1} {}", absl::StatusCode::kInvalidArgument,
+                  "line 1, column 10: expected the end of the input after the top-level value");
+  ExpectFileError("{\"a\": 01}", absl::StatusCode::kInvalidArgument,
+                  "line 1, column 8: expected ',' or '}', found '1'");
+  ExpectFileError("{\"a\": \"\\q\"}", absl::StatusCode::kInvalidArgument,
+                  "line 1, column 9: expected an escape");
+}
+
+TEST(ConfigFileTest, BinaryInputIsNeverQuoted) {
+  // A tuning store given where a file was expected: said so plainly.
+  const std::string sqlite("SQLite format 3\0\x10\x00\x01\x01\xff\xfe", 22);
+  ExpectFileError(sqlite, absl::StatusCode::kInvalidArgument,
+                  "this is a SQLite tuning store, not a tuned-config file; use --db=<file> "
+                  "to read it");
+  // Any other binary: the offending byte by its value, never the bytes.
+  const std::string binary("{\"a\": \x01\x02\x03}", 10);
+  const absl::StatusOr<ParsedConfigFile> parsed = ParseConfigFile(binary);
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_THAT(std::string(parsed.status().message()), HasSubstr("found byte 0x01"));
+  for (const char c : parsed.status().message()) {
+    EXPECT_TRUE(c >= 0x20 && c < 0x7f) << static_cast<int>(c);
+  }
 }
 
 TEST(ConfigFileTest, RefusesOtherFormats) {
@@ -187,7 +231,7 @@ TEST(ConfigFileTest, RefusesNewerFormatVersionBeforeReadingTheRest) {
                   "format_version=2 is newer than this kerntune reads (1)");
   // A version-2 layout that no longer parses as version 1 gets the same
   // message, not a parse error.
-  pb::Struct document = LegalDocument();
+  gpb::Struct document = LegalDocument();
   (*document.mutable_fields())["format_version"].set_number_value(2);
   (*document.mutable_fields())["configs"].set_string_value("moved elsewhere");
   ExpectFileError(DocumentJson(document), absl::StatusCode::kFailedPrecondition,
@@ -355,7 +399,7 @@ TEST(ConfigFileTest, MiddleAxisEntriesRoundTripUnderTheirInner) {
   middle.config = tuner::ConfigRecordOf(*axis);
   middle.heuristic_key = kernels::ConfigKey(*axis);
   const absl::StatusOr<ParsedConfigFile> parsed = ParseConfigFile(
-      ToJson(MakeConfigFile(H100Sku(), {last, middle}, absl::UnixEpoch())));
+      ToJson(MakeFile(H100Sku(), {last, middle}, absl::UnixEpoch())));
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   ASSERT_EQ(parsed->valid.size(), 2u) << SkipReason(parsed, 0) << SkipReason(parsed, 1);
   EXPECT_EQ(parsed->valid[0].point.inner, 1);
@@ -370,26 +414,26 @@ TEST(ConfigFileTest, ChecksConfigsAgainstTheFilesSku) {
   row.config = {"block_smem", 1024, 4, 32, 1, 0, "block_smem/b1024/p4/g32/r1/w0"};
   const absl::Time when = absl::UnixEpoch();
   const absl::StatusOr<ParsedConfigFile> on_h100 =
-      ParseConfigFile(ToJson(MakeConfigFile(H100Sku(), {row}, when)));
+      ParseConfigFile(ToJson(MakeFile(H100Sku(), {row}, when)));
   ASSERT_TRUE(on_h100.ok());
   EXPECT_EQ(on_h100->valid.size(), 1u);
   const absl::StatusOr<ParsedConfigFile> on_a100 =
-      ParseConfigFile(ToJson(MakeConfigFile(A100Sku(), {row}, when)));
+      ParseConfigFile(ToJson(MakeFile(A100Sku(), {row}, when)));
   ASSERT_TRUE(on_a100.ok());
   EXPECT_TRUE(on_a100->valid.empty());
   EXPECT_THAT(SkipReason(on_a100, 0), HasSubstr("NVIDIA A100-SXM4-80GB allows"));
 }
 
 TEST(ConfigFileTest, SkipsEntriesThatAreNotTunedConfigs) {
-  pb::Struct document = LegalDocument();
-  pb::ListValue& configs =
+  gpb::Struct document = LegalDocument();
+  gpb::ListValue& configs =
       *(*document.mutable_fields())["configs"].mutable_list_value();
   configs.add_values()->set_number_value(42);  // 3: not an object
-  pb::Value wrong_type = configs.values(0);    // 4: rows is not a number
+  gpb::Value wrong_type = configs.values(0);    // 4: rows is not a number
   (*wrong_type.mutable_struct_value()->mutable_fields())["rows"].set_string_value(
       "many");
   *configs.add_values() = wrong_type;
-  pb::Value extra_field = configs.values(1);  // 5: an unknown field is fine
+  gpb::Value extra_field = configs.values(1);  // 5: an unknown field is fine
   (*extra_field.mutable_struct_value()->mutable_fields())["added_in_v1_1"]
       .set_bool_value(true);
   (*extra_field.mutable_struct_value()->mutable_fields())["rows"].set_string_value(
@@ -407,4 +451,4 @@ TEST(ConfigFileTest, SkipsEntriesThatAreNotTunedConfigs) {
 }
 
 }  // namespace
-}  // namespace kt::client
+}  // namespace kt::proto

@@ -1,0 +1,56 @@
+// Client memory for a Run's tensors (client_tensors.h).
+#include "server/client_tensors.h"
+
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace kt::server {
+
+absl::Status NeedsUnixSocket(absl::string_view what) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      what, " needs the Unix socket: a registration belongs to the calling process, known "
+            "from its peer credentials; over TCP send inline tensors"));
+}
+
+absl::StatusOr<std::shared_ptr<const ClientMemory>> CudaIpcMemoryCache::Open(
+    const std::string& handle, int device_ordinal, const PeerProcess& caller) {
+  absl::StatusOr<std::shared_ptr<const ClientMemory>> memory =
+      memory_.GetOrOpen(handle, caller, absl::Now(), [&] {
+        return backend_.OpenCudaIpcMemory(handle, device_ordinal);
+      });
+  if (memory.ok() && (*memory)->device() != device_ordinal) {
+    return absl::InvalidArgumentError(absl::StrCat("device_ordinal=", device_ordinal,
+                                                   ", but the handle's allocation is on device ",
+                                                   (*memory)->device()));
+  }
+  return memory;
+}
+
+int CudaIpcMemoryCache::Evict(absl::Time now,
+                              absl::FunctionRef<bool(const PeerProcess&)> is_alive) {
+  return memory_.Evict(now, idle_, is_alive);
+}
+
+absl::StatusOr<TensorResolver::Opened> ClientTensorResolver::RegisteredBuffer(
+    const std::string& buffer_id) {
+  if (!caller_) return NeedsUnixSocket("a registered buffer");
+  const bool first_use = used_.insert(buffer_id).second;
+  absl::StatusOr<Registration> registration =
+      registry_.Use(*caller_, buffer_id, absl::Now(), first_use);
+  if (!registration.ok()) return registration.status();
+  return Opened{std::move(registration->memory), registration->size_bytes};
+}
+
+absl::StatusOr<TensorResolver::Opened> ClientTensorResolver::CudaIpcAllocation(
+    const std::string& handle, int device_ordinal) {
+  if (!caller_) return NeedsUnixSocket("a CUDA IPC handle");
+  absl::StatusOr<std::shared_ptr<const ClientMemory>> memory =
+      cuda_ipc_.Open(handle, device_ordinal, *caller_);
+  if (!memory.ok()) return memory.status();
+  const int64_t size = (*memory)->size();
+  return Opened{*std::move(memory), size};
+}
+
+}  // namespace kt::server

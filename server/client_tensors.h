@@ -1,0 +1,73 @@
+// How a Run's tensor references reach client memory: CUDA IPC allocations
+// opened once per handle and cached (registrations and one-off references
+// share them, since CUDA opens a handle once per process), and the
+// resolver a Run uses over them and the caller's registrations.
+#ifndef KERNTUNE_SERVER_CLIENT_TENSORS_H_
+#define KERNTUNE_SERVER_CLIENT_TENSORS_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "server/backend.h"
+#include "server/buffer_registry.h"
+#include "server/client_memory.h"
+#include "server/ipc_cache.h"
+#include "server/peer_credentials.h"
+#include "server/run_request.h"
+
+namespace kt::server {
+
+// FailedPrecondition for `what` over TCP: buffers and CUDA IPC belong to
+// processes, known from the Unix socket's peer credentials.
+absl::Status NeedsUnixSocket(absl::string_view what);
+
+class CudaIpcMemoryCache {
+ public:
+  // The backend opens the handles; a mapping unused for `idle` closes.
+  CudaIpcMemoryCache(Backend& backend, absl::Duration idle) : backend_(backend), idle_(idle) {}
+
+  // The allocation of `handle` on the daemon's device `device_ordinal`,
+  // opened on first use. InvalidArgument when the handle's allocation is on
+  // another device.
+  absl::StatusOr<std::shared_ptr<const ClientMemory>> Open(const std::string& handle,
+                                                           int device_ordinal,
+                                                           const PeerProcess& caller);
+  // Closes idle mappings and those of exited processes; returns how many.
+  int Evict(absl::Time now, absl::FunctionRef<bool(const PeerProcess&)> is_alive);
+  void Clear() { memory_.Clear(); }
+  size_t size() const { return memory_.size(); }
+
+ private:
+  Backend& backend_;
+  const absl::Duration idle_;
+  IpcCache<const ClientMemory> memory_;
+};
+
+// Resolves one Run's references for its caller: the caller's own
+// registrations (each counted once per Run), and CUDA IPC handles.
+class ClientTensorResolver final : public TensorResolver {
+ public:
+  ClientTensorResolver(BufferRegistry& registry, CudaIpcMemoryCache& cuda_ipc,
+                       const std::optional<PeerProcess>& caller)
+      : registry_(registry), cuda_ipc_(cuda_ipc), caller_(caller) {}
+
+  absl::StatusOr<Opened> RegisteredBuffer(const std::string& buffer_id) override;
+  absl::StatusOr<Opened> CudaIpcAllocation(const std::string& handle,
+                                           int device_ordinal) override;
+
+ private:
+  BufferRegistry& registry_;
+  CudaIpcMemoryCache& cuda_ipc_;
+  const std::optional<PeerProcess>& caller_;
+  absl::flat_hash_set<std::string> used_;  // buffers this Run already counted
+};
+
+}  // namespace kt::server
+
+#endif  // KERNTUNE_SERVER_CLIENT_TENSORS_H_
