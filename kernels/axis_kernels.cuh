@@ -188,20 +188,20 @@ __global__ void __launch_bounds__(1024)
           LoadAxisPack<false, T, pack>(x + first + r * stride, v[r]);
         } else {
 #pragma unroll
-          for (int k = 0; k < pack; ++k) v[r][k] = 0.f;  // never folded nor stored
+          for (int k = 0; k < pack; ++k) v[r][k] = Math::First::kIdentity;
         }
       }
       // The statistic's two passes over this thread's entries of each line
-      // (the second keeping what it computes, as ResidentRow does).
+      // (the second keeping what it computes, as ResidentRow does). Rows
+      // past the line's end hold the first pass's identity, -inf, which
+      // changes neither pass of the softmaxes: no bounds checks in the loops.
       using First = typename Math::First;
       float first_total[pack];
 #pragma unroll
       for (int k = 0; k < pack; ++k) {
         first_total[k] = First::kIdentity;
 #pragma unroll
-        for (int r = 0; r < cached_rows; ++r) {
-          if (r < valid_rows) first_total[k] = First{}.Add(first_total[k], v[r][k]);
-        }
+        for (int r = 0; r < cached_rows; ++r) first_total[k] = First{}.Add(first_total[k], v[r][k]);
       }
       all_reduce(first_total, typename First::Combine(), 0);
       using Second = decltype(Math::Second(0.f, line_params));
@@ -212,10 +212,8 @@ __global__ void __launch_bounds__(1024)
         second_total[k] = Second::kIdentity;
 #pragma unroll
         for (int r = 0; r < cached_rows; ++r) {
-          if (r < valid_rows) {
-            v[r][k] = pass.Keep(v[r][k]);
-            second_total[k] = pass.AddKept(second_total[k], v[r][k]);
-          }
+          v[r][k] = pass.Keep(v[r][k]);
+          second_total[k] = pass.AddKept(second_total[k], v[r][k]);
         }
       }
       all_reduce(second_total, typename Second::Combine(), 1);
