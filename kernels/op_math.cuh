@@ -11,7 +11,7 @@
 //    knowing the first pass's row total. ResidentRow drives the passes.
 //  - Streamed rows (each value read once, or the row split over blocks):
 //    per-thread Accumulators whose Partials merge (Merge, MergeOp for
-//    reducers, GroupMerge for a group of lanes at once), then Finish.
+//    reducers, WarpMerge for all 32 lanes at once), then Finish.
 // Either way the result is a Row: Apply<N>(v) turns N values into outputs in
 // place, WriteStats writes the per-row outputs the caller asked for.
 #ifndef KERNTUNE_KERNELS_OP_MATH_CUH_
@@ -351,13 +351,11 @@ struct SoftmaxMath {
 #pragma unroll
     for (int i = 0; i < N; ++i) mine[i] = {max[i], sum[i]};
   }
-  // The partials of each group of `width` consecutive lanes merged, the
-  // same on every lane of the group.
-  template <int width = kWarpSize>
-  static __device__ __forceinline__ Partial GroupMerge(const Partial& mine) {
+  // The 32 lanes' partials merged, the same on every lane.
+  static __device__ __forceinline__ Partial WarpMerge(const Partial& mine) {
     Partial merged[1] = {mine};
     AllMerge(merged, [](float (&v)[1], auto combine) {
-      v[0] = GroupAllReduce<width>(v[0], combine);
+      v[0] = GroupAllReduce<kWarpSize>(v[0], combine);
     });
     return merged[0];
   }
@@ -428,21 +426,20 @@ struct OpMath<Op::kLayerNorm, fast> {
   static __device__ __forceinline__ Partial Merge(const Partial& a, const Partial& b) {
     return WelfordMerge(a, b);
   }
-  // Chan's parallel formula in three sums instead of pairwise merges (each
-  // a division): the count, the mean from the sum of count * (mean_i -
-  // shift), then m2 = sum of (m2_i + count_i * (mean_i - mean)^2). The shift
-  // (the group's first lane's mean) keeps a large common offset from eating
-  // the mantissa of the sum, as in ShiftedSums.
-  template <int width = kWarpSize>
-  static __device__ __forceinline__ Partial GroupMerge(const Partial& mine) {
-    const float count = GroupAllReduce<width>(mine.count, SumOp());
-    if (count == 0.f) return Identity();  // the same branch on every lane of the group
-    const float shift = __shfl_sync(0xffffffffu, mine.mean, 0, width);
+  // Chan's parallel formula in three sums instead of 31 pairwise merges
+  // (each a division): the count, the mean from the sum of count * (mean_i
+  // - shift), then m2 = sum of (m2_i + count_i * (mean_i - mean)^2). The
+  // shift (lane 0's mean) keeps a large common offset from eating the
+  // mantissa of the sum, as in ShiftedSums.
+  static __device__ __forceinline__ Partial WarpMerge(const Partial& mine) {
+    const float count = GroupAllReduce<kWarpSize>(mine.count, SumOp());
+    if (count == 0.f) return Identity();  // the same branch on every lane
+    const float shift = __shfl_sync(0xffffffffu, mine.mean, 0);
     const float shifted = mine.count == 0.f ? 0.f : mine.count * (mine.mean - shift);
-    const float mean = shift + __fdividef(GroupAllReduce<width>(shifted, SumOp()), count);
+    const float mean = shift + __fdividef(GroupAllReduce<kWarpSize>(shifted, SumOp()), count);
     const float delta = mine.mean - mean;
     const float m2 = mine.count == 0.f ? 0.f : fmaf(mine.count * delta, delta, mine.m2);
-    return {mean, GroupAllReduce<width>(m2, SumOp()), count};
+    return {mean, GroupAllReduce<kWarpSize>(m2, SumOp()), count};
   }
   static __device__ __forceinline__ Row Finish(const Partial& total, const RowParams& p) {
     const float variance = fmaxf(__fdividef(total.m2, total.count), 0.f);
@@ -464,9 +461,8 @@ struct ScaleByStatMath {
   static __device__ __forceinline__ Partial Merge(Partial a, Partial b) {
     return MergeOp()(a, b);
   }
-  template <int width = kWarpSize>
-  static __device__ __forceinline__ Partial GroupMerge(Partial mine) {
-    return GroupAllReduce<width>(mine, MergeOp());
+  static __device__ __forceinline__ Partial WarpMerge(Partial mine) {
+    return GroupAllReduce<kWarpSize>(mine, MergeOp());
   }
   static __device__ __forceinline__ auto FromPasses(float stat, float, const RowParams& p) {
     return Derived::FromStat(stat, p);

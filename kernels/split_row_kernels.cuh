@@ -174,7 +174,7 @@ __device__ __forceinline__ Partial ReadSlot(const Unit* slot) {
 }
 
 // The row statistic from the `split` partials of a row, read by read(r):
-// lane l merges ranks l, l + 32, ... in order, then Math::GroupMerge
+// lane l merges ranks l, l + 32, ... in order, then Math::WarpMerge
 // combines the lanes. Every block of the row runs the same operations on the
 // same partials, so all compute bit-identical statistics. Every lane of the
 // warp must call it.
@@ -187,27 +187,31 @@ __device__ __forceinline__ typename Math::Partial MergeRowPartials(int split, co
     const Partial q = read(r);
     mine = r == lane ? q : Math::Merge(mine, q);
   }
-  return Math::GroupMerge(mine);
+  return Math::WarpMerge(mine);
 }
 
 // The block's statistic from every thread's partial, valid on thread 0
-// (the one that publishes it): GroupMerge in each warp, then the first warp
-// merges the warps' results in groups of as many lanes as warps, while the
-// other warps go on (as CUB's reduction did: an all-reduce here, every warp
-// merging, cost the cluster kernel up to 1.27x at 64 rows x 32768 on an
-// H100). `warp_partials` holds block_size / 32; reusing it needs a barrier
-// first.
+// (the one that publishes it): WarpMerge in each warp, then thread 0 merges
+// the warps' results in order, as CUB's warp-reductions algorithm does. An
+// all-reduce here (every warp merging the warps' results) raised the
+// cluster kernel's registers from 80 to 92-94 (float32 LayerNorm, 256
+// threads) and cost it 1.08-1.29x at 64 rows x 32768 on an H100.
+// `warp_partials` holds block_size / 32; reusing it needs a barrier first.
 template <class Math, int block_size>
 __device__ __forceinline__ typename Math::Partial BlockMerge(
     const typename Math::Partial& mine, typename Math::Partial* warp_partials) {
   constexpr int kWarps = block_size / kWarpSize;
   static_assert(kWarps <= kWarpSize, "one warp merges the warps' partials");
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
-  const typename Math::Partial warp = Math::GroupMerge(mine);
+  const typename Math::Partial warp = Math::WarpMerge(mine);
   if (lane == 0) warp_partials[threadIdx.x / kWarpSize] = warp;
   __syncthreads();
-  if (threadIdx.x >= kWarpSize) return warp;
-  return Math::template GroupMerge<kWarps>(warp_partials[lane % kWarps]);
+  typename Math::Partial total = warp;
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) total = Math::Merge(total, warp_partials[w]);
+  }
+  return total;
 }
 
 // kSplitTwoPass's scratch: the rows x split partials, row-major, each in a
