@@ -66,7 +66,7 @@ absl::StatusOr<LaunchConfig> Launch(Op op, DType dtype, Shape shape, const RowOp
 
   if (absl::Status s = internal::CheckCurrentDevice(device); !s.ok()) return s;
 
-  if (absl::Status s = ValidateConfig(op, dtype, shape, config, device); !s.ok()) return s;
+  // Validates the config as the operands' alignment adapts it.
   absl::StatusOr<LaunchConfig> aligned =
       ConfigForAlignment(op, dtype, shape, config, CommonAlignment(args), device);
   if (!aligned.ok()) return aligned.status();

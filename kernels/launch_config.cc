@@ -324,14 +324,21 @@ absl::StatusOr<LaunchConfig> ConfigForAlignment(Op op, DType dtype, Shape shape,
   LaunchConfig narrowed = config;
   narrowed.pack_size = NarrowPackSize(config.pack_size, dtype, PackedLength(shape, config.impl),
                                       alignment_bytes);
-  if (narrowed.pack_size == config.pack_size) return config;
-  if (config.impl == Impl::kWarp && config.thread_group_width < 32) {
+  if (narrowed.pack_size != config.pack_size && config.impl == Impl::kWarp &&
+      config.thread_group_width < 32) {
     // Each lane now holds a narrower pack: more lanes per row.
     narrowed.thread_group_width = std::min(
         32, config.thread_group_width * (config.pack_size / narrowed.pack_size));
     if (narrowed.thread_group_width == 32) narrowed.rows_per_access = 1;
   }
-  if (ValidateConfig(op, dtype, shape, narrowed, device).ok()) return narrowed;
+  const absl::Status narrowed_ok = ValidateConfig(op, dtype, shape, narrowed, device);
+  if (narrowed_ok.ok() || narrowed == config) {
+    if (!narrowed_ok.ok()) return narrowed_ok;
+    return narrowed;
+  }
+  // The narrowed config cannot run: the heuristic at this alignment, unless
+  // the config itself is illegal, which is refused as such.
+  if (absl::Status s = ValidateConfig(op, dtype, shape, config, device); !s.ok()) return s;
   return HeuristicConfig(op, dtype, shape, device, alignment_bytes);
 }
 

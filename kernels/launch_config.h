@@ -211,12 +211,14 @@ int NarrowPackSize(int pack_size, DType dtype, int64_t vector_length,
 // alignment: the pack every default takes.
 int WidestPack(DType dtype, int64_t vector_length, int64_t alignment_bytes = 16);
 
-// `config` for operands aligned only to `alignment_bytes`: its pack narrowed
-// (NarrowPackSize), and a warp group narrower than a warp widened so that
-// its lanes still cover the row. When even that config cannot run the
-// problem (a narrower pack can push a register-resident row past its
-// limit), the heuristic config at that alignment. Launch runs what this
-// returns; the tuner's configs assume 16-byte aligned bases.
+// `config` for operands aligned only to `alignment_bytes`, validated
+// (ValidateConfig): its pack narrowed (NarrowPackSize), and a warp group
+// narrower than a warp widened so that its lanes still cover the row. When
+// that narrowed config cannot run the problem (a narrower pack can push a
+// register-resident row past its limit) though `config` itself can, the
+// heuristic config at that alignment; when `config` is illegal, its error.
+// Launch runs what this returns; the tuner's configs assume 16-byte aligned
+// bases.
 absl::StatusOr<LaunchConfig> ConfigForAlignment(Op op, DType dtype, Shape shape,
                                                 const LaunchConfig& config,
                                                 int64_t alignment_bytes,

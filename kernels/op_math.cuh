@@ -406,7 +406,7 @@ struct OpMath<Op::kLayerNorm, fast> {
   // Welford partials on the way instead of a second pass over the cache:
   // in block_smem at 49152 x 4096-32768 the two passes ran 0.94-1.13x the
   // time of the streamed statistic (H200, 2026-11-26, bench/results/
-  // 2026-11-26-h200-one-op-concept/), no better on balance.
+  // 2026-11-26-h100-one-op-concept/), no better on balance.
   static constexpr bool kStreamsWhileCaching = true;
   static __device__ __forceinline__ SquaredDeviationPass Second(float sum, const RowParams& p) {
     SquaredDeviationPass pass;

@@ -190,21 +190,26 @@ __device__ __forceinline__ typename Math::Partial MergeRowPartials(int split, co
   return Math::WarpMerge(mine);
 }
 
-// The block's statistic from every thread's partial, valid on thread 0
-// (the one that publishes it): WarpMerge in each warp, then thread 0 merges
-// the warps' results in order, as CUB's warp-reductions algorithm does. An
-// all-reduce here (every warp merging the warps' results) raised the
-// cluster kernel's registers from 80 to 92-94 (float32 LayerNorm, 256
-// threads) and cost it 1.08-1.29x at 64 rows x 32768 on an H100.
+// The block's statistic from every thread's partial, two ways, each the
+// faster one where it is used (H100, 2026-11-26): WarpMerge in each warp,
+// then
+//  - BlockMergeInOrder: thread 0 merges the warps' results in order (CUB's
+//    warp-reductions algorithm); valid on thread 0 only. The fewest
+//    registers, for the cluster and grid kernels, whose loads in flight
+//    need them: merging in every warp raised the cluster kernel's registers
+//    (float32 LayerNorm at 256 threads: 80 -> 92) and cost it 1.08-1.29x at
+//    64 rows x 32768.
+//  - BlockMergeAllWarps: every warp merges the warps' results at once
+//    (WarpMerge); valid on every thread. The shortest latency, for the
+//    two-pass kernels at 1-8 rows: in order, a softmax block's seven
+//    rescaling merges cost them 1.05-1.13x.
 // `warp_partials` holds block_size / 32; reusing it needs a barrier first.
 template <class Math, int block_size>
-__device__ __forceinline__ typename Math::Partial BlockMerge(
+__device__ __forceinline__ typename Math::Partial BlockMergeInOrder(
     const typename Math::Partial& mine, typename Math::Partial* warp_partials) {
   constexpr int kWarps = block_size / kWarpSize;
-  static_assert(kWarps <= kWarpSize, "one warp merges the warps' partials");
-  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const typename Math::Partial warp = Math::WarpMerge(mine);
-  if (lane == 0) warp_partials[threadIdx.x / kWarpSize] = warp;
+  if (threadIdx.x % kWarpSize == 0) warp_partials[threadIdx.x / kWarpSize] = warp;
   __syncthreads();
   typename Math::Partial total = warp;
   if (threadIdx.x == 0) {
@@ -212,6 +217,18 @@ __device__ __forceinline__ typename Math::Partial BlockMerge(
     for (int w = 1; w < kWarps; ++w) total = Math::Merge(total, warp_partials[w]);
   }
   return total;
+}
+
+template <class Math, int block_size>
+__device__ __forceinline__ typename Math::Partial BlockMergeAllWarps(
+    const typename Math::Partial& mine, typename Math::Partial* warp_partials) {
+  constexpr int kWarps = block_size / kWarpSize;
+  static_assert(kWarps <= kWarpSize, "one warp merges the warps' partials");
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  const typename Math::Partial warp = Math::WarpMerge(mine);
+  if (lane == 0) warp_partials[threadIdx.x / kWarpSize] = warp;
+  __syncthreads();
+  return Math::WarpMerge(lane < kWarps ? warp_partials[lane] : Math::Identity());
 }
 
 // kSplitTwoPass's scratch: the rows x split partials, row-major, each in a
@@ -268,10 +285,10 @@ __device__ __forceinline__ void LoadThreadPacks(const Load& load, const TwoPassB
 // packs t, t + block_size, ... of that slice. Pass 1 loads the slice through
 // `load` (LoadBatch packs in flight per thread), caches it in shared memory
 // in Load::cache_type and accumulates the op's statistic; the block reduces
-// it (BlockMerge) to one partial, published in shared memory. After a cluster
-// barrier every warp reads the `split` partials (lane r from rank r, through
-// distributed shared memory) and merges them in rank order, so every block
-// of the cluster computes bit-identical row statistics. Pass 2 turns the
+// it (BlockMergeInOrder) to one partial, published in shared memory. After
+// a cluster barrier every warp reads the `split` partials (lane r from rank
+// r, through distributed shared memory) and merges them in rank order, so
+// every block of the cluster computes bit-identical row statistics. Pass 2 turns the
 // cached slice into outputs through `store`; block rank 0 writes the per-row
 // outputs. The partials are read between a cluster arrive and the matching
 // wait at the end of the row, so no block leaves (or overwrites its partial)
@@ -311,7 +328,7 @@ __global__ void __launch_bounds__(block_size)
     // (The last row's cluster barrier let every thread past its reads of
     // warp_partials.)
     const Partial block_partial =
-        split_row::BlockMerge<Math, block_size>(stat.Get(), warp_partials);
+        split_row::BlockMergeInOrder<Math, block_size>(stat.Get(), warp_partials);
     if (threadIdx.x == 0) published = block_partial;
     cluster.sync();  // every partial published (release / acquire)
 
@@ -384,7 +401,8 @@ __global__ void __launch_bounds__(block_size)
   const auto stat = split_row::LoadSlice<Math, pack, block_size>(load, row, slice, cache);
   // The reduction's barriers also order every thread's loads of x before
   // the slot's store (y may be x).
-  const Partial block_partial = split_row::BlockMerge<Math, block_size>(stat.Get(), warp_partials);
+  const Partial block_partial =
+      split_row::BlockMergeInOrder<Math, block_size>(stat.Get(), warp_partials);
   if (threadIdx.x == 0) split_row::WriteSlot(slot_of(rank), block_partial);
   grid.sync();  // every slot written (release / acquire at GPU scope)
 
@@ -403,7 +421,7 @@ __global__ void __launch_bounds__(block_size)
 
 // kSplitTwoPass, first kernel: each block (TwoPassBlock) loads its slice
 // (every pack of a thread in flight at once), reduces the op's statistic
-// over the block (BlockMerge) and writes it to its row's slot `rank` of the
+// over the block (BlockMergeAllWarps) and writes it to its row's slot `rank` of the
 // workspace.
 // Preconditions: gridDim.x = rows * ws.split; blockDim.x = block_size;
 // cols % pack == 0; p.slicing = Slicing::Of(cols / pack, ws.split); every
@@ -428,7 +446,8 @@ __global__ void __launch_bounds__(block_size)
   for (int b = 0; b < kMaxTwoPassPacksPerThread; ++b) {
     if (split_row::HoldsPack<block_size>(block, b)) stat.template Add<pack>(v[b]);
   }
-  const Partial partial = split_row::BlockMerge<Math, block_size>(stat.Get(), warp_partials);
+  const Partial partial =
+      split_row::BlockMergeAllWarps<Math, block_size>(stat.Get(), warp_partials);
   if (threadIdx.x == 0) {
     static_cast<split_row::TwoPassSlot<Partial>*>(ws.partials)[block.row * ws.split + block.rank]
         .partial = partial;
