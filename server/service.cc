@@ -12,14 +12,18 @@
 #include "server/stage_clock.h"
 #include "tuner/backend.h"
 
-#ifndef KT_PROJECT_VERSION
-#define KT_PROJECT_VERSION "unknown"
-#endif
-
 namespace kt::server {
 namespace {
 
 namespace pb = ::kerntune::v1;
+
+// server/CMakeLists.txt passes the project's version.
+#ifdef KT_PROJECT_VERSION
+constexpr char kProjectVersion[] = KT_PROJECT_VERSION;
+#else
+constexpr char kProjectVersion[] = "unknown";
+#endif
+
 grpc::Status ShuttingDown() {
   return grpc::Status(grpc::StatusCode::UNAVAILABLE, "kerntuned is shutting down");
 }
@@ -342,7 +346,7 @@ grpc::Status KernTuneService::HandleGetStatus(absl::string_view peer,
                                               pb::GetStatusResponse* response) {
   const DrainGuard::Admission admission = drain_.Admit();
   if (!admission) return ShuttingDown();
-  response->set_version(KT_PROJECT_VERSION);
+  response->set_version(kProjectVersion);
   response->set_kernel_library_version(kernels::kKernelLibraryVersion);
   response->set_backend(backend_.name());
   response->set_backend_reason(options_.backend_reason);
