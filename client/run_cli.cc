@@ -25,7 +25,7 @@
 namespace kt::client {
 namespace {
 
-constexpr absl::string_view kVerb = "run";
+constexpr absl::string_view kRunVerb = "run";
 constexpr char kLabel[] = "kerntune run";
 
 using kernels::Operand;
@@ -546,34 +546,35 @@ absl::string_view ViaName(Via via) {
 int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) {
   // Flags first: every problem with them is a usage error.
   absl::StatusOr<kernels::Op> op = kernels::ParseOp(o.op);
-  if (!op.ok()) return ReportError(kVerb, op.status(), err, kExitUsage);
+  if (!op.ok()) return ReportError(kRunVerb, op.status(), err, kExitUsage);
   if (!o.dtype || !o.rows || !o.cols) {
-    return ReportError(kVerb,
+    return ReportError(kRunVerb,
                        absl::InvalidArgumentError(
                            "--dtype, --rows and --cols are required (e.g. --dtype=float16 "
                            "--rows=4096 --cols=1024)"),
                        err, kExitUsage);
   }
   absl::StatusOr<kernels::DType> dtype = kernels::ParseDType(*o.dtype);
-  if (!dtype.ok()) return ReportError(kVerb, dtype.status(), err, kExitUsage);
+  if (!dtype.ok()) return ReportError(kRunVerb, dtype.status(), err, kExitUsage);
   for (const auto& [name, value] : {std::pair<const char*, int64_t>{"rows", *o.rows},
                                     {"cols", *o.cols}}) {
     if (value < 1) {
       return ReportError(
-          kVerb, absl::InvalidArgumentError(absl::StrCat("--", name, "=", value, " must be >= 1")),
-          err, kExitUsage);
+          kRunVerb,
+          absl::InvalidArgumentError(absl::StrCat("--", name, "=", value, " must be >= 1")), err,
+          kExitUsage);
     }
   }
   absl::StatusOr<Via> via = ParseVia(o.via);
-  if (!via.ok()) return ReportError(kVerb, via.status(), err, kExitUsage);
+  if (!via.ok()) return ReportError(kRunVerb, via.status(), err, kExitUsage);
   if (o.iterations < 1) {
-    return ReportError(kVerb,
+    return ReportError(kRunVerb,
                        absl::InvalidArgumentError(
                            absl::StrCat("--iterations=", o.iterations, " must be >= 1")),
                        err, kExitUsage);
   }
   if (kernels::TakesEpsilon(*op) && !(std::isfinite(o.epsilon) && o.epsilon > 0)) {
-    return ReportError(kVerb,
+    return ReportError(kRunVerb,
                        absl::InvalidArgumentError(
                            absl::StrCat("--epsilon=", o.epsilon, " must be finite and > 0")),
                        err, kExitUsage);
@@ -581,11 +582,11 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
   const int64_t inner = o.inner.value_or(1);
   if (inner < 1) {
     return ReportError(
-        kVerb, absl::InvalidArgumentError(absl::StrCat("--inner=", inner, " must be >= 1")), err,
+        kRunVerb, absl::InvalidArgumentError(absl::StrCat("--inner=", inner, " must be >= 1")), err,
         kExitUsage);
   }
   if (inner > 1 && !kernels::SupportsInnerAxis(*op)) {
-    return ReportError(kVerb,
+    return ReportError(kRunVerb,
                        absl::InvalidArgumentError(absl::StrCat(
                            "--inner=", inner, ": ", kernels::OpName(*op),
                            " reduces the last axis only (softmax and log_softmax take --inner)")),
@@ -596,7 +597,7 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
   attention.causal = o.causal;
   if (*op != kernels::Op::kScaledMaskedSoftmax) {
     if (o.mask || o.causal || o.scale || o.mask_rows) {
-      return ReportError(kVerb,
+      return ReportError(kRunVerb,
                          absl::InvalidArgumentError(absl::StrCat(
                              "--mask, --causal, --scale and --mask_rows are flags of "
                              "scaled_masked_softmax, not ",
@@ -606,7 +607,7 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
   } else {
     if (o.scale) {
       if (!std::isfinite(*o.scale)) {
-        return ReportError(kVerb,
+        return ReportError(kRunVerb,
                            absl::InvalidArgumentError(
                                absl::StrCat("--scale=", *o.scale, " must be finite")),
                            err, kExitUsage);
@@ -615,21 +616,21 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
       // worth a special case here.
       if (*o.scale == 0) {
         return ReportError(
-            kVerb, absl::InvalidArgumentError("--scale=0: give a non-zero scale"), err,
+            kRunVerb, absl::InvalidArgumentError("--scale=0: give a non-zero scale"), err,
             kExitUsage);
       }
       attention.scale = *o.scale;
     }
     if (o.mask_rows) {
       if (*o.mask_rows < 1 || *o.rows % *o.mask_rows != 0) {
-        return ReportError(kVerb,
+        return ReportError(kRunVerb,
                            absl::InvalidArgumentError(absl::StrCat(
                                "--mask_rows=", *o.mask_rows, " must be >= 1 and divide --rows=",
                                *o.rows, " (it is the query length q of (batch, heads, q, k))")),
                            err, kExitUsage);
       }
       if (!o.mask && !o.causal) {
-        return ReportError(kVerb,
+        return ReportError(kRunVerb,
                            absl::InvalidArgumentError(
                                "--mask_rows needs --mask or --causal (the query length of "
                                "the mask)"),
@@ -642,18 +643,18 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
   client_options.target = o.server;
   client_options.deadline = o.deadline;
   absl::StatusOr<DaemonClient> client = DaemonClient::Connect(client_options);
-  if (!client.ok()) return ReportError(kVerb, client.status(), err, kExitUsage);
+  if (!client.ok()) return ReportError(kRunVerb, client.status(), err, kExitUsage);
 
   absl::StatusOr<ViaChoice> choice = ChooseVia(*via, *client, o.device, o.daemon_device);
   if (!choice.ok()) {
     return absl::IsInvalidArgument(choice.status())
-               ? ReportError(kVerb, choice.status(), err, kExitUsage)
-               : ReportDaemonError(kVerb, choice.status(), err);
+               ? ReportError(kRunVerb, choice.status(), err, kExitUsage)
+               : ReportDaemonError(kRunVerb, choice.status(), err);
   }
   const kernels::Shape shape{*o.rows, *o.cols, inner};
   absl::StatusOr<kernels::HostProblem> problem =
       MakeCheckedProblem(*op, *dtype, shape, o.seed, o.epsilon, attention);
-  if (!problem.ok()) return ReportError(kVerb, problem.status(), err);
+  if (!problem.ok()) return ReportError(kRunVerb, problem.status(), err);
 
   std::unique_ptr<Transport> transport;
   switch (choice->via) {
@@ -663,7 +664,7 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
           choice->via == Via::kShm
               ? ShmTransport(*client, *problem)
               : IpcTransport(*client, *problem, o.device, choice->daemon_device);
-      if (!made.ok()) return ReportDaemonError(kVerb, made.status(), err);
+      if (!made.ok()) return ReportDaemonError(kRunVerb, made.status(), err);
       transport = *std::move(made);
       break;
     }
@@ -678,13 +679,13 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
     const auto start = std::chrono::steady_clock::now();
     absl::StatusOr<pb::RunResponse> ran = client->Run(transport->request());
     const auto end = std::chrono::steady_clock::now();
-    if (!ran.ok()) return ReportDaemonError(kVerb, ran.status(), err);
+    if (!ran.ok()) return ReportDaemonError(kRunVerb, ran.status(), err);
     round_trip_us.push_back(std::chrono::duration<double, std::micro>(end - start).count());
     kernel_us.push_back(ran->kernel_time_us());
     response = *std::move(ran);
   }
   absl::StatusOr<Outputs> outputs = transport->Fetch(response);
-  if (!outputs.ok()) return ReportError(kVerb, outputs.status(), err);
+  if (!outputs.ok()) return ReportError(kRunVerb, outputs.status(), err);
   const Check check = CheckOutputs(*problem, *outputs);
   int64_t checked = shape.elements();
   for (kernels::Operand operand : kernels::kAllOperands) {
@@ -765,7 +766,7 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
     }
   }
   if (check.bad != 0) {
-    return ReportError(kVerb,
+    return ReportError(kRunVerb,
                        absl::DataLossError(absl::StrCat(
                            point, ": the output does not match the fp64 reference (",
                            check.bad, " bad values; first ", check.first, ")")),

@@ -15,7 +15,7 @@
 namespace kt::client {
 namespace {
 
-constexpr absl::string_view kVerb = "status";
+constexpr absl::string_view kStatusVerb = "status";
 
 // "3d 04h 05m 06s", "2m 03s", "7s".
 std::string FormatUptime(int64_t seconds) {
@@ -157,7 +157,7 @@ void WriteJson(const std::string& target, const pb::GetStatusResponse& s, std::o
 
 int RunStatusCommand(const StatusCliOptions& options, std::ostream& out, std::ostream& err) {
   if (options.format == OutputFormat::kCsv) {
-    return ReportError(kVerb,
+    return ReportError(kStatusVerb,
                        absl::InvalidArgumentError(
                            "--format=csv does not fit the status (devices nest); use table or json"),
                        err, kExitUsage);
@@ -166,9 +166,9 @@ int RunStatusCommand(const StatusCliOptions& options, std::ostream& out, std::os
   client_options.target = options.server;
   client_options.deadline = options.deadline;
   absl::StatusOr<DaemonClient> client = DaemonClient::Connect(client_options);
-  if (!client.ok()) return ReportError(kVerb, client.status(), err, kExitUsage);
+  if (!client.ok()) return ReportError(kStatusVerb, client.status(), err, kExitUsage);
   absl::StatusOr<pb::GetStatusResponse> status = client->GetStatus();
-  if (!status.ok()) return ReportDaemonError(kVerb, status.status(), err);
+  if (!status.ok()) return ReportDaemonError(kStatusVerb, status.status(), err);
   if (options.format == OutputFormat::kJson) {
     WriteJson(client->target(), *status, out);
   } else {

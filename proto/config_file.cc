@@ -236,7 +236,7 @@ gpb::Timestamp ToTimestamp(int64_t unix_seconds) {
 
 // One store row as a file entry; InvalidArgument when its config key is not
 // one this kerntune reads.
-absl::StatusOr<TunedConfig> ToProto(const db::BestConfig& row) {
+absl::StatusOr<TunedConfig> EntryToProto(const db::BestConfig& row) {
   absl::StatusOr<kernels::LaunchConfig> config = kernels::ParseLaunchConfig(row.config.key);
   if (!config.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -472,7 +472,7 @@ absl::StatusOr<TunedConfigFile> MakeConfigFile(const db::GpuSku& sku,
   *file.mutable_exported_at() = ToTimestamp(absl::ToUnixSeconds(exported_at));
   file.set_exported_by(absl::StrCat("kerntune (kernels ", kernels::kKernelLibraryVersion, ")"));
   for (const db::BestConfig& row : rows) {
-    absl::StatusOr<TunedConfig> entry = ToProto(row);
+    absl::StatusOr<TunedConfig> entry = EntryToProto(row);
     if (!entry.ok()) return entry.status();
     *file.add_configs() = *std::move(entry);
   }

@@ -3,7 +3,6 @@
 
 #include <cuda.h>
 
-#include <chrono>
 #include <cstring>
 #include <utility>
 
@@ -13,15 +12,10 @@
 #include "kernels/launch_config.h"
 #include "server/cuda_status.h"
 #include "server/operand_staging.h"
+#include "server/stage_clock.h"
 
 namespace kt::server {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double MicrosSince(Clock::time_point start, Clock::time_point end) {
-  return std::chrono::duration<double, std::micro>(end - start).count();
-}
 
 // Client device memory opened with cudaIpcOpenMemHandle.
 class CudaIpcMemory final : public ClientMemory {
@@ -99,7 +93,7 @@ DeviceExecutor::~DeviceExecutor() {
 }
 
 absl::StatusOr<RunResult> DeviceExecutor::Execute(const RunRequest& request) {
-  const Clock::time_point start = Clock::now();
+  const StageClock::time_point start = StageClock::now();
   // The executing thread (a gRPC handler thread) sets its own device; the
   // kernel library never switches devices behind its back.
   if (absl::Status s = CudaError(cudaSetDevice(device_.ordinal), "cudaSetDevice"); !s.ok()) {
@@ -107,7 +101,7 @@ absl::StatusOr<RunResult> DeviceExecutor::Execute(const RunRequest& request) {
   }
   LanePool::Lease lease(*lanes_);
   ExecuteTiming timing;
-  timing.lane_wait_us = MicrosSince(start, Clock::now());
+  timing.lane_wait_us = MicrosSince(start, StageClock::now());
   absl::StatusOr<RunResult> result = ExecuteOn(lease.lane(), request, timing);
   if (!result.ok()) {
     // Leave the lane idle for the next request; a Run answered before it
@@ -138,18 +132,18 @@ absl::StatusOr<std::shared_ptr<IpcEvent>> DeviceExecutor::AttachEvents(
 absl::StatusOr<kernels::LaunchConfig> DeviceExecutor::Launch(
     const RunRequest& request, const kernels::RowOpArgs& args,
     const kernels::LaunchConfig& config, Lane& lane, TimedLaunch* timed, ExecuteTiming& timing) {
-  const Clock::time_point before_start_event = Clock::now();
+  const StageClock::time_point before_start_event = StageClock::now();
   if (timed != nullptr) {
     if (absl::Status s = CudaError(cudaEventRecord(timed->start, lane.stream), "cudaEventRecord");
         !s.ok()) {
       return s;
     }
   }
-  const Clock::time_point before_launch = Clock::now();
+  const StageClock::time_point before_launch = StageClock::now();
   absl::StatusOr<kernels::LaunchConfig> launched = kernels::Launch(
       request.op, request.dtype, request.shape, args, config, device_, lane.stream);
   if (!launched.ok()) return launched.status();
-  const Clock::time_point after_launch = Clock::now();
+  const StageClock::time_point after_launch = StageClock::now();
   if (timed != nullptr) {
     if (absl::Status s = CudaError(cudaEventRecord(timed->stop, lane.stream), "cudaEventRecord");
         !s.ok()) {
@@ -159,7 +153,7 @@ absl::StatusOr<kernels::LaunchConfig> DeviceExecutor::Launch(
   }
   timing.kernel_launch_us = MicrosSince(before_launch, after_launch);
   timing.timing_events_us =
-      MicrosSince(before_start_event, before_launch) + MicrosSince(after_launch, Clock::now());
+      MicrosSince(before_start_event, before_launch) + MicrosSince(after_launch, StageClock::now());
   return launched;
 }
 
@@ -180,11 +174,11 @@ absl::Status DeviceExecutor::HoldUntilPassed(Lane& lane, const TimedLaunch* time
 
 absl::StatusOr<RunResult> DeviceExecutor::ExecuteOn(Lane& lane, const RunRequest& request,
                                                     ExecuteTiming& timing) {
-  const Clock::time_point start = Clock::now();
+  const StageClock::time_point start = StageClock::now();
   absl::StatusOr<tuner::ConfigChoice> choice =
       cache_->Lookup(request.op, request.dtype, request.shape);
   if (!choice.ok()) return choice.status();
-  timing.lookup_us = MicrosSince(start, Clock::now());
+  timing.lookup_us = MicrosSince(start, StageClock::now());
 
   absl::StatusOr<std::shared_ptr<IpcEvent>> done_event = AttachEvents(lane.stream, request);
   if (!done_event.ok()) return done_event.status();
@@ -215,18 +209,18 @@ absl::StatusOr<RunResult> DeviceExecutor::ExecuteOn(Lane& lane, const RunRequest
   }
   if (answer_early) {
     if (absl::Status s = HoldUntilPassed(lane, timed, request); !s.ok()) return s;
-    timing.launch_us = MicrosSince(start, Clock::now());
+    timing.launch_us = MicrosSince(start, StageClock::now());
     result.answered_early = true;  // its kernel time, if timed, is read later
     return result;
   }
 
-  const Clock::time_point queued = Clock::now();
+  const StageClock::time_point queued = StageClock::now();
   timing.launch_us = MicrosSince(start, queued);
   if (absl::Status s = CudaError(cudaStreamSynchronize(lane.stream), "running the kernel");
       !s.ok()) {
     return s;
   }
-  timing.gpu_wait_us = MicrosSince(queued, Clock::now());
+  timing.gpu_wait_us = MicrosSince(queued, StageClock::now());
   // The stream is idle: earlier early answers' memory can go too.
   lane.in_flight.clear();
   if (timed != nullptr) {

@@ -1,7 +1,6 @@
 // KernTune service handlers (see service.h).
 #include "server/service.h"
 
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <utility>
@@ -10,21 +9,20 @@
 #include "kernels/version.h"
 #include "proto/convert.h"
 #include "server/run_request.h"
+#include "server/stage_clock.h"
 #include "tuner/backend.h"
-
-#ifndef KT_PROJECT_VERSION
-#define KT_PROJECT_VERSION "unknown"
-#endif
 
 namespace kt::server {
 namespace {
 
 namespace pb = ::kerntune::v1;
-using Clock = std::chrono::steady_clock;
 
-double MicrosSince(Clock::time_point from, Clock::time_point to) {
-  return std::chrono::duration<double, std::micro>(to - from).count();
-}
+// server/CMakeLists.txt passes the project's version.
+#ifdef KT_PROJECT_VERSION
+constexpr char kProjectVersion[] = KT_PROJECT_VERSION;
+#else
+constexpr char kProjectVersion[] = "unknown";
+#endif
 
 grpc::Status ShuttingDown() {
   return grpc::Status(grpc::StatusCode::UNAVAILABLE, "kerntuned is shutting down");
@@ -277,31 +275,31 @@ grpc::ServerUnaryReactor* KernTuneService::ListBuffers(grpc::CallbackServerConte
 absl::StatusOr<RunResult> KernTuneService::ValidateAndExecute(absl::string_view peer,
                                                               const pb::RunRequest& request,
                                                               pb::RunTiming& timing) {
-  const Clock::time_point start = Clock::now();
+  const StageClock::time_point start = StageClock::now();
   absl::StatusOr<RunRequest> run = ValidateRunRequest(request, options_.max_request_bytes);
   if (!run.ok()) return run.status();
-  const Clock::time_point validated = Clock::now();
+  const StageClock::time_point validated = StageClock::now();
   run->caller = Caller(peer);
   ClientTensorResolver resolver(registry_, cuda_ipc_, run->caller);
   if (absl::Status s = ResolveTensorRefs(request, resolver, *run); !s.ok()) return s;
-  const Clock::time_point resolved = Clock::now();
+  const StageClock::time_point resolved = StageClock::now();
   absl::StatusOr<RunResult> result = backend_.Execute(*run);
   timing.set_validate_us(MicrosSince(start, validated));
   timing.set_resolve_us(MicrosSince(validated, resolved));
-  timing.set_execute_us(MicrosSince(resolved, Clock::now()));
+  timing.set_execute_us(MicrosSince(resolved, StageClock::now()));
   return result;
 }
 
 grpc::Status KernTuneService::HandleRun(absl::string_view peer, const pb::RunRequest* request,
                                         pb::RunResponse* response) {
-  const Clock::time_point start = Clock::now();
+  const StageClock::time_point start = StageClock::now();
   const DrainGuard::Admission admission = drain_.Admit();
   if (!admission) return ShuttingDown();
   absl::StatusOr<RunResult> result =
       ValidateAndExecute(peer, *request, *response->mutable_server_timing());
   if (!result.ok()) return Fail("Run", peer, result.status());
   RunResultToProto(*result, backend_.name(), response);
-  const double handler_us = MicrosSince(start, Clock::now());
+  const double handler_us = MicrosSince(start, StageClock::now());
   response->mutable_server_timing()->set_handler_us(handler_us);
   run_counters_.Count(handler_us, result->answered_early);
   return grpc::Status::OK;
@@ -348,7 +346,7 @@ grpc::Status KernTuneService::HandleGetStatus(absl::string_view peer,
                                               pb::GetStatusResponse* response) {
   const DrainGuard::Admission admission = drain_.Admit();
   if (!admission) return ShuttingDown();
-  response->set_version(KT_PROJECT_VERSION);
+  response->set_version(kProjectVersion);
   response->set_kernel_library_version(kernels::kKernelLibraryVersion);
   response->set_backend(backend_.name());
   response->set_backend_reason(options_.backend_reason);

@@ -32,7 +32,7 @@
 namespace kt::client {
 namespace {
 
-namespace pb = ::google::protobuf;
+namespace gpb = ::google::protobuf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using testing::BuildFixtureStore;
@@ -70,24 +70,24 @@ std::vector<std::vector<std::string>> Csv(const std::string& text) {
   return rows;
 }
 
-size_t Column(const std::vector<std::vector<std::string>>& csv,
-              const std::string& name) {
+size_t ColumnIndex(const std::vector<std::vector<std::string>>& csv,
+                   const std::string& name) {
   const auto it = std::find(csv[0].begin(), csv[0].end(), name);
   EXPECT_NE(it, csv[0].end()) << name;
   return it - csv[0].begin();
 }
 
-pb::ListValue ParseJsonArray(const std::string& json) {
+gpb::ListValue ParseJsonArray(const std::string& json) {
   // The array is wrapped so that protobuf's parser (objects only at the top
   // level for Struct) can read it.
-  pb::Struct wrapper;
+  gpb::Struct wrapper;
   const auto status =
-      pb::util::JsonStringToMessage("{\"rows\": " + json + "}", &wrapper);
+      gpb::util::JsonStringToMessage("{\"rows\": " + json + "}", &wrapper);
   EXPECT_TRUE(status.ok()) << status.ToString() << "\n" << json;
   return wrapper.fields().at("rows").list_value();
 }
 
-const pb::Value& Field(const pb::Value& object, const std::string& key) {
+const gpb::Value& Field(const gpb::Value& object, const std::string& key) {
   return object.struct_value().fields().at(key);
 }
 
@@ -139,7 +139,7 @@ TEST_F(ConfigsCliTest, GpusListsSkusWithCounts) {
   EXPECT_THAT(lines[2], HasSubstr("NVIDIA A100-SXM4-80GB"));
 
   const Result json = Call(RunGpus, GpusOptions{db_, OutputFormat::kJson});
-  const pb::ListValue gpus = ParseJsonArray(json.out);
+  const gpb::ListValue gpus = ParseJsonArray(json.out);
   ASSERT_EQ(gpus.values_size(), 2);
   EXPECT_EQ(Field(gpus.values(0), "name").string_value(), "NVIDIA H100 80GB HBM3");
   EXPECT_EQ(Field(gpus.values(0), "compute_capability").string_value(), "9.0");
@@ -250,14 +250,14 @@ TEST_F(ConfigsCliTest, ListRefusesBadFilterValuesNamingTheFlag) {
 TEST_F(ConfigsCliTest, ListJsonIsOneDocumentWithTypedFields) {
   const Result result = List({"h100"}, OutputFormat::kJson);
   ASSERT_EQ(result.code, kExitOk) << result.err;
-  const pb::ListValue rows = ParseJsonArray(result.out);
+  const gpb::ListValue rows = ParseJsonArray(result.out);
   ASSERT_EQ(rows.values_size(), 4);
-  const pb::Value& stale = rows.values(0);
+  const gpb::Value& stale = rows.values(0);
   EXPECT_EQ(Field(stale, "op").string_value(), "layer_norm");
   EXPECT_EQ(Field(stale, "gpu_name").string_value(), "NVIDIA H100 80GB HBM3");
   EXPECT_TRUE(Field(stale, "stale").bool_value());
   EXPECT_EQ(Field(stale, "kernel_version").string_value(), testing::kStaleKernelVersion);
-  const pb::Value& hot = rows.values(2);
+  const gpb::Value& hot = rows.values(2);
   EXPECT_EQ(Field(hot, "dtype").string_value(), "float16");
   EXPECT_EQ(Field(hot, "cols").number_value(), 4096);
   EXPECT_EQ(Field(hot, "median_us").number_value(), 38.25);
@@ -279,11 +279,11 @@ TEST_F(ConfigsCliTest, ListCsvHasAHeaderRow) {
             "run_id,updated_at");
   const auto csv = Csv(result.out);
   ASSERT_EQ(csv.size(), 7u);
-  EXPECT_EQ(csv[1][Column(csv, "stale")], "true");
-  EXPECT_EQ(csv[1][Column(csv, "origin")], "local");
-  EXPECT_NE(csv[1][Column(csv, "served")], "tuned");  // stale: never served
-  EXPECT_EQ(csv[2][Column(csv, "stale")], "false");
-  EXPECT_EQ(csv[2][Column(csv, "served")], "tuned");
+  EXPECT_EQ(csv[1][ColumnIndex(csv, "stale")], "true");
+  EXPECT_EQ(csv[1][ColumnIndex(csv, "origin")], "local");
+  EXPECT_NE(csv[1][ColumnIndex(csv, "served")], "tuned");  // stale: never served
+  EXPECT_EQ(csv[2][ColumnIndex(csv, "stale")], "false");
+  EXPECT_EQ(csv[2][ColumnIndex(csv, "served")], "tuned");
 }
 
 // --- configs show -------------------------------------------------------------
@@ -321,8 +321,8 @@ TEST_F(ConfigsCliTest, InnerIsAFilterAndShowNamesItAndTheSplit) {
 
   const Result csv = List({"h100"}, OutputFormat::kCsv);
   const auto rows = Csv(csv.out);
-  EXPECT_EQ(rows[1][Column(rows, "inner")], "1");
-  EXPECT_EQ(rows[1][Column(rows, "split")], "1");
+  EXPECT_EQ(rows[1][ColumnIndex(rows, "inner")], "1");
+  EXPECT_EQ(rows[1][ColumnIndex(rows, "split")], "1");
 
   const Result shown = Show(HotPoint("h100"), false);
   ASSERT_EQ(shown.code, kExitOk) << shown.err;
@@ -355,10 +355,10 @@ TEST_F(ConfigsCliTest, ShowSaysWhatTheDaemonServesAtAnUntunedPoint) {
   const Result json = Show({"h100", "softmax", "float16", 49152, 8192}, false,
                            OutputFormat::kJson);
   ASSERT_EQ(json.code, kExitOk) << json.err;
-  pb::Struct document;
-  ASSERT_TRUE(pb::util::JsonStringToMessage(json.out, &document).ok()) << json.out;
-  EXPECT_EQ(document.fields().at("best").kind_case(), pb::Value::kNullValue);
-  const pb::Struct& lookup = document.fields().at("lookup").struct_value();
+  gpb::Struct document;
+  ASSERT_TRUE(gpb::util::JsonStringToMessage(json.out, &document).ok()) << json.out;
+  EXPECT_EQ(document.fields().at("best").kind_case(), gpb::Value::kNullValue);
+  const gpb::Struct& lookup = document.fields().at("lookup").struct_value();
   EXPECT_EQ(lookup.fields().at("cols").number_value(), 8192);
   EXPECT_FALSE(lookup.fields().at("config").string_value().empty());
 }
@@ -397,10 +397,10 @@ TEST_F(ConfigsCliTest, ShowCandidatesFastestFirstUnmeasuredLast) {
   ASSERT_EQ(result.code, kExitOk) << result.err;
   const auto csv = Csv(result.out);
   ASSERT_EQ(csv.size(), 8u) << result.out;
-  const size_t median = Column(csv, "median_us");
-  const size_t status = Column(csv, "status");
-  const size_t chosen = Column(csv, "chosen");
-  const size_t correct = Column(csv, "correct");
+  const size_t median = ColumnIndex(csv, "median_us");
+  const size_t status = ColumnIndex(csv, "status");
+  const size_t chosen = ColumnIndex(csv, "chosen");
+  const size_t correct = ColumnIndex(csv, "correct");
   const std::vector<std::string> expected_medians = {"35", "38.25", "39", "41.5",
                                                      "90", "", ""};
   for (size_t i = 0; i < expected_medians.size(); ++i) {
@@ -421,12 +421,12 @@ TEST_F(ConfigsCliTest, ShowCandidatesFastestFirstUnmeasuredLast) {
 TEST_F(ConfigsCliTest, ShowJsonHoldsBestAndCandidates) {
   const Result result = Show(HotPoint("a100"), true, OutputFormat::kJson);
   ASSERT_EQ(result.code, kExitOk) << result.err;
-  pb::Struct document;
-  ASSERT_TRUE(pb::util::JsonStringToMessage(result.out, &document).ok()) << result.out;
-  const pb::Struct& best = document.fields().at("best").struct_value();
+  gpb::Struct document;
+  ASSERT_TRUE(gpb::util::JsonStringToMessage(result.out, &document).ok()) << result.out;
+  const gpb::Struct& best = document.fields().at("best").struct_value();
   EXPECT_EQ(best.fields().at("gpu_id").number_value(), 2);
   EXPECT_EQ(best.fields().at("median_us").number_value(), 20);
-  const pb::ListValue& candidates = document.fields().at("candidates").list_value();
+  const gpb::ListValue& candidates = document.fields().at("candidates").list_value();
   ASSERT_EQ(candidates.values_size(), 3);
   EXPECT_EQ(Field(candidates.values(0), "median_us").number_value(), 20);
   EXPECT_TRUE(Field(candidates.values(0), "chosen").bool_value());
@@ -520,11 +520,11 @@ TEST_F(ShippedConfigsCliTest, ShowNamesTheSourceOfEachPointsConfig) {
   ASSERT_EQ(shown.code, kExitOk) << shown.err;
   const auto csv = Csv(shown.out);
   ASSERT_EQ(csv.size(), 2u) << shown.out;
-  EXPECT_EQ(csv[1][Column(csv, "gpu_id")], "");
-  EXPECT_EQ(csv[1][Column(csv, "gpu_name")], "NVIDIA H200");
-  EXPECT_EQ(csv[1][Column(csv, "source")], "shipped");
-  EXPECT_EQ(csv[1][Column(csv, "tuned_origin")], "shipped");
-  EXPECT_EQ(csv[1][Column(csv, "tuned_median_us")], "12.5");
+  EXPECT_EQ(csv[1][ColumnIndex(csv, "gpu_id")], "");
+  EXPECT_EQ(csv[1][ColumnIndex(csv, "gpu_name")], "NVIDIA H200");
+  EXPECT_EQ(csv[1][ColumnIndex(csv, "source")], "shipped");
+  EXPECT_EQ(csv[1][ColumnIndex(csv, "tuned_origin")], "shipped");
+  EXPECT_EQ(csv[1][ColumnIndex(csv, "tuned_median_us")], "12.5");
   // Without --gpu the only SKU with an entry at the point is chosen.
   EXPECT_EQ(ShowShipped({{}, "softmax", "bfloat16", 4096, 4096}).code, kExitOk);
 }
@@ -535,16 +535,17 @@ TEST_F(ShippedConfigsCliTest, ListShowsShippedRowsAndWhatIsServed) {
   ASSERT_EQ(result.code, kExitOk) << result.err;
   const auto csv = Csv(result.out);
   ASSERT_EQ(csv.size(), 1u + 6 + 4) << result.out;  // the store's 6, then 4 shipped
-  const size_t origin = Column(csv, "origin");
-  const size_t served = Column(csv, "served");
-  const size_t op = Column(csv, "op");
+  const size_t origin = ColumnIndex(csv, "origin");
+  const size_t served = ColumnIndex(csv, "served");
+  const size_t op = ColumnIndex(csv, "op");
   int shipped = 0;
   for (size_t i = 1; i < csv.size(); ++i) {
     if (csv[i][origin] != "shipped") continue;
     ++shipped;
     // The shipped softmax is overridden by the store's current entry; the
     // shipped layer_norm serves in place of the stale local one.
-    if (csv[i][op] == "softmax" && csv[i][Column(csv, "gpu_name")] == "NVIDIA H100 80GB HBM3") {
+    if (csv[i][op] == "softmax" &&
+        csv[i][ColumnIndex(csv, "gpu_name")] == "NVIDIA H100 80GB HBM3") {
       EXPECT_EQ(csv[i][served], "tuned");
     } else {
       EXPECT_EQ(csv[i][served], "shipped") << i;
@@ -637,8 +638,8 @@ std::string PortableList(const std::string& db, const std::string& gpu) {
   std::ostringstream out, err;
   EXPECT_EQ(RunConfigsList({db, OutputFormat::kCsv, {gpu}}, out, err), kExitOk);
   auto csv = Csv(out.str());
-  const size_t gpu_id = Column(csv, "gpu_id");
-  const size_t run_id = Column(csv, "run_id");
+  const size_t gpu_id = ColumnIndex(csv, "gpu_id");
+  const size_t run_id = ColumnIndex(csv, "run_id");
   std::string text;
   for (auto& row : csv) {
     row[gpu_id] = row[run_id] = "";
@@ -674,14 +675,14 @@ TEST_F(ConfigsCliTest, ExportImportRoundTrip) {
 // A file with legal and illegal entries, written as raw JSON edits of an
 // export.
 std::string MixedFile(const std::string& exported) {
-  pb::Struct document;
-  EXPECT_TRUE(pb::util::JsonStringToMessage(exported, &document).ok());
-  pb::ListValue& configs =
+  gpb::Struct document;
+  EXPECT_TRUE(gpb::util::JsonStringToMessage(exported, &document).ok());
+  gpb::ListValue& configs =
       *(*document.mutable_fields())["configs"].mutable_list_value();
-  const pb::Value legal = configs.values(0);  // layer_norm bfloat16 49152x4096
-  const auto add = [&](const std::string& key, const pb::Value& value,
+  const gpb::Value legal = configs.values(0);  // layer_norm bfloat16 49152x4096
+  const auto add = [&](const std::string& key, const gpb::Value& value,
                        const std::string& sub = "") {
-    pb::Value entry = legal;
+    gpb::Value entry = legal;
     auto& fields = *entry.mutable_struct_value()->mutable_fields();
     fields["rows"].set_number_value(1000 + configs.values_size());
     if (sub.empty()) {
@@ -691,7 +692,7 @@ std::string MixedFile(const std::string& exported) {
     }
     *configs.add_values() = entry;
   };
-  pb::Value text, number;
+  gpb::Value text, number;
   text.set_string_value("softermax");
   add("op", text);                                   // 4: unknown op
   text.set_string_value("warp/b128/p8/g32/r1");
@@ -701,7 +702,7 @@ std::string MixedFile(const std::string& exported) {
   number.set_number_value(-1.5);
   add("median_us", number);                          // 7: negative time
   std::string json;
-  EXPECT_TRUE(pb::util::MessageToJsonString(document, &json).ok());
+  EXPECT_TRUE(gpb::util::MessageToJsonString(document, &json).ok());
   return json;
 }
 
@@ -728,11 +729,11 @@ TEST_F(ConfigsCliTest, ImportKeepsValidEntriesAndReportsSkippedOnes) {
 
   const Result json = Import(file, dir_.File("mixed2.db"), OutputFormat::kJson);
   EXPECT_EQ(json.code, kExitFailure);
-  pb::Struct report;
-  ASSERT_TRUE(pb::util::JsonStringToMessage(json.out, &report).ok()) << json.out;
+  gpb::Struct report;
+  ASSERT_TRUE(gpb::util::JsonStringToMessage(json.out, &report).ok()) << json.out;
   EXPECT_EQ(report.fields().at("entries").number_value(), 8);
   EXPECT_EQ(report.fields().at("imported").number_value(), 4);
-  const pb::ListValue& skipped = report.fields().at("skipped").list_value();
+  const gpb::ListValue& skipped = report.fields().at("skipped").list_value();
   ASSERT_EQ(skipped.values_size(), 4);
   EXPECT_EQ(Field(skipped.values(0), "index").number_value(), 4);
   EXPECT_THAT(Field(skipped.values(3), "reason").string_value(), HasSubstr("median_us"));

@@ -197,3 +197,5 @@ void WriteFile(const std::string& path, const std::string& contents) {
 }
 
 }  // namespace kt::client::testing
+
+#undef FIXTURE_ASSIGN_OR_RETURN  // local to this file, also in a unity batch

@@ -23,7 +23,7 @@ using ::kt::db::testing::SampleCandidates;
 using ::kt::db::testing::SampleRun;
 using ::kt::db::testing::ScopedTempDir;
 
-constexpr int kCandidatesPerPoint = 8;
+constexpr int kWriterCandidatesPerPoint = 8;
 
 struct Prepared {
   int64_t gpu_id = 0;
@@ -65,7 +65,7 @@ int WritePoints(const std::string& path, const Prepared& prepared, int points,
     const PointKey point = PointNumber(prepared.gpu_id, i);
     absl::Status status = (*store)->WritePoint(
         SampleBest(prepared.run_id, point),
-        SampleCandidates(prepared.run_id, point, kCandidatesPerPoint));
+        SampleCandidates(prepared.run_id, point, kWriterCandidatesPerPoint));
     if (!status.ok()) {
       std::fprintf(stderr, "writer: point %d: %s\n", i,
                    status.ToString().c_str());
@@ -115,7 +115,7 @@ TEST(MultiProcessTest, ReaderAndWriterAtOnce) {
     ASSERT_TRUE(gpus.ok()) << gpus.status();
     ASSERT_EQ(gpus->size(), 1u);
     const GpuSummary& summary = gpus->front();
-    EXPECT_EQ(summary.candidates, summary.best_configs * kCandidatesPerPoint);
+    EXPECT_EQ(summary.candidates, summary.best_configs * kWriterCandidatesPerPoint);
     EXPECT_GE(summary.best_configs, last_best);
     last_best = summary.best_configs;
 
@@ -179,14 +179,14 @@ TEST(MultiProcessTest, KilledWriterLeavesConsistentDatabase) {
         (*store)->IsPointComplete(point, "0.1.0+k1").value_or(false))
         << "point " << i;
     EXPECT_EQ((*store)->ListCandidates(point, std::nullopt)->size(),
-              size_t{kCandidatesPerPoint})
+              size_t{kWriterCandidatesPerPoint})
         << "point " << i;
   }
   // ... and nothing of a half-written one.
   absl::StatusOr<std::vector<GpuSummary>> gpus = (*store)->ListGpus();
   ASSERT_TRUE(gpus.ok()) << gpus.status();
   EXPECT_EQ(gpus->front().best_configs, points);
-  EXPECT_EQ(gpus->front().candidates, points * kCandidatesPerPoint);
+  EXPECT_EQ(gpus->front().candidates, points * kWriterCandidatesPerPoint);
   absl::StatusOr<TuningRun> run = (*store)->GetRun(prepared.run_id);
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_EQ(run->points_done, points);
@@ -202,13 +202,13 @@ TEST(MultiProcessTest, KilledWriterLeavesConsistentDatabase) {
     ASSERT_TRUE((*store)
                     ->WritePoint(SampleBest(prepared.run_id, point),
                                  SampleCandidates(prepared.run_id, point,
-                                                  kCandidatesPerPoint))
+                                                  kWriterCandidatesPerPoint))
                     .ok());
   }
   gpus = (*store)->ListGpus();
   ASSERT_TRUE(gpus.ok()) << gpus.status();
   EXPECT_EQ(gpus->front().best_configs, resumed_points);
-  EXPECT_EQ(gpus->front().candidates, resumed_points * kCandidatesPerPoint);
+  EXPECT_EQ(gpus->front().candidates, resumed_points * kWriterCandidatesPerPoint);
 }
 
 }  // namespace

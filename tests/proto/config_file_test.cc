@@ -11,6 +11,7 @@
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "tests/proto/test_skus.h"
 #include "tuner/backend.h"
 #include "kernels/device_info.h"
 #include "kernels/launch_config.h"
@@ -22,10 +23,10 @@ namespace {
 namespace gpb = ::google::protobuf;
 using ::kerntune::v1::TunedConfig;
 using ::kerntune::v1::TunedConfigFile;
+using ::kt::proto::testing::A100Sku;
+using ::kt::proto::testing::H100Sku;
 using ::testing::HasSubstr;
 
-db::GpuSku H100Sku() { return {"NVIDIA H100 80GB HBM3", 9, 0, 132, 85520809984}; }
-db::GpuSku A100Sku() { return {"NVIDIA A100-SXM4-80GB", 8, 0, 108, 85899345920}; }
 constexpr int64_t kFixtureTime = 1714564800;  // 2024-05-01 12:00:00 UTC
 
 // MakeConfigFile of rows this kerntune reads.

@@ -12,17 +12,19 @@
 #include "gtest/gtest.h"
 #include "kernels/device_info.h"
 #include "kernels/version.h"
+#include "tests/proto/test_skus.h"
 #include "tests/testing/scoped_temp_dir.h"
 #include "tuner/backend.h"
 
 namespace kt::proto {
 namespace {
 
+using ::kt::proto::testing::A100Sku;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-db::GpuSku H100Sku() { return tuner::SkuOf(kernels::DescribedH100()); }
-db::GpuSku A100Sku() { return {"NVIDIA A100-SXM4-80GB", 8, 0, 108, 85899345920}; }
+// The H100 the kernel library describes without a device.
+db::GpuSku DescribedH100Sku() { return tuner::SkuOf(kernels::DescribedH100()); }
 
 // A file of `sku` with the heuristic config of softmax at each of `cols`.
 std::string FileOf(const db::GpuSku& sku, const std::vector<int64_t>& cols,
@@ -50,7 +52,7 @@ void Write(const std::string& path, const std::string& contents) {
 
 TEST(ShippedConfigsTest, ReadsEveryJsonFileByNameAndNamesTheBadOnes) {
   kt::testing::ScopedTempDir dir;
-  Write(dir.File("h100.json"), FileOf(H100Sku(), {1024, 2048}));
+  Write(dir.File("h100.json"), FileOf(DescribedH100Sku(), {1024, 2048}));
   Write(dir.File("a100.json"), FileOf(A100Sku(), {1024}));
   Write(dir.File("broken.json"), "{\"format\": ");
   Write(dir.File("README.md"), "not a config file, and not read");
@@ -66,7 +68,7 @@ TEST(ShippedConfigsTest, ReadsEveryJsonFileByNameAndNamesTheBadOnes) {
   EXPECT_THAT(problems[0], HasSubstr("broken.json: not valid JSON: line 1, column 12"));
   EXPECT_THAT(problems[0], HasSubstr("none of it is used"));
 
-  const ShippedEntries h100 = ShippedEntriesFor(files, H100Sku());
+  const ShippedEntries h100 = ShippedEntriesFor(files, DescribedH100Sku());
   EXPECT_THAT(h100.files, ElementsAre(dir.File("h100.json")));
   ASSERT_EQ(h100.entries.size(), 2u);
   EXPECT_EQ(h100.entries[0].origin, tuner::EntryOrigin::kShipped);
@@ -76,8 +78,9 @@ TEST(ShippedConfigsTest, ReadsEveryJsonFileByNameAndNamesTheBadOnes) {
 
 TEST(ShippedConfigsTest, StaleEntriesAreKeptForTheTableToCount) {
   kt::testing::ScopedTempDir dir;
-  Write(dir.File("h100.json"), FileOf(H100Sku(), {1024}, "0.1.0+k1"));
-  const ShippedEntries shipped = ShippedEntriesFor(ReadShippedConfigs(dir.path()), H100Sku());
+  Write(dir.File("h100.json"), FileOf(DescribedH100Sku(), {1024}, "0.1.0+k1"));
+  const ShippedEntries shipped =
+      ShippedEntriesFor(ReadShippedConfigs(dir.path()), DescribedH100Sku());
   ASSERT_EQ(shipped.entries.size(), 1u);
   EXPECT_FALSE(shipped.entries[0].current());
   tuner::ConfigTable table;
