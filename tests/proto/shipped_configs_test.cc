@@ -100,5 +100,27 @@ TEST(ShippedConfigsTest, ABuildTreeProgramUsesTheSourceTreesConfigs) {
       << DefaultShippedConfigDir();
 }
 
+// The files the repository ships (deploy/configs) are whole and current:
+// every entry parses, validates on its SKU and was measured with the
+// running kernel library. After a change of kernels/version.h they must be
+// tuned and exported again on the GPUs (deploy/configs/README.md).
+TEST(ShippedConfigsTest, TheRepositorysFilesAreWholeAndCurrent) {
+  const std::vector<ShippedConfigFile> files = ReadShippedConfigs(DefaultShippedConfigDir());
+  EXPECT_THAT(DescribeProblems(files), ::testing::IsEmpty());
+  std::vector<std::string> skus;
+  for (const ShippedConfigFile& file : files) {
+    ASSERT_TRUE(file.contents.ok()) << file.path << ": " << file.contents.status();
+    skus.push_back(file.contents->sku.name);
+    const ShippedEntries shipped = ShippedEntriesFor(files, file.contents->sku);
+    ASSERT_FALSE(shipped.entries.empty()) << file.path;
+    for (const tuner::TunedEntry& entry : shipped.entries) {
+      EXPECT_TRUE(entry.current())
+          << file.path << " was tuned with kernel library " << entry.kernel_version << ", not "
+          << kernels::kKernelLibraryVersion << ": tune and export it again on that GPU";
+    }
+  }
+  EXPECT_THAT(skus, ::testing::UnorderedElementsAre("NVIDIA H100 80GB HBM3", "NVIDIA H200"));
+}
+
 }  // namespace
 }  // namespace kt::proto
