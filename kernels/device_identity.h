@@ -8,8 +8,10 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace kt::kernels {
 
@@ -25,6 +27,24 @@ std::string FormatGpuUuid(const uint8_t (&bytes)[16]);
 // The identity of CUDA device `ordinal` as this process numbers it, read
 // once and cached. Unavailable when the runtime cannot describe it.
 absl::StatusOr<DeviceIdentity> GetDeviceIdentity(int ordinal);
+
+// One visible device, as a selection sees it.
+struct VisibleDevice {
+  int ordinal = 0;
+  std::string uuid;  // empty when unknown
+};
+
+// The devices a `--devices` value names, in the order named, without
+// repeats: "all" (or empty) = every visible device; otherwise a comma list
+// of CUDA ordinals ("0,1") and UUIDs ("GPU-5b7f...", a unique prefix of at
+// least 8 characters after "GPU-" is enough, as nvidia-smi accepts).
+// InvalidArgument naming the entry that matches no visible device, or more
+// than one, and listing the visible ones.
+absl::StatusOr<std::vector<int>> SelectDevices(absl::string_view spec,
+                                               const std::vector<VisibleDevice>& visible);
+
+// Every device this process sees, with its UUID when the runtime gives it.
+std::vector<VisibleDevice> VisibleDevices();
 
 }  // namespace kt::kernels
 

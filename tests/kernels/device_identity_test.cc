@@ -22,5 +22,39 @@ TEST(DeviceIdentityTest, ADeviceThatDoesNotExistIsUnavailable) {
   EXPECT_EQ(GetDeviceIdentity(missing).status().code(), absl::StatusCode::kUnavailable);
 }
 
+const std::vector<VisibleDevice> kTwoGpus = {
+    {0, "GPU-5b7f6b8a-0123-4567-89ab-cdef0010feff"},
+    {1, "GPU-5b7f6b8a-aaaa-4567-89ab-cdef0010feff"},
+};
+
+TEST(SelectDevicesTest, AllOrNothingNamesEveryVisibleDevice) {
+  EXPECT_EQ(SelectDevices("all", kTwoGpus).value(), (std::vector<int>{0, 1}));
+  EXPECT_EQ(SelectDevices("", kTwoGpus).value(), (std::vector<int>{0, 1}));
+  EXPECT_TRUE(SelectDevices("all", {}).value().empty());
+}
+
+TEST(SelectDevicesTest, OrdinalsAndUuidsInTheOrderNamedWithoutRepeats) {
+  EXPECT_EQ(SelectDevices("1", kTwoGpus).value(), std::vector<int>{1});
+  EXPECT_EQ(SelectDevices("1,0,1", kTwoGpus).value(), (std::vector<int>{1, 0}));
+  EXPECT_EQ(SelectDevices("GPU-5b7f6b8a-aaaa-4567-89ab-cdef0010feff", kTwoGpus).value(),
+            std::vector<int>{1});
+  // A unique prefix, in either case, as nvidia-smi takes it.
+  EXPECT_EQ(SelectDevices(" gpu-5B7F6B8A-01 , 1", kTwoGpus).value(), (std::vector<int>{0, 1}));
+}
+
+TEST(SelectDevicesTest, AnEntryThatNamesNoDeviceOrSeveralIsRefusedWithTheVisibleOnes) {
+  for (const char* spec : {"2", "-1", "GPU-00000000", "GPU-5b7f6b8", "GPU-5b7f6b8c", "gpu0",
+                           "GPU-5b7f"}) {
+    const absl::Status status = SelectDevices(spec, kTwoGpus).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << spec;
+    EXPECT_NE(status.message().find("GPU-5b7f6b8a-0123"), std::string::npos)
+        << spec << ": " << status.message();
+  }
+  EXPECT_EQ(SelectDevices("0,,1", kTwoGpus).status().code(), absl::StatusCode::kInvalidArgument);
+  // Both GPUs start with "GPU-5b7f6b8a": ambiguous, and says so.
+  EXPECT_NE(SelectDevices("GPU-5b7f6b8a", kTwoGpus).status().message().find("more than one"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace kt::kernels
