@@ -77,7 +77,7 @@ constexpr size_t kMinUuidPrefix = 8;
 
 std::string DescribeVisible(const std::vector<VisibleDevice>& visible) {
   if (visible.empty()) return "no CUDA device is visible";
-  return absl::StrCat("visible: ", absl::StrJoin(visible, ", ", [](std::string* out,
+  return absl::StrCat("devices: ", absl::StrJoin(visible, ", ", [](std::string* out,
                                                                     const VisibleDevice& d) {
                         absl::StrAppend(out, d.ordinal, d.uuid.empty() ? "" : " (",
                                         d.uuid, d.uuid.empty() ? "" : ")");
@@ -91,12 +91,12 @@ absl::StatusOr<int> SelectOne(absl::string_view entry, const std::vector<Visible
       if (device.ordinal == ordinal) return ordinal;
     }
     return absl::InvalidArgumentError(
-        absl::StrCat("--devices: no CUDA device ", entry, "; ", DescribeVisible(visible)));
+        absl::StrCat("no CUDA device ", entry, "; ", DescribeVisible(visible)));
   }
   const std::string uuid = absl::AsciiStrToLower(entry);
   if (!absl::StartsWith(uuid, "gpu-") || uuid.size() < 4 + kMinUuidPrefix) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--devices: '", entry, "' is neither a CUDA ordinal nor a GPU UUID (\"GPU-\" and at "
+        "'", entry, "' is neither a CUDA ordinal nor a GPU UUID (\"GPU-\" and at "
         "least ", kMinUuidPrefix, " hex digits, as nvidia-smi -L prints); ",
         DescribeVisible(visible)));
   }
@@ -105,13 +105,13 @@ absl::StatusOr<int> SelectOne(absl::string_view entry, const std::vector<Visible
     if (!absl::StartsWith(absl::AsciiStrToLower(device.uuid), uuid)) continue;
     if (found != nullptr) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--devices: '", entry, "' matches more than one GPU; ", DescribeVisible(visible)));
+          "'", entry, "' matches more than one GPU; ", DescribeVisible(visible)));
     }
     found = &device;
   }
   if (found == nullptr) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--devices: no GPU ", entry, "; ", DescribeVisible(visible)));
+        absl::StrCat("no GPU ", entry, "; ", DescribeVisible(visible)));
   }
   return found->ordinal;
 }
@@ -130,7 +130,7 @@ absl::StatusOr<std::vector<int>> SelectDevices(absl::string_view spec,
     entry = absl::StripAsciiWhitespace(entry);
     if (entry.empty()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--devices=", spec, " has an empty entry"));
+          absl::StrCat("'", spec, "' has an empty entry"));
     }
     absl::StatusOr<int> ordinal = SelectOne(entry, visible);
     if (!ordinal.ok()) return ordinal.status();

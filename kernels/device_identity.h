@@ -39,7 +39,8 @@ struct VisibleDevice {
 // of CUDA ordinals ("0,1") and UUIDs ("GPU-5b7f...", a unique prefix of at
 // least 8 characters after "GPU-" is enough, as nvidia-smi accepts).
 // InvalidArgument naming the entry that matches no visible device, or more
-// than one, and listing the visible ones.
+// than one, and listing the visible ones (callers put the flag or field in
+// front).
 absl::StatusOr<std::vector<int>> SelectDevices(absl::string_view spec,
                                                const std::vector<VisibleDevice>& visible);
 

@@ -12,6 +12,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "kernels/device_identity.h"
 #include "kernels/device_info.h"
@@ -20,51 +21,19 @@
 #include "server/config_cache.h"
 #include "server/peer_credentials.h"
 #include "server/run_request.h"
+#include "server/run_result.h"
 #include "tuner/config_lookup.h"
 
 namespace kt::server {
 
-// Where a GPU backend spent one Execute, in microseconds (RunTiming's GPU
-// stages); all zero on the CPU.
-struct ExecuteTiming {
-  double lane_wait_us = 0;
-  double launch_us = 0;
-  // Parts of launch_us.
-  double lookup_us = 0;
-  double timing_events_us = 0;
-  double kernel_launch_us = 0;
-  double gpu_wait_us = 0;
-};
-
-struct RunResult {
-  // The bytes of the outputs returned inline, by kernels::Operand
-  // (inline_output()): rows * cols * inner elements of the request's dtype
-  // for the output, rows float32 values for each per-row output (inv_std
-  // holds RMSNorm's 1/rms, row_scale ReduceScale's scales). Empty for
-  // outputs written to client memory.
-  std::array<std::string, kernels::kOperandCount> inline_outputs;
-  // Empty on the CPU backend (no launch config there).
-  std::optional<tuner::ConfigChoice> config;
-  double kernel_time_us = 0;
-  ExecuteTiming timing;
-  // Answered once queued (done_event), before the GPU finished.
-  bool answered_early = false;
-
-  std::string& inline_output(kernels::Operand operand) {
-    return inline_outputs[static_cast<size_t>(operand)];
-  }
-};
-
-// A device as GetStatus describes it.
+// A device as GetStatus describes it, with its health and counters.
 struct BackendDevice {
   kernels::DeviceInfo info;
   kernels::DeviceIdentity identity;  // empty strings when unknown
-};
-
-// Counters since the backend was created (GetStatus.stats).
-struct BackendStats {
-  int64_t kernels_timed = 0;
-  double kernel_us = 0;
+  std::string failure;               // empty while it serves
+  const ConfigCache* config_cache = nullptr;
+  int64_t runs = 0;
+  int64_t runs_in_flight = 0;
 };
 
 class Backend {
@@ -75,13 +44,30 @@ class Backend {
   // What this backend means for the configs, for the start line and
   // GetStatus; empty when nothing needs saying.
   virtual std::string note() const { return ""; }
-  // Runs a request that ValidateRunRequest accepted. Thread-safe.
-  virtual absl::StatusOr<RunResult> Execute(const RunRequest& request) = 0;
-  // The config cache when this backend launches configs, else null.
-  virtual const ConfigCache* config_cache() const { return nullptr; }
-  // The devices this backend can see (empty on the CPU).
+
+  // Runs go to one of device_count() places (the CPU backend is one): the
+  // service gives each its own workers, so a busy device holds only its own.
+  virtual int device_count() const { return 1; }
+  // Where a validated, resolved request runs (an index below
+  // device_count()), or why nowhere: tensors on two devices or on one the
+  // request does not name (InvalidArgument), a device that failed
+  // (Unavailable).
+  virtual absl::StatusOr<int> Route(const RunRequest& request) { return 0; }
+  // Runs it there. Thread-safe.
+  virtual absl::StatusOr<RunResult> Execute(int device_index, const RunRequest& request) = 0;
+
+  // The config cache of the device `device` names (a UUID or ordinal, as
+  // RunRequest.device; empty = the first), null when this backend launches
+  // no configs; InvalidArgument for a device it does not serve.
+  virtual absl::StatusOr<const ConfigCache*> ConfigCacheFor(absl::string_view device) const {
+    return nullptr;
+  }
+  // The devices served (empty on the CPU).
   virtual std::vector<BackendDevice> devices() const { return {}; }
-  // Kernel-time counters, brought up to date first. Thread-safe.
+  // Ordinals of the devices that failed: the service releases their
+  // registrations and mappings.
+  virtual std::vector<int> failed_devices() const { return {}; }
+  // Kernel-time counters of every device, brought up to date first.
   virtual BackendStats stats() { return {}; }
 
   // CUDA IPC: opening a memory handle (an allocation's base) of device

@@ -135,17 +135,44 @@ BufferRegistry::Reaped BufferRegistry::Reap(
   return reaped;
 }
 
+int BufferRegistry::ReleaseDevice(int device) {
+  std::vector<std::shared_ptr<const ClientMemory>> closing;  // released after the lock
+  absl::MutexLock lock(&mu_);
+  int released = 0;
+  for (auto it = by_id_.begin(); it != by_id_.end();) {
+    if (it->second.memory->space() == MemorySpace::kDevice &&
+        it->second.memory->device() == device) {
+      closing.push_back(std::move(it->second.memory));
+      by_id_.erase(it++);
+      ++released;
+    } else {
+      ++it;
+    }
+  }
+  return released;
+}
+
 void BufferRegistry::Clear() {
   absl::flat_hash_map<std::string, Registration> closing;
   absl::MutexLock lock(&mu_);
   closing.swap(by_id_);
 }
 
-BufferRegistry::Totals BufferRegistry::totals() const {
+BufferRegistry::Totals BufferRegistry::totals() const { return TotalsWhere(kAnyDevice); }
+
+BufferRegistry::Totals BufferRegistry::totals_on(int device) const {
+  return TotalsWhere(device);
+}
+
+BufferRegistry::Totals BufferRegistry::TotalsWhere(int device) const {
   Totals totals;
   absl::flat_hash_set<PeerProcess> owners;
   absl::MutexLock lock(&mu_);
   for (const auto& [id, registration] : by_id_) {
+    if (device != kAnyDevice && (registration.memory->space() != MemorySpace::kDevice ||
+                                 registration.memory->device() != device)) {
+      continue;
+    }
     ++totals.buffers;
     totals.bytes += registration.size_bytes;
     owners.insert(registration.owner);

@@ -69,6 +69,9 @@ class BufferRegistry {
   // Ends registrations idle past their TTL and those of exited owners. The
   // mappings close once Runs still using them finish.
   Reaped Reap(absl::Time now, absl::FunctionRef<bool(const PeerProcess&)> is_alive);
+  // Ends every registration whose memory is on CUDA device `device` (it
+  // failed); returns how many.
+  int ReleaseDevice(int device);
   // Ends every registration (shutdown).
   void Clear();
 
@@ -78,9 +81,15 @@ class BufferRegistry {
     int64_t owners = 0;
   };
   Totals totals() const;
+  // Those whose memory is on CUDA device `device`.
+  Totals totals_on(int device) const;
   const RegistryLimits& limits() const { return limits_; }
 
  private:
+  // TotalsWhere's device for every registration, host memory included.
+  static constexpr int kAnyDevice = -2;
+  Totals TotalsWhere(int device) const;
+
   const RegistryLimits limits_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Registration> by_id_ ABSL_GUARDED_BY(mu_);

@@ -33,6 +33,11 @@ int CudaIpcMemoryCache::Evict(absl::Time now,
   return memory_.Evict(now, idle_, is_alive);
 }
 
+int CudaIpcMemoryCache::EvictDevice(int device_ordinal) {
+  return memory_.EvictDead(
+      [device_ordinal](const ClientMemory& memory) { return memory.device() == device_ordinal; });
+}
+
 absl::StatusOr<TensorResolver::Opened> ClientTensorResolver::RegisteredBuffer(
     const std::string& buffer_id) {
   if (!caller_) return NeedsUnixSocket("a registered buffer");

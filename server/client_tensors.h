@@ -40,6 +40,9 @@ class CudaIpcMemoryCache {
                                                            const PeerProcess& caller);
   // Closes idle mappings and those of exited processes; returns how many.
   int Evict(absl::Time now, absl::FunctionRef<bool(const PeerProcess&)> is_alive);
+  // Drops every mapping of device `device_ordinal` (it failed); returns how
+  // many.
+  int EvictDevice(int device_ordinal);
   void Clear() { memory_.Clear(); }
   size_t size() const { return memory_.size(); }
 

@@ -7,6 +7,7 @@
 #define KERNTUNE_SERVER_CONFIG_CACHE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -98,6 +99,10 @@ class ConfigCache {
   bool stop_ ABSL_GUARDED_BY(poll_mu_) = false;
   std::thread poller_;
 };
+
+// Makes the config cache for a device's SKU: each device owns one.
+using ConfigCacheFactory =
+    std::function<absl::StatusOr<std::unique_ptr<ConfigCache>>(const kernels::DeviceInfo&)>;
 
 }  // namespace kt::server
 

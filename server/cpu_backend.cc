@@ -33,7 +33,7 @@ absl::StatusOr<void*> HostBuffer(kernels::Operand operand, const TensorView& vie
 
 }  // namespace
 
-absl::StatusOr<RunResult> CpuBackend::Execute(const RunRequest& request) {
+absl::StatusOr<RunResult> CpuBackend::Execute(int device_index, const RunRequest& request) {
   if (!request.wait_event.empty() || !request.done_event.empty()) {
     return absl::FailedPreconditionError("the CPU backend cannot wait on or record CUDA events");
   }

@@ -20,7 +20,8 @@ class CpuBackend final : public Backend {
     return "the fp64 reference on the CPU; GPU tuned configs, local or shipped, are not used";
   }
   // y in the storage dtype: the fp64 reference rounded once.
-  absl::StatusOr<RunResult> Execute(const RunRequest& request) override;
+  // One place to run: device_index is always 0.
+  absl::StatusOr<RunResult> Execute(int device_index, const RunRequest& request) override;
   // kernels_timed and kernel_us count the reference's runs and wall time.
   BackendStats stats() override;
 

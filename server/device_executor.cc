@@ -3,6 +3,7 @@
 
 #include <cuda.h>
 
+#include <cstdio>
 #include <cstring>
 #include <utility>
 
@@ -54,6 +55,42 @@ absl::StatusOr<int64_t> AllocationSize(void* pointer) {
   return static_cast<int64_t>(size);
 }
 
+// Errors after which the context is lost: every later call on the device
+// fails the same way until the process ends (the CUDA runtime API's
+// description of each says so).
+bool IsSticky(cudaError_t error) {
+  switch (error) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorAssert:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorLaunchFailure:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorNvlinkUncorrectable:
+    case cudaErrorContextIsDestroyed:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The device a pointer's memory was allocated on (an IPC mapping may be
+// reachable from another device through peer access; the Run must not be).
+absl::StatusOr<int> DeviceOfPointer(const void* pointer) {
+  cudaPointerAttributes attributes{};
+  if (absl::Status s = CudaError(cudaPointerGetAttributes(&attributes, pointer),
+                                 "cudaPointerGetAttributes");
+      !s.ok()) {
+    cudaGetLastError();
+    return s;
+  }
+  return attributes.device;
+}
+
 // Sets the device's scheduling flag to yield, keeping its other flags: it
 // decides how the runtime's own waits behave (cudaStreamSynchronize,
 // pageable copies). gpu_backend.h says why yield.
@@ -69,12 +106,14 @@ absl::Status ScheduleYield() {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DeviceExecutor>> DeviceExecutor::Create(
-    int ordinal, int lanes, std::unique_ptr<ConfigCache> cache) {
+    int ordinal, int lanes, const ConfigCacheFactory& make_cache) {
   absl::StatusOr<kernels::DeviceInfo> device = kernels::GetDeviceInfo(ordinal);
   if (!device.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat("CUDA device ", ordinal, ": ", device.status().message()));
   }
+  // Unknown identity stays empty: the device is still served by ordinal.
+  absl::StatusOr<kernels::DeviceIdentity> identity = kernels::GetDeviceIdentity(ordinal);
   if (absl::Status s = CudaError(cudaSetDevice(ordinal), "cudaSetDevice"); !s.ok()) return s;
   if (absl::Status s = ScheduleYield(); !s.ok()) return s;
   // Create the primary context now rather than on the first request.
@@ -83,8 +122,11 @@ absl::StatusOr<std::unique_ptr<DeviceExecutor>> DeviceExecutor::Create(
   }
   absl::StatusOr<std::unique_ptr<LanePool>> pool = LanePool::Create(lanes);
   if (!pool.ok()) return pool.status();
-  return std::unique_ptr<DeviceExecutor>(
-      new DeviceExecutor(*std::move(device), *std::move(pool), std::move(cache)));
+  absl::StatusOr<std::unique_ptr<ConfigCache>> cache = make_cache(*device);
+  if (!cache.ok()) return cache.status();
+  return std::unique_ptr<DeviceExecutor>(new DeviceExecutor(
+      *std::move(device), identity.ok() ? *std::move(identity) : kernels::DeviceIdentity{},
+      *std::move(pool), *std::move(cache)));
 }
 
 DeviceExecutor::~DeviceExecutor() {
@@ -92,8 +134,39 @@ DeviceExecutor::~DeviceExecutor() {
   cudaSetDevice(device_.ordinal);
 }
 
+std::string DeviceExecutor::failure() const {
+  if (!failed_.load(std::memory_order_acquire)) return "";
+  absl::MutexLock lock(&failure_mu_);
+  return failure_;
+}
+
+absl::Status DeviceExecutor::CheckSticky(cudaError_t state, absl::Status status) {
+  if (!IsSticky(state)) return status;
+  bool first = false;
+  {
+    absl::MutexLock lock(&failure_mu_);
+    if (failure_.empty()) {
+      failure_ = absl::StrCat(cudaGetErrorName(state), " (", cudaGetErrorString(state), ")");
+      first = true;
+    }
+  }
+  failed_.store(true, std::memory_order_release);
+  if (first) {
+    std::fprintf(stderr,
+                 "kerntuned: CUDA device %d (%s) failed: %s; its Runs are refused from now on, "
+                 "its registrations released; the other devices keep serving\n",
+                 device_.ordinal, identity_.uuid.c_str(), failure().c_str());
+  }
+  return absl::UnavailableError(absl::StrCat("CUDA device ", device_.ordinal, " (",
+                                             identity_.uuid, ") failed: ", status.message()));
+}
+
 absl::StatusOr<RunResult> DeviceExecutor::Execute(const RunRequest& request) {
   const StageClock::time_point start = StageClock::now();
+  if (failed_.load(std::memory_order_acquire)) {
+    return absl::UnavailableError(
+        absl::StrCat("CUDA device ", device_.ordinal, " failed: ", failure()));
+  }
   // The executing thread (a gRPC handler thread) sets its own device; the
   // kernel library never switches devices behind its back.
   if (absl::Status s = CudaError(cudaSetDevice(device_.ordinal), "cudaSetDevice"); !s.ok()) {
@@ -105,9 +178,9 @@ absl::StatusOr<RunResult> DeviceExecutor::Execute(const RunRequest& request) {
   absl::StatusOr<RunResult> result = ExecuteOn(lease.lane(), request, timing);
   if (!result.ok()) {
     // Leave the lane idle for the next request; a Run answered before it
-    // finished (done_event) holds its memory in the lane.
-    cudaStreamSynchronize(lease.lane().stream);
-    return result;
+    // finished (done_event) holds its memory in the lane. A sticky error
+    // shows here whichever call first returned it.
+    return CheckSticky(cudaStreamSynchronize(lease.lane().stream), result.status());
   }
   result->timing = timing;
   return result;
@@ -235,6 +308,10 @@ absl::StatusOr<RunResult> DeviceExecutor::ExecuteOn(Lane& lane, const RunRequest
 
 absl::StatusOr<std::shared_ptr<const ClientMemory>> DeviceExecutor::OpenCudaIpcMemory(
     const std::string& handle) {
+  if (failed_.load(std::memory_order_acquire)) {
+    return absl::UnavailableError(
+        absl::StrCat("CUDA device ", device_.ordinal, " failed: ", failure()));
+  }
   if (handle.size() != sizeof(cudaIpcMemHandle_t)) {
     return absl::InvalidArgumentError(absl::StrCat("a CUDA IPC memory handle has ",
                                                    sizeof(cudaIpcMemHandle_t), " bytes, got ",
@@ -254,6 +331,17 @@ absl::StatusOr<std::shared_ptr<const ClientMemory>> DeviceExecutor::OpenCudaIpcM
         "cudaIpcOpenMemHandle refused the handle: ", cudaGetErrorName(opened), " (",
         cudaGetErrorString(opened), "); send the handle of a live allocation's base from "
         "another process"));
+  }
+  // Peer access would let this device reach another's allocation: the
+  // handle must name memory of this very device.
+  absl::StatusOr<int> on = DeviceOfPointer(pointer);
+  if (!on.ok() || *on != device_.ordinal) {
+    cudaIpcCloseMemHandle(pointer);
+    if (!on.ok()) return on.status();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the handle's allocation is on CUDA device ", *on, ", not device_ordinal=",
+        device_.ordinal, "; send the daemon's ordinal of the GPU that holds it (match "
+        "GetStatus.devices by uuid)"));
   }
   absl::StatusOr<int64_t> size = AllocationSize(pointer);
   if (!size.ok()) {

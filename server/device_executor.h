@@ -6,62 +6,65 @@
 // and done_event, then one cudaStreamSynchronize unless done_event answers
 // at once. Nothing is created or allocated per Run for device tensors.
 //
-// The GPU backend owns one executor; serving every GPU of a node is one
-// executor per device.
+// The GPU backend (gpu_backend.h) owns one executor per GPU it serves and
+// routes each Run to one. An executor shares nothing with another's: its
+// context, lanes, events and config cache are its own. A sticky CUDA error
+// (the context is lost) marks it failed; it then refuses everything.
 #ifndef KERNTUNE_SERVER_DEVICE_EXECUTOR_H_
 #define KERNTUNE_SERVER_DEVICE_EXECUTOR_H_
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "kernels/device_info.h"
 #include "server/backend.h"
 #include "server/client_memory.h"
 #include "server/config_cache.h"
+#include "server/device.h"
 #include "server/ipc_events.h"
 #include "server/lane_pool.h"
 #include "server/run_request.h"
 
 namespace kt::server {
 
-class DeviceExecutor {
+class DeviceExecutor final : public Device {
  public:
   // Sets device `ordinal`'s scheduling flag (yield: gpu_backend.h says
-  // why), creates its context and `lanes` lanes. `cache` holds the configs
-  // of its SKU. FailedPrecondition when the device cannot be used.
+  // why), creates its context, `lanes` lanes and, with `make_cache`, the
+  // config cache of its SKU. FailedPrecondition when the device cannot be
+  // used.
   static absl::StatusOr<std::unique_ptr<DeviceExecutor>> Create(
-      int ordinal, int lanes, std::unique_ptr<ConfigCache> cache);
-  ~DeviceExecutor();
+      int ordinal, int lanes, const ConfigCacheFactory& make_cache);
+  ~DeviceExecutor() override;
   DeviceExecutor(const DeviceExecutor&) = delete;
   DeviceExecutor& operator=(const DeviceExecutor&) = delete;
 
-  // Runs a request that ValidateRunRequest accepted and whose tensors are
-  // on this device or in host memory. Thread-safe: each Run leases a lane.
-  absl::StatusOr<RunResult> Execute(const RunRequest& request);
-  // Opens a client's allocation on this device from its cudaIpcMemHandle_t
-  // bytes, with the allocation's real size.
+  const kernels::DeviceInfo& info() const override { return device_; }
+  const kernels::DeviceIdentity& identity() const override { return identity_; }
+  const ConfigCache& config_cache() const override { return *cache_; }
+  // Each Run leases a lane.
+  absl::StatusOr<RunResult> Execute(const RunRequest& request) override;
   absl::StatusOr<std::shared_ptr<const ClientMemory>> OpenCudaIpcMemory(
-      const std::string& handle);
-  // Every second: closes events of exited clients and idle ones, reads
-  // finished kernel times and releases memory that answered Runs held.
-  void Housekeep(absl::Time now, absl::FunctionRef<bool(const PeerProcess&)> is_alive);
-  // Kernels timed and their summed time.
-  BackendStats stats();
-  int64_t open_ipc_events() const { return events_.size(); }
-
-  const kernels::DeviceInfo& device() const { return device_; }
-  const ConfigCache& config_cache() const { return *cache_; }
+      const std::string& handle) override;
+  void Housekeep(absl::Time now, absl::FunctionRef<bool(const PeerProcess&)> is_alive) override;
+  BackendStats stats() override;
+  int64_t open_ipc_events() const override { return events_.size(); }
+  std::string failure() const override;
 
  private:
-  DeviceExecutor(kernels::DeviceInfo device, std::unique_ptr<LanePool> lanes,
-                 std::unique_ptr<ConfigCache> cache)
+  DeviceExecutor(kernels::DeviceInfo device, kernels::DeviceIdentity identity,
+                 std::unique_ptr<LanePool> lanes, std::unique_ptr<ConfigCache> cache)
       : device_(std::move(device)),
+        identity_(std::move(identity)),
         cache_(std::move(cache)),
         events_(device_.ordinal),
         lanes_(std::move(lanes)) {}
@@ -83,8 +86,18 @@ class DeviceExecutor {
   // stream has passed the kernel (the timing stop event, else `passed`).
   absl::Status HoldUntilPassed(Lane& lane, const TimedLaunch* timed, const RunRequest& request);
 
+  // After a CUDA error: when it is sticky (the context is lost), marks the
+  // device failed, logs it once and returns the Run's error as Unavailable;
+  // otherwise returns `status`.
+  absl::Status CheckSticky(cudaError_t state, absl::Status status);
+
   const kernels::DeviceInfo device_;
+  const kernels::DeviceIdentity identity_;
   std::unique_ptr<ConfigCache> cache_;
+  // Set once, never cleared; the flag spares the Run path the lock.
+  std::atomic<bool> failed_{false};
+  mutable absl::Mutex failure_mu_;
+  std::string failure_ ABSL_GUARDED_BY(failure_mu_);
   IpcEventCache events_;
   // Last: destroyed first, its streams finished while the events they may
   // wait on still exist.

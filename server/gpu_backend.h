@@ -1,10 +1,12 @@
-// The GPU backend: the tuned kernel launched with kernels::Launch on client
-// device memory opened by CUDA IPC (in place, no copies), or on staged
-// copies of inline and shared-memory tensors. Its per-GPU state and the
-// running of a Run live in a DeviceExecutor (device_executor.h); this class
-// is what the service sees of it.
+// The GPU backend: every GPU the daemon serves, each a Device (a
+// DeviceExecutor: its own context, lanes, IPC mappings, events and config
+// cache), and the routing of Runs to them. A Run on device tensors runs on
+// their device; one without names a device or goes to the least-loaded
+// one. Devices share nothing on the Run path but this class's immutable
+// list, so a long kernel on one GPU never delays a Run on another, and a
+// device that fails (a sticky CUDA error) is refused while the others serve.
 //
-// Waiting: the device's scheduling flag is cudaDeviceScheduleYield, so a
+// Waiting: each device's scheduling flag is cudaDeviceScheduleYield, so a
 // waiting request thread polls the GPU and gives its core up between polls.
 // Blocking sync wakes tens of microseconds late, which a 10 us kernel cannot
 // afford; spinning measured no better than yield in small-Run latency and
@@ -12,46 +14,71 @@
 #ifndef KERNTUNE_SERVER_GPU_BACKEND_H_
 #define KERNTUNE_SERVER_GPU_BACKEND_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/backend.h"
 #include "server/config_cache.h"
-#include "server/device_executor.h"
+#include "server/device.h"
 
 namespace kt::server {
 
 class GpuBackend final : public Backend {
  public:
-  // Serves CUDA device `ordinal` with `lanes` streams and the configs of
-  // `cache`. FailedPrecondition when the device cannot be used.
-  static absl::StatusOr<std::unique_ptr<GpuBackend>> Create(int ordinal, int lanes,
-                                                            std::unique_ptr<ConfigCache> cache);
+  struct Unusable {
+    int ordinal = 0;
+    std::string reason;
+  };
+  // Serves CUDA devices `ordinals` with `lanes` streams each. A device that
+  // cannot be used is left out and reported in `unusable`;
+  // FailedPrecondition when none can.
+  static absl::StatusOr<std::unique_ptr<GpuBackend>> Create(const std::vector<int>& ordinals,
+                                                            int lanes,
+                                                            const ConfigCacheFactory& make_cache,
+                                                            std::vector<Unusable>* unusable);
+  // Serves `devices` (at least one; tests pass fakes).
+  explicit GpuBackend(std::vector<std::unique_ptr<Device>> devices);
 
   std::string name() const override { return "gpu"; }
-  absl::StatusOr<RunResult> Execute(const RunRequest& request) override;
-  const ConfigCache* config_cache() const override { return &executor_->config_cache(); }
-  // Every visible CUDA device (requests run on the executor's).
+  int device_count() const override { return static_cast<int>(devices_.size()); }
+  absl::StatusOr<int> Route(const RunRequest& request) override;
+  absl::StatusOr<RunResult> Execute(int device_index, const RunRequest& request) override;
+  absl::StatusOr<const ConfigCache*> ConfigCacheFor(absl::string_view device) const override;
   std::vector<BackendDevice> devices() const override;
-  BackendStats stats() override { return executor_->stats(); }
+  std::vector<int> failed_devices() const override;
+  BackendStats stats() override;
 
   bool supports_cuda_ipc() const override { return true; }
   absl::StatusOr<std::shared_ptr<const ClientMemory>> OpenCudaIpcMemory(
       const std::string& handle, int device_ordinal) override;
-  void Housekeep(absl::Time now, absl::FunctionRef<bool(const PeerProcess&)> is_alive) override {
-    executor_->Housekeep(now, is_alive);
-  }
-  int64_t open_ipc_events() const override { return executor_->open_ipc_events(); }
+  void Housekeep(absl::Time now, absl::FunctionRef<bool(const PeerProcess&)> is_alive) override;
+  int64_t open_ipc_events() const override;
 
  private:
-  explicit GpuBackend(std::unique_ptr<DeviceExecutor> executor)
-      : executor_(std::move(executor)) {}
+  // Per device, beside it: counters the router reads without a lock.
+  struct Load {
+    std::atomic<int64_t> in_flight{0};
+    std::atomic<int64_t> runs{0};
+  };
 
-  // The one GPU served. Serving every GPU of a node makes this one executor
-  // per device, Runs going to the one that holds their memory.
-  std::unique_ptr<DeviceExecutor> executor_;
+  // The index of the device with CUDA ordinal `ordinal`, or -1.
+  int IndexOf(int ordinal) const;
+  // The one device `selector` names (a UUID, a UUID prefix or an ordinal).
+  absl::StatusOr<int> Find(absl::string_view selector, absl::string_view field) const;
+  // The available device with the fewest Runs in flight (ties taken in
+  // turn); Unavailable when every device failed.
+  absl::StatusOr<int> LeastLoaded();
+  // "CUDA device 1 (GPU-...)".
+  std::string Describe(int index) const;
+  absl::Status Unavailable(int index) const;
+
+  const std::vector<std::unique_ptr<Device>> devices_;
+  const std::unique_ptr<Load[]> load_;
+  std::atomic<uint32_t> next_tie_{0};
 };
 
 }  // namespace kt::server

@@ -81,6 +81,25 @@ class IpcCache {
     return evicted;
   }
 
+  // Drops the entries whose resource `dead` says is unusable, held or not
+  // (a failed device's mappings); returns how many. Holders keep theirs
+  // until they let go.
+  int EvictDead(absl::FunctionRef<bool(const Resource&)> dead) {
+    std::vector<std::shared_ptr<Resource>> closing;  // released after the lock
+    absl::MutexLock lock(&mu_);
+    int evicted = 0;
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      if (dead(*it->second.resource)) {
+        closing.push_back(std::move(it->second.resource));
+        entries_.erase(it++);
+        ++evicted;
+      } else {
+        ++it;
+      }
+    }
+    return evicted;
+  }
+
   // Drops every entry nothing else holds (shutdown).
   void Clear() {
     absl::flat_hash_map<std::string, Entry> closing;

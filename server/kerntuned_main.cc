@@ -28,6 +28,9 @@ ABSL_FLAG(std::string, configs, "",
           "directory of shipped tuned-config files (*.json, one per GPU SKU), served after the "
           "store's entries (default <kerntuned's directory>/../share/kerntune/configs, else the "
           "source tree's deploy/configs)");
+ABSL_FLAG(std::string, devices, "all",
+          "GPUs to serve: all, or a comma list of CUDA ordinals and GPU UUIDs (or UUID prefixes, "
+          "as nvidia-smi -L prints them); with no GPU, the CPU reference");
 ABSL_FLAG(bool, cpu, false,
           "use the CPU reference backend even when a GPU is present (it uses no tuned configs)");
 ABSL_FLAG(int64_t, max_request_bytes, kt::server::kDefaultMaxRequestBytes,
@@ -53,8 +56,9 @@ void ConfigureUsage() {
   absl::SetFlagsUsageConfig(config);
   absl::SetProgramUsageMessage(
       "the kerntune daemon: serves tuned row-wise GPU kernels over gRPC.\n"
-      "usage: kerntuned [--socket=PATH] [--tcp=HOST:PORT] [--db=PATH] [--configs=DIR] [--cpu]\n"
-      "                 [--max_request_bytes=N] [--buffer_ttl_s=N] [--workers=N]");
+      "usage: kerntuned [--socket=PATH] [--tcp=HOST:PORT] [--db=PATH] [--configs=DIR]\n"
+      "                 [--devices=all|LIST | --cpu] [--max_request_bytes=N] [--buffer_ttl_s=N]\n"
+      "                 [--workers=N]");
 }
 
 kt::server::Options OptionsFromFlags() {
@@ -73,6 +77,7 @@ kt::server::Options OptionsFromFlags() {
     options.configs.shipped_dir = kt::proto::DefaultShippedConfigDir();
   }
   options.execution.force_cpu = absl::GetFlag(FLAGS_cpu);
+  options.execution.devices = absl::GetFlag(FLAGS_devices);
   options.execution.workers = absl::GetFlag(FLAGS_workers);
   options.limits.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
   options.limits.buffer_ttl_s = absl::GetFlag(FLAGS_buffer_ttl_s);

@@ -407,6 +407,16 @@ absl::StatusOr<RunRequest> ValidateRunRequest(const pb::RunRequest& request,
   run.wait_event = request.wait_event();
   run.done_event = request.done_event();
   run.time_kernel = request.time_kernel();
+  // Which device it names is the backend's to say (it knows the devices);
+  // here only its form: a UUID or an ordinal is short and printable.
+  if (request.device().size() > kMaxDeviceSelectorBytes ||
+      !std::all_of(request.device().begin(), request.device().end(),
+                   [](char c) { return c > ' ' && c < 127; })) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device must be a GPU UUID or a CUDA ordinal (at most ", kMaxDeviceSelectorBytes,
+        " printable characters), got ", request.device().size(), " bytes"));
+  }
+  run.device = request.device();
   return run;
 }
 

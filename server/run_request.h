@@ -27,6 +27,8 @@ namespace kt::server {
 
 // Bytes of a cudaIpcMemHandle_t / cudaIpcEventHandle_t.
 inline constexpr size_t kCudaIpcHandleBytes = 64;
+// RunRequest.device: "GPU-" + a 36-character UUID is 40.
+inline constexpr size_t kMaxDeviceSelectorBytes = 64;
 
 // Where one tensor of a Run lives.
 struct TensorView {
@@ -66,6 +68,9 @@ struct RunRequest {
   std::string done_event;
   // Time the kernel with CUDA events (RunRequest.time_kernel).
   bool time_kernel = false;
+  // RunRequest.device: the device named for a Run without device tensors
+  // (a UUID or an ordinal), or empty.
+  std::string device;
   // The calling process when it came over the Unix socket.
   std::optional<PeerProcess> caller;
   // Client memory the views point into, held open while the Run uses it.

@@ -8,6 +8,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -19,12 +20,14 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "kernels/device_identity.h"
 #include "kernels/device_info.h"
 #include "proto/shipped_configs.h"
 #include "server/config_cache.h"
@@ -40,7 +43,7 @@ namespace {
 constexpr char kServiceName[] = "kerntune.v1.KernTune";
 // How often the tuning store is checked for new data (one cheap PRAGMA).
 constexpr absl::Duration kReloadInterval = absl::Seconds(2);
-// Streams of the GPU backend: Runs of this many clients overlap on the GPU;
+// Streams of each GPU: Runs of this many clients overlap on the GPU;
 // a lone client keeps one stream, so its Runs stay in order.
 constexpr int kGpuStreams = 4;
 // gRPC's sync-server threads, which serve only the reflection and health
@@ -135,28 +138,66 @@ Backends CpuBecause(std::string reason) {
   return cpu;
 }
 
-// The GPU backend on device 0 with its config cache, else the CPU
-// reference with the reason.
+// The GPU backend on the devices --devices selects, each with the config
+// cache of its SKU; else the CPU reference with the reason. Naming a device
+// that does not exist is an error, not a fallback.
 absl::StatusOr<Backends> MakeBackend(const Options& options) {
   if (options.execution.force_cpu) return CpuBecause("--cpu given");
-  if (kernels::CudaDeviceCount() == 0) return CpuBecause("no CUDA device found");
-  absl::StatusOr<kernels::DeviceInfo> device = kernels::GetDeviceInfo(0);
-  if (!device.ok()) {
-    return CpuBecause(absl::StrCat("CUDA device 0 unusable: ", device.status().message()));
+  const std::vector<kernels::VisibleDevice> visible = kernels::VisibleDevices();
+  absl::StatusOr<std::vector<int>> selected =
+      kernels::SelectDevices(options.execution.devices, visible);
+  if (!selected.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--devices=", options.execution.devices, ": ", selected.status().message()));
   }
-  proto::ShippedEntries shipped =
-      LoadShippedConfigs(options.configs.shipped_dir, tuner::SkuOf(*device));
-  absl::StatusOr<std::unique_ptr<ConfigCache>> cache =
-      ConfigCache::Create(options.configs.db_path, *device, std::move(shipped.entries));
-  if (!cache.ok()) return cache.status();
-  (*cache)->StartPolling(kReloadInterval);
+  if (selected->empty()) return CpuBecause("no CUDA device found");
+  std::vector<std::string> shipped_files;
+  const ConfigCacheFactory make_cache =
+      [&](const kernels::DeviceInfo& device) -> absl::StatusOr<std::unique_ptr<ConfigCache>> {
+    proto::ShippedEntries shipped =
+        LoadShippedConfigs(options.configs.shipped_dir, tuner::SkuOf(device));
+    for (std::string& file : shipped.files) {
+      if (std::find(shipped_files.begin(), shipped_files.end(), file) == shipped_files.end()) {
+        shipped_files.push_back(std::move(file));
+      }
+    }
+    absl::StatusOr<std::unique_ptr<ConfigCache>> cache =
+        ConfigCache::Create(options.configs.db_path, device, std::move(shipped.entries));
+    if (cache.ok()) (*cache)->StartPolling(kReloadInterval);
+    return cache;
+  };
+  std::vector<GpuBackend::Unusable> unusable;
   absl::StatusOr<std::unique_ptr<GpuBackend>> gpu =
-      GpuBackend::Create(0, kGpuStreams, *std::move(cache));
-  if (!gpu.ok()) {
-    return CpuBecause(absl::StrCat("CUDA device 0 unusable: ", gpu.status().message()));
+      GpuBackend::Create(*selected, kGpuStreams, make_cache, &unusable);
+  for (const GpuBackend::Unusable& device : unusable) {
+    std::fprintf(stderr, "kerntuned: CUDA device %d is not served: %s\n", device.ordinal,
+                 device.reason.c_str());
   }
-  return Backends{*std::move(gpu), absl::StrCat("CUDA device 0 (", device->name, ")"),
-                  std::move(shipped.files)};
+  if (!gpu.ok()) return CpuBecause(absl::StrCat("no CUDA device usable: ", gpu.status().message()));
+  std::vector<std::string> names;
+  for (const BackendDevice& device : (*gpu)->devices()) {
+    names.push_back(absl::StrCat(device.info.ordinal, " ", device.info.name));
+  }
+  std::string reason = absl::StrCat(names.size() == 1 ? "CUDA device " : "CUDA devices ",
+                                    absl::StrJoin(names, ", "));
+  return Backends{*std::move(gpu), std::move(reason), std::move(shipped_files)};
+}
+
+// The health service per device: "kerntune.v1.KernTune/<uuid>" (or
+// "/<ordinal>" when the UUID is unknown) is SERVING until the device fails.
+// The service as a whole serves while any device does.
+void UpdateDeviceHealth(const Backend& backend, grpc::HealthCheckServiceInterface& health) {
+  for (const BackendDevice& device : backend.devices()) {
+    const std::string name =
+        absl::StrCat(kServiceName, "/",
+                     device.identity.uuid.empty() ? absl::StrCat(device.info.ordinal)
+                                                  : device.identity.uuid);
+    health.SetServingStatus(name, device.failure.empty());
+  }
+  if (!backend.devices().empty() &&
+      backend.failed_devices().size() == backend.devices().size()) {
+    health.SetServingStatus(kServiceName, false);
+  }
 }
 
 int MessageLimit(int64_t max_request_bytes) {
@@ -195,11 +236,23 @@ std::unique_ptr<grpc::Server> BuildGrpcServer(const Options& options,
 // the configs it serves.
 void LogServing(const Options& options, const Backend& backend, const std::string& reason) {
   std::string configs = "no tuned configs";
-  if (const ConfigCache* cache = backend.config_cache(); cache != nullptr) {
-    configs = absl::StrCat(cache->local_entries(), " tuned configs from ",
-                           options.configs.db_path.empty() ? "(no database)"
-                                                           : options.configs.db_path,
-                           ", ", cache->shipped_entries(), " shipped");
+  // Per SKU: the first device of each.
+  std::vector<std::string> per_sku;
+  std::vector<std::string> skus;
+  for (const BackendDevice& device : backend.devices()) {
+    const ConfigCache* cache = device.config_cache;
+    if (cache == nullptr ||
+        std::find(skus.begin(), skus.end(), cache->sku().name) != skus.end()) {
+      continue;
+    }
+    skus.push_back(cache->sku().name);
+    per_sku.push_back(absl::StrCat(cache->sku().name, ": ", cache->local_entries(), " tuned, ",
+                                   cache->shipped_entries(), " shipped"));
+  }
+  if (!per_sku.empty()) {
+    configs = absl::StrCat(absl::StrJoin(per_sku, "; "), " (store ",
+                           options.configs.db_path.empty() ? "(none)" : options.configs.db_path,
+                           ")");
   }
   const std::string note = backend.note();
   std::fprintf(stderr, "kerntuned: serving on unix:%s%s%s, backend %s (%s)%s%s\n",
@@ -265,6 +318,11 @@ absl::Status ValidateOptions(const Options& options) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--buffer_ttl_s=", options.limits.buffer_ttl_s, " must be in [1, 604800] (a week)"));
   }
+  if (options.execution.force_cpu && options.execution.devices != "all") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--cpu and --devices=", options.execution.devices, " exclude each other: the CPU "
+        "backend serves no GPU"));
+  }
   if (options.execution.workers < 1 || options.execution.workers > 1024) {
     return absl::InvalidArgumentError(
         absl::StrCat("--workers=", options.execution.workers, " must be in [1, 1024]"));
@@ -309,10 +367,13 @@ absl::Status RunServer(const Options& options) {
   std::thread housekeeper([&] {
     while (!stop_housekeeping.WaitForNotificationWithTimeout(absl::Seconds(1))) {
       service.Housekeep(absl::Now());
+      UpdateDeviceHealth(backend, *server->GetHealthCheckService());
     }
   });
-  server->GetHealthCheckService()->SetServingStatus(true);
-  server->GetHealthCheckService()->SetServingStatus(kServiceName, true);
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  health->SetServingStatus(true);
+  health->SetServingStatus(kServiceName, true);
+  UpdateDeviceHealth(backend, *health);
   LogServing(options, backend, backends->reason);
 
   const int signal_number = WaitForStopSignal();

@@ -36,6 +36,9 @@ struct Options {
   struct Execution {
     // --cpu: the CPU reference even when a GPU is present.
     bool force_cpu = false;
+    // --devices: the GPUs served, as kernels::SelectDevices reads it
+    // ("all", or ordinals and UUIDs); with no GPU at all, the CPU.
+    std::string devices = "all";
     // --workers: threads for the calls that may wait long (Runs above
     // kMaxGrpcThreadRunElements, RegisterBuffer); the rest are answered on
     // gRPC's callback threads.

@@ -60,6 +60,8 @@ void RunResultToProto(RunResult& result, const std::string& backend, pb::RunResp
   *response->mutable_config() = ChoiceToProto(result.config);
   response->set_kernel_time_us(result.kernel_time_us);
   response->set_backend(backend);
+  response->set_device_ordinal(result.device_ordinal);
+  response->set_device_uuid(result.device_uuid);
   pb::RunTiming* timing = response->mutable_server_timing();
   timing->set_lane_wait_us(result.timing.lane_wait_us);
   timing->set_launch_us(result.timing.launch_us);
@@ -78,6 +80,25 @@ void ConfigsToProto(const ConfigCache& cache, const std::vector<std::string>& sh
   response->set_shipped_entries(cache.shipped_entries());
   response->set_stale_entries_skipped(cache.stale().total());
   for (const std::string& file : shipped_files) response->add_shipped_config_files(file);
+}
+
+void DeviceToProto(const BackendDevice& device, const BufferRegistry::Totals& buffers,
+                   pb::Device* out) {
+  out->set_ordinal(device.info.ordinal);
+  *out->mutable_sku() = proto::SkuToProto(tuner::SkuOf(device.info));
+  out->set_uuid(device.identity.uuid);
+  out->set_pci_bus_id(device.identity.pci_bus_id);
+  out->set_available(device.failure.empty());
+  out->set_unavailable_reason(device.failure);
+  if (device.config_cache != nullptr) {
+    out->set_tuned_entries(device.config_cache->local_entries());
+    out->set_shipped_entries(device.config_cache->shipped_entries());
+    out->set_stale_entries_skipped(device.config_cache->stale().total());
+  }
+  out->set_registered_buffers(buffers.buffers);
+  out->set_registered_bytes(buffers.bytes);
+  out->set_runs(device.runs);
+  out->set_runs_in_flight(device.runs_in_flight);
 }
 
 void StatsToProto(const BackendStats& backend, const RunCounters::Totals& runs,
@@ -130,8 +151,19 @@ grpc::Status Fail(absl::string_view rpc, absl::string_view peer, const absl::Sta
 
 }  // namespace
 
+struct KernTuneService::PreparedRun {
+  DrainGuard::Admission admission;
+  StageClock::time_point start;
+  RunRequest run;
+  int device = 0;
+};
+
 KernTuneService::KernTuneService(Backend& backend, ServiceOptions options)
-    : backend_(backend), options_(std::move(options)), started_(absl::Now()) {}
+    : backend_(backend), options_(std::move(options)), started_(absl::Now()) {
+  for (int device = 0; device < backend_.device_count(); ++device) {
+    device_workers_.push_back(std::make_unique<WorkerPool>(options_.workers));
+  }
+}
 
 KernTuneService::~KernTuneService() { CloseClientMemory(); }
 
@@ -231,8 +263,25 @@ grpc::ServerUnaryReactor* KernTuneService::Answer(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* KernTuneService::Run(grpc::CallbackServerContext* context,
                                                const pb::RunRequest* request,
                                                pb::RunResponse* response) {
-  return Answer(context, !RunsOnGrpcThread(*request), &KernTuneService::HandleRun, request,
-                response);
+  if (RunsOnGrpcThread(*request)) {
+    return Answer(context, false, &KernTuneService::HandleRun, request, response);
+  }
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // Stage one on a shared worker (resolution may open an IPC handle), stage
+  // two on the device's own workers. The request and response stay alive
+  // until Finish.
+  workers_.Submit([this, reactor, peer = context->peer(), request, response] {
+    std::shared_ptr<PreparedRun> prepared(new PreparedRun{drain_.Admit(), StageClock::now()});
+    if (!prepared->admission) return reactor->Finish(ShuttingDown());
+    if (absl::Status s = Prepare(peer, *request, *prepared, *response->mutable_server_timing());
+        !s.ok()) {
+      return reactor->Finish(Fail("Run", peer, s));
+    }
+    device_workers_[prepared->device]->Submit([this, reactor, peer, prepared, response] {
+      reactor->Finish(Complete(peer, *prepared, response));
+    });
+  });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* KernTuneService::GetConfig(grpc::CallbackServerContext* context,
@@ -272,37 +321,50 @@ grpc::ServerUnaryReactor* KernTuneService::ListBuffers(grpc::CallbackServerConte
   return Answer(context, false, &KernTuneService::HandleListBuffers, request, response);
 }
 
-absl::StatusOr<RunResult> KernTuneService::ValidateAndExecute(absl::string_view peer,
-                                                              const pb::RunRequest& request,
-                                                              pb::RunTiming& timing) {
-  const StageClock::time_point start = StageClock::now();
+absl::Status KernTuneService::Prepare(absl::string_view peer, const pb::RunRequest& request,
+                                      PreparedRun& prepared, pb::RunTiming& timing) {
   absl::StatusOr<RunRequest> run = ValidateRunRequest(request, options_.max_request_bytes);
   if (!run.ok()) return run.status();
+  prepared.run = *std::move(run);
   const StageClock::time_point validated = StageClock::now();
-  run->caller = Caller(peer);
-  ClientTensorResolver resolver(registry_, cuda_ipc_, run->caller);
-  if (absl::Status s = ResolveTensorRefs(request, resolver, *run); !s.ok()) return s;
-  const StageClock::time_point resolved = StageClock::now();
-  absl::StatusOr<RunResult> result = backend_.Execute(*run);
-  timing.set_validate_us(MicrosSince(start, validated));
-  timing.set_resolve_us(MicrosSince(validated, resolved));
-  timing.set_execute_us(MicrosSince(resolved, StageClock::now()));
-  return result;
+  timing.set_validate_us(MicrosSince(prepared.start, validated));
+  prepared.run.caller = Caller(peer);
+  ClientTensorResolver resolver(registry_, cuda_ipc_, prepared.run.caller);
+  if (absl::Status s = ResolveTensorRefs(request, resolver, prepared.run); !s.ok()) return s;
+  absl::StatusOr<int> device = backend_.Route(prepared.run);
+  if (!device.ok()) return device.status();
+  prepared.device = *device;
+  timing.set_resolve_us(MicrosSince(validated, StageClock::now()));
+  return absl::OkStatus();
+}
+
+grpc::Status KernTuneService::Complete(absl::string_view peer, PreparedRun& prepared,
+                                       pb::RunResponse* response) {
+  const StageClock::time_point routed = StageClock::now();
+  absl::StatusOr<RunResult> result = backend_.Execute(prepared.device, prepared.run);
+  if (!result.ok()) return Fail("Run", peer, result.status());
+  response->mutable_server_timing()->set_execute_us(MicrosSince(routed, StageClock::now()));
+  RunResultToProto(*result, backend_.name(), response);
+  const double handler_us = MicrosSince(prepared.start, StageClock::now());
+  response->mutable_server_timing()->set_handler_us(handler_us);
+  run_counters_.Count(handler_us, result->answered_early);
+  return grpc::Status::OK;
 }
 
 grpc::Status KernTuneService::HandleRun(absl::string_view peer, const pb::RunRequest* request,
                                         pb::RunResponse* response) {
-  const StageClock::time_point start = StageClock::now();
-  const DrainGuard::Admission admission = drain_.Admit();
-  if (!admission) return ShuttingDown();
-  absl::StatusOr<RunResult> result =
-      ValidateAndExecute(peer, *request, *response->mutable_server_timing());
-  if (!result.ok()) return Fail("Run", peer, result.status());
-  RunResultToProto(*result, backend_.name(), response);
-  const double handler_us = MicrosSince(start, StageClock::now());
-  response->mutable_server_timing()->set_handler_us(handler_us);
-  run_counters_.Count(handler_us, result->answered_early);
-  return grpc::Status::OK;
+  PreparedRun prepared{drain_.Admit(), StageClock::now()};
+  if (!prepared.admission) return ShuttingDown();
+  if (absl::Status s = Prepare(peer, *request, prepared, *response->mutable_server_timing());
+      !s.ok()) {
+    return Fail("Run", peer, s);
+  }
+  return Complete(peer, prepared, response);
+}
+
+absl::StatusOr<const ConfigCache*> KernTuneService::ConfigCacheFor(
+    absl::string_view device) const {
+  return backend_.ConfigCacheFor(device);
 }
 
 grpc::Status KernTuneService::HandleGetConfig(absl::string_view peer,
@@ -316,12 +378,13 @@ grpc::Status KernTuneService::HandleGetConfig(absl::string_view peer,
   if (!dtype.ok()) return Fail("GetConfig", peer, dtype.status());
   absl::StatusOr<kernels::Shape> shape = proto::ShapeFromProto(request->shape(), *op, *dtype);
   if (!shape.ok()) return Fail("GetConfig", peer, shape.status());
-  const ConfigCache* cache = backend_.config_cache();
-  if (cache == nullptr) {
+  absl::StatusOr<const ConfigCache*> cache = ConfigCacheFor(request->device());
+  if (!cache.ok()) return Fail("GetConfig", peer, cache.status());
+  if (*cache == nullptr) {
     *response->mutable_config() = ChoiceToProto(std::nullopt);
     return grpc::Status::OK;
   }
-  absl::StatusOr<tuner::ConfigChoice> choice = cache->Lookup(*op, *dtype, *shape);
+  absl::StatusOr<tuner::ConfigChoice> choice = (*cache)->Lookup(*op, *dtype, *shape);
   if (!choice.ok()) return Fail("GetConfig", peer, choice.status());
   *response->mutable_config() = ChoiceToProto(*choice);
   return grpc::Status::OK;
@@ -332,10 +395,11 @@ grpc::Status KernTuneService::HandleListConfigs(absl::string_view peer,
                                                 pb::ListConfigsResponse* response) {
   const DrainGuard::Admission admission = drain_.Admit();
   if (!admission) return ShuttingDown();
-  const ConfigCache* cache = backend_.config_cache();
-  if (cache == nullptr) return grpc::Status::OK;  // the CPU reference uses no configs
-  *response->mutable_sku() = proto::SkuToProto(cache->sku());
-  for (const tuner::TunedEntry& entry : cache->Entries()) {
+  absl::StatusOr<const ConfigCache*> cache = ConfigCacheFor(request->device());
+  if (!cache.ok()) return Fail("ListConfigs", peer, cache.status());
+  if (*cache == nullptr) return grpc::Status::OK;  // the CPU reference uses no configs
+  *response->mutable_sku() = proto::SkuToProto((*cache)->sku());
+  for (const tuner::TunedEntry& entry : (*cache)->Entries()) {
     *response->add_entries() = proto::TunedEntryToProto(entry);
   }
   return grpc::Status::OK;
@@ -352,15 +416,12 @@ grpc::Status KernTuneService::HandleGetStatus(absl::string_view peer,
   response->set_backend_reason(options_.backend_reason);
   response->set_backend_note(backend_.note());
   for (const BackendDevice& device : backend_.devices()) {
-    pb::Device* out = response->add_devices();
-    out->set_ordinal(device.info.ordinal);
-    *out->mutable_sku() = proto::SkuToProto(tuner::SkuOf(device.info));
-    out->set_uuid(device.identity.uuid);
-    out->set_pci_bus_id(device.identity.pci_bus_id);
+    DeviceToProto(device, registry_.totals_on(device.info.ordinal), response->add_devices());
   }
   response->set_database_path(options_.database_path);
-  if (const ConfigCache* cache = backend_.config_cache(); cache != nullptr) {
-    ConfigsToProto(*cache, options_.shipped_config_files, response);
+  if (absl::StatusOr<const ConfigCache*> cache = ConfigCacheFor("");
+      cache.ok() && *cache != nullptr) {
+    ConfigsToProto(**cache, options_.shipped_config_files, response);
   }
   response->set_uptime_seconds(absl::ToInt64Seconds(absl::Now() - started_));
   const BufferRegistry::Totals totals = registry_.totals();
@@ -444,6 +505,17 @@ void KernTuneService::Housekeep(absl::Time now) {
   const BufferRegistry::Reaped reaped = registry_.Reap(now, IsAlive);
   const int evicted = cuda_ipc_.Evict(now, IsAlive);
   backend_.Housekeep(now, IsAlive);
+  // Every pass: a registration racing the failure may land after the first.
+  for (int device : backend_.failed_devices()) {
+    const bool first = released_devices_.insert(device).second;
+    const int released = registry_.ReleaseDevice(device);
+    const int closed = cuda_ipc_.EvictDevice(device);
+    if (!first && released + closed == 0) continue;
+    std::fprintf(stderr,
+                 "kerntuned: released %d registrations and %d CUDA IPC mappings of failed CUDA "
+                 "device %d\n",
+                 released, closed, device);
+  }
   if (reaped.expired + reaped.owner_exited + evicted > 0) {
     std::fprintf(stderr,
                  "kerntuned: ended %d registrations past their lease and %d of exited "

@@ -6,6 +6,9 @@
 // a call is answered on the gRPC thread that read it, without a hand-off,
 // unless it may wait long (a large Run, RegisterBuffer's IPC open), which
 // goes to the service's workers so gRPC's threads never block on a kernel.
+// A large Run is validated, resolved and routed on a shared worker, then
+// executed on the workers of its device, so a device busy with long
+// kernels holds only its own threads.
 // This is the daemon's one execution path. The opt-in alternatives that were
 // measured (a polling launcher thread, busy-polled completion queues:
 // bench/results/2026-11-21-h200-hot-launcher, 2026-11-22-h100-busy-poll)
@@ -21,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -59,7 +63,8 @@ struct ServiceOptions {
   // The calling process (peer credentials of the Unix socket) from gRPC's
   // peer string; nullopt for TCP callers, which may send inline tensors only.
   std::function<std::optional<PeerProcess>(absl::string_view grpc_peer)> identify_caller;
-  // Threads for the calls that may wait long.
+  // Threads for the calls that may wait long: this many shared, and this
+  // many per device for executing large Runs.
   int workers = 8;
 };
 
@@ -141,11 +146,17 @@ class KernTuneService final : public kerntune::v1::KernTune::CallbackService {
   grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, bool on_worker,
                                    Handler<Request, Response> handle, const Request* request,
                                    Response* response);
-  // A Run's stages: validation, resolution, the backend; their times go
-  // into `timing`.
-  absl::StatusOr<RunResult> ValidateAndExecute(absl::string_view peer,
-                                               const kerntune::v1::RunRequest& request,
-                                               kerntune::v1::RunTiming& timing);
+  // A Run between its two stages.
+  struct PreparedRun;
+  // Stage one: validation, resolution and routing; their times go into
+  // `timing`.
+  absl::Status Prepare(absl::string_view peer, const kerntune::v1::RunRequest& request,
+                       PreparedRun& prepared, kerntune::v1::RunTiming& timing);
+  // Stage two: the backend on the routed device, and the response.
+  grpc::Status Complete(absl::string_view peer, PreparedRun& prepared,
+                        kerntune::v1::RunResponse* response);
+  // The config cache GetConfig and ListConfigs answer from (null: none).
+  absl::StatusOr<const ConfigCache*> ConfigCacheFor(absl::string_view device) const;
   // The client memory a RegisterBuffer request names, opened.
   absl::StatusOr<std::shared_ptr<const ClientMemory>> OpenRegisteredMemory(
       const kerntune::v1::RegisterBufferRequest& request, const PeerProcess& caller);
@@ -158,6 +169,11 @@ class KernTuneService final : public kerntune::v1::KernTune::CallbackService {
   BufferRegistry registry_{options_.registry};
   // Opened CUDA IPC memory by handle bytes (registrations and one-offs).
   CudaIpcMemoryCache cuda_ipc_{backend_, options_.ipc_idle};
+  // Failed devices whose registrations were released (Housekeep's alone).
+  absl::flat_hash_set<int> released_devices_;
+  // Each device's workers for large Runs; the shared pool below hands them
+  // work, so they go after it.
+  std::vector<std::unique_ptr<WorkerPool>> device_workers_;
   // Last member: destroyed first, it runs what is queued before the rest goes.
   WorkerPool workers_{options_.workers};
 };

@@ -23,7 +23,7 @@ namespace pb = ::kerntune::v1;
 class BlockingBackend final : public Backend {
  public:
   std::string name() const override { return "blocking"; }
-  absl::StatusOr<RunResult> Execute(const RunRequest& request) override {
+  absl::StatusOr<RunResult> Execute(int device_index, const RunRequest& request) override {
     entered_.Notify();
     release_.WaitForNotification();
     RunResult result;
@@ -84,7 +84,7 @@ TEST(KernTuneServiceTest, DrainWithNothingInFlightReturnsAtOnce) {
 class FakeGpuBackend final : public Backend {
  public:
   std::string name() const override { return "fake"; }
-  absl::StatusOr<RunResult> Execute(const RunRequest& request) override {
+  absl::StatusOr<RunResult> Execute(int device_index, const RunRequest& request) override {
     RunResult result;
     result.inline_output(kernels::Operand::kOutput)
         .assign(static_cast<size_t>(request.tensor(kernels::Operand::kOutput).bytes), '\0');
@@ -183,10 +183,12 @@ class ShippedConfigsBackend final : public Backend {
   explicit ShippedConfigsBackend(std::vector<tuner::TunedEntry> shipped)
       : cache_(*ConfigCache::Create("", kernels::DescribedH100(), std::move(shipped))) {}
   std::string name() const override { return "fake"; }
-  absl::StatusOr<RunResult> Execute(const RunRequest& request) override {
+  absl::StatusOr<RunResult> Execute(int device_index, const RunRequest& request) override {
     return absl::UnimplementedError("not run here");
   }
-  const ConfigCache* config_cache() const override { return cache_.get(); }
+  absl::StatusOr<const ConfigCache*> ConfigCacheFor(absl::string_view device) const override {
+    return cache_.get();
+  }
 
  private:
   std::unique_ptr<ConfigCache> cache_;
