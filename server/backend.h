@@ -53,6 +53,8 @@ class Backend {
   // request does not name (InvalidArgument), a device that failed
   // (Unavailable).
   virtual absl::StatusOr<int> Route(const RunRequest& request) { return 0; }
+  // The device's name in logs and metrics: its CUDA ordinal, "cpu".
+  virtual std::string device_label(int device_index) const { return "cpu"; }
   // Runs it there. Thread-safe.
   virtual absl::StatusOr<RunResult> Execute(int device_index, const RunRequest& request) = 0;
 

@@ -38,6 +38,11 @@ int CudaIpcMemoryCache::EvictDevice(int device_ordinal) {
       [device_ordinal](const ClientMemory& memory) { return memory.device() == device_ordinal; });
 }
 
+int64_t CudaIpcMemoryCache::size_on(int device_ordinal) const {
+  return memory_.CountIf(
+      [device_ordinal](const ClientMemory& memory) { return memory.device() == device_ordinal; });
+}
+
 absl::StatusOr<TensorResolver::Opened> ClientTensorResolver::RegisteredBuffer(
     const std::string& buffer_id) {
   if (!caller_) return NeedsUnixSocket("a registered buffer");

@@ -45,6 +45,8 @@ class CudaIpcMemoryCache {
   int EvictDevice(int device_ordinal);
   void Clear() { memory_.Clear(); }
   size_t size() const { return memory_.size(); }
+  // Mappings of CUDA device `device_ordinal`.
+  int64_t size_on(int device_ordinal) const;
 
  private:
   Backend& backend_;

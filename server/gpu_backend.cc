@@ -132,6 +132,10 @@ absl::StatusOr<int> GpuBackend::Route(const RunRequest& request) {
   return index;
 }
 
+std::string GpuBackend::device_label(int device_index) const {
+  return absl::StrCat(devices_[device_index]->info().ordinal);
+}
+
 absl::StatusOr<RunResult> GpuBackend::Execute(int device_index, const RunRequest& request) {
   Device& device = *devices_[device_index];
   Load& load = load_[device_index];

@@ -46,6 +46,7 @@ class GpuBackend final : public Backend {
   std::string name() const override { return "gpu"; }
   int device_count() const override { return static_cast<int>(devices_.size()); }
   absl::StatusOr<int> Route(const RunRequest& request) override;
+  std::string device_label(int device_index) const override;
   absl::StatusOr<RunResult> Execute(int device_index, const RunRequest& request) override;
   absl::StatusOr<const ConfigCache*> ConfigCacheFor(absl::string_view device) const override;
   std::vector<BackendDevice> devices() const override;

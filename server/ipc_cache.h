@@ -107,6 +107,14 @@ class IpcCache {
     closing.swap(entries_);
   }
 
+  // Entries whose resource `matches` says so.
+  int64_t CountIf(absl::FunctionRef<bool(const Resource&)> matches) const {
+    absl::MutexLock lock(&mu_);
+    int64_t count = 0;
+    for (const auto& [handle, entry] : entries_) count += matches(*entry.resource) ? 1 : 0;
+    return count;
+  }
+
   size_t size() const {
     absl::MutexLock lock(&mu_);
     return entries_.size();

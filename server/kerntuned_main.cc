@@ -21,6 +21,8 @@ ABSL_FLAG(std::string, socket, "",
           "/run/kerntune/kerntune.sock)");
 ABSL_FLAG(std::string, tcp, "", "also listen on HOST:PORT, for inline tensors only (off unless "
           "given)");
+ABSL_FLAG(std::string, metrics_address, kt::server::kDefaultMetricsAddress,
+          "HOST:PORT of the Prometheus endpoint (/metrics); empty turns it off");
 ABSL_FLAG(std::string, db, "",
           "tuning store, opened read-only and reloaded when it changes (default $KERNTUNE_DB, "
           "else $XDG_DATA_HOME/kerntune/tuning.db, else ~/.local/share/kerntune/tuning.db)");
@@ -56,18 +58,21 @@ void ConfigureUsage() {
   absl::SetFlagsUsageConfig(config);
   absl::SetProgramUsageMessage(
       "the kerntune daemon: serves tuned row-wise GPU kernels over gRPC.\n"
-      "usage: kerntuned [--socket=PATH] [--tcp=HOST:PORT] [--db=PATH] [--configs=DIR]\n"
+      "usage: kerntuned [--socket=PATH] [--tcp=HOST:PORT] [--metrics_address=HOST:PORT]\n"
+      "                 [--db=PATH] [--configs=DIR]\n"
       "                 [--devices=all|LIST | --cpu] [--max_request_bytes=N] [--buffer_ttl_s=N]\n"
       "                 [--workers=N]");
 }
 
-kt::server::Options OptionsFromFlags() {
+kt::server::Options OptionsFromFlags(bool metrics_address_given) {
   kt::server::Options options;
   options.listen.socket_path = absl::GetFlag(FLAGS_socket);
   if (options.listen.socket_path.empty()) {
     options.listen.socket_path = kt::server::DefaultSocketPath();
   }
   options.listen.tcp_address = absl::GetFlag(FLAGS_tcp);
+  options.listen.metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  options.listen.metrics_address_given = metrics_address_given;
   options.configs.db_path = absl::GetFlag(FLAGS_db);
   if (options.configs.db_path.empty()) {
     options.configs.db_path = kt::db::DefaultDatabasePath().value_or("");
@@ -86,10 +91,23 @@ kt::server::Options OptionsFromFlags() {
 
 }  // namespace
 
+// Whether the command line sets --metrics_address (absl does not say).
+bool GivesMetricsAddress(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (absl::StartsWith(arg, "--metrics_address") || absl::StartsWith(arg, "-metrics_address")) {
+      return true;
+    }
+  }
+  return false;
+}
+
 int main(int argc, char** argv) {
   ConfigureUsage();
+  const bool metrics_address_given = GivesMetricsAddress(argc, argv);
   absl::ParseCommandLine(argc, argv);
-  const kt::server::Options options = OptionsFromFlags();
+  const kt::server::Options options = OptionsFromFlags(metrics_address_given);
   if (absl::Status valid = kt::server::ValidateOptions(options); !valid.ok()) {
     std::fprintf(stderr, "kerntuned: %s\n", std::string(valid.message()).c_str());
     return 2;

@@ -29,6 +29,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "kernels/device_identity.h"
 #include "kernels/device_info.h"
+#include "kernels/version.h"
 #include "proto/shipped_configs.h"
 #include "server/config_cache.h"
 #include "server/cpu_backend.h"
@@ -234,7 +235,8 @@ std::unique_ptr<grpc::Server> BuildGrpcServer(const Options& options,
 
 // The line that says the daemon is up: where, which backend and why, and
 // the configs it serves.
-void LogServing(const Options& options, const Backend& backend, const std::string& reason) {
+void LogServing(const Options& options, const Backend& backend, const std::string& reason,
+                const std::string& metrics_url) {
   std::string configs = "no tuned configs";
   // Per SKU: the first device of each.
   std::vector<std::string> per_sku;
@@ -255,10 +257,11 @@ void LogServing(const Options& options, const Backend& backend, const std::strin
                            ")");
   }
   const std::string note = backend.note();
-  std::fprintf(stderr, "kerntuned: serving on unix:%s%s%s, backend %s (%s)%s%s\n",
+  std::fprintf(stderr, "kerntuned: serving on unix:%s%s%s%s%s, backend %s (%s)%s%s\n",
                options.listen.socket_path.c_str(),
                options.listen.tcp_address.empty() ? "" : " and ",
-               options.listen.tcp_address.c_str(), backend.name().c_str(), reason.c_str(),
+               options.listen.tcp_address.c_str(),
+               metrics_url.empty() ? "" : ", metrics on ", metrics_url.c_str(), backend.name().c_str(), reason.c_str(),
                note.empty() ? ", " : ": ", note.empty() ? configs.c_str() : note.c_str());
 }
 
@@ -348,6 +351,18 @@ absl::Status RunServer(const Options& options) {
     return peers.Lookup(grpc_peer);
   };
   service_options.workers = options.execution.workers;
+  std::unique_ptr<Metrics> metrics;
+  if (!options.listen.metrics_address.empty()) {
+    metrics = std::make_unique<Metrics>(KT_PROJECT_VERSION, kernels::kKernelLibraryVersion);
+    if (absl::Status s = metrics->Serve(options.listen.metrics_address); s.ok()) {
+      service_options.metrics = metrics.get();
+    } else if (options.listen.metrics_address_given) {
+      return s;
+    } else {
+      std::fprintf(stderr, "kerntuned: no metrics: %s\n", std::string(s.message()).c_str());
+      metrics.reset();
+    }
+  }
   KernTuneService service(backend, std::move(service_options));
 
   // The Unix socket is accepted by the daemon (peer credentials), TCP by gRPC.
@@ -374,7 +389,8 @@ absl::Status RunServer(const Options& options) {
   health->SetServingStatus(true);
   health->SetServingStatus(kServiceName, true);
   UpdateDeviceHealth(backend, *health);
-  LogServing(options, backend, backends->reason);
+  LogServing(options, backend, backends->reason,
+             metrics ? absl::StrCat("http://", options.listen.metrics_address, "/metrics") : "");
 
   const int signal_number = WaitForStopSignal();
   const absl::Time stop_started = absl::Now();

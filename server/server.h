@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "server/metrics.h"
 #include "server/service.h"
 
 namespace kt::server {
@@ -22,6 +23,13 @@ struct Options {
     std::string socket_path;
     // --tcp: "host:port" to listen on as well; empty = no TCP.
     std::string tcp_address;
+    // --metrics_address: "host:port" of the Prometheus endpoint (/metrics);
+    // empty = none.
+    std::string metrics_address = kDefaultMetricsAddress;
+    // Whether --metrics_address was given: then an address that cannot be
+    // served stops the daemon; the default only warns (another daemon, a
+    // test's, may hold it).
+    bool metrics_address_given = false;
   } listen;
   // Where the tuned configs come from (the GPU backend only).
   struct Configs {

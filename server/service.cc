@@ -154,8 +154,10 @@ grpc::Status Fail(absl::string_view rpc, absl::string_view peer, const absl::Sta
 struct KernTuneService::PreparedRun {
   DrainGuard::Admission admission;
   StageClock::time_point start;
+  const pb::RunRequest* request = nullptr;
   RunRequest run;
-  int device = 0;
+  bool validated = false;
+  int device = -1;  // routed: an index below backend_.device_count()
 };
 
 KernTuneService::KernTuneService(Backend& backend, ServiceOptions options)
@@ -271,11 +273,12 @@ grpc::ServerUnaryReactor* KernTuneService::Run(grpc::CallbackServerContext* cont
   // two on the device's own workers. The request and response stay alive
   // until Finish.
   workers_.Submit([this, reactor, peer = context->peer(), request, response] {
-    std::shared_ptr<PreparedRun> prepared(new PreparedRun{drain_.Admit(), StageClock::now()});
+    std::shared_ptr<PreparedRun> prepared(
+        new PreparedRun{drain_.Admit(), StageClock::now(), request});
     if (!prepared->admission) return reactor->Finish(ShuttingDown());
     if (absl::Status s = Prepare(peer, *request, *prepared, *response->mutable_server_timing());
         !s.ok()) {
-      return reactor->Finish(Fail("Run", peer, s));
+      return reactor->Finish(RunAnswered(peer, *prepared, s, nullptr));
     }
     device_workers_[prepared->device]->Submit([this, reactor, peer, prepared, response] {
       reactor->Finish(Complete(peer, *prepared, response));
@@ -326,6 +329,7 @@ absl::Status KernTuneService::Prepare(absl::string_view peer, const pb::RunReque
   absl::StatusOr<RunRequest> run = ValidateRunRequest(request, options_.max_request_bytes);
   if (!run.ok()) return run.status();
   prepared.run = *std::move(run);
+  prepared.validated = true;
   const StageClock::time_point validated = StageClock::now();
   timing.set_validate_us(MicrosSince(prepared.start, validated));
   prepared.run.caller = Caller(peer);
@@ -342,22 +346,54 @@ grpc::Status KernTuneService::Complete(absl::string_view peer, PreparedRun& prep
                                        pb::RunResponse* response) {
   const StageClock::time_point routed = StageClock::now();
   absl::StatusOr<RunResult> result = backend_.Execute(prepared.device, prepared.run);
-  if (!result.ok()) return Fail("Run", peer, result.status());
+  if (!result.ok()) return RunAnswered(peer, prepared, result.status(), nullptr);
   response->mutable_server_timing()->set_execute_us(MicrosSince(routed, StageClock::now()));
+  const grpc::Status answered = RunAnswered(peer, prepared, absl::OkStatus(), &*result);
   RunResultToProto(*result, backend_.name(), response);
   const double handler_us = MicrosSince(prepared.start, StageClock::now());
   response->mutable_server_timing()->set_handler_us(handler_us);
   run_counters_.Count(handler_us, result->answered_early);
+  return answered;
+}
+
+grpc::Status KernTuneService::RunAnswered(absl::string_view peer, const PreparedRun& prepared,
+                                          const absl::Status& status, const RunResult* result) {
+  if (options_.metrics != nullptr) {
+    RunLabels labels;
+    // A Run refused by validation still has an op and dtype when those two
+    // fields were fine.
+    absl::StatusOr<kernels::Op> op = prepared.validated
+                                         ? prepared.run.op
+                                         : proto::OpFromProto(prepared.request->op(), "op");
+    absl::StatusOr<kernels::DType> dtype =
+        prepared.validated ? prepared.run.dtype
+                           : proto::DTypeFromProto(prepared.request->dtype(), "dtype");
+    if (op.ok()) labels.op = std::string(kernels::OpName(*op));
+    if (dtype.ok()) labels.dtype = std::string(kernels::DTypeName(*dtype));
+    if (prepared.device >= 0) labels.device = backend_.device_label(prepared.device);
+    double kernel_seconds = -1;
+    if (result != nullptr && result->kernel_time_us > 0) {
+      kernel_seconds = result->kernel_time_us * 1e-6;
+    }
+    options_.metrics->CountRun(labels, status.code(),
+                               MicrosSince(prepared.start, StageClock::now()) * 1e-6,
+                               kernel_seconds);
+    if (result != nullptr && result->config) {
+      options_.metrics->CountLookup(labels.device,
+                                    tuner::ConfigSourceName(result->config->source));
+    }
+  }
+  if (!status.ok()) return Fail("Run", peer, status);
   return grpc::Status::OK;
 }
 
 grpc::Status KernTuneService::HandleRun(absl::string_view peer, const pb::RunRequest* request,
                                         pb::RunResponse* response) {
-  PreparedRun prepared{drain_.Admit(), StageClock::now()};
+  PreparedRun prepared{drain_.Admit(), StageClock::now(), request};
   if (!prepared.admission) return ShuttingDown();
   if (absl::Status s = Prepare(peer, *request, prepared, *response->mutable_server_timing());
       !s.ok()) {
-    return Fail("Run", peer, s);
+    return RunAnswered(peer, prepared, s, nullptr);
   }
   return Complete(peer, prepared, response);
 }
@@ -510,11 +546,17 @@ void KernTuneService::Housekeep(absl::Time now) {
     const bool first = released_devices_.insert(device).second;
     const int released = registry_.ReleaseDevice(device);
     const int closed = cuda_ipc_.EvictDevice(device);
+    if (options_.metrics != nullptr) options_.metrics->CountReaped("device_failed", released);
     if (!first && released + closed == 0) continue;
     std::fprintf(stderr,
                  "kerntuned: released %d registrations and %d CUDA IPC mappings of failed CUDA "
                  "device %d\n",
                  released, closed, device);
+  }
+  if (options_.metrics != nullptr) {
+    options_.metrics->CountReaped("expired", reaped.expired);
+    options_.metrics->CountReaped("owner_exited", reaped.owner_exited);
+    UpdateGauges();
   }
   if (reaped.expired + reaped.owner_exited + evicted > 0) {
     std::fprintf(stderr,
@@ -522,6 +564,39 @@ void KernTuneService::Housekeep(absl::Time now) {
                  "processes; closed %d idle CUDA IPC mappings\n",
                  reaped.expired, reaped.owner_exited, evicted);
   }
+}
+
+void KernTuneService::UpdateGauges() {
+  std::vector<DeviceGauges> gauges;
+  BufferRegistry::Totals on_devices;
+  for (const BackendDevice& device : backend_.devices()) {
+    const BufferRegistry::Totals buffers = registry_.totals_on(device.info.ordinal);
+    on_devices.buffers += buffers.buffers;
+    on_devices.bytes += buffers.bytes;
+    DeviceGauges out;
+    out.device = absl::StrCat(device.info.ordinal);
+    out.uuid = device.identity.uuid;
+    out.sku = device.info.name;
+    out.up = device.failure.empty();
+    out.registered_buffers = buffers.buffers;
+    out.registered_bytes = buffers.bytes;
+    out.ipc_mappings = cuda_ipc_.size_on(device.info.ordinal);
+    if (device.config_cache != nullptr) {
+      out.tuned_entries = device.config_cache->local_entries();
+      out.shipped_entries = device.config_cache->shipped_entries();
+      out.stale_entries = device.config_cache->stale().total();
+    }
+    gauges.push_back(std::move(out));
+  }
+  if (gauges.empty()) {  // the CPU backend: one place, always up
+    DeviceGauges cpu;
+    cpu.device = "cpu";
+    cpu.sku = "cpu";
+    gauges.push_back(cpu);
+  }
+  const BufferRegistry::Totals all = registry_.totals();
+  options_.metrics->SetState(gauges, all.buffers - on_devices.buffers,
+                             all.bytes - on_devices.bytes, all.owners);
 }
 
 void KernTuneService::CloseClientMemory() {

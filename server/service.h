@@ -36,6 +36,7 @@
 #include "server/client_memory.h"
 #include "server/client_tensors.h"
 #include "server/drain_guard.h"
+#include "server/metrics.h"
 #include "server/peer_credentials.h"
 #include "server/run_counters.h"
 #include "server/worker_pool.h"
@@ -63,6 +64,9 @@ struct ServiceOptions {
   // The calling process (peer credentials of the Unix socket) from gRPC's
   // peer string; nullopt for TCP callers, which may send inline tensors only.
   std::function<std::optional<PeerProcess>(absl::string_view grpc_peer)> identify_caller;
+  // Where answered Runs and the daemon's state are counted; null = nowhere.
+  // Must outlive the service.
+  Metrics* metrics = nullptr;
   // Threads for the calls that may wait long: this many shared, and this
   // many per device for executing large Runs.
   int workers = 8;
@@ -155,6 +159,11 @@ class KernTuneService final : public kerntune::v1::KernTune::CallbackService {
   // Stage two: the backend on the routed device, and the response.
   grpc::Status Complete(absl::string_view peer, PreparedRun& prepared,
                         kerntune::v1::RunResponse* response);
+  // Every Run's end: counted in the metrics; a failure logged and converted.
+  grpc::Status RunAnswered(absl::string_view peer, const PreparedRun& prepared,
+                           const absl::Status& status, const RunResult* result);
+  // The gauges, from the registry, the IPC mappings and the backend.
+  void UpdateGauges();
   // The config cache GetConfig and ListConfigs answer from (null: none).
   absl::StatusOr<const ConfigCache*> ConfigCacheFor(absl::string_view device) const;
   // The client memory a RegisterBuffer request names, opened.

@@ -1,0 +1,144 @@
+// kerntuned's Prometheus metrics (see metrics.h).
+#include "server/metrics.h"
+
+#include <exception>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "prometheus/exposer.h"
+
+namespace kt::server {
+namespace {
+
+// Seconds from 10 us to ~42 s, doubling: a small Run's handler is tens of
+// microseconds, a large Run's kernel milliseconds.
+prometheus::Histogram::BucketBoundaries TimeBuckets() {
+  prometheus::Histogram::BucketBoundaries buckets;
+  for (double bound = 10e-6; bound < 60; bound *= 2) buckets.push_back(bound);
+  return buckets;
+}
+
+}  // namespace
+
+Metrics::Metrics(absl::string_view version, absl::string_view kernel_version)
+    : registry_(std::make_shared<prometheus::Registry>()),
+      runs_(prometheus::BuildCounter()
+                .Name("kerntune_runs_total")
+                .Help("Runs answered, by op, dtype, device, path and gRPC status code")
+                .Register(*registry_)),
+      handler_seconds_(prometheus::BuildHistogram()
+                           .Name("kerntune_run_handler_seconds")
+                           .Help("Time from a Run's arrival in the daemon to its answer "
+                                 "(Runs answered OK)")
+                           .Register(*registry_)),
+      kernel_seconds_(prometheus::BuildHistogram()
+                          .Name("kerntune_run_kernel_seconds")
+                          .Help("A Run's kernel time where measured: CUDA events when the "
+                                "request asked time_kernel, the reference's time on the CPU")
+                          .Register(*registry_)),
+      lookups_(prometheus::BuildCounter()
+                   .Name("kerntune_config_lookups_total")
+                   .Help("Configs of Runs by where they came from: tuned, shipped, "
+                         "nearest_tuned, heuristic")
+                   .Register(*registry_)),
+      reaped_(prometheus::BuildCounter()
+                  .Name("kerntune_registrations_reaped_total")
+                  .Help("Registrations the daemon ended: lease expired, owner exited, "
+                        "device failed")
+                  .Register(*registry_)),
+      device_up_(prometheus::BuildGauge()
+                     .Name("kerntune_device_up")
+                     .Help("1 while the device serves, 0 once it failed")
+                     .Register(*registry_)),
+      buffers_(prometheus::BuildGauge()
+                   .Name("kerntune_registered_buffers")
+                   .Help("Registered buffers by device (\"host\": shared memory)")
+                   .Register(*registry_)),
+      buffer_bytes_(prometheus::BuildGauge()
+                        .Name("kerntune_registered_bytes")
+                        .Help("Bytes of the registered buffers by device")
+                        .Register(*registry_)),
+      ipc_mappings_(prometheus::BuildGauge()
+                        .Name("kerntune_ipc_mappings")
+                        .Help("CUDA IPC mappings open (registered and cached one-off)")
+                        .Register(*registry_)),
+      owners_(prometheus::BuildGauge()
+                  .Name("kerntune_buffer_owners")
+                  .Help("Processes that own registrations")
+                  .Register(*registry_)),
+      config_entries_(prometheus::BuildGauge()
+                          .Name("kerntune_config_entries")
+                          .Help("Tuned-config entries of each device's SKU: local and shipped "
+                                "ones served, stale ones skipped")
+                          .Register(*registry_)) {
+  prometheus::BuildGauge()
+      .Name("kerntune_build_info")
+      .Help("The daemon's version and its kernel library's version")
+      .Register(*registry_)
+      .Add({{"version", std::string(version)}, {"kernel_version", std::string(kernel_version)}})
+      .Set(1);
+}
+
+Metrics::~Metrics() = default;
+
+absl::Status Metrics::Serve(const std::string& address) {
+  try {
+    exposer_ = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/1);
+  } catch (const std::exception& error) {
+    return absl::UnavailableError(
+        absl::StrCat("--metrics_address=", address, ": cannot listen: ", error.what()));
+  }
+  exposer_->RegisterCollectable(registry_);
+  return absl::OkStatus();
+}
+
+void Metrics::CountRun(const RunLabels& labels, absl::StatusCode code, double handler_seconds,
+                       double kernel_seconds) {
+  runs_
+      .Add({{"op", labels.op},
+            {"dtype", labels.dtype},
+            {"device", labels.device},
+            {"path", labels.path},
+            {"code", absl::StatusCodeToString(code)}})
+      .Increment();
+  if (code != absl::StatusCode::kOk) return;
+  handler_seconds_.Add({{"op", labels.op}, {"device", labels.device}}, TimeBuckets())
+      .Observe(handler_seconds);
+  if (kernel_seconds >= 0) {
+    kernel_seconds_.Add({{"op", labels.op}, {"device", labels.device}}, TimeBuckets())
+        .Observe(kernel_seconds);
+  }
+}
+
+void Metrics::CountLookup(absl::string_view device, absl::string_view source) {
+  lookups_.Add({{"device", std::string(device)}, {"source", std::string(source)}}).Increment();
+}
+
+void Metrics::CountReaped(absl::string_view reason, int count) {
+  if (count <= 0) return;
+  reaped_.Add({{"reason", std::string(reason)}}).Increment(count);
+}
+
+void Metrics::SetState(const std::vector<DeviceGauges>& devices, int64_t host_buffers,
+                       int64_t host_bytes, int64_t buffer_owners) {
+  for (const DeviceGauges& device : devices) {
+    device_up_.Add({{"device", device.device}, {"uuid", device.uuid}, {"sku", device.sku}})
+        .Set(device.up ? 1 : 0);
+    buffers_.Add({{"device", device.device}}).Set(static_cast<double>(device.registered_buffers));
+    buffer_bytes_.Add({{"device", device.device}})
+        .Set(static_cast<double>(device.registered_bytes));
+    ipc_mappings_.Add({{"device", device.device}}).Set(static_cast<double>(device.ipc_mappings));
+    for (const auto& [origin, count] : {std::pair{"local", device.tuned_entries},
+                                        std::pair{"shipped", device.shipped_entries},
+                                        std::pair{"stale", device.stale_entries}}) {
+      config_entries_.Add({{"device", device.device}, {"sku", device.sku}, {"origin", origin}})
+          .Set(static_cast<double>(count));
+    }
+  }
+  buffers_.Add({{"device", "host"}}).Set(static_cast<double>(host_buffers));
+  buffer_bytes_.Add({{"device", "host"}}).Set(static_cast<double>(host_bytes));
+  owners_.Add({}).Set(static_cast<double>(buffer_owners));
+}
+
+}  // namespace kt::server
