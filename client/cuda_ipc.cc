@@ -126,6 +126,10 @@ absl::Status IpcAllocation::CopyIn(size_t offset, const void* host, size_t bytes
 
 absl::Status IpcAllocation::CopyOut(size_t offset, void* host, size_t bytes) const {
   if (absl::Status s = CheckRange(offset, bytes, size_); !s.ok()) return s;
+  // On the allocation's device: another current device would get a context
+  // of its own just for this copy.
+  DeviceScope scope(device_);
+  if (!scope.status().ok()) return scope.status();
   return CudaStatus(
       cudaMemcpy(host, static_cast<const uint8_t*>(data_) + offset, bytes, cudaMemcpyDeviceToHost),
       "cudaMemcpy from the device");

@@ -72,6 +72,7 @@ class IpcEvent {
   ~IpcEvent();
 
   cudaEvent_t event() const { return event_; }
+  int device() const { return device_; }
   // The 64 bytes of the cudaIpcEventHandle_t.
   const std::string& handle() const { return handle_; }
 

@@ -241,6 +241,7 @@ pb::RunRequest MakeRunRequest(const RunArgs& args) {
   request.set_wait_event(args.wait_event);
   request.set_done_event(args.done_event);
   request.set_time_kernel(args.time_kernel);
+  request.set_device(args.device);
   return request;
 }
 
@@ -331,22 +332,27 @@ absl::StatusOr<pb::RunResponse> DaemonClient::Run(const pb::RunRequest& request)
 }
 
 absl::StatusOr<pb::ConfigChoice> DaemonClient::GetConfig(pb::Op op, pb::DType dtype, int64_t rows,
-                                                         int64_t cols, int64_t inner) const {
+                                                         int64_t cols, int64_t inner,
+                                                         absl::string_view device) const {
   pb::GetConfigRequest request;
   request.set_op(op);
   request.set_dtype(dtype);
   request.mutable_shape()->set_rows(rows);
   request.mutable_shape()->set_cols(cols);
   if (inner != 1) request.mutable_shape()->set_inner(inner);
+  request.set_device(std::string(device));
   absl::StatusOr<pb::GetConfigResponse> response =
       Call(*connection_, deadline_, "GetConfig", &pb::KernTune::Stub::GetConfig, request);
   if (!response.ok()) return response.status();
   return response->config();
 }
 
-absl::StatusOr<pb::ListConfigsResponse> DaemonClient::ListConfigs() const {
+absl::StatusOr<pb::ListConfigsResponse> DaemonClient::ListConfigs(
+    absl::string_view device) const {
+  pb::ListConfigsRequest request;
+  request.set_device(std::string(device));
   return Call(*connection_, deadline_, "ListConfigs", &pb::KernTune::Stub::ListConfigs,
-              pb::ListConfigsRequest());
+              request);
 }
 
 absl::StatusOr<pb::GetStatusResponse> DaemonClient::GetStatus() const {

@@ -83,6 +83,11 @@ struct RunArgs {
   // Have the daemon time the kernel (RunResponse.kernel_time_us); costs a
   // few microseconds per Run.
   bool time_kernel = false;
+  // The daemon's GPU for a Run without device tensors (inline or shared
+  // memory): its UUID, a unique UUID prefix or the daemon's ordinal; empty =
+  // the least-loaded one. Runs on device tensors run where they live.
+  // RunResponse.device_ordinal / device_uuid say which device ran it.
+  std::string device;
 };
 pb::RunRequest MakeRunRequest(const RunArgs& args);
 
@@ -168,9 +173,12 @@ class DaemonClient {
   }
   absl::StatusOr<pb::RunResponse> Run(const pb::RunRequest& request) const;
 
+  // `device` names whose configs (a node may mix GPU models), as
+  // RunArgs::device; empty = the daemon's first device.
   absl::StatusOr<pb::ConfigChoice> GetConfig(pb::Op op, pb::DType dtype, int64_t rows,
-                                             int64_t cols, int64_t inner = 1) const;
-  absl::StatusOr<pb::ListConfigsResponse> ListConfigs() const;
+                                             int64_t cols, int64_t inner = 1,
+                                             absl::string_view device = "") const;
+  absl::StatusOr<pb::ListConfigsResponse> ListConfigs(absl::string_view device = "") const;
   absl::StatusOr<pb::GetStatusResponse> GetStatus() const;
   // DaemonOrdinalForUuid on this daemon's GetStatus.
   absl::StatusOr<int32_t> DeviceOrdinalFor(absl::string_view uuid, int32_t fallback) const;

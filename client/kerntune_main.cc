@@ -72,9 +72,10 @@ ABSL_FLAG(bool, force, false,
           "tune: re-measure points the store already has for this GPU and kernel version");
 ABSL_FLAG(int, device, 0,
           "tune: CUDA device ordinal; run --via=ipc: this process's device to allocate on");
-ABSL_FLAG(int, daemon_device, -1,
-          "run --via=ipc: the daemon's ordinal of --device; -1: the daemon's device with the "
-          "same UUID (GetStatus), so processes with different CUDA_VISIBLE_DEVICES agree");
+ABSL_FLAG(std::string, daemon_device, "",
+          "run: the daemon's GPU to run on, by its ordinal, UUID or UUID prefix (kerntune "
+          "status lists them); default: the least-loaded one for inline and shm, and for ipc "
+          "the daemon's device with --device's UUID, whatever each CUDA_VISIBLE_DEVICES");
 ABSL_FLAG(int, reps, 30, "tune: timed repetitions per candidate (median kept)");
 ABSL_FLAG(bool, cpu, false, "use the CPU reference backend even if a GPU is present");
 ABSL_FLAG(bool, candidates, false,
@@ -341,8 +342,9 @@ const std::vector<Verb>& Verbs() {
         "causal", "scale", "mask_rows", "device", "daemon_device", "format"},
        1, RunVerb},
       {{"status"}, "",
-       "what a running kerntuned reports: version, backend and why, devices, tuned "
-       "entries, store, registered buffers and owners, CUDA IPC mappings, uptime",
+       "what a running kerntuned reports: version, backend and why, every device with its "
+       "health, tuned entries, buffers and Runs, store, registered buffers and owners, CUDA "
+       "IPC mappings, uptime",
        {"server", "format"}, 0, Status},
   };
   return verbs;

@@ -17,6 +17,7 @@
 #include "client/daemon_cli_common.h"
 #include "client/daemon_client.h"
 #include "client/shared_memory.h"
+#include "kernels/device_identity.h"
 #include "kernels/host_dtype.h"
 #include "kernels/reference.h"
 #include "kernels/verify.h"
@@ -128,8 +129,11 @@ void SetOperandRef(Operand operand, pb::TensorRef read, pb::OutputRef written, R
   }
 }
 
-RunArgs BaseArgs(const kernels::HostProblem& p) {
+// `device`: RunArgs::device (inline and shm Runs; empty for IPC ones, which
+// run where their memory is).
+RunArgs BaseArgs(const kernels::HostProblem& p, const std::string& device) {
   RunArgs args;
+  args.device = device;
   args.op = proto::OpToProto(p.op);
   args.dtype = proto::DTypeToProto(p.dtype);
   args.rows = p.shape.rows;
@@ -159,8 +163,8 @@ class Transport {
 
 class InlineTransport final : public Transport {
  public:
-  explicit InlineTransport(const kernels::HostProblem& p) {
-    RunArgs args = BaseArgs(p);
+  InlineTransport(const kernels::HostProblem& p, const std::string& device) {
+    RunArgs args = BaseArgs(p, device);
     for (Operand operand : kernels::kAllOperands) {
       if (const std::vector<uint8_t>* data = InputData(p, operand)) {
         SetOperandRef(operand, InlineTensor(std::string(data->begin(), data->end())),
@@ -242,10 +246,11 @@ class IpcBytes final : public BufferBytes {
 class RegisteredTransport final : public Transport {
  public:
   // `bytes` reaches the buffer's memory, registered with the daemon as
-  // `registration`; `layout` places every operand in it.
+  // `registration`; `layout` places every operand in it; `device` as for
+  // BaseArgs.
   static absl::StatusOr<std::unique_ptr<RegisteredTransport>> Create(
       const kernels::HostProblem& p, const Layout& layout, std::unique_ptr<BufferBytes> bytes,
-      RegisteredBuffer registration) {
+      RegisteredBuffer registration, const std::string& device) {
     for (Operand operand : kernels::kAllOperands) {
       const int64_t offset = layout.at(operand);
       if (offset < 0) continue;
@@ -255,7 +260,7 @@ class RegisteredTransport final : public Transport {
                                  : bytes->Fill(offset, kPoison, SizeOf(p, operand));
       if (!s.ok()) return s;
     }
-    RunArgs args = BaseArgs(p);
+    RunArgs args = BaseArgs(p, device);
     for (Operand operand : kernels::kAllOperands) {
       const int64_t offset = layout.at(operand);
       if (offset >= 0) {
@@ -304,9 +309,11 @@ class RegisteredTransport final : public Transport {
   RegisteredBuffer registration_;
 };
 
-// One registered POSIX shared-memory object holding every tensor.
+// One registered POSIX shared-memory object holding every tensor, run on
+// the daemon's `device` (empty: the least-loaded one).
 absl::StatusOr<std::unique_ptr<Transport>> ShmTransport(const DaemonClient& client,
-                                                        const kernels::HostProblem& p) {
+                                                        const kernels::HostProblem& p,
+                                                        const std::string& device) {
   const Layout layout = MakeLayout(p);
   absl::StatusOr<SharedMemory> shm = SharedMemory::Create(layout.total);
   if (!shm.ok()) return shm.status();
@@ -314,7 +321,8 @@ absl::StatusOr<std::unique_ptr<Transport>> ShmTransport(const DaemonClient& clie
   absl::StatusOr<RegisteredBuffer> registration =
       client.RegisterHostShm(bytes->memory().name(), 0, 0, kLabel);
   if (!registration.ok()) return registration.status();
-  return RegisteredTransport::Create(p, layout, std::move(bytes), *std::move(registration));
+  return RegisteredTransport::Create(p, layout, std::move(bytes), *std::move(registration),
+                                     device);
 }
 
 // One registered cudaMalloc allocation on this process's `device` holding
@@ -329,7 +337,8 @@ absl::StatusOr<std::unique_ptr<Transport>> IpcTransport(const DaemonClient& clie
   absl::StatusOr<RegisteredBuffer> registration =
       client.RegisterCudaIpc(bytes->memory().handle(), daemon_device, 0, 0, kLabel);
   if (!registration.ok()) return registration.status();
-  return RegisteredTransport::Create(p, layout, std::move(bytes), *std::move(registration));
+  return RegisteredTransport::Create(p, layout, std::move(bytes), *std::move(registration),
+                                     /*device=*/"");
 }
 
 struct ViaChoice {
@@ -338,13 +347,38 @@ struct ViaChoice {
   int daemon_device = 0;  // kIpc: the daemon's ordinal of this process's device
 };
 
-// The daemon's ordinal of this process's CUDA device `device`: `asked` when
-// >= 0, else the daemon's device with the same UUID. `why` says which.
-absl::StatusOr<int> DaemonDevice(const pb::GetStatusResponse& status, int device, int asked,
-                                 std::string& why) {
-  if (asked >= 0) {
-    why = absl::StrCat("the daemon's device ", asked, " as asked");
-    return asked;
+// The daemon's ordinal of the one device `selector` (an ordinal, a UUID or
+// a UUID prefix) names among those its GetStatus lists; InvalidArgument
+// naming --daemon_device otherwise.
+absl::StatusOr<int> NamedDaemonDevice(const pb::GetStatusResponse& status,
+                                      absl::string_view selector) {
+  std::vector<kernels::VisibleDevice> served;
+  for (const pb::Device& device : status.devices()) {
+    served.push_back({device.ordinal(), device.uuid()});
+  }
+  absl::StatusOr<std::vector<int>> named = kernels::SelectDevices(selector, served);
+  if (!named.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--daemon_device=", selector, ": ",
+                                                   named.status().message(),
+                                                   " (the daemon's devices)"));
+  }
+  if (named->size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--daemon_device=", selector, " names ",
+                                                   named->size(), " devices; name one"));
+  }
+  return named->front();
+}
+
+// The daemon's ordinal of this process's CUDA device `device`: the one
+// `asked` names when given, else the daemon's device with the same UUID.
+// `why` says which.
+absl::StatusOr<int> DaemonDevice(const pb::GetStatusResponse& status, int device,
+                                 const std::string& asked, std::string& why) {
+  if (!asked.empty()) {
+    absl::StatusOr<int> ordinal = NamedDaemonDevice(status, asked);
+    if (!ordinal.ok()) return ordinal.status();
+    why = absl::StrCat("the daemon's device ", *ordinal, " as asked");
+    return *ordinal;
   }
   absl::StatusOr<std::string> uuid = CudaDeviceUuid(device);
   // Without our own UUID, assume both number GPUs alike.
@@ -358,7 +392,7 @@ absl::StatusOr<int> DaemonDevice(const pb::GetStatusResponse& status, int device
 
 // InvalidArgument = a usage error (exit 2).
 absl::StatusOr<ViaChoice> ChooseVia(Via requested, const DaemonClient& client, int device,
-                                    int daemon_device) {
+                                    const std::string& daemon_device) {
   const bool unix_socket = IsUnixTarget(client.target());
   switch (requested) {
     case Via::kInline:
@@ -397,13 +431,23 @@ absl::StatusOr<ViaChoice> ChooseVia(Via requested, const DaemonClient& client, i
                      absl::StrCat("auto: the daemon (", status->backend(), ") takes no CUDA IPC")};
   }
   std::string why;
-  absl::StatusOr<int> ordinal = DaemonDevice(*status, device, daemon_device, why);
-  if (!ordinal.ok()) {
-    return ViaChoice{Via::kInline, absl::StrCat("auto: ", ordinal.status().message())};
+  absl::StatusOr<int> mine = DaemonDevice(*status, device, /*asked=*/"", why);
+  if (daemon_device.empty()) {
+    if (!mine.ok()) return ViaChoice{Via::kInline, absl::StrCat("auto: ", mine.status().message())};
+    return ViaChoice{Via::kIpc,
+                     absl::StrCat("auto: a GPU here and the daemon takes CUDA IPC; ", why), *mine};
   }
-  return ViaChoice{Via::kIpc,
-                   absl::StrCat("auto: a GPU here and the daemon takes CUDA IPC; ", why),
-                   *ordinal};
+  // A named device: IPC when it is this process's GPU, else inline to it.
+  absl::StatusOr<int> named = NamedDaemonDevice(*status, daemon_device);
+  if (!named.ok()) return named.status();
+  if (mine.ok() && *mine == *named) {
+    return ViaChoice{Via::kIpc, absl::StrCat("auto: a GPU here and the daemon takes CUDA IPC; ",
+                                             why, ", as --daemon_device names"),
+                     *named};
+  }
+  return ViaChoice{Via::kInline,
+                   absl::StrCat("auto: --daemon_device=", daemon_device, " is the daemon's device ",
+                                *named, ", not this process's --device=", device)};
 }
 
 bool Within(double got, double want, const kernels::Tolerance& t) {
@@ -517,6 +561,15 @@ std::string DescribeConfig(const pb::ConfigChoice& choice) {
                     choice.tuned_origin() == pb::CONFIG_SOURCE_SHIPPED ? ", shipped file" : "");
   }
   return text + ")";
+}
+
+// The daemon's device that ran the Run: "1 (GPU-...)", or what ran it.
+std::string DescribeDevice(const pb::RunResponse& response) {
+  if (response.device_ordinal() < 0) return absl::StrCat("none (", response.backend(), " backend)");
+  return absl::StrCat(response.device_ordinal(),
+                      response.device_uuid().empty()
+                          ? std::string()
+                          : absl::StrCat(" (", response.device_uuid(), ")"));
 }
 
 }  // namespace
@@ -662,14 +715,14 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
     case Via::kIpc: {
       absl::StatusOr<std::unique_ptr<Transport>> made =
           choice->via == Via::kShm
-              ? ShmTransport(*client, *problem)
+              ? ShmTransport(*client, *problem, o.daemon_device)
               : IpcTransport(*client, *problem, o.device, choice->daemon_device);
       if (!made.ok()) return ReportDaemonError(kRunVerb, made.status(), err);
       transport = *std::move(made);
       break;
     }
     default:
-      transport = std::make_unique<InlineTransport>(*problem);
+      transport = std::make_unique<InlineTransport>(*problem, o.daemon_device);
       break;
   }
 
@@ -707,6 +760,7 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
          {"server", client->target()},
          {"via", absl::StrCat(ViaName(choice->via), " (", choice->why, ")")},
          {"backend", response.backend()},
+         {"device", DescribeDevice(response)},
          {"config", DescribeConfig(config)},
          {"check", check.bad == 0
                        ? absl::StrFormat("matches the fp64 reference (%d values; rtol %g, atol %g)",
@@ -728,6 +782,8 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
                  {"inner", "INNER"},
                  {"via", "VIA"},
                  {"backend", "BACKEND"},
+                 {"device_ordinal", "DEVICE"},
+                 {"device_uuid", "DEVICE UUID"},
                  {"config_source", "SOURCE"},
                  {"config_key", "CONFIG"},
                  {"tuned_rows", "TUNED ROWS"},
@@ -740,6 +796,7 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
                  {"kernel_us_median", "KERNEL US"},
                  {"round_trip_us_median", "ROUND TRIP US"}});
     const bool tuned = config.has_tuned_shape();
+    const bool ran_on_gpu = response.device_ordinal() >= 0;
     table.AddRow({Cell::Text(client->target()),
                   Cell::Text(std::string(kernels::OpName(*op))),
                   Cell::Text(std::string(kernels::DTypeName(*dtype))),
@@ -748,6 +805,10 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
                   Cell::Int(shape.inner),
                   Cell::Text(std::string(ViaName(choice->via))),
                   Cell::Text(response.backend()),
+                  ran_on_gpu ? Cell::Int(response.device_ordinal()) : Cell::Null(),
+                  ran_on_gpu && !response.device_uuid().empty()
+                      ? Cell::Text(response.device_uuid())
+                      : Cell::Null(),
                   Cell::Text(std::string(ConfigSourceName(config.source()))),
                   config.has_config() ? Cell::Text(config.config().key()) : Cell::Null(),
                   tuned ? Cell::Int(config.tuned_shape().rows()) : Cell::Null(),

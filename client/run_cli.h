@@ -50,9 +50,12 @@ struct RunCliOptions {
   std::optional<double> scale;
   std::optional<int64_t> mask_rows;
   int device = 0;         // --via=ipc: this process's CUDA device to allocate on
-  // The daemon's ordinal of that device; -1: the one with the same UUID
-  // (GetStatus), or `device` when the daemon reports no UUIDs.
-  int daemon_device = -1;
+  // The daemon's GPU to run on: its ordinal, UUID or a unique UUID prefix.
+  // Inline and shm: RunRequest.device (empty: the least-loaded one). ipc:
+  // the daemon's ordinal of `device` (empty: the one with the same UUID in
+  // GetStatus, or `device` when the daemon reports no UUIDs). auto: ipc when
+  // it is `device`'s GPU, else inline to it.
+  std::string daemon_device;
   uint64_t seed = 42;
   OutputFormat format = OutputFormat::kTable;
   absl::Duration deadline = absl::Seconds(120);  // per Run

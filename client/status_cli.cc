@@ -44,6 +44,29 @@ std::string Plural(int64_t count, absl::string_view one, absl::string_view many)
   return absl::StrCat(count, " ", count == 1 ? one : many);
 }
 
+// One device's health, configs, buffers and Runs: "serving; 12 tuned + 300
+// shipped entries; 2 buffers, 1.5 MiB; 10 runs, 0 in flight".
+std::string DeviceHealthAndCounts(const pb::Device& device) {
+  const std::string health =
+      device.available()
+          ? std::string("serving")
+          : absl::StrCat("UNAVAILABLE (", device.unavailable_reason().empty()
+                                              ? std::string("no reason given")
+                                              : device.unavailable_reason(),
+                         ")");
+  std::string configs = absl::StrCat(device.tuned_entries(), " tuned + ",
+                                     Plural(device.shipped_entries(), "shipped entry",
+                                            "shipped entries"));
+  if (device.stale_entries_skipped() > 0) {
+    absl::StrAppend(&configs, ", ", device.stale_entries_skipped(), " stale skipped");
+  }
+  return absl::StrCat(health, "; ", configs, "; ",
+                      Plural(device.registered_buffers(), "buffer", "buffers"), ", ",
+                      HumanBytes(device.registered_bytes()), "; ",
+                      Plural(device.runs(), "run", "runs"), ", ", device.runs_in_flight(),
+                      " in flight");
+}
+
 void WriteText(const std::string& target, const pb::GetStatusResponse& s, std::ostream& out) {
   LabelledLines lines;
   lines.push_back({"kerntuned", absl::StrCat(s.version(), " (kernels ",
@@ -62,6 +85,7 @@ void WriteText(const std::string& target, const pb::GetStatusResponse& s, std::o
                                   device.pci_bus_id().empty()
                                       ? ""
                                       : absl::StrCat(" at ", device.pci_bus_id()))});
+    lines.push_back({"", absl::StrCat("   ", DeviceHealthAndCounts(device))});
   }
   lines.push_back(
       {"tuned", absl::StrCat(Plural(s.tuned_entries(), "entry", "entries"), " from ",
@@ -117,7 +141,16 @@ std::string DeviceJson(const pb::Device& device) {
                       ", \"sm_count\": ", sku.sm_count(),
                       ", \"total_memory_bytes\": ", sku.total_memory_bytes(),
                       ", \"uuid\": ", JsonQuote(device.uuid()),
-                      ", \"pci_bus_id\": ", JsonQuote(device.pci_bus_id()), "}");
+                      ", \"pci_bus_id\": ", JsonQuote(device.pci_bus_id()),
+                      ", \"available\": ", device.available() ? "true" : "false",
+                      ", \"unavailable_reason\": ", JsonQuote(device.unavailable_reason()),
+                      ", \"tuned_entries\": ", device.tuned_entries(),
+                      ", \"shipped_entries\": ", device.shipped_entries(),
+                      ", \"stale_entries_skipped\": ", device.stale_entries_skipped(),
+                      ", \"registered_buffers\": ", device.registered_buffers(),
+                      ", \"registered_bytes\": ", device.registered_bytes(),
+                      ", \"runs\": ", device.runs(),
+                      ", \"runs_in_flight\": ", device.runs_in_flight(), "}");
 }
 
 void WriteJson(const std::string& target, const pb::GetStatusResponse& s, std::ostream& out) {

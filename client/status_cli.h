@@ -1,6 +1,7 @@
 // `kerntune status`: what a running kerntuned reports about itself
-// (GetStatus): version, backend and why, devices, tuned entries, the
-// store, registered buffers and their owners, CUDA IPC mappings, uptime.
+// (GetStatus): version, backend and why, every device with its health,
+// configs, buffers and Runs, the store, registered buffers and their
+// owners, CUDA IPC mappings, uptime.
 #ifndef KERNTUNE_CLIENT_STATUS_CLI_H_
 #define KERNTUNE_CLIENT_STATUS_CLI_H_
 

@@ -1,6 +1,7 @@
 // `kerntune run` and `kerntune status` end to end: the real binary against a
 // real kerntuned (CPU backend) on a temp socket; and RunRunCommand against a
 // fake daemon that answers wrongly, which the check must catch.
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -336,6 +337,164 @@ TEST_F(RunMismatchTest, MissingLayerNormStatsFail) {
   EXPECT_EQ(RunAgainst(WrongDaemon::Lie::kNoStats, "layer_norm", &out, &err), kExitFailure);
   EXPECT_THAT(out, HasSubstr("MISMATCH: 32 of 1056 values outside the tolerance; first mean: 0 "
                              "values, want 16"));
+}
+
+// A two-GPU daemon as GetStatus describes it, and a Run answered correctly
+// on the device it names: what `kerntune status` and `kerntune run` print
+// of every device.
+class TwoGpuDaemon final : public pb::KernTune::Service {
+ public:
+  static constexpr char kUuid0[] = "GPU-11111111-2222-3333-4444-555555555555";
+  static constexpr char kUuid1[] = "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee";
+
+  grpc::Status GetStatus(grpc::ServerContext*, const pb::GetStatusRequest*,
+                         pb::GetStatusResponse* response) override {
+    response->set_backend("gpu");
+    response->set_backend_reason("CUDA devices 0, 1");
+    response->set_cuda_ipc_supported(true);
+    response->set_registered_buffers(3);
+    for (int ordinal : {0, 1}) {
+      pb::Device* device = response->add_devices();
+      device->set_ordinal(ordinal);
+      device->mutable_sku()->set_name(ordinal == 0 ? "NVIDIA H100 80GB HBM3"
+                                                   : "NVIDIA H200");
+      device->mutable_sku()->set_cc_major(9);
+      device->mutable_sku()->set_sm_count(132);
+      device->mutable_sku()->set_total_memory_bytes(int64_t{80} << 30);
+      device->set_uuid(ordinal == 0 ? kUuid0 : kUuid1);
+      device->set_pci_bus_id(ordinal == 0 ? "0000:1B:00.0" : "0000:43:00.0");
+      device->set_available(ordinal == 0);
+      if (ordinal == 1) device->set_unavailable_reason("cudaErrorIllegalAddress in a kernel");
+      device->set_tuned_entries(ordinal == 0 ? 12 : 0);
+      device->set_shipped_entries(ordinal == 0 ? 300 : 1);
+      device->set_stale_entries_skipped(ordinal == 0 ? 0 : 4);
+      device->set_registered_buffers(ordinal == 0 ? 2 : 1);
+      device->set_registered_bytes(ordinal == 0 ? 3 << 19 : 4096);
+      device->set_runs(ordinal == 0 ? 10 : 7);
+      device->set_runs_in_flight(ordinal == 0 ? 1 : 0);
+    }
+    return grpc::Status::OK;
+  }
+
+  // float32 softmax, inline, by the reference; reports device 1.
+  grpc::Status Run(grpc::ServerContext*, const pb::RunRequest* request,
+                   pb::RunResponse* response) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      devices_.push_back(request->device());
+    }
+    const kernels::Shape shape{request->shape().rows(), request->shape().cols()};
+    std::string y(request->input().inline_data().size(), '\0');
+    kernels::RowOpArgs args;
+    args.x = request->input().inline_data().data();
+    args.y = y.data();
+    EXPECT_TRUE(kernels::RunReference(kernels::Op::kSoftmax, kernels::DType::kFloat32, shape,
+                                      args, 0, shape.rows, kernels::DType::kFloat32)
+                    .ok());
+    response->set_output_data(std::move(y));
+    response->set_backend("gpu");
+    response->mutable_config()->set_source(pb::CONFIG_SOURCE_HEURISTIC);
+    response->set_device_ordinal(1);
+    response->set_device_uuid(kUuid1);
+    return grpc::Status::OK;
+  }
+
+  std::vector<std::string> devices() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return devices_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> devices_;  // RunRequest.device of every Run
+};
+
+class TwoGpuDaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(target_, grpc::InsecureServerCredentials());
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+  }
+  void TearDown() override {
+    if (server_ != nullptr) server_->Shutdown();
+  }
+
+  kt::testing::ScopedTempDir dir_;
+  const std::string target_ = "unix:" + dir_.File("two_gpus.sock");
+  TwoGpuDaemon service_;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+TEST_F(TwoGpuDaemonTest, StatusListsEveryDeviceWithItsHealthConfigsBuffersAndRuns) {
+  std::ostringstream out, err;
+  ASSERT_EQ(RunStatusCommand({target_, OutputFormat::kTable}, out, err), kExitOk) << err.str();
+  const std::string text = out.str();
+  EXPECT_THAT(text, HasSubstr("devices    0: NVIDIA H100 80GB HBM3"));
+  EXPECT_THAT(text, HasSubstr(std::string(TwoGpuDaemon::kUuid0) + " at 0000:1B:00.0\n"
+                              "              serving; 12 tuned + 300 shipped entries; 2 "
+                              "buffers, 1.5 MiB; 10 runs, 1 in flight\n"));
+  EXPECT_THAT(text, HasSubstr("           1: NVIDIA H200"));
+  EXPECT_THAT(text, HasSubstr(std::string(TwoGpuDaemon::kUuid1) + " at 0000:43:00.0\n"
+                              "              UNAVAILABLE (cudaErrorIllegalAddress in a "
+                              "kernel); 0 tuned + 1 shipped entry, 4 stale skipped; 1 buffer, "
+                              "4.0 KiB; 7 runs, 0 in flight\n"));
+
+  std::ostringstream json_out;
+  ASSERT_EQ(RunStatusCommand({target_, OutputFormat::kJson}, json_out, err), kExitOk);
+  const google::protobuf::Struct parsed = ParseJson(json_out.str());
+  const auto& devices = parsed.fields().at("devices").list_value();
+  ASSERT_EQ(devices.values_size(), 2);
+  const auto& first = devices.values(0).struct_value().fields();
+  const auto& second = devices.values(1).struct_value().fields();
+  EXPECT_EQ(first.at("name").string_value(), "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(first.at("uuid").string_value(), TwoGpuDaemon::kUuid0);
+  EXPECT_TRUE(first.at("available").bool_value());
+  EXPECT_EQ(first.at("unavailable_reason").string_value(), "");
+  EXPECT_EQ(first.at("tuned_entries").number_value(), 12);
+  EXPECT_EQ(first.at("shipped_entries").number_value(), 300);
+  EXPECT_EQ(first.at("registered_buffers").number_value(), 2);
+  EXPECT_EQ(first.at("registered_bytes").number_value(), 3 << 19);
+  EXPECT_EQ(first.at("runs").number_value(), 10);
+  EXPECT_EQ(first.at("runs_in_flight").number_value(), 1);
+  EXPECT_EQ(second.at("ordinal").number_value(), 1);
+  EXPECT_FALSE(second.at("available").bool_value());
+  EXPECT_EQ(second.at("unavailable_reason").string_value(),
+            "cudaErrorIllegalAddress in a kernel");
+  EXPECT_EQ(second.at("stale_entries_skipped").number_value(), 4);
+  EXPECT_EQ(second.at("registered_bytes").number_value(), 4096);
+}
+
+RunCliOptions InlineSoftmax(const std::string& target) {
+  RunCliOptions options;
+  options.server = target;
+  options.op = "softmax";
+  options.dtype = "float32";
+  options.rows = 3;
+  options.cols = 40;
+  options.via = "inline";
+  options.iterations = 2;
+  return options;
+}
+
+TEST_F(TwoGpuDaemonTest, RunNamesTheDaemonsDeviceAndSaysWhichRanIt) {
+  RunCliOptions options = InlineSoftmax(target_);
+  options.daemon_device = "GPU-aaaaaaaa";
+  std::ostringstream out, err;
+  ASSERT_EQ(RunRunCommand(options, out, err), kExitOk) << out.str() << err.str();
+  EXPECT_THAT(out.str(), HasSubstr("device      1 (" + std::string(TwoGpuDaemon::kUuid1) + ")\n"));
+  EXPECT_EQ(service_.devices(), (std::vector<std::string>{"GPU-aaaaaaaa", "GPU-aaaaaaaa"}));
+
+  options.daemon_device = "";  // the daemon picks
+  options.format = OutputFormat::kJson;
+  std::ostringstream json_out;
+  ASSERT_EQ(RunRunCommand(options, json_out, err), kExitOk) << err.str();
+  EXPECT_EQ(service_.devices().back(), "");
+  const google::protobuf::Struct parsed = ParseJson(json_out.str());
+  EXPECT_EQ(parsed.fields().at("device_ordinal").number_value(), 1);
+  EXPECT_EQ(parsed.fields().at("device_uuid").string_value(), TwoGpuDaemon::kUuid1);
 }
 
 }  // namespace

@@ -135,9 +135,12 @@ TEST(DaemonClientRunArgsTest, MakeRunRequestFillsOnlyWhatWasGiven) {
   EXPECT_EQ(request.layer_norm().inv_std().buffer().offset_bytes(), 16);
   EXPECT_EQ(request.wait_event().size(), 64u);
   EXPECT_TRUE(request.done_event().empty());
+  EXPECT_EQ(request.device(), "");  // the daemon picks (or the tensors' device)
 
   args.op = pb::OP_SOFTMAX;  // LayerNorm's fields are not sent for other ops
   EXPECT_FALSE(MakeRunRequest(args).has_layer_norm());
+  args.device = "GPU-aaaaaaaa";  // an inline Run naming the daemon's GPU
+  EXPECT_EQ(MakeRunRequest(args).device(), "GPU-aaaaaaaa");
   EXPECT_TRUE(RunArgs().output.return_inline());
 }
 

@@ -5,24 +5,33 @@
 //   <- "foreign <buffer id>"   another peer's; using or unregistering it
 //                              must be NOT_FOUND
 //   -> "done <failures>"       after every op x dtype x shape x mode ran and
-//                              was checked against the fp64 reference
+//                              was checked against the fp64 reference, on
+//                              each of its devices
 //   <- end of input            then it unregisters, frees and exits
 // Exit 0 only when nothing failed. Failures are described on stderr.
 //
-//   kt_ipc_peer TARGET SEED
+//   kt_ipc_peer TARGET SEED [DEVICES]
+//
+// DEVICES: this process's CUDA ordinals to work on, comma-separated (default
+// 0); each gets its own allocations, events, stream and registration (the
+// first one's id is the one reported), with the daemon's ordinal found by
+// UUID, and every Run must say it ran on that GPU.
 #include <cuda_runtime_api.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "client/cuda_ipc.h"
 #include "client/daemon_client.h"
 #include "kernels/host_dtype.h"
@@ -39,7 +48,6 @@ using kt::client::IpcEvent;
 using kt::client::RegisteredBuffer;
 using kt::client::RunArgs;
 
-constexpr int kDevice = 0;
 // Where the tensors sit in the peer's one allocation.
 constexpr int64_t kX = 0, kY = 1 << 20, kGamma = 2 << 20, kBeta = (2 << 20) + (64 << 10),
                   kMean = 3 << 20, kInvStd = (3 << 20) + (64 << 10),
@@ -74,13 +82,32 @@ bool Within(double got, double want, const kt::kernels::Tolerance& t) {
   return std::fabs(got - want) <= t.atol + t.rtol * std::fabs(want);
 }
 
+// What the peer holds on one of its GPUs. Member order matters on the way
+// out: the registration ends before its memory is freed.
+struct OnDevice {
+  OnDevice() = default;
+  OnDevice(const OnDevice&) = delete;
+  OnDevice& operator=(const OnDevice&) = delete;
+  ~OnDevice() {
+    if (stream != nullptr || delay != nullptr) cudaSetDevice(device);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+    if (delay != nullptr) cudaFree(delay);
+  }
+
+  int device = 0;         // this process's CUDA ordinal
+  int daemon_device = 0;  // the daemon's ordinal of the same GPU (by UUID)
+  std::string uuid;       // empty when the runtime does not say
+  cudaStream_t stream = nullptr;
+  void* delay = nullptr;
+  IpcEvent wait, done;
+  IpcAllocation one_off;
+  IpcAllocation memory;     // declared before buffer: unregistered first, then freed
+  RegisteredBuffer buffer;
+};
+
 class Peer {
  public:
   Peer(DaemonClient client, uint64_t seed) : client_(std::move(client)), seed_(seed) {}
-  ~Peer() {
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
-    if (delay_ != nullptr) cudaFree(delay_);
-  }
   Peer(const Peer&) = delete;
   Peer& operator=(const Peer&) = delete;
 
@@ -92,41 +119,65 @@ class Peer {
                  what.c_str());
   }
 
-  // Allocates, registers; false when that failed (nothing else can run).
-  bool Setup() {
-    absl::Status s = CudaStatus(cudaSetDevice(kDevice), "cudaSetDevice");
-    if (s.ok()) s = CudaStatus(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
+  // Allocates and registers on every one of `devices`; false when that
+  // failed (nothing else can run).
+  bool Setup(const std::vector<int>& devices) {
+    for (int device : devices) {
+      on_.push_back(std::make_unique<OnDevice>());
+      if (!SetupDevice(device, *on_.back())) return false;
+    }
+    return !on_.empty();
+  }
+
+  const std::string& id() const { return on_.front()->buffer.id(); }
+
+ private:
+  bool SetupDevice(int device, OnDevice& d) {
+    d.device = device;
+    absl::StatusOr<std::string> uuid = kt::client::CudaDeviceUuid(device);
+    if (uuid.ok()) d.uuid = *uuid;
+    // The daemon numbers GPUs by its own CUDA_VISIBLE_DEVICES: match UUIDs.
+    absl::StatusOr<int32_t> daemon_device = client_.DeviceOrdinalFor(d.uuid, device);
+    if (!daemon_device.ok()) {
+      Fail(daemon_device.status().ToString());
+      return false;
+    }
+    d.daemon_device = *daemon_device;
+    absl::Status s = CudaStatus(cudaSetDevice(device), "cudaSetDevice");
+    if (s.ok()) s = CudaStatus(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking),
                                "cudaStreamCreate");
-    if (s.ok()) s = CudaStatus(cudaMalloc(&delay_, kDelayBytes), "cudaMalloc(delay)");
-    absl::StatusOr<IpcAllocation> memory = IpcAllocation::Allocate(kDevice, kBytes);
-    absl::StatusOr<IpcAllocation> one_off = IpcAllocation::Allocate(kDevice, kBytes);
-    absl::StatusOr<IpcEvent> wait = IpcEvent::Create(kDevice);
-    absl::StatusOr<IpcEvent> done = IpcEvent::Create(kDevice);
+    if (s.ok()) s = CudaStatus(cudaMalloc(&d.delay, kDelayBytes), "cudaMalloc(delay)");
+    absl::StatusOr<IpcAllocation> memory = IpcAllocation::Allocate(device, kBytes);
+    absl::StatusOr<IpcAllocation> one_off = IpcAllocation::Allocate(device, kBytes);
+    absl::StatusOr<IpcEvent> wait = IpcEvent::Create(device);
+    absl::StatusOr<IpcEvent> done = IpcEvent::Create(device);
     for (const absl::Status& status :
          {s, memory.status(), one_off.status(), wait.status(), done.status()}) {
       if (!status.ok()) {
-        Fail(status.ToString());
+        Fail(absl::StrCat("device ", device, ": ", status.ToString()));
         return false;
       }
     }
-    memory_ = *std::move(memory);
-    one_off_ = *std::move(one_off);
-    wait_ = *std::move(wait);
-    done_ = *std::move(done);
+    d.memory = *std::move(memory);
+    d.one_off = *std::move(one_off);
+    d.wait = *std::move(wait);
+    d.done = *std::move(done);
     absl::StatusOr<RegisteredBuffer> buffer =
-        client_.RegisterCudaIpc(memory_.handle(), kDevice, 0, 0, "kt_ipc_peer");
+        client_.RegisterCudaIpc(d.memory.handle(), d.daemon_device, 0, 0, "kt_ipc_peer");
     if (!buffer.ok()) {
-      Fail(buffer.status().ToString());
+      Fail(absl::StrCat("device ", device, ": ", buffer.status().ToString()));
       return false;
     }
-    buffer_ = *std::move(buffer);
-    if (buffer_.info().kind() != pb::BUFFER_KIND_CUDA_IPC || buffer_.size_bytes() != kBytes) {
-      Fail(absl::StrCat("registered as ", buffer_.info().ShortDebugString()));
+    d.buffer = *std::move(buffer);
+    if (d.buffer.info().kind() != pb::BUFFER_KIND_CUDA_IPC ||
+        d.buffer.size_bytes() != kBytes || d.buffer.info().device_ordinal() != d.daemon_device) {
+      Fail(absl::StrCat("device ", device, ": registered as ",
+                        d.buffer.info().ShortDebugString()));
     }
     return true;
   }
 
-  const std::string& id() const { return buffer_.id(); }
+ public:
 
   void TryForeign(const std::string& foreign) {
     RunArgs args;
@@ -135,7 +186,7 @@ class Peer {
     args.rows = 1;
     args.cols = 4;
     args.input = kt::client::BufferTensor(foreign, 0);
-    args.output = buffer_.Output(kY);
+    args.output = on_.front()->buffer.Output(kY);
     const absl::Status run = client_.Run(args).status();
     if (!absl::IsNotFound(run)) Fail(absl::StrCat("Run on another's buffer: ", run.ToString()));
     const absl::Status unregister = client_.Unregister(foreign);
@@ -144,6 +195,8 @@ class Peer {
     }
   }
 
+  // Every op x dtype x shape x mode on each device in turn, so that a
+  // peer with several GPUs switches between them Run by Run.
   void RunAll() {
     const kt::kernels::Shape shapes[] = {{64, 1000}, {5, 4097}};
     uint64_t seed = seed_ * 1000;
@@ -152,7 +205,9 @@ class Peer {
         for (const kt::kernels::Shape& shape : shapes) {
           for (Mode mode : {Mode::kRegistered, Mode::kRegisteredEvents, Mode::kOneOff,
                             Mode::kOneOffEvents}) {
-            RunOne(op, dtype, shape, mode, ++seed);
+            for (const std::unique_ptr<OnDevice>& d : on_) {
+              RunOne(*d, op, dtype, shape, mode, ++seed);
+            }
           }
         }
       }
@@ -160,11 +215,11 @@ class Peer {
   }
 
  private:
-  void RunOne(kt::kernels::Op op, kt::kernels::DType dtype, kt::kernels::Shape shape, Mode mode,
-              uint64_t seed) {
+  void RunOne(OnDevice& d, kt::kernels::Op op, kt::kernels::DType dtype,
+              kt::kernels::Shape shape, Mode mode, uint64_t seed) {
     const std::string what =
-        absl::StrFormat("%s %s %dx%d %s", kt::kernels::OpName(op), kt::kernels::DTypeName(dtype),
-                        shape.rows, shape.cols, ModeName(mode));
+        absl::StrFormat("device %d: %s %s %dx%d %s", d.device, kt::kernels::OpName(op),
+                        kt::kernels::DTypeName(dtype), shape.rows, shape.cols, ModeName(mode));
     // The masked softmax: an additive mask, and causal on the odd shape.
     kt::kernels::AttentionOptions attention;
     attention.causal = shape.rows % 2 == 1;
@@ -178,11 +233,11 @@ class Peer {
     const bool one_off = mode == Mode::kOneOff || mode == Mode::kOneOffEvents;
 
     // The registered allocation, or another one sent by handle with each Run.
-    const IpcAllocation& memory = one_off ? one_off_ : memory_;
+    const IpcAllocation& memory = one_off ? d.one_off : d.memory;
     // Every input and output poisoned and complete on the device first.
     absl::Status s = memory.Fill(0, kPoison, kBytes);
     if (s.ok() && !events) s = WriteInputsNow(memory, *p);
-    if (s.ok() && events) s = WriteInputsOnStream(memory, *p);  // then records wait_
+    if (s.ok() && events) s = WriteInputsOnStream(d, memory, *p);  // then records d.wait
     if (!s.ok()) return Fail(absl::StrCat(what, ": ", s.ToString()));
 
     RunArgs args;
@@ -192,12 +247,12 @@ class Peer {
     args.cols = shape.cols;
     args.epsilon = p->params.epsilon;
     auto in = [&](int64_t offset) {
-      return one_off ? kt::client::IpcTensor(memory.handle(), kDevice, offset)
-                     : buffer_.Tensor(offset);
+      return one_off ? kt::client::IpcTensor(memory.handle(), d.daemon_device, offset)
+                     : d.buffer.Tensor(offset);
     };
     auto out = [&](int64_t offset) {
-      return one_off ? kt::client::IpcOutput(memory.handle(), kDevice, offset)
-                     : buffer_.Output(offset);
+      return one_off ? kt::client::IpcOutput(memory.handle(), d.daemon_device, offset)
+                     : d.buffer.Output(offset);
     };
     args.input = in(kX);
     args.output = out(kY);
@@ -213,23 +268,23 @@ class Peer {
       if (!p->mask.empty()) args.mask = in(kMask);
     }
     if (events) {
-      args.wait_event = wait_.handle();
-      args.done_event = done_.handle();
+      args.wait_event = d.wait.handle();
+      args.done_event = d.done.handle();
     }
     // Half the ops and dtypes ask for the kernel's time: both lane paths
     // (timing pair, or the untimed early answer's marker) get exercised.
     args.time_kernel = (static_cast<int>(op) + static_cast<int>(dtype)) % 2 == 0;
     absl::StatusOr<pb::RunResponse> response = client_.Run(args);
     // The stream's copies read `p`, which this function owns: let them finish.
-    if (events) s = CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    if (events) s = CudaStatus(cudaStreamSynchronize(d.stream), "cudaStreamSynchronize");
     if (!response.ok()) return Fail(absl::StrCat(what, ": ", response.status().ToString()));
     if (!s.ok()) return Fail(absl::StrCat(what, ": ", s.ToString()));
     if (events) {
-      // The reply came once the work was queued; done_ is recorded after it.
-      s = CudaStatus(cudaEventSynchronize(done_.event()), "cudaEventSynchronize(done)");
+      // The reply came once the work was queued; d.done is recorded after it.
+      s = CudaStatus(cudaEventSynchronize(d.done.event()), "cudaEventSynchronize(done)");
       if (!s.ok()) return Fail(absl::StrCat(what, ": ", s.ToString()));
     }
-    CheckResponse(what, *response, events, args.time_kernel);
+    CheckResponse(what, d, *response, events, args.time_kernel);
     CheckOutputs(what, memory, *p);
   }
 
@@ -242,30 +297,35 @@ class Peer {
     return s;
   }
 
-  // Slow work, then the inputs, then wait_ on the client's stream; the host
-  // does not wait for any of it.
-  absl::Status WriteInputsOnStream(const IpcAllocation& memory,
-                                   const kt::kernels::HostProblem& p) {
+  // Slow work, then the inputs, then d.wait on d's stream; the host does not
+  // wait for any of it.
+  static absl::Status WriteInputsOnStream(const OnDevice& d, const IpcAllocation& memory,
+                                          const kt::kernels::HostProblem& p) {
     auto* base = static_cast<uint8_t*>(memory.data());
     absl::Status s;
     for (int i = 0; s.ok() && i < kDelayFills; ++i) {
-      s = CudaStatus(cudaMemsetAsync(delay_, i, kDelayBytes, stream_), "cudaMemsetAsync(delay)");
+      s = CudaStatus(cudaMemsetAsync(d.delay, i, kDelayBytes, d.stream), "cudaMemsetAsync(delay)");
     }
     const std::pair<int64_t, const std::vector<uint8_t>*> copies[] = {
         {kX, &p.x}, {kGamma, &p.gamma}, {kBeta, &p.beta}, {kMask, &p.mask}};
     for (const auto& [offset, bytes] : copies) {
       if (!s.ok() || bytes->empty()) continue;
       s = CudaStatus(cudaMemcpyAsync(base + offset, bytes->data(), bytes->size(),
-                                     cudaMemcpyHostToDevice, stream_),
+                                     cudaMemcpyHostToDevice, d.stream),
                      "cudaMemcpyAsync");
     }
-    if (s.ok()) s = CudaStatus(cudaEventRecord(wait_.event(), stream_), "cudaEventRecord(wait)");
+    if (s.ok()) s = CudaStatus(cudaEventRecord(d.wait.event(), d.stream), "cudaEventRecord(wait)");
     return s;
   }
 
-  void CheckResponse(const std::string& what, const pb::RunResponse& r, bool events,
-                     bool timed) {
+  void CheckResponse(const std::string& what, const OnDevice& d, const pb::RunResponse& r,
+                     bool events, bool timed) {
     if (r.backend() != "gpu") Fail(absl::StrCat(what, ": backend ", r.backend()));
+    // It ran where the memory is.
+    if (r.device_ordinal() != d.daemon_device || (!d.uuid.empty() && r.device_uuid() != d.uuid)) {
+      Fail(absl::StrCat(what, ": ran on the daemon's device ", r.device_ordinal(), " (",
+                        r.device_uuid(), "), want ", d.daemon_device, " (", d.uuid, ")"));
+    }
     if (!r.output_data().empty() || r.mean_size() != 0 || r.inv_std_size() != 0 ||
         r.row_scale_size() != 0) {
       Fail(absl::StrCat(what, ": outputs came back inline as well"));
@@ -325,20 +385,25 @@ class Peer {
   DaemonClient client_;
   const uint64_t seed_;
   int failures_ = 0;
-  cudaStream_t stream_ = nullptr;
-  void* delay_ = nullptr;
-  IpcEvent wait_, done_;
-  IpcAllocation one_off_;
-  IpcAllocation memory_;     // declared before buffer_: unregistered first, then freed
-  RegisteredBuffer buffer_;
+  std::vector<std::unique_ptr<OnDevice>> on_;
 };
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: kt_ipc_peer TARGET SEED\n");
+  if (argc != 3 && argc != 4) {
+    std::fprintf(stderr, "usage: kt_ipc_peer TARGET SEED [DEVICES]\n");
     return 2;
+  }
+  std::vector<int> devices;
+  for (absl::string_view item : absl::StrSplit(argc == 4 ? argv[3] : "0", ',')) {
+    int device = 0;
+    if (!absl::SimpleAtoi(item, &device) || device < 0) {
+      std::fprintf(stderr, "kt_ipc_peer: DEVICES=%s must be CUDA ordinals such as 0,1\n",
+                   argv[3]);
+      return 2;
+    }
+    devices.push_back(device);
   }
   kt::client::DaemonClientOptions options;
   options.target = argv[1];
@@ -349,7 +414,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   Peer peer(*client, std::strtoull(argv[2], nullptr, 10));
-  if (!peer.Setup()) {
+  if (!peer.Setup(devices)) {
     std::printf("id none\n");
     std::fflush(stdout);
     return 1;

@@ -47,7 +47,7 @@ _DEFAULT_EPS = {pb.OP_LAYER_NORM: 1e-5, pb.OP_RMS_NORM: 1e-6}
 
 # One call's validated options (Client.run's keyword arguments).
 _Options = collections.namedtuple(
-    "_Options", "op dim weight bias eps return_stats mask scale causal time_kernel")
+    "_Options", "op dim weight bias eps return_stats mask scale causal time_kernel device")
 DTYPES = {
     "float32": pb.DTYPE_FLOAT32,
     "float16": pb.DTYPE_FLOAT16,
@@ -74,6 +74,19 @@ def _normalize_target(target):
     if target.startswith("/"):
         return "unix:" + target
     return target
+
+
+def _device_selector(device):
+    """RunRequest.device from device=: None -> "" (the daemon picks), an int
+    ordinal -> "1", a "GPU-..." UUID or unique prefix as given."""
+    if device is None:
+        return ""
+    if isinstance(device, bool) or not isinstance(device, (int, str)):
+        raise _invalid("device must be the daemon's device ordinal (int) or a GPU UUID "
+                       "(str), not %r" % (device,))
+    if isinstance(device, int) and device < 0:
+        raise _invalid("device=%d must be >= 0 (an ordinal as Status.devices lists)" % device)
+    return str(device)
 
 
 def _invalid(message):
@@ -364,21 +377,25 @@ class Client:
         """GetStatus as a kerntune.Status."""
         return _types.Status.from_proto(self._call(self._stub.GetStatus, pb.GetStatusRequest()))
 
-    def get_config(self, op, dtype, rows, cols, inner=1):
+    def get_config(self, op, dtype, rows, cols, inner=1, *, device=None):
         """The config the daemon would launch for a problem (a kerntune.ConfigChoice).
 
         inner > 1: softmax / log_softmax along the middle axis of (rows, cols, inner).
+        device: whose configs (a node may mix GPU models), as for run();
+        None: the daemon's first device.
         """
         shape = pb.Shape(rows=int(rows), cols=int(cols))
         if int(inner) != 1:
             shape.inner = int(inner)
         request = pb.GetConfigRequest(op=_op_enum(op), dtype=DTYPES[_dtype_name(dtype)],
-                                      shape=shape)
+                                      shape=shape, device=_device_selector(device))
         return _types.ConfigChoice.from_proto(self._call(self._stub.GetConfig, request).config)
 
-    def list_configs(self):
-        """The tuned entries the daemon has loaded (a kerntune.ConfigList)."""
-        response = self._call(self._stub.ListConfigs, pb.ListConfigsRequest())
+    def list_configs(self, *, device=None):
+        """The tuned entries the daemon has loaded (a kerntune.ConfigList) for a
+        device's GPU model (as get_config's device)."""
+        response = self._call(self._stub.ListConfigs,
+                              pb.ListConfigsRequest(device=_device_selector(device)))
         return _types.ConfigList(
             sku=_types.GpuSku.from_proto(response.sku),
             entries=[_types.TunedEntry.from_proto(e) for e in response.entries])
@@ -497,16 +514,16 @@ class Client:
 
     # -- ops ----------------------------------------------------------------
 
-    def softmax(self, x, out=None, *, dim=-1, stream=None):
+    def softmax(self, x, out=None, *, dim=-1, stream=None, device=None):
         """Softmax of x along `dim` (default the last); returns the result (`out` when given)."""
-        return self.run("softmax", x, out, dim=dim, stream=stream).output
+        return self.run("softmax", x, out, dim=dim, stream=stream, device=device).output
 
-    def log_softmax(self, x, out=None, *, dim=-1, stream=None):
+    def log_softmax(self, x, out=None, *, dim=-1, stream=None, device=None):
         """Log-softmax of x along `dim` (default the last); returns the result."""
-        return self.run("log_softmax", x, out, dim=dim, stream=stream).output
+        return self.run("log_softmax", x, out, dim=dim, stream=stream, device=device).output
 
     def layer_norm(self, x, weight=None, bias=None, eps=1e-5, return_stats=False, out=None,
-                   *, stream=None):
+                   *, stream=None, device=None):
         """LayerNorm over the last axis: (x - mean) / sqrt(var + eps) * weight + bias.
 
         weight and bias: optional, x.shape[-1] values each, x's dtype. With
@@ -514,12 +531,13 @@ class Client:
         shape x.shape[:-1]; else y.
         """
         result = self.run("layer_norm", x, out, weight=weight, bias=bias, eps=eps,
-                          return_stats=return_stats, stream=stream)
+                          return_stats=return_stats, stream=stream, device=device)
         if return_stats:
             return result.output, result.mean, result.inv_std
         return result.output
 
-    def rms_norm(self, x, weight=None, eps=1e-6, return_stats=False, out=None, *, stream=None):
+    def rms_norm(self, x, weight=None, eps=1e-6, return_stats=False, out=None, *, stream=None,
+                 device=None):
         """RMSNorm over the last axis: x / sqrt(mean(x^2) + eps) * weight.
 
         weight: optional, x.shape[-1] values of x's dtype. With return_stats,
@@ -527,22 +545,22 @@ class Client:
         shape x.shape[:-1]; else y.
         """
         result = self.run("rms_norm", x, out, weight=weight, eps=eps,
-                          return_stats=return_stats, stream=stream)
+                          return_stats=return_stats, stream=stream, device=device)
         if return_stats:
             return result.output, result.inv_std
         return result.output
 
-    def reduce_scale(self, x, out=None, *, stream=None):
+    def reduce_scale(self, x, out=None, *, stream=None, device=None):
         """Per-row quantization scale: returns (y, scale), y = x / max|x| over the last axis.
 
         scale is float32 of shape x.shape[:-1] + (1,), each row's max|x|, so
         that x == y * scale; an all-zero row gives zeros and scale 0.
         """
-        result = self.run("reduce_scale", x, out, stream=stream)
+        result = self.run("reduce_scale", x, out, stream=stream, device=device)
         return result.output, result.row_scale
 
     def scaled_masked_softmax(self, x, mask=None, scale=None, causal=False, out=None, *,
-                              stream=None):
+                              stream=None, device=None):
         """Attention's softmax(x * scale + mask) over the last axis of x (..., q, k).
 
         x: (batch, heads, q, k) scores, or any (..., q, k). mask: optional
@@ -552,11 +570,11 @@ class Client:
         masked when c > q, as PyTorch's is_causal=True. Returns the result.
         """
         return self.run("scaled_masked_softmax", x, out, mask=mask, scale=scale, causal=causal,
-                        stream=stream).output
+                        stream=stream, device=device).output
 
     def run(self, op, x, out=None, *, dim=None, weight=None, bias=None, eps=None,
             return_stats=False, mask=None, scale=None, causal=False, stream=None,
-            time_kernel=False):
+            time_kernel=False, device=None):
         """One op on one tensor; returns a kerntune.RunResult (output, per-row outputs,
         config, time).
 
@@ -568,7 +586,11 @@ class Client:
         mask, scale, causal: scaled_masked_softmax. stream: torch CUDA
         tensors only; see README.md. time_kernel: have a GPU daemon time the
         kernel with CUDA events (RunResult.kernel_time_us; a few
-        microseconds more per call).
+        microseconds more per call). device: the daemon's GPU for NumPy
+        arrays (inline or shared memory): its ordinal in Status.devices
+        (int), its "GPU-..." UUID or a unique prefix; None: the least-loaded
+        one. CUDA tensors run on their own GPU (a device naming another is
+        refused). RunResult.device_ordinal / device_uuid say which ran it.
         """
         op_enum = _op_enum(op)
         name = _OP_NAMES[op_enum]
@@ -586,7 +608,7 @@ class Client:
         if scale is not None:
             scale = float(scale)
         options = _Options(op_enum, dim, weight, bias, eps, bool(return_stats), mask, scale,
-                           bool(causal), bool(time_kernel))
+                           bool(causal), bool(time_kernel), _device_selector(device))
         self._drain_dead()
         self._reap_pending(wait=False)
         if _torch.is_tensor(x) and x.is_cuda:
@@ -657,7 +679,7 @@ class Client:
         def build():
             used = []
             request = pb.RunRequest(op=options.op, dtype=DTYPES[dtype], shape=layout.proto(),
-                                time_kernel=options.time_kernel)
+                                    time_kernel=options.time_kernel, device=options.device)
             self._host_ref(request.input, x, used)
             if out_segment is not None:
                 buffer = self._segment_buffer(out_segment)
@@ -711,7 +733,8 @@ class Client:
             row_scale = layout.row_values(np.array(response.row_scale, dtype=np.float32),
                                           "row_scale", keepdim=True)
         return _types.RunResult(y, mean, inv_std, _types.ConfigChoice.from_proto(response.config),
-                                response.kernel_time_us, response.backend, row_scale)
+                                response.kernel_time_us, response.backend, row_scale,
+                                response.device_ordinal, response.device_uuid)
 
     # -- PyTorch CUDA ---------------------------------------------------------
 
@@ -793,7 +816,7 @@ class Client:
                 row_scale = torch.empty((layout.rows,), dtype=torch.float32, device=device)
 
         request = pb.RunRequest(op=options.op, dtype=DTYPES[dtype], shape=layout.proto(),
-                                time_kernel=options.time_kernel)
+                                time_kernel=options.time_kernel, device=options.device)
         self._cuda_ref(request.input, x)
         self._cuda_ref(request.output, out)
         self._params(request, options, layout, self._cuda_ref)
@@ -836,7 +859,8 @@ class Client:
         if row_scale is not None:
             row_scale = row_scale.view(row_shape + (1,))
         return _types.RunResult(out, mean, inv_std, _types.ConfigChoice.from_proto(response.config),
-                                response.kernel_time_us, response.backend, row_scale)
+                                response.kernel_time_us, response.backend, row_scale,
+                                response.device_ordinal, response.device_uuid)
 
     def _reap_pending(self, wait):
         while True:

@@ -96,12 +96,48 @@ class GpuSku:
 class Device:
     """A daemon's device. uuid ("GPU-...", as nvidia-smi prints it) and
     pci_bus_id name the physical GPU whatever CUDA_VISIBLE_DEVICES is; empty
-    when the daemon does not report them."""
+    when the daemon does not report them.
+
+    available: False once a sticky CUDA error made the device unusable
+    (unavailable_reason says which); its runs then fail with
+    UnavailableError while the daemon's other devices keep serving.
+    tuned_entries, shipped_entries, stale_entries_skipped: its config cache
+    (the device's GPU model). registered_buffers, registered_bytes: the
+    registrations whose memory is on it. runs: runs answered on it;
+    runs_in_flight: runs executing on it now.
+    """
 
     ordinal: int
     sku: GpuSku
     uuid: str = ""
     pci_bus_id: str = ""
+    available: bool = True
+    unavailable_reason: str = ""
+    tuned_entries: int = 0
+    shipped_entries: int = 0
+    stale_entries_skipped: int = 0
+    registered_buffers: int = 0
+    registered_bytes: int = 0
+    runs: int = 0
+    runs_in_flight: int = 0
+
+    @classmethod
+    def from_proto(cls, m):
+        return cls(
+            ordinal=m.ordinal,
+            sku=GpuSku.from_proto(m.sku),
+            uuid=m.uuid,
+            pci_bus_id=m.pci_bus_id,
+            available=m.available,
+            unavailable_reason=m.unavailable_reason,
+            tuned_entries=m.tuned_entries,
+            shipped_entries=m.shipped_entries,
+            stale_entries_skipped=m.stale_entries_skipped,
+            registered_buffers=m.registered_buffers,
+            registered_bytes=m.registered_bytes,
+            runs=m.runs,
+            runs_in_flight=m.runs_in_flight,
+        )
 
 
 def format_gpu_uuid(raw):
@@ -139,8 +175,9 @@ class Status:
     """GetStatus: the daemon's version, backend, devices, store and buffers.
 
     backend_note: what the backend means for the configs (the CPU backend
-    uses no GPU tuned configs). tuned_entries: the local store's entries
-    served; shipped_entries and
+    uses no GPU tuned configs). devices: every device served, each with its
+    health and counts (a kerntune.Device). tuned_entries: the local store's
+    entries served (the first device's; see Device for each); shipped_entries and
     shipped_config_files: those of the shipped config files for the GPU;
     stale_entries_skipped: entries left out for their kernel library version.
     """
@@ -172,8 +209,7 @@ class Status:
             kernel_library_version=m.kernel_library_version,
             backend=m.backend,
             backend_reason=m.backend_reason,
-            devices=[Device(d.ordinal, GpuSku.from_proto(d.sku), d.uuid, d.pci_bus_id)
-                     for d in m.devices],
+            devices=[Device.from_proto(d) for d in m.devices],
             tuned_entries=m.tuned_entries,
             database_path=m.database_path,
             database_data_version=m.database_data_version,
@@ -272,6 +308,9 @@ class RunResult:
     kernel_time_us: on a GPU daemon, the kernel's time when run() was given
     time_kernel=True, and 0 otherwise and in stream (asynchronous) mode; on
     the CPU backend the reference's time, always.
+    device_ordinal, device_uuid: the daemon's device that ran it (its
+    ordinal as Status.devices lists it, and its "GPU-..." UUID); -1 and ""
+    on the CPU backend.
     """
 
     output: object
@@ -281,3 +320,5 @@ class RunResult:
     kernel_time_us: float
     backend: str
     row_scale: object = None
+    device_ordinal: int = -1
+    device_uuid: str = ""

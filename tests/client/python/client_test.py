@@ -256,6 +256,41 @@ class DeviceUuidTest(unittest.TestCase):
         self.assertEqual(status.devices[0].uuid, self.A)
         self.assertEqual(status.devices[0].pci_bus_id, "0000:1B:00.0")
 
+    def test_status_carries_each_devices_health_and_counts(self):
+        m = pb.GetStatusResponse(backend="gpu")
+        m.devices.add(ordinal=0, uuid=self.A, available=True, tuned_entries=12,
+                      shipped_entries=300, registered_buffers=2, registered_bytes=4096,
+                      runs=10, runs_in_flight=1)
+        m.devices.add(ordinal=1, uuid=self.B, available=False,
+                      unavailable_reason="cudaErrorIllegalAddress", stale_entries_skipped=4)
+        first, second = kerntune.Status.from_proto(m).devices
+        self.assertTrue(first.available)
+        self.assertEqual((first.tuned_entries, first.shipped_entries, first.registered_buffers,
+                          first.registered_bytes, first.runs, first.runs_in_flight),
+                         (12, 300, 2, 4096, 10, 1))
+        self.assertEqual((second.ordinal, second.uuid), (1, self.B))
+        self.assertFalse(second.available)
+        self.assertEqual(second.unavailable_reason, "cudaErrorIllegalAddress")
+        self.assertEqual(second.stale_entries_skipped, 4)
+
+    def test_every_torch_device_is_mapped_by_its_own_uuid(self):
+        # Two GPUs in one process, numbered the other way round by the daemon.
+        client = kerntune.Client("unix:/nonexistent/kerntune.sock", timeout=5)
+        calls = []
+        saved = kerntune._torch.device_uuid
+        try:
+            kerntune._torch.device_uuid = lambda index: {0: self.B, 1: self.A}[index]
+            client.status = lambda: calls.append(1) or kerntune.Status.from_proto(
+                pb.GetStatusResponse(devices=[pb.Device(ordinal=0, uuid=self.A),
+                                              pb.Device(ordinal=1, uuid=self.B)]))
+            for _ in range(3):
+                self.assertEqual(client._ordinal(0), 1)
+                self.assertEqual(client._ordinal(1), 0)
+            self.assertEqual(len(calls), 2)  # GetStatus once per device, not once per client
+        finally:
+            kerntune._torch.device_uuid = saved
+            client.close()
+
     def test_the_client_maps_torch_devices_by_uuid_once(self):
         client = kerntune.Client("unix:/nonexistent/kerntune.sock", timeout=5)
         calls = []
@@ -420,6 +455,36 @@ class OpsTest(DaemonTestCase, CloseMixin):
         self.assertGreaterEqual(result.kernel_time_us, 0)
         self.assertIsNone(result.mean)
         np.testing.assert_allclose(result.output.astype(np.float64), np.log(1 / 3), rtol=2e-3)
+        self.assertEqual(result.device_ordinal, -1)  # the CPU backend: no device
+        self.assertEqual(result.device_uuid, "")
+
+    def test_device_names_the_daemons_gpu(self):
+        sent = []
+        call = self.client._call
+        self.client._call = lambda method, request: sent.append(request) or call(method, request)
+        try:
+            x = np.ones((2, 3), dtype=np.float32)
+            self.client.run("softmax", x)
+            self.assertEqual(sent[-1].device, "")  # the daemon picks
+            self.client.run("softmax", x, device=1)
+            self.assertEqual(sent[-1].device, "1")
+            self.client.layer_norm(x, device="GPU-aaaaaaaa")
+            self.assertEqual(sent[-1].device, "GPU-aaaaaaaa")
+            for helper in (self.client.softmax, self.client.log_softmax, self.client.rms_norm,
+                           self.client.reduce_scale, self.client.scaled_masked_softmax):
+                helper(x, device=0)
+                self.assertEqual(sent[-1].device, "0", helper.__name__)
+            self.client.get_config("softmax", "float32", 2, 3, device=1)
+            self.assertEqual(sent[-1].device, "1")
+            self.client.list_configs(device="GPU-aaaaaaaa")
+            self.assertEqual(sent[-1].device, "GPU-aaaaaaaa")
+            count = len(sent)
+            for bad in (-1, True, 1.5, b"GPU"):
+                with self.assertRaises(kerntune.InvalidArgumentError, msg=repr(bad)):
+                    self.client.run("softmax", x, device=bad)
+            self.assertEqual(len(sent), count)  # refused before any call
+        finally:
+            del self.client._call
 
 
 class NewOpsTest(DaemonTestCase, CloseMixin):

@@ -15,7 +15,13 @@ torch's float64 result of the same input:
     work, and the caller's stream orders the result;
   - a registered CUDA allocation used by buffer id;
   - freed tensors go back to torch's allocator (no IPC "limbo" leak);
-  - two client processes at once.
+  - client processes at once;
+  - every run says it ran on the tensor's own GPU (RunResult.device_uuid).
+With two GPUs or more (skipped with one): tensors on cuda:0 and cuda:1 from
+one process (sync, stream mode and registered, each run where its memory
+is), client processes on GPU 0, GPU 1 and both at once, a run with tensors
+on two GPUs refused with INVALID_ARGUMENT, NumPy runs naming a device run
+there, a registration claiming the wrong GPU refused.
 Exits 1 on any wrong result, 77 (CTest: skipped) without torch or CUDA.
 
   python3 gpu_client_test.py            (CTest sets PYTHONPATH and KERNTUNED_BINARY)
@@ -101,6 +107,16 @@ def check_close(got, want, tolerance, what):
                          rtol, atol))
 
 
+def check_ran_on(result, index, what):
+    """The run ran on the daemon's device with the UUID of torch's cuda:index."""
+    import kerntune
+
+    uuid = kerntune._torch.device_uuid(index)
+    if result.device_ordinal < 0 or (uuid and result.device_uuid.lower() != uuid.lower()):
+        raise Failure("%s: ran on the daemon's device %d (%r), want the GPU of cuda:%d (%r)"
+                      % (what, result.device_ordinal, result.device_uuid, index, uuid))
+
+
 def reference(op, x, weight=None, bias=None, eps=1e-5):
     """torch's float64 result, and for layer_norm the mean and inv_std."""
     import torch
@@ -154,6 +170,7 @@ def run_and_check(client, op, x, dtype_name, out=None, stream=None, what=""):
         raise Failure("%s: run did not return out" % what)
     if result.backend != "gpu":
         raise Failure("%s: ran on backend %r" % (what, result.backend))
+    check_ran_on(result, x.device.index, what)
     want, mean, inv_std = reference(op, x, weight, bias)
     check_close(y, want, TOLERANCE[dtype_name][op], what)
     if op == "layer_norm":
@@ -334,12 +351,16 @@ def check_no_ipc_leak(client, device):
                       "blocks are not being freed" % (after - before))
 
 
-def check_two_client_processes(target):
+def check_client_processes(target):
+    """Clients at once: two on GPU 0, or with two GPUs one on each and one on both."""
+    import torch
+
+    devices = ("0", "1", "0,1") if torch.cuda.device_count() >= 2 else ("0", "0")
     children = [
         subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child", target,
-                          "--seed", str(seed)], stdout=subprocess.PIPE,
+                          "--seed", str(seed), "--devices", device], stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True, env=os.environ.copy())
-        for seed in (11, 12)
+        for seed, device in zip((11, 12, 13), devices)
     ]
     outputs = [child.communicate(timeout=300)[0] for child in children]
     for child, output in zip(children, outputs):
@@ -347,35 +368,149 @@ def check_two_client_processes(target):
             raise Failure("client process failed (exit %d):\n%s" % (child.returncode, output))
 
 
-def child_main(target, seed):
-    """One of the concurrent client processes: random ops, each checked."""
+def child_main(target, seed, devices):
+    """One of the concurrent client processes: random ops, each checked, on
+    `devices` (torch CUDA indices) in turn."""
     import torch
 
     import kerntune
 
-    device = torch.device("cuda", 0)
-    g = torch.Generator(device=device).manual_seed(seed)
+    devices = [torch.device("cuda", int(d)) for d in devices.split(",")]
+    generators = [torch.Generator(device=d).manual_seed(seed) for d in devices]
     with kerntune.Client(target) as client:
         for i in range(60):
+            device, g = devices[i % len(devices)], generators[i % len(devices)]
             op = OPS[i % 3]
             name = DTYPE_NAMES[(i // 3) % 3]
             rows = int(torch.randint(1, 300, (1,), generator=g, device=device))
             cols = int(torch.randint(1, 5000, (1,), generator=g, device=device))
             x = random_input(op, (rows, cols), torch_dtype(name), g, device)
             run_and_check(client, op, x, name, stream=True if i % 2 else None,
-                          what="child %d call %d %s %s (%d, %d)" % (seed, i, op, name, rows, cols))
-    print("child %d: 60 calls checked" % seed)
+                          what="child %d call %d %s %s %s (%d, %d)"
+                          % (seed, i, device, op, name, rows, cols))
+    print("child %d: 60 calls on %s checked" % (seed, ", ".join(map(str, devices))))
+
+
+# -- two GPUs ---------------------------------------------------------------------
+
+def check_gpus_in_one_process(client):
+    """Tensors on cuda:0 and cuda:1 in turn: each run where its memory is."""
+    import torch
+
+    devices = [torch.device("cuda", 0), torch.device("cuda", 1)]
+    generators = [torch.Generator(device=d).manual_seed(6 + d.index) for d in devices]
+    for i in range(12):
+        device, g = devices[i % 2], generators[i % 2]
+        op = OPS[(i // 2) % 3]
+        x = random_input(op, (300, 1000), torch.float16, g, device)
+        run_and_check(client, op, x, "float16", stream=True if i % 4 >= 2 else None,
+                      what="%s %s float16 (call %d)" % (device, op, i))
+    # A registered arena on each GPU at once, each counted on its own.
+    arenas = [torch.full((1024, 256), float("nan"), dtype=torch.float32, device=d)
+              for d in devices]
+    buffers = [client.register(arena, label="arena %d" % i) for i, arena in enumerate(arenas)]
+    try:
+        ordinals = [client._ordinal(d.index) for d in devices]
+        if ordinals[0] == ordinals[1]:
+            raise Failure("cuda:0 and cuda:1 map to the same daemon device %d" % ordinals[0])
+        for buffer, ordinal in zip(buffers, ordinals):
+            if buffer.info.device_ordinal != ordinal:
+                raise Failure("a buffer registered on the daemon's device %d, want %d"
+                              % (buffer.info.device_ordinal, ordinal))
+        counts = {d.ordinal: d.registered_buffers for d in client.status().devices}
+        if counts.get(ordinals[0]) != 1 or counts.get(ordinals[1]) != 1:
+            raise Failure("per-device registered_buffers %r, want 1 on each of %r"
+                          % (counts, ordinals))
+        for arena, g in zip(arenas, generators):
+            arena[:500] = random_input("softmax", (500, 256), torch.float32, g, arena.device)
+            for op in OPS:
+                run_and_check(client, op, arena[:500], "float32", out=arena[600:1100],
+                              what="%s %s registered" % (arena.device, op))
+    finally:
+        for buffer in buffers:
+            buffer.close()
+
+
+def check_cross_device_refused(client):
+    """x on cuda:0 and out on cuda:1: the client refuses, and so does the daemon."""
+    import torch
+
+    import kerntune
+    from kerntune.v1 import kerntune_pb2 as pb
+
+    x = torch.ones((4, 256), device="cuda:0")
+    out = torch.full((4, 256), float("nan"), device="cuda:1")
+    try:
+        client.softmax(x, out)
+        raise Failure("softmax with x on cuda:0 and out on cuda:1 was accepted")
+    except kerntune.InvalidArgumentError:
+        pass
+    # The same request sent as is: the daemon must refuse it, naming both GPUs.
+    request = pb.RunRequest(op=pb.OP_SOFTMAX, dtype=pb.DTYPE_FLOAT32,
+                            shape=pb.Shape(rows=4, cols=256))
+    client._cuda_ref(request.input, x)
+    client._cuda_ref(request.output, out)
+    torch.cuda.synchronize(0)
+    try:
+        client._call(client._stub.Run, request)
+        raise Failure("the daemon ran a Run with tensors on two GPUs")
+    except kerntune.InvalidArgumentError as e:
+        uuids = [kerntune._torch.device_uuid(i) for i in (0, 1)]
+        if "two devices" not in str(e) or not all(u.lower() in str(e).lower() for u in uuids if u):
+            raise Failure("the refusal does not name both GPUs %r: %s" % (uuids, e))
+    if not bool(out.isnan().all()):
+        raise Failure("the refused Run wrote out")
+
+
+def check_inline_runs_name_a_device(client):
+    """NumPy arrays run on the device named: by ordinal and by UUID."""
+    import numpy as np
+
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((64, 1000)).astype(np.float32)
+    x64 = x.astype(np.float64)
+    want = np.exp(x64 - x64.max(-1, keepdims=True))
+    want /= want.sum(-1, keepdims=True)
+    for device in client.status().devices:
+        for selector in (device.ordinal, device.uuid, device.uuid[:12]):
+            result = client.run("softmax", x, device=selector)
+            if (result.device_ordinal, result.device_uuid) != (device.ordinal, device.uuid):
+                raise Failure("device=%r ran on %d (%r), want %d (%r)"
+                              % (selector, result.device_ordinal, result.device_uuid,
+                                 device.ordinal, device.uuid))
+            np.testing.assert_allclose(result.output, want, rtol=1e-4, atol=1e-12)
+
+
+def check_wrong_device_registration(target):
+    """A tensor on cuda:0 registered as the daemon's device of cuda:1 is refused."""
+    import torch
+
+    import kerntune
+
+    with kerntune.Client(target) as probe:
+        other = probe._ordinal(1)
+    with kerntune.Client(target, device_map={0: other}) as client:
+        tensor = torch.zeros((256, 256), device="cuda:0")
+        try:
+            client.register(tensor)
+            raise Failure("a cuda:0 allocation registered as the daemon's device %d" % other)
+        except kerntune.InvalidArgumentError as e:
+            # Without peer access between the GPUs the driver refuses to open it.
+            if ("allocation is on CUDA device" not in str(e)
+                    and "cudaIpcOpenMemHandle refused" not in str(e)):
+                raise Failure("unexpected refusal: %s" % e)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--child", metavar="TARGET", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--devices", default="0", help=argparse.SUPPRESS)
     args = parser.parse_args()
     _import_or_skip()
     if args.child:
         try:
-            child_main(args.child, args.seed)
+            child_main(args.child, args.seed, args.devices)
         except Exception:
             traceback.print_exc()
             return 1
@@ -413,8 +548,21 @@ def main():
                 ("stream mode", lambda: check_stream_mode(client, device)),
                 ("a registered allocation", lambda: check_registered_allocation(client, device)),
                 ("no IPC leak", lambda: check_no_ipc_leak(client, device)),
-                ("two client processes", lambda: check_two_client_processes(daemon.target)),
+                ("client processes at once", lambda: check_client_processes(daemon.target)),
             ]
+            if torch.cuda.device_count() >= 2:
+                checks += [
+                    ("tensors on two GPUs in one process",
+                     lambda: check_gpus_in_one_process(client)),
+                    ("a run with tensors on two GPUs refused",
+                     lambda: check_cross_device_refused(client)),
+                    ("NumPy runs naming a device", lambda: check_inline_runs_name_a_device(client)),
+                    ("a registration claiming the wrong GPU refused",
+                     lambda: check_wrong_device_registration(daemon.target)),
+                ]
+            else:
+                print("SKIP the two-GPU checks: torch sees %d CUDA device"
+                      % torch.cuda.device_count())
             for name, check in checks:
                 start = time.monotonic()
                 try:
