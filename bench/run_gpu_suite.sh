@@ -74,12 +74,12 @@ if [ "$what" = tests ] || [ "$what" = daemon ] || [ "$what" = all ]; then
     || status=1
   grep -E 'FAILED|PASSED|Failure|error' "$out/daemon_gpu_test.log" | head -20
   echo "== multi-process CUDA IPC (C++ clients)"
-  timeout 150 "$here/kt_client_gpu_test" --gtest_brief=1 > "$out/ipc_gpu_test.log" 2>&1 || status=1
+  timeout 240 "$here/kt_client_gpu_test" --gtest_brief=1 > "$out/ipc_gpu_test.log" 2>&1 || status=1
   grep -E 'FAILED|PASSED|Failure|error' "$out/ipc_gpu_test.log" | head -20
   python_test="$here/../python/tests/torch_gpu_test.py"
   if [ -f "$python_test" ]; then
     echo "== multi-process CUDA IPC (Python clients with torch)"
-    PYTHONPATH="$here/../python" PYTHONUNBUFFERED=1 timeout 120 python3 "$python_test" \
+    PYTHONPATH="$here/../python" PYTHONUNBUFFERED=1 timeout 200 python3 "$python_test" \
       > "$out/python_gpu_test.log" 2>&1 || status=1
     tail -5 "$out/python_gpu_test.log"
   fi
