@@ -20,5 +20,6 @@ apt-get install -y -qq --no-install-recommends \
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev libsqlite3-dev sqlite3 \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
   prometheus-cpp-dev python3-prometheus-client \
-  python3 python3-grpcio python3-protobuf python3-numpy > /dev/null
+  python3 python3-grpcio python3-protobuf python3-numpy python3-venv python3-yaml \
+  systemd > /dev/null
 echo "install_deps: done"
