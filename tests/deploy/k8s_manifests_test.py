@@ -26,6 +26,7 @@ import os
 import re
 import shutil
 import signal
+import socket as socket_module
 import subprocess
 import sys
 import tempfile
@@ -33,6 +34,7 @@ import threading
 import time
 import unittest
 import urllib.parse
+import urllib.request
 
 import yaml
 
@@ -352,7 +354,15 @@ class Functional(unittest.TestCase):
         # kerntuned with the DaemonSet's arguments, and its probes.
         daemon = container(spec, "kerntuned")
         socket = self.move(flag_value(daemon["args"], "socket"))
-        process = subprocess.Popen([KERNTUNED] + [self.move(a) for a in daemon["args"]],
+        # Its metrics on a free loopback port rather than the pod's 0.0.0.0:9464,
+        # which another daemon of this machine may hold.
+        with socket_module.socket() as free:
+            free.bind(("127.0.0.1", 0))
+            metrics = "127.0.0.1:%d" % free.getsockname()[1]
+        flag_value(daemon["args"], "metrics_address")
+        args = ["--metrics_address=" + metrics if a.startswith("--metrics_address=")
+                else self.move(a) for a in daemon["args"]]
+        process = subprocess.Popen([KERNTUNED] + args,
                                    env=self.env, stdout=subprocess.PIPE,
                                    stderr=subprocess.STDOUT, universal_newlines=True)
         try:
@@ -367,6 +377,10 @@ class Functional(unittest.TestCase):
                                         timeout=daemon[probe]["timeoutSeconds"])
                 self.assertEqual(result.returncode, 0, probe + ": " + result.stdout)
                 self.assertIn(db, result.stdout)
+            annotations = one("DaemonSet")["spec"]["template"]["metadata"]["annotations"]
+            path = annotations["prometheus.io/path"]
+            with urllib.request.urlopen("http://" + metrics + path, timeout=10) as reply:
+                self.assertIn("kerntune_build_info", reply.read().decode())
         finally:
             process.send_signal(signal.SIGTERM)
             log = process.communicate(timeout=30)[0]
