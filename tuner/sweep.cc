@@ -112,6 +112,7 @@ struct Confirmation {
   std::optional<size_t> winner;  // index into candidates; empty = no confirmation ran
   double winner_us = 0;
   double heuristic_us = 0;
+  bool stopped = false;  // SweepOptions::stop was set between two re-timings
 };
 
 double MedianOf(std::vector<double> values) {
@@ -150,6 +151,11 @@ absl::StatusOr<Confirmation> Confirm(PointMeasurer& measurer,
   timing.prune_above_us.reset();
   for (int round = 0; round < options.confirm_rounds; ++round) {
     for (size_t c = 0; c < contenders.size(); ++c) {
+      // The re-timings are candidates too: a stop lands between them.
+      if (Stopping(options)) {
+        confirmation.stopped = true;
+        return confirmation;
+      }
       absl::StatusOr<CandidateMeasurement> m = measurer.Measure(configs[contenders[c]], timing);
       if (!m.ok()) return m.status();
       if (m->correct && m->timing) rounds[c].push_back(m->timing->median_us);
@@ -257,6 +263,7 @@ absl::StatusOr<std::optional<PointOutcome>> TunePoint(db::TuningStore& store, Ba
   absl::StatusOr<Confirmation> confirmed =
       Confirm(**measurer, candidates, candidate_configs, timing, options);
   if (!confirmed.ok()) return confirmed.status();
+  if (confirmed->stopped) return std::optional<PointOutcome>();
   if (confirmed->winner) best = confirmed->winner;
   outcome.leader_overturned = *best != leader;
   if (confirmed->heuristic_us > 0) outcome.heuristic_us = confirmed->heuristic_us;

@@ -304,6 +304,29 @@ TEST_F(SweepTest, InterruptedRunResumesWhereItStoppedAndForceRedoesAll) {
   }
 }
 
+TEST_F(SweepTest, AStopDuringTheConfirmationDropsThePoint) {
+  const GridPoint point = grid_[0];
+  const auto configs = kernels::EnumerateConfigs(point.op, point.dtype, point.shape,
+                                                 kernels::DescribedH100());
+  ASSERT_TRUE(configs.ok());
+  std::atomic<bool> stop{false};
+  // The sweep measures every config once; the next measurement is the
+  // confirmation's first re-timing (of the heuristic).
+  const int first_confirmation = static_cast<int>(configs->size()) + 1;
+  fake_.on_measure = [&](int n) {
+    if (n == first_confirmation) stop = true;
+  };
+  SweepOptions options;
+  options.stop = &stop;
+  FakeBackend backend(fake_);
+  absl::StatusOr<SweepSummary> summary = RunSweep(*store_, backend, {point}, options);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_TRUE(summary->interrupted);
+  EXPECT_EQ(fake_.total_measures, first_confirmation) << "no re-timing after the stop";
+  EXPECT_TRUE(Best().empty()) << "a point stopped in its confirmation is not written";
+  EXPECT_EQ(store_->GetRun(summary->run_id)->status, db::RunStatus::kInterrupted);
+}
+
 TEST_F(SweepTest, TunesTheNewRowOpsAndRecordsTheirConfigsWhole) {
   absl::StatusOr<std::vector<GridPoint>> grid =
       CustomGrid({Op::kRmsNorm, Op::kReduceScale, Op::kScaledMaskedSoftmax}, {DType::kBFloat16},
