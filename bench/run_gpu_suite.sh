@@ -23,7 +23,11 @@
 # back) and stopped cleanly with SIGINT after $TUNE_LIMIT_S seconds if set.
 # $TUNE_GROUPS, $TUNE_OPS and $TUNE_DTYPES narrow it (comma lists; default
 # every group — main, few_rows, attention, axis — and every op, each op in
-# the groups of its kind).
+# the groups of its kind). $TUNE_DEVICES goes to --devices (default
+# kerntune's: every visible GPU at once; TUNE_DEVICES=0 is a one-GPU tune);
+# with several GPUs, tune_summary.txt ends with a line per GPU giving the
+# points and candidates it measured, and tune.log names the GPU of each
+# point.
 # bench: the kernel benchmark and the PyTorch peers in one run, over
 # $BENCH_GROUPS and $BENCH_OPS (default: all, the attention group's
 # scaled_masked_softmax and the axis group included; ATTENTION_CAUSAL=1 adds
@@ -146,12 +150,16 @@ if [ "$what" = tune ]; then
   [ -n "${TUNE_GROUPS:-}" ] && tune_flags+=(--groups="$TUNE_GROUPS")
   [ -n "${TUNE_OPS:-}" ] && tune_flags+=(--ops="$TUNE_OPS")
   [ -n "${TUNE_DTYPES:-}" ] && tune_flags+=(--dtypes="$TUNE_DTYPES")
+  [ -n "${TUNE_DEVICES:-}" ] && tune_flags+=(--devices="$TUNE_DEVICES")
   echo "tune flags: ${tune_flags[*]:-(the whole standard grid)}"
   "${limit[@]}" "$here/kerntune" tune --db="$out/tuning.db" "${tune_flags[@]}" \
     > "$out/tune_summary.txt" 2> "$out/tune.log"
   tune_status=$?
   echo "tune wall time: $(( $(date +%s) - start )) s (exit $tune_status)" | tee -a "$out/tune_summary.txt"
-  tail -4 "$out/tune_summary.txt"
+  # The totals, each SKU's heading and the per-GPU lines (several GPUs).
+  grep -E '^(== |[0-9]+ points tuned|speedup over|GPU [0-9]+ \(|GPU [0-9]+: |tune wall time)' \
+    "$out/tune_summary.txt"
+  grep -E '^kerntune tune: on ' "$out/tune.log"
   tail -3 "$out/tune.log"
   # 130: stopped by the limit with every finished point kept; resume later.
   [ "$tune_status" = 0 ] || status=$tune_status

@@ -70,8 +70,12 @@ ABSL_FLAG(std::string, groups, "main,few_rows,attention,axis",
           "log_softmax");
 ABSL_FLAG(bool, force, false,
           "tune: re-measure points the store already has for this GPU and kernel version");
-ABSL_FLAG(int, device, 0,
-          "tune: CUDA device ordinal; run --via=ipc: this process's device to allocate on");
+ABSL_FLAG(std::string, devices, "all",
+          "tune: the GPUs to tune on, all at once: all (every visible GPU) or a comma list of "
+          "CUDA ordinals and GPU UUIDs (GPU-..., or a unique prefix of 8+ hex digits). GPUs of "
+          "one model share its grid, each point measured on one of them; each model gets the "
+          "whole grid");
+ABSL_FLAG(int, device, 0, "run --via=ipc: this process's device to allocate on");
 ABSL_FLAG(std::string, daemon_device, "",
           "run: the daemon's GPU to run on, by its ordinal, UUID or UUID prefix (kerntune "
           "status lists them); default: the least-loaded one for inline and shm, and for ipc "
@@ -259,7 +263,7 @@ int Tune(const std::vector<std::string>&) {
     o.inner = *ParseIntList("inner", *absl::GetFlag(FLAGS_inner));
   }
   o.force = absl::GetFlag(FLAGS_force);
-  o.device = absl::GetFlag(FLAGS_device);
+  o.devices = absl::GetFlag(FLAGS_devices);
   o.repetitions = absl::GetFlag(FLAGS_reps);
   if (o.repetitions < 1) {
     std::cerr << "kerntune tune: --reps=" << o.repetitions << " must be >= 1\n";
@@ -302,11 +306,11 @@ const std::vector<Verb>& Verbs() {
        "config, else the CPU reference backend) and check it",
        {"op", "dtype", "rows", "cols", "cpu"}, 0, Demo},
       {{"tune"}, "",
-       "tune on this machine's GPU: every config of every point of the standard "
-       "grid (or --rows x --cols [x --inner]), checked against the fp64 reference and "
-       "timed; results go to the tuning store. Interrupted runs resume where they "
-       "stopped. Exit 130 when interrupted by Ctrl-C",
-       {"db", "ops", "dtypes", "groups", "rows", "cols", "inner", "force", "device", "reps"}, 0,
+       "tune on this machine's GPUs (every visible one at once, or --devices): every "
+       "config of every point of the standard grid (or --rows x --cols [x --inner]), "
+       "checked against the fp64 reference and timed; results go to the tuning store. "
+       "Interrupted runs resume where they stopped. Exit 130 when interrupted by Ctrl-C",
+       {"db", "ops", "dtypes", "groups", "rows", "cols", "inner", "force", "devices", "reps"}, 0,
        Tune},
       {{"gpus"}, "", "GPU SKUs in the tuning store, with counts of runs, "
        "best configs and candidates",

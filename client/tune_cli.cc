@@ -3,13 +3,17 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "db/tuning_store.h"
+#include "kernels/device_identity.h"
 #include "tuner/gpu_backend.h"
 #include "tuner/grid.h"
 #include "tuner/sweep.h"
@@ -21,7 +25,8 @@ std::atomic<bool> g_stop{false};
 
 void RequestStop(int) { g_stop.store(true); }
 
-// Ctrl-C / SIGTERM finish the candidate in flight, then stop cleanly.
+// Ctrl-C / SIGTERM: every GPU finishes the candidate in flight, then stops
+// cleanly.
 class StopOnSignals {
  public:
   StopOnSignals() {
@@ -42,6 +47,35 @@ class StopOnSignals {
 std::string EnvOr(const char* name, const char* fallback) {
   const char* value = std::getenv(name);
   return value != nullptr ? value : fallback;
+}
+
+// "GPU 1": how progress and the summary name a device.
+std::string DeviceName(int ordinal) { return absl::StrCat("GPU ", ordinal); }
+
+// The selected GPUs, each opened on its sweep worker's thread.
+std::vector<tuner::SweepDevice> SweepDevices(const std::vector<int>& ordinals) {
+  std::vector<tuner::SweepDevice> devices;
+  for (int ordinal : ordinals) {
+    devices.push_back({DeviceName(ordinal),
+                       [ordinal]() -> absl::StatusOr<std::unique_ptr<tuner::Backend>> {
+                         absl::StatusOr<std::unique_ptr<tuner::GpuBackend>> backend =
+                             tuner::GpuBackend::Create(ordinal);
+                         if (!backend.ok()) return backend.status();
+                         return std::unique_ptr<tuner::Backend>(*std::move(backend));
+                       }});
+  }
+  return devices;
+}
+
+// "GPU 0 (GPU-5b7f...), GPU 1 (GPU-...)": which physical GPUs the names mean.
+std::string DescribeSelection(const std::vector<int>& ordinals,
+                              const std::vector<kernels::VisibleDevice>& visible) {
+  return absl::StrJoin(ordinals, ", ", [&](std::string* out, int ordinal) {
+    absl::StrAppend(out, DeviceName(ordinal));
+    for (const kernels::VisibleDevice& d : visible) {
+      if (d.ordinal == ordinal && !d.uuid.empty()) absl::StrAppend(out, " (", d.uuid, ")");
+    }
+  });
 }
 
 }  // namespace
@@ -80,10 +114,15 @@ int RunTuneCommand(const TuneCliOptions& o, std::ostream& out, std::ostream& err
     }
     path = *default_path;
   }
-  absl::StatusOr<std::unique_ptr<tuner::GpuBackend>> backend = tuner::GpuBackend::Create(o.device);
-  if (!backend.ok()) {
-    err << "kerntune tune: " << backend.status().message() << "\n";
+  const std::vector<kernels::VisibleDevice> visible = kernels::VisibleDevices();
+  if (visible.empty()) {
+    err << "kerntune tune: no CUDA device found: tuning needs a GPU\n";
     return 1;
+  }
+  absl::StatusOr<std::vector<int>> ordinals = kernels::SelectDevices(o.devices, visible);
+  if (!ordinals.ok()) {
+    err << "kerntune tune: " << ordinals.status().message() << "\n";
+    return 2;
   }
   db::OpenOptions open;
   open.create_if_missing = true;
@@ -106,14 +145,27 @@ int RunTuneCommand(const TuneCliOptions& o, std::ostream& out, std::ostream& err
   options.progress = &err;
   options.progress_is_terminal = isatty(STDERR_FILENO) != 0;
   err << "kerntune tune: database " << path << "\n";
-  absl::StatusOr<tuner::SweepSummary> summary =
-      tuner::RunSweep(**store, **backend, *grid, options);
+  err << "kerntune tune: on " << DescribeSelection(*ordinals, visible) << "\n";
+  absl::StatusOr<tuner::NodeSweepSummary> summary =
+      tuner::RunNodeSweep(**store, SweepDevices(*ordinals), *grid, options);
+  constexpr const char* kKept = "(points completed before this are kept; run again to resume)\n";
   if (!summary.ok()) {
-    err << "kerntune tune: " << summary.status().message()
-        << "\n(points completed before this are kept; run again to resume)\n";
+    err << "kerntune tune: " << summary.status().message() << "\n" << kKept;
     return 1;
   }
-  out << tuner::FormatSummary(*summary);
+  // The table, unless no GPU got through its share (one GPU that failed
+  // prints only its error, as a single-GPU tune always has).
+  const bool every_device_failed =
+      std::all_of(summary->devices.begin(), summary->devices.end(),
+                  [](const tuner::DeviceOutcome& d) { return !d.status.ok(); });
+  if (!every_device_failed) out << tuner::FormatNodeSummary(*summary);
+  if (summary->failed()) {
+    for (const tuner::DeviceOutcome& d : summary->devices) {
+      if (!d.status.ok()) err << "kerntune tune: " << d.name << ": " << d.status.message() << "\n";
+    }
+    err << kKept;
+    return 1;
+  }
   if (summary->interrupted) {
     err << "kerntune tune: interrupted; completed points are kept, run the same command to "
            "resume\n";

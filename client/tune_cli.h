@@ -1,5 +1,5 @@
-// `kerntune tune`: runs the tuning sweep on this machine's GPU and writes the
-// results to the tuning store.
+// `kerntune tune`: runs the tuning sweep on this machine's GPUs, all at once,
+// and writes the results to the tuning store.
 #ifndef KERNTUNE_CLIENT_TUNE_CLI_H_
 #define KERNTUNE_CLIENT_TUNE_CLI_H_
 
@@ -26,14 +26,18 @@ struct TuneCliOptions {
   // Custom grid only (with rows and cols): the inner extents; empty = {1}.
   std::vector<int64_t> inner;
   bool force = false;
-  int device = 0;
+  // --devices: "all" (every visible GPU) or a comma list of CUDA ordinals and
+  // GPU UUIDs (kernels::SelectDevices). GPUs of one SKU share the grid, each
+  // SKU gets the whole grid.
+  std::string devices = "all";
   int repetitions = 30;
   std::string command_line;
 };
 
-// Exit codes: 0 done, 1 failure (including "no GPU"), 2 usage error,
-// 130 interrupted by SIGINT/SIGTERM (completed points are kept; run again
-// to resume).
+// Exit codes: 0 done, 1 failure (including "no GPU", or any GPU that stopped
+// on an error while the others finished), 2 usage error (a --devices entry
+// that names no visible GPU included), 130 interrupted by SIGINT/SIGTERM
+// (completed points are kept; run again to resume).
 int RunTuneCommand(const TuneCliOptions& options, std::ostream& out, std::ostream& err);
 
 }  // namespace kt::client

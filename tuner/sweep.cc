@@ -2,16 +2,20 @@
 #include "tuner/sweep.h"
 
 #include <algorithm>
-
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <future>
+#include <mutex>
 #include <optional>
+#include <thread>
 #include <utility>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "kernels/launch_config.h"
 
 namespace kt::tuner {
@@ -28,52 +32,166 @@ std::string FormatDuration(double seconds) {
   return s >= 60 ? absl::StrFormat("%dm%02ds", s / 60, s % 60) : absl::StrFormat("%ds", s);
 }
 
-// Progress with an ETA from the average time per candidate so far.
+// The points one GPU SKU still needs, shared by the devices of that SKU:
+// each device takes the next point nobody has taken, so every point is
+// measured on exactly one of them and a faster device takes more.
+struct Pool {
+  int index = 0;  // in the sweep's pools
+  db::GpuSku sku;
+  int64_t gpu_id = 0;
+  db::Environment env;
+  std::string grid;                       // DescribeGrid, for the run row
+  std::vector<std::string> device_names;  // the devices sharing it
+  std::vector<std::pair<GridPoint, db::PointKey>> todo;
+  std::vector<PointOutcome> complete;  // in the store already (resume)
+  std::atomic<size_t> next{0};         // the next untaken index into todo
+  // Started by the first device that needs it: the copy roofline, measured
+  // on that device, and the run row every device of the pool writes under.
+  std::mutex start_mu;
+  bool started = false;
+  int64_t run_id = 0;
+  double copy_gbps = 0;
+};
+
+// Progress lines, thread-safe: a line per point, or a live line on a
+// terminal, with ETAs per pool from the average time per candidate so far.
+// With several devices each line names its device; with one it reads as it
+// always has.
 class Progress {
  public:
-  Progress(const SweepOptions& o, int points) : options_(o), points_(points) {}
-
-  void Candidate(int point_index, const GridPoint& p, int done, int total) {
-    ++candidates_done_;
-    if (options_.progress == nullptr || !options_.progress_is_terminal) return;
-    const double elapsed = Elapsed();
-    const double per_candidate = elapsed / candidates_done_;
-    const double per_point = point_index > 0 ? candidates_done_ / static_cast<double>(point_index)
-                                             : static_cast<double>(total);
-    const double remaining =
-        (total - done) + per_point * (points_ - point_index - 1);
-    *options_.progress << absl::StrFormat("\r\033[K[%*d/%d] %-40s %3d/%-3d candidates  ETA %s",
-                                          Width(), point_index + 1, points_, PointName(p), done,
-                                          total, FormatDuration(remaining * per_candidate))
-                       << std::flush;
+  Progress(const SweepOptions& o, std::vector<std::string> device_names,
+           const std::vector<const Pool*>& pools)
+      : options_(o), names_(std::move(device_names)), devices_(names_.size()),
+        pools_(pools.size()) {
+    for (const std::string& name : names_) {
+      name_width_ = std::max(name_width_, static_cast<int>(name.size()));
+    }
+    for (const Pool* pool : pools) total_points_ += static_cast<int>(pool->todo.size());
   }
 
-  void PointDone(int point_index, const PointOutcome& o) {
+  void PoolStarted(const Pool& pool) {
+    std::lock_guard<std::mutex> lock(mu_);
+    pools_[pool.index].start = Clock::now();
+  }
+
+  void Candidate(int device, const Pool& pool, const GridPoint& p, int done, int total) {
+    std::lock_guard<std::mutex> lock(mu_);
+    PoolState& state = pools_[pool.index];
+    ++state.candidates;
+    devices_[device] = {&pool, PointName(p), done, total};
+    if (options_.progress == nullptr || !options_.progress_is_terminal) return;
+    if (names_.size() == 1) {
+      *options_.progress << absl::StrFormat("\r\033[K[%*d/%d] %-40s %3d/%-3d candidates  ETA %s",
+                                            Width(pool), state.done + 1, pool.todo.size(),
+                                            devices_[device].point, done, total,
+                                            FormatDuration(EtaSeconds(pool)))
+                         << std::flush;
+      return;
+    }
+    // Several devices: one line for all of them, "-" between points.
+    int done_points = 0;
+    double eta = 0;
+    for (const PoolState& s : pools_) done_points += s.done;
+    for (const DeviceState& d : devices_) {
+      if (d.pool != nullptr) eta = std::max(eta, EtaSeconds(*d.pool));
+    }
+    std::string line = absl::StrFormat("\r\033[K[%d/%d]", done_points, total_points_);
+    for (size_t i = 0; i < devices_.size(); ++i) {
+      const DeviceState& d = devices_[i];
+      absl::StrAppend(&line, "  ", names_[i], " ",
+                      d.pool == nullptr ? std::string("-")
+                                        : absl::StrCat(d.done, "/", d.total));
+    }
+    absl::StrAppend(&line, " candidates  ETA ", FormatDuration(eta));
+    *options_.progress << line << std::flush;
+  }
+
+  void PointDone(int device, const Pool& pool, const PointOutcome& o) {
+    std::lock_guard<std::mutex> lock(mu_);
+    PoolState& state = pools_[pool.index];
+    ++state.done;
+    devices_[device] = {};
     if (options_.progress == nullptr) return;
     if (options_.progress_is_terminal) *options_.progress << "\r\033[K";
-    const double elapsed = Elapsed();
-    const double eta = elapsed / (point_index + 1) * (points_ - point_index - 1);
+    const int remaining = static_cast<int>(pool.todo.size()) - state.done;
+    const double eta = Elapsed(state) / state.done * remaining;
+    const std::string who =
+        names_.size() > 1 ? absl::StrFormat("%-*s ", name_width_, names_[device]) : "";
     *options_.progress << absl::StrFormat(
-                              "[%*d/%d] %-40s %-30s %8.2f us %6.0f GB/s %5.1f%%  x%.2f  "
+                              "[%*d/%d] %s%-40s %-30s %8.2f us %6.0f GB/s %5.1f%%  x%.2f  "
                               "(%d candidates, %d pruned)  ETA %s\n",
-                              Width(), point_index + 1, points_, PointName(o.point), o.best_key,
-                              o.best_us, o.gbps, o.pct_of_copy,
+                              Width(pool), state.done, pool.todo.size(), who,
+                              PointName(o.point), o.best_key, o.best_us, o.gbps, o.pct_of_copy,
                               o.heuristic_us > 0 ? o.heuristic_us / o.best_us : 0.0,
                               o.candidates, o.pruned, FormatDuration(eta))
                        << std::flush;
   }
 
-  double Elapsed() const {
-    return std::chrono::duration<double>(Clock::now() - start_).count();
+  // A device stopped: it no longer counts in the live line's ETA.
+  void DeviceDone(int device) {
+    std::lock_guard<std::mutex> lock(mu_);
+    devices_[device] = {};
+  }
+
+  // What each device did, when there were several.
+  void Finished(const std::vector<DeviceOutcome>& devices) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (options_.progress == nullptr || devices.size() < 2) return;
+    if (options_.progress_is_terminal) *options_.progress << "\r\033[K";
+    for (const DeviceOutcome& d : devices) {
+      *options_.progress << DescribeDeviceOutcome(d) << "\n";
+    }
+    *options_.progress << std::flush;
   }
 
  private:
-  int Width() const { return static_cast<int>(std::to_string(points_).size()); }
+  struct PoolState {
+    Clock::time_point start = Clock::now();
+    int done = 0;  // points finished
+    int64_t candidates = 0;
+  };
+  struct DeviceState {
+    const Pool* pool = nullptr;  // null: between points
+    std::string point;
+    int done = 0;
+    int total = 0;
+  };
+
+  static double Elapsed(const PoolState& state) {
+    return std::chrono::duration<double>(Clock::now() - state.start).count();
+  }
+
+  static int Width(const Pool& pool) {
+    return static_cast<int>(std::to_string(pool.todo.size()).size());
+  }
+
+  // The pool's candidates left (those of the points in flight, and the
+  // average point's for every point not started) at its time per candidate.
+  double EtaSeconds(const Pool& pool) const {
+    const PoolState& state = pools_[pool.index];
+    if (state.candidates == 0) return 0;
+    double remaining = 0;
+    int in_flight = 0, in_flight_total = 0;
+    for (const DeviceState& d : devices_) {
+      if (d.pool != &pool) continue;
+      ++in_flight;
+      in_flight_total = d.total;
+      remaining += d.total - d.done;
+    }
+    const double per_point = state.done > 0 ? static_cast<double>(state.candidates) / state.done
+                                            : static_cast<double>(in_flight_total);
+    const int not_started = static_cast<int>(pool.todo.size()) - state.done - in_flight;
+    remaining += per_point * std::max(not_started, 0);
+    return remaining * Elapsed(state) / static_cast<double>(state.candidates);
+  }
 
   const SweepOptions& options_;
-  const int points_;
-  const Clock::time_point start_ = Clock::now();
-  int64_t candidates_done_ = 0;
+  const std::vector<std::string> names_;
+  int name_width_ = 0;
+  int total_points_ = 0;  // of every pool
+  std::mutex mu_;
+  std::vector<DeviceState> devices_;
+  std::vector<PoolState> pools_;
 };
 
 bool Stopping(const SweepOptions& o) {
@@ -107,11 +225,11 @@ bool IsTimedAndCorrect(const CandidateMeasurement& m) {
   return m.status == db::CandidateStatus::kMeasured && m.correct && m.timing.has_value();
 }
 
-// Tunes one point. Returns nullopt when interrupted (nothing written).
 struct Confirmation {
   std::optional<size_t> winner;  // index into candidates; empty = no confirmation ran
   double winner_us = 0;
   double heuristic_us = 0;
+  bool stopped = false;  // SweepOptions::stop was set between two re-timings
 };
 
 double MedianOf(std::vector<double> values) {
@@ -150,6 +268,11 @@ absl::StatusOr<Confirmation> Confirm(PointMeasurer& measurer,
   timing.prune_above_us.reset();
   for (int round = 0; round < options.confirm_rounds; ++round) {
     for (size_t c = 0; c < contenders.size(); ++c) {
+      // The re-timings are candidates too: a stop lands between them.
+      if (Stopping(options)) {
+        confirmation.stopped = true;
+        return confirmation;
+      }
       absl::StatusOr<CandidateMeasurement> m = measurer.Measure(configs[contenders[c]], timing);
       if (!m.ok()) return m.status();
       if (m->correct && m->timing) rounds[c].push_back(m->timing->median_us);
@@ -180,12 +303,12 @@ absl::StatusOr<Confirmation> Confirm(PointMeasurer& measurer,
   return confirmation;
 }
 
-absl::StatusOr<std::optional<PointOutcome>> TunePoint(db::TuningStore& store, Backend& backend,
-                                                      const GridPoint& point,
-                                                      const db::PointKey& key, int64_t run_id,
-                                                      double copy_gbps,
-                                                      const SweepOptions& options,
-                                                      Progress& progress, int point_index) {
+// Tunes one point. Returns nullopt when stopped (nothing written). Errors
+// do not name the point: the caller does.
+absl::StatusOr<std::optional<PointOutcome>> TunePoint(
+    db::TuningStore& store, Backend& backend, const GridPoint& point, const db::PointKey& key,
+    int64_t run_id, double copy_gbps, const SweepOptions& options,
+    absl::FunctionRef<void(int done, int total)> on_candidate) {
   const kernels::DeviceInfo& device = backend.device();
   absl::StatusOr<std::vector<kernels::LaunchConfig>> configs =
       kernels::EnumerateConfigs(point.op, point.dtype, point.shape, device);
@@ -231,7 +354,7 @@ absl::StatusOr<std::optional<PointOutcome>> TunePoint(db::TuningStore& store, Ba
   };
   consider(*heuristic, *baseline);
   if (IsTimedAndCorrect(*baseline)) outcome.heuristic_us = baseline->timing->median_us;
-  progress.Candidate(point_index, point, 1, static_cast<int>(configs->size()));
+  on_candidate(1, static_cast<int>(configs->size()));
 
   int done = 1;
   for (const kernels::LaunchConfig& config : *configs) {
@@ -241,22 +364,21 @@ absl::StatusOr<std::optional<PointOutcome>> TunePoint(db::TuningStore& store, Ba
     if (best) candidate_timing.prune_above_us = *candidates[*best].median_us * options.prune_factor;
     absl::StatusOr<CandidateMeasurement> m = (*measurer)->Measure(config, candidate_timing);
     if (!m.ok()) {
-      return absl::Status(m.status().code(), absl::StrCat(PointName(point), " ",
-                                                          kernels::ConfigKey(config), ": ",
-                                                          m.status().message()));
+      return absl::Status(m.status().code(),
+                          absl::StrCat(kernels::ConfigKey(config), ": ", m.status().message()));
     }
     consider(config, *m);
-    progress.Candidate(point_index, point, ++done, static_cast<int>(configs->size()));
+    on_candidate(++done, static_cast<int>(configs->size()));
   }
   if (!best) {
-    return absl::InternalError(absl::StrCat("no config of ", PointName(point),
-                                            " passed the reference check; not recording it"));
+    return absl::InternalError("no config passed the reference check; not recording it");
   }
 
   const size_t leader = *best;
   absl::StatusOr<Confirmation> confirmed =
       Confirm(**measurer, candidates, candidate_configs, timing, options);
   if (!confirmed.ok()) return confirmed.status();
+  if (confirmed->stopped) return std::optional<PointOutcome>();
   if (confirmed->winner) best = confirmed->winner;
   outcome.leader_overturned = *best != leader;
   if (confirmed->heuristic_us > 0) outcome.heuristic_us = confirmed->heuristic_us;
@@ -289,96 +411,316 @@ absl::StatusOr<std::optional<PointOutcome>> TunePoint(db::TuningStore& store, Ba
   return std::optional<PointOutcome>(std::move(outcome));
 }
 
+// Which of the grid's points the pool's SKU still needs (all with --force).
+absl::Status PlanPool(db::TuningStore& store, const std::vector<GridPoint>& grid,
+                      const SweepOptions& options, Pool& pool) {
+  absl::StatusOr<int64_t> gpu_id = store.UpsertGpu(pool.sku);
+  if (!gpu_id.ok()) return gpu_id.status();
+  pool.gpu_id = *gpu_id;
+  pool.grid = DescribeGrid(grid);
+  // Resume: points this SKU already has for this kernel version are done.
+  for (const GridPoint& p : grid) {
+    const db::PointKey key{*gpu_id,       std::string(kernels::OpName(p.op)),
+                           std::string(kernels::DTypeName(p.dtype)),
+                           p.shape.rows,  p.shape.cols,
+                           p.shape.inner};
+    absl::StatusOr<bool> complete = store.IsPointComplete(key, pool.env.kernel_version);
+    if (!complete.ok()) return complete.status();
+    if (*complete && !options.force) {
+      PointOutcome skipped;
+      skipped.point = p;
+      skipped.already_complete = true;
+      pool.complete.push_back(skipped);
+    } else {
+      pool.todo.emplace_back(p, key);
+    }
+  }
+  if (options.progress != nullptr) {
+    // "NVIDIA H100 80GB HBM3 on GPU 0, GPU 1: ..."; unnamed devices (RunSweep)
+    // are not listed.
+    std::string who = pool.sku.name;
+    if (pool.device_names.size() > 1 || !pool.device_names.front().empty()) {
+      absl::StrAppend(&who, " on ", absl::StrJoin(pool.device_names, ", "));
+    }
+    *options.progress << absl::StrFormat("%s: %d points to tune, %d already in the store%s\n",
+                                         who, pool.todo.size(), pool.complete.size(),
+                                         options.force ? "" : " (use --force to redo them)");
+  }
+  return absl::OkStatus();
+}
+
+// Measures the copy roofline on `backend` and creates the pool's run, once:
+// the first device of the pool to get here does it, the others wait.
+absl::Status StartPool(db::TuningStore& store, Backend& backend, Pool& pool,
+                       const SweepOptions& options, Progress& progress) {
+  std::lock_guard<std::mutex> lock(pool.start_mu);
+  if (pool.started) return absl::OkStatus();
+  absl::StatusOr<double> copy_gbps = backend.MeasureCopyGbps();
+  if (!copy_gbps.ok()) return copy_gbps.status();
+  db::TuningRun run;
+  run.gpu_id = pool.gpu_id;
+  run.started_at = static_cast<int64_t>(std::time(nullptr));
+  run.host = options.host;
+  run.user = options.user;
+  run.command_line = options.command_line;
+  run.grid = pool.grid;
+  run.points_total = static_cast<int64_t>(pool.todo.size());
+  run.copy_gbps = *copy_gbps;
+  run.env = pool.env;
+  absl::StatusOr<int64_t> run_id = store.CreateRun(run);
+  if (!run_id.ok()) return run_id.status();
+  pool.run_id = *run_id;
+  pool.copy_gbps = *copy_gbps;
+  pool.started = true;
+  progress.PoolStarted(pool);
+  return absl::OkStatus();
+}
+
+// What one device did; `tuned` holds its points by index into the pool's todo.
+struct WorkResult {
+  DeviceOutcome outcome;
+  std::vector<std::pair<size_t, PointOutcome>> tuned;
+};
+
+// One device's share of a pool: points until none is left, the stop flag is
+// set, or an error (which stops this device only; its point is dropped).
+WorkResult Work(db::TuningStore& store, Backend& backend, Pool& pool, int device,
+                const std::string& name, const SweepOptions& options, Progress& progress) {
+  WorkResult result;
+  result.outcome.name = name;
+  result.outcome.gpu = pool.sku.name;
+  while (pool.next.load() < pool.todo.size()) {
+    if (Stopping(options)) {
+      result.outcome.interrupted = true;
+      break;
+    }
+    if (absl::Status s = StartPool(store, backend, pool, options, progress); !s.ok()) {
+      result.outcome.status = s;
+      break;
+    }
+    const size_t i = pool.next.fetch_add(1);
+    if (i >= pool.todo.size()) break;
+    const GridPoint& point = pool.todo[i].first;
+    absl::StatusOr<std::optional<PointOutcome>> outcome = TunePoint(
+        store, backend, point, pool.todo[i].second, pool.run_id, pool.copy_gbps, options,
+        [&](int done, int total) { progress.Candidate(device, pool, point, done, total); });
+    if (!outcome.ok()) {
+      result.outcome.status =
+          absl::Status(outcome.status().code(),
+                       absl::StrCat(PointName(point), ": ", outcome.status().message()));
+      break;
+    }
+    if (!outcome->has_value()) {
+      result.outcome.interrupted = true;
+      break;
+    }
+    PointOutcome& tuned = **outcome;
+    tuned.device = name;
+    progress.PointDone(device, pool, tuned);
+    ++result.outcome.points;
+    result.outcome.candidates += tuned.candidates;
+    result.tuned.emplace_back(i, std::move(tuned));
+  }
+  progress.DeviceDone(device);
+  return result;
+}
+
+// Marks the pool's run finished when every point it set out to do was
+// stored, interrupted otherwise; fills its summary.
+absl::Status FinishPool(db::TuningStore& store, const Pool& pool,
+                        std::vector<std::pair<size_t, PointOutcome>> tuned, bool interrupted,
+                        SweepSummary& summary) {
+  summary.gpu = pool.sku.name;
+  summary.devices = pool.device_names;
+  summary.interrupted = interrupted;
+  summary.points = pool.complete;
+  std::sort(tuned.begin(), tuned.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [index, outcome] : tuned) summary.points.push_back(std::move(outcome));
+  if (!pool.started) return absl::OkStatus();
+  summary.run_id = pool.run_id;
+  summary.copy_gbps = pool.copy_gbps;
+  const db::RunStatus status =
+      tuned.size() == pool.todo.size() ? db::RunStatus::kFinished : db::RunStatus::kInterrupted;
+  return store.FinishRun(pool.run_id, status, static_cast<int64_t>(std::time(nullptr)));
+}
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
 }  // namespace
 
 absl::StatusOr<SweepSummary> RunSweep(db::TuningStore& store, Backend& backend,
                                       const std::vector<GridPoint>& grid,
                                       const SweepOptions& options) {
   const Clock::time_point start = Clock::now();
+  Pool pool;
+  pool.sku = SkuOf(backend.device());
+  pool.env = backend.environment();
+  pool.device_names = {""};
+  if (absl::Status s = PlanPool(store, grid, options, pool); !s.ok()) return s;
   SweepSummary summary;
-  absl::StatusOr<int64_t> gpu_id = store.UpsertGpu(SkuOf(backend.device()));
-  if (!gpu_id.ok()) return gpu_id.status();
-  const db::Environment env = backend.environment();
-
-  // Resume: points this GPU already has for this kernel version are done.
-  std::vector<std::pair<GridPoint, db::PointKey>> todo;
-  for (const GridPoint& p : grid) {
-    const db::PointKey key{*gpu_id,       std::string(kernels::OpName(p.op)),
-                           std::string(kernels::DTypeName(p.dtype)),
-                           p.shape.rows,  p.shape.cols,
-                           p.shape.inner};
-    absl::StatusOr<bool> complete = store.IsPointComplete(key, env.kernel_version);
-    if (!complete.ok()) return complete.status();
-    if (*complete && !options.force) {
-      PointOutcome skipped;
-      skipped.point = p;
-      skipped.already_complete = true;
-      summary.points.push_back(skipped);
-    } else {
-      todo.emplace_back(p, key);
-    }
+  if (pool.todo.empty()) {
+    summary.gpu = pool.sku.name;
+    summary.points = pool.complete;
+    return summary;
   }
-  if (options.progress != nullptr) {
-    *options.progress << absl::StrFormat("%s: %d points to tune, %d already in the store%s\n",
-                                         backend.device().name, todo.size(),
-                                         grid.size() - todo.size(),
-                                         options.force ? "" : " (use --force to redo them)");
-  }
-  if (todo.empty()) return summary;
-
-  absl::StatusOr<double> copy_gbps = backend.MeasureCopyGbps();
-  if (!copy_gbps.ok()) return copy_gbps.status();
-  summary.copy_gbps = *copy_gbps;
-
-  db::TuningRun run;
-  run.gpu_id = *gpu_id;
-  run.started_at = static_cast<int64_t>(std::time(nullptr));
-  run.host = options.host;
-  run.user = options.user;
-  run.command_line = options.command_line;
-  run.grid = DescribeGrid(grid);
-  run.points_total = static_cast<int64_t>(todo.size());
-  run.copy_gbps = *copy_gbps;
-  run.env = env;
-  absl::StatusOr<int64_t> run_id = store.CreateRun(run);
-  if (!run_id.ok()) return run_id.status();
-  summary.run_id = *run_id;
-
-  Progress progress(options, static_cast<int>(todo.size()));
-  absl::Status failure = absl::OkStatus();
-  for (size_t i = 0; i < todo.size(); ++i) {
-    if (Stopping(options)) {
-      summary.interrupted = true;
-      break;
-    }
-    absl::StatusOr<std::optional<PointOutcome>> outcome =
-        TunePoint(store, backend, todo[i].first, todo[i].second, *run_id, *copy_gbps, options,
-                  progress, static_cast<int>(i));
-    if (!outcome.ok()) {
-      failure = outcome.status();
-      break;
-    }
-    if (!outcome->has_value()) {
-      summary.interrupted = true;
-      break;
-    }
-    progress.PointDone(static_cast<int>(i), **outcome);
-    summary.points.push_back(**std::move(outcome));
-  }
-  const db::RunStatus status = failure.ok() && !summary.interrupted ? db::RunStatus::kFinished
-                                                                    : db::RunStatus::kInterrupted;
-  const absl::Status finished =
-      store.FinishRun(*run_id, status, static_cast<int64_t>(std::time(nullptr)));
-  if (!failure.ok()) return failure;
+  Progress progress(options, pool.device_names, {&pool});
+  WorkResult result = Work(store, backend, pool, 0, "", options, progress);
+  const absl::Status finished = FinishPool(store, pool, std::move(result.tuned),
+                                           result.outcome.interrupted, summary);
+  if (!result.outcome.status.ok()) return result.outcome.status;
   if (!finished.ok()) return finished;
-  summary.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  summary.devices.clear();
+  summary.wall_seconds = SecondsSince(start);
+  return summary;
+}
+
+bool NodeSweepSummary::failed() const {
+  return std::any_of(devices.begin(), devices.end(),
+                     [](const DeviceOutcome& d) { return !d.status.ok(); });
+}
+
+absl::StatusOr<NodeSweepSummary> RunNodeSweep(db::TuningStore& store,
+                                              const std::vector<SweepDevice>& devices,
+                                              const std::vector<GridPoint>& grid,
+                                              const SweepOptions& options) {
+  if (devices.empty()) return absl::InvalidArgumentError("no device to tune on");
+  const Clock::time_point start = Clock::now();
+
+  // Each device is opened on its own thread (a GPU backend binds that
+  // thread to its GPU); the plan needs every device's SKU, so the workers
+  // wait for it before they take any point.
+  struct Worker {
+    std::unique_ptr<Backend> backend;
+    std::unique_ptr<db::TuningStore> store;
+    absl::Status open_status;
+    std::promise<void> opened;
+    Pool* pool = nullptr;  // set by the plan; null: nothing to do
+    WorkResult result;
+  };
+  std::vector<Worker> workers(devices.size());
+  std::vector<std::future<void>> opened;
+  for (Worker& w : workers) opened.push_back(w.opened.get_future());
+  std::promise<void> planned;
+  const std::shared_future<void> plan = planned.get_future().share();
+  std::unique_ptr<Progress> progress;  // made by the plan
+
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    threads.emplace_back([&, i] {
+      Worker& w = workers[i];
+      absl::StatusOr<std::unique_ptr<Backend>> backend = devices[i].open();
+      if (backend.ok()) {
+        w.backend = *std::move(backend);
+        db::OpenOptions open;
+        open.check_integrity = false;  // the caller's open checked the file
+        absl::StatusOr<std::unique_ptr<db::TuningStore>> connection =
+            db::TuningStore::Open(store.path(), open);
+        if (connection.ok()) {
+          w.store = *std::move(connection);
+        } else {
+          w.open_status = connection.status();
+        }
+      } else {
+        w.open_status = backend.status();
+      }
+      w.opened.set_value();
+      plan.wait();
+      if (w.pool != nullptr) {
+        w.result = Work(*w.store, *w.backend, *w.pool, static_cast<int>(i), devices[i].name,
+                        options, *progress);
+      }
+      // Released on the thread that used them.
+      w.store.reset();
+      w.backend.reset();
+    });
+  }
+  for (std::future<void>& f : opened) f.wait();
+
+  // The plan: a pool per SKU, in the order of each SKU's first device.
+  std::vector<std::unique_ptr<Pool>> pools;
+  std::vector<Pool*> pool_of(devices.size(), nullptr);
+  for (size_t i = 0; i < devices.size(); ++i) {
+    Worker& w = workers[i];
+    if (!w.open_status.ok()) continue;
+    const db::GpuSku sku = SkuOf(w.backend->device());
+    auto same = std::find_if(pools.begin(), pools.end(),
+                             [&](const std::unique_ptr<Pool>& p) { return p->sku == sku; });
+    if (same == pools.end()) {
+      pools.push_back(std::make_unique<Pool>());
+      pools.back()->index = static_cast<int>(pools.size()) - 1;
+      pools.back()->sku = sku;
+      pools.back()->env = w.backend->environment();
+      same = pools.end() - 1;
+    }
+    (*same)->device_names.push_back(devices[i].name);
+    pool_of[i] = same->get();
+  }
+  absl::Status planning = absl::OkStatus();
+  for (const std::unique_ptr<Pool>& pool : pools) {
+    planning = PlanPool(store, grid, options, *pool);
+    if (!planning.ok()) break;
+  }
+  if (planning.ok()) {
+    std::vector<std::string> names;
+    for (const SweepDevice& d : devices) names.push_back(d.name);
+    std::vector<const Pool*> all;
+    for (const std::unique_ptr<Pool>& pool : pools) all.push_back(pool.get());
+    progress = std::make_unique<Progress>(options, std::move(names), all);
+    for (size_t i = 0; i < devices.size(); ++i) workers[i].pool = pool_of[i];
+  }
+  planned.set_value();
+  for (std::thread& t : threads) t.join();
+  if (!planning.ok()) return planning;
+
+  NodeSweepSummary summary;
+  absl::Status finishing = absl::OkStatus();
+  for (const std::unique_ptr<Pool>& pool : pools) {
+    std::vector<std::pair<size_t, PointOutcome>> tuned;
+    bool interrupted = false;
+    for (size_t i = 0; i < devices.size(); ++i) {
+      if (pool_of[i] != pool.get()) continue;
+      interrupted = interrupted || workers[i].result.outcome.interrupted;
+      for (auto& t : workers[i].result.tuned) tuned.push_back(std::move(t));
+    }
+    summary.skus.emplace_back();
+    const absl::Status finished =
+        FinishPool(store, *pool, std::move(tuned), interrupted, summary.skus.back());
+    if (finishing.ok()) finishing = finished;
+    summary.interrupted = summary.interrupted || interrupted;
+  }
+  const double wall_seconds = SecondsSince(start);
+  for (SweepSummary& sku : summary.skus) sku.wall_seconds = wall_seconds;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    DeviceOutcome outcome = workers[i].result.outcome;
+    outcome.name = devices[i].name;
+    if (!workers[i].open_status.ok()) outcome.status = workers[i].open_status;
+    if (pool_of[i] != nullptr) outcome.gpu = pool_of[i]->sku.name;
+    summary.devices.push_back(std::move(outcome));
+  }
+  progress->Finished(summary.devices);
+  if (!finishing.ok()) return finishing;
   return summary;
 }
 
 std::string FormatSummary(const SweepSummary& summary) {
+  // Which device measured each point, when several shared the grid.
+  int device_width = 0;
+  if (summary.devices.size() > 1) {
+    device_width = 3;  // "gpu"
+    for (const std::string& name : summary.devices) {
+      device_width = std::max(device_width, static_cast<int>(name.size()));
+    }
+  }
+  const auto device_cell = [&](absl::string_view text) {
+    return device_width > 0 ? absl::StrFormat("%-*s  ", device_width, text) : std::string();
+  };
   std::string out = absl::StrFormat(
-      "%-21s %-8s %8s %7s %6s  %-30s %10s %7s %6s  %-30s %8s\n", "op", "dtype", "rows", "cols",
-      "inner", "tuned config", "time us", "GB/s", "%copy", "heuristic", "speedup");
+      "%s%-21s %-8s %8s %7s %6s  %-30s %10s %7s %6s  %-30s %8s\n", device_cell("gpu"), "op",
+      "dtype", "rows", "cols", "inner", "tuned config", "time us", "GB/s", "%copy", "heuristic",
+      "speedup");
   double log_sum = 0, max_speedup = 0;
   int timed = 0, reused = 0, pruned = 0, wrong = 0, skipped = 0, candidates = 0;
   for (const PointOutcome& o : summary.points) {
@@ -388,8 +730,8 @@ std::string FormatSummary(const SweepSummary& summary) {
     }
     const double speedup = o.heuristic_us > 0 ? o.heuristic_us / o.best_us : 0;
     absl::StrAppendFormat(&out,
-                          "%-21s %-8s %8d %7d %6d  %-30s %10.2f %7.0f %5.1f%%  %-30s %7.2fx%s\n",
-                          kernels::OpName(o.point.op), kernels::DTypeName(o.point.dtype),
+                          "%s%-21s %-8s %8d %7d %6d  %-30s %10.2f %7.0f %5.1f%%  %-30s %7.2fx%s\n",
+                          device_cell(o.device), kernels::OpName(o.point.op), kernels::DTypeName(o.point.dtype),
                           o.point.shape.rows, o.point.shape.cols, o.point.shape.inner,
                           o.best_key, o.best_us, o.gbps,
                           o.pct_of_copy, o.heuristic_key, speedup, o.graph_replay ? " (graph)" : "");
@@ -414,6 +756,36 @@ std::string FormatSummary(const SweepSummary& summary) {
                           "roofline %.0f GB/s; wall time %s\n",
                           std::exp(log_sum / timed), max_speedup, summary.copy_gbps,
                           FormatDuration(summary.wall_seconds));
+  }
+  return out;
+}
+
+std::string DescribeDeviceOutcome(const DeviceOutcome& d) {
+  std::string out = d.name;
+  if (!d.gpu.empty()) absl::StrAppend(&out, " (", d.gpu, ")");
+  absl::StrAppend(&out, ": ", d.points, " points tuned, ", d.candidates, " candidates");
+  if (!d.status.ok()) {
+    absl::StrAppend(&out, "; STOPPED: ", d.status.message());
+  } else if (d.interrupted) {
+    absl::StrAppend(&out, "; interrupted");
+  }
+  return out;
+}
+
+std::string FormatNodeSummary(const NodeSweepSummary& summary) {
+  std::string out;
+  for (const SweepSummary& sku : summary.skus) {
+    if (summary.skus.size() > 1) {
+      absl::StrAppend(&out, out.empty() ? "" : "\n", "== ", sku.gpu, " on ",
+                      absl::StrJoin(sku.devices, ", "), "\n");
+    }
+    absl::StrAppend(&out, FormatSummary(sku));
+  }
+  if (summary.devices.size() > 1) {
+    absl::StrAppend(&out, "\n");
+    for (const DeviceOutcome& d : summary.devices) {
+      absl::StrAppend(&out, DescribeDeviceOutcome(d), "\n");
+    }
   }
   return out;
 }

@@ -2,12 +2,14 @@
 // against the fp64 reference and timed (clearly slower ones pruned after a
 // short probe), and all candidates plus the winner are written to the store
 // in one transaction per point, so an interrupted run resumes where it
-// stopped.
+// stopped. RunNodeSweep does it on several GPUs at once.
 #ifndef KERNTUNE_TUNER_SWEEP_H_
 #define KERNTUNE_TUNER_SWEEP_H_
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -44,8 +46,8 @@ struct SweepOptions {
   std::string command_line;
   std::string host;
   std::string user;
-  // Set (e.g. by a SIGINT handler) to stop between candidates: the current
-  // point is dropped, the run is marked interrupted.
+  // Set (e.g. by a SIGINT handler) to stop between candidates, on every
+  // device: the current points are dropped, the runs marked interrupted.
   const std::atomic<bool>* stop = nullptr;
   // Progress: a line per point, or a live line on a terminal.
   std::ostream* progress = nullptr;
@@ -55,6 +57,7 @@ struct SweepOptions {
 struct PointOutcome {
   GridPoint point;
   bool already_complete = false;  // skipped: measured earlier (no --force)
+  std::string device;  // the SweepDevice that measured it; empty for RunSweep
   std::string best_key;
   double best_us = 0;
   bool graph_replay = false;
@@ -71,22 +74,87 @@ struct PointOutcome {
   bool leader_overturned = false;
 };
 
+// One GPU SKU's sweep.
 struct SweepSummary {
+  std::string gpu;     // the SKU's device name
   int64_t run_id = 0;  // 0 when nothing needed measuring
   double copy_gbps = 0;
   bool interrupted = false;
   double wall_seconds = 0;
+  // Points in the store already first, then those tuned, in grid order.
   std::vector<PointOutcome> points;
+  // The SweepDevices that shared the SKU's grid (RunNodeSweep).
+  std::vector<std::string> devices;
 };
 
+// Tunes `grid` on one device, on the calling thread. An error stops the run
+// (the current point is dropped) and is returned.
 absl::StatusOr<SweepSummary> RunSweep(db::TuningStore& store, Backend& backend,
                                       const std::vector<GridPoint>& grid,
                                       const SweepOptions& options);
 
+// One GPU of a node sweep.
+struct SweepDevice {
+  std::string name;  // how progress and summaries name it, e.g. "GPU 1"
+  // Makes its backend. Called once, on the device's own worker thread,
+  // which then does all of its work (a GpuBackend makes its device current
+  // on the calling thread).
+  std::function<absl::StatusOr<std::unique_ptr<Backend>>()> open;
+};
+
+// What one device did in a node sweep.
+struct DeviceOutcome {
+  std::string name;    // SweepDevice::name
+  std::string gpu;     // its SKU's device name; empty when it could not be opened
+  int points = 0;      // points it tuned and stored
+  int candidates = 0;  // candidates of those points
+  bool interrupted = false;  // stopped by SweepOptions::stop
+  // Why it stopped before the grid was done: it could not be opened, or
+  // measuring failed ("<point>: <error>"). OK otherwise.
+  absl::Status status;
+};
+
+struct NodeSweepSummary {
+  // One per GPU SKU, in the order of each SKU's first device.
+  std::vector<SweepSummary> skus;
+  std::vector<DeviceOutcome> devices;  // in the order given
+  bool interrupted = false;
+  bool failed() const;  // some device's status is not OK
+};
+
+// Tunes `grid` on every device at once, each on its own thread with its own
+// connection to `store`'s file (store itself is used on the calling thread
+// only). Devices of one SKU share the SKU's points: each device takes the
+// next point nobody has taken, so every point is measured on exactly one
+// device, and they share one run row (copy roofline measured on the first
+// of them to start). Each SKU gets the whole grid. Resume and --force work
+// per SKU as in RunSweep.
+//
+// A device that fails (cannot be opened, or a measurement returns an error)
+// stops there and drops its current point, which is not handed to another
+// device (a point that fails on one GPU of a SKU would likely fail on all):
+// the next run tunes it. The other devices go on with the rest of the grid;
+// the failure is in NodeSweepSummary::devices. Errors returned: the store
+// (planning, finishing runs), or no device given.
+absl::StatusOr<NodeSweepSummary> RunNodeSweep(db::TuningStore& store,
+                                              const std::vector<SweepDevice>& devices,
+                                              const std::vector<GridPoint>& grid,
+                                              const SweepOptions& options);
+
 // The end-of-run table: per point the chosen config, time, GB/s, % of copy
-// and speedup over the heuristic; then the geometric-mean and maximum
-// speedup and the counts of pruned, wrong and skipped candidates.
+// and speedup over the heuristic (and the device that measured it, when
+// several shared the grid); then the geometric-mean and maximum speedup and
+// the counts of pruned, wrong and skipped candidates.
 std::string FormatSummary(const SweepSummary& summary);
+
+// "GPU 1 (NVIDIA H100 80GB HBM3): 171 points tuned, 20431 candidates", and
+// why it stopped early, if it did.
+std::string DescribeDeviceOutcome(const DeviceOutcome& device);
+
+// FormatSummary of each SKU (under a "== <gpu> on <devices>" heading when
+// there are several), then one DescribeDeviceOutcome line per device when
+// there were several.
+std::string FormatNodeSummary(const NodeSweepSummary& summary);
 
 }  // namespace kt::tuner
 

@@ -70,6 +70,7 @@ TEST(KerntuneBinaryTest, UsageErrorsExitTwo) {
       {"configs list --rows=1,2", "--rows=1,2 must be one integer for this verb"},
       {"tune --cols=8,x", "--cols=8,x: \"x\" is not an integer"},
       {"tune --format=json", "--format is not a flag of `kerntune tune`"},
+      {"tune --device=1", "--device is not a flag of `kerntune tune`"},
       {"configs list --format=xml", "--format=xml must be table, json or csv"},
       {"configs import", "`kerntune configs import` takes FILE"},
       {"gpus extra", "unexpected argument \"extra\""},
@@ -100,6 +101,26 @@ TEST(KerntuneBinaryTest, TuneRefusesBadGridsBeforeTouchingAGpu) {
     EXPECT_EQ(run.code, 2) << c.args << "\n" << run.output;
     EXPECT_THAT(run.output, HasSubstr(c.message)) << c.args;
   }
+}
+
+// With no GPU visible, whatever --devices names: exit 1 before the store is
+// touched (CUDA_VISIBLE_DEVICES hides a GPU the host may have).
+TEST(KerntuneBinaryTest, TuneWithoutAGpuExitsOne) {
+  testing::ScopedTempDir dir;
+  const std::string db = dir.File("tuning.db");
+  for (const char* devices : {"", " --devices=all", " --devices=0,GPU-5b7f21c4"}) {
+    const ProcessResult run =
+        Kerntune(std::string("tune --db=") + db + devices, "CUDA_VISIBLE_DEVICES=");
+    EXPECT_EQ(run.code, 1) << devices << "\n" << run.output;
+    EXPECT_THAT(run.output, HasSubstr("kerntune tune: no CUDA device found: tuning needs a GPU"))
+        << devices;
+  }
+  struct stat st;
+  EXPECT_NE(stat(db.c_str(), &st), 0) << "the store was created";
+  const ProcessResult help = Kerntune("tune --help");
+  EXPECT_EQ(help.code, 0);
+  EXPECT_THAT(help.output, HasSubstr("--devices"));
+  EXPECT_THAT(help.output, ::testing::Not(HasSubstr("--device\n")));
 }
 
 TEST(KerntuneBinaryTest, ListsTheFixtureAndHonoursKerntuneDb) {

@@ -1,14 +1,22 @@
 // The sweep on a fake backend: what it records, what may win, pruning,
-// graph replay for launch-bound points, resume and --force, failures.
+// graph replay for launch-bound points, resume and --force, failures; and
+// the node sweep on several fake devices at once.
 #include "tuner/sweep.h"
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
+#include <sstream>
 #include <string>
+#include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kernels/launch_config.h"
 #include "tests/testing/scoped_temp_dir.h"
@@ -20,8 +28,30 @@ using kernels::DType;
 using kernels::LaunchConfig;
 using kernels::Op;
 
+// Holds each device's first Prepare until `expected` devices have arrived:
+// every device then has a point, so a test knows the devices worked at once
+// (one cannot take the whole grid before another starts).
+class Rendezvous {
+ public:
+  explicit Rendezvous(int expected) : expected_(expected) {}
+  // False when the others did not arrive within 10 s.
+  bool Arrive() {
+    std::unique_lock<std::mutex> lock(mu_);
+    ++arrived_;
+    cv_.notify_all();
+    return cv_.wait_for(lock, std::chrono::seconds(10), [&] { return arrived_ >= expected_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  const int expected_;
+};
+
 // Times are a fixed function of the config key; the fastest config of every
-// point fails the reference check, so the sweep must never pick it.
+// point fails the reference check, so the sweep must never pick it. A node
+// sweep's devices each have their own (used on that device's thread only).
 struct FakeDevice {
   std::map<std::string, int> measures;  // per config key, across points
   std::vector<MeasureOptions> options_seen;
@@ -31,6 +61,13 @@ struct FakeDevice {
   bool fail_with_error = false;
   // A config that looks fastest on its first timing and slow ever after.
   std::string lucky_key;
+  std::vector<std::string> prepared;  // PointName of every Prepare
+  Rendezvous* rendezvous = nullptr;         // the first Prepare waits here
+  Rendezvous* second_rendezvous = nullptr;  // and the second here
+  bool rendezvous_ok = true;
+  // Measurements begun after *stop was set.
+  const std::atomic<bool>* stop = nullptr;
+  int measures_after_stop = 0;
 };
 
 double ModelTime(const std::string& key, double scale) {
@@ -45,6 +82,7 @@ class FakeMeasurer final : public PointMeasurer {
   absl::StatusOr<CandidateMeasurement> Measure(const LaunchConfig& config,
                                                const MeasureOptions& options) override {
     const std::string key = kernels::ConfigKey(config);
+    if (device_.stop != nullptr && device_.stop->load()) ++device_.measures_after_stop;
     ++device_.measures[key];
     device_.options_seen.push_back(options);
     ++device_.total_measures;
@@ -81,11 +119,17 @@ class FakeMeasurer final : public PointMeasurer {
 
 class FakeBackend final : public Backend {
  public:
-  explicit FakeBackend(FakeDevice& device) : fake_(device), device_(kernels::DescribedH100()) {}
+  explicit FakeBackend(FakeDevice& device, kernels::DeviceInfo info = kernels::DescribedH100())
+      : fake_(device), device_(std::move(info)) {}
   const kernels::DeviceInfo& device() const override { return device_; }
   db::Environment environment() const override { return {580, 13000, "test+k1"}; }
   absl::StatusOr<double> MeasureCopyGbps() override { return 4000.0; }
   absl::StatusOr<std::unique_ptr<PointMeasurer>> Prepare(const GridPoint& point) override {
+    Rendezvous* rendezvous = fake_.prepared.empty()       ? fake_.rendezvous
+                             : fake_.prepared.size() == 1 ? fake_.second_rendezvous
+                                                          : nullptr;
+    if (rendezvous != nullptr && !rendezvous->Arrive()) fake_.rendezvous_ok = false;
+    fake_.prepared.push_back(PointName(point));
     // The fastest config by the model is the wrong one.
     absl::StatusOr<std::vector<LaunchConfig>> configs =
         kernels::EnumerateConfigs(point.op, point.dtype, point.shape, device_);
@@ -304,6 +348,29 @@ TEST_F(SweepTest, InterruptedRunResumesWhereItStoppedAndForceRedoesAll) {
   }
 }
 
+TEST_F(SweepTest, AStopDuringTheConfirmationDropsThePoint) {
+  const GridPoint point = grid_[0];
+  const auto configs = kernels::EnumerateConfigs(point.op, point.dtype, point.shape,
+                                                 kernels::DescribedH100());
+  ASSERT_TRUE(configs.ok());
+  std::atomic<bool> stop{false};
+  // The sweep measures every config once; the next measurement is the
+  // confirmation's first re-timing (of the heuristic).
+  const int first_confirmation = static_cast<int>(configs->size()) + 1;
+  fake_.on_measure = [&](int n) {
+    if (n == first_confirmation) stop = true;
+  };
+  SweepOptions options;
+  options.stop = &stop;
+  FakeBackend backend(fake_);
+  absl::StatusOr<SweepSummary> summary = RunSweep(*store_, backend, {point}, options);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_TRUE(summary->interrupted);
+  EXPECT_EQ(fake_.total_measures, first_confirmation) << "no re-timing after the stop";
+  EXPECT_TRUE(Best().empty()) << "a point stopped in its confirmation is not written";
+  EXPECT_EQ(store_->GetRun(summary->run_id)->status, db::RunStatus::kInterrupted);
+}
+
 TEST_F(SweepTest, TunesTheNewRowOpsAndRecordsTheirConfigsWhole) {
   absl::StatusOr<std::vector<GridPoint>> grid =
       CustomGrid({Op::kRmsNorm, Op::kReduceScale, Op::kScaledMaskedSoftmax}, {DType::kBFloat16},
@@ -385,6 +452,359 @@ TEST_F(SweepTest, DeviceErrorStopsTheRunNamingThePoint) {
   ASSERT_TRUE(runs.ok());
   ASSERT_EQ(runs->size(), 1u);
   EXPECT_EQ((*runs)[0].status, db::RunStatus::kInterrupted);
+}
+
+// --- RunNodeSweep: several fake devices, each on its own thread ---
+
+kernels::DeviceInfo DescribedH200() {
+  absl::StatusOr<kernels::DeviceInfo> info =
+      kernels::DescribeSku("NVIDIA H200 (described)", 9, 0, 132, 150754820096);
+  EXPECT_TRUE(info.ok()) << info.status();
+  return info.ok() ? *info : kernels::DescribedH100();
+}
+
+class NodeSweepTest : public SweepTest {
+ protected:
+  void SetUp() override {
+    SweepTest::SetUp();
+    grid_ = *CustomGrid({Op::kSoftmax, Op::kLayerNorm, Op::kRmsNorm}, {DType::kFloat16}, {64},
+                        {1024, 4096});
+    ASSERT_EQ(grid_.size(), 6u);
+    options_.progress = &progress_;
+  }
+
+  // A device on fakes_[i]; its Prepare waits at `rendezvous` first when given.
+  SweepDevice Device(int i, kernels::DeviceInfo info = kernels::DescribedH100(),
+                     Rendezvous* rendezvous = nullptr) {
+    FakeDevice& fake = fakes_[i];
+    fake.rendezvous = rendezvous;
+    return {absl::StrCat("GPU ", i), [&fake, info]() -> absl::StatusOr<std::unique_ptr<Backend>> {
+              return std::unique_ptr<Backend>(new FakeBackend(fake, info));
+            }};
+  }
+
+  absl::StatusOr<NodeSweepSummary> Run(const std::vector<SweepDevice>& devices) {
+    return RunNodeSweep(*store_, devices, grid_, options_);
+  }
+
+  // Candidates the store holds for `row`'s point, against the configs the
+  // point has: equal when the point was measured once and written whole.
+  void ExpectWhole(const db::BestConfig& row, const kernels::DeviceInfo& device) {
+    absl::StatusOr<std::vector<db::Candidate>> candidates =
+        store_->ListCandidates(row.point, std::nullopt);
+    ASSERT_TRUE(candidates.ok()) << candidates.status();
+    const auto configs = kernels::EnumerateConfigs(
+        *kernels::ParseOp(row.point.op), DType::kFloat16, {row.point.rows, row.point.cols},
+        device);
+    ASSERT_TRUE(configs.ok());
+    EXPECT_EQ(candidates->size(), configs->size())
+        << row.point.op << " " << row.point.cols << ": measured more than once, or not whole";
+  }
+
+  std::set<std::string> GridNames() const {
+    std::set<std::string> names;
+    for (const GridPoint& p : grid_) names.insert(PointName(p));
+    return names;
+  }
+
+  FakeDevice fakes_[3];
+  SweepOptions options_;
+  std::ostringstream progress_;
+};
+
+TEST_F(NodeSweepTest, DevicesOfOneSkuShareTheGridEachPointMeasuredOnce) {
+  Rendezvous rendezvous(2);
+  absl::StatusOr<NodeSweepSummary> summary =
+      Run({Device(0, kernels::DescribedH100(), &rendezvous),
+           Device(1, kernels::DescribedH100(), &rendezvous)});
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_FALSE(summary->failed());
+  EXPECT_FALSE(summary->interrupted);
+  for (const FakeDevice& fake : fakes_) EXPECT_TRUE(fake.rendezvous_ok) << "devices ran at once";
+
+  // Each point prepared on exactly one device, and every device had some.
+  std::multiset<std::string> prepared;
+  for (const FakeDevice& fake : fakes_) prepared.insert(fake.prepared.begin(), fake.prepared.end());
+  EXPECT_EQ(std::set<std::string>(prepared.begin(), prepared.end()), GridNames());
+  EXPECT_EQ(prepared.size(), grid_.size()) << "a point was measured on two devices";
+  EXPECT_GE(fakes_[0].prepared.size(), 1u);
+  EXPECT_GE(fakes_[1].prepared.size(), 1u);
+
+  const std::vector<db::BestConfig> best = Best();
+  ASSERT_EQ(best.size(), grid_.size());
+  for (const db::BestConfig& row : best) ExpectWhole(row, kernels::DescribedH100());
+  // One SKU: one run, which every device wrote under.
+  absl::StatusOr<std::vector<db::TuningRun>> runs = store_->ListRuns(std::nullopt);
+  ASSERT_TRUE(runs.ok());
+  ASSERT_EQ(runs->size(), 1u);
+  EXPECT_EQ((*runs)[0].status, db::RunStatus::kFinished);
+  EXPECT_EQ((*runs)[0].points_total, 6);
+  EXPECT_EQ((*runs)[0].points_done, 6);
+  for (const db::BestConfig& row : best) EXPECT_EQ(row.run_id, (*runs)[0].id);
+
+  // The summary says which device measured what.
+  ASSERT_EQ(summary->skus.size(), 1u);
+  const SweepSummary& sku = summary->skus[0];
+  EXPECT_EQ(sku.devices, (std::vector<std::string>{"GPU 0", "GPU 1"}));
+  EXPECT_EQ(sku.run_id, (*runs)[0].id);
+  ASSERT_EQ(sku.points.size(), grid_.size());
+  for (size_t i = 0; i < sku.points.size(); ++i) {
+    const PointOutcome& o = sku.points[i];
+    EXPECT_EQ(PointName(o.point), PointName(grid_[i])) << "grid order";
+    const FakeDevice& fake = fakes_[o.device == "GPU 0" ? 0 : 1];
+    EXPECT_EQ(std::count(fake.prepared.begin(), fake.prepared.end(), PointName(o.point)), 1)
+        << PointName(o.point) << " is not " << o.device << "'s";
+  }
+  ASSERT_EQ(summary->devices.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    const DeviceOutcome& d = summary->devices[i];
+    EXPECT_EQ(d.name, absl::StrCat("GPU ", i));
+    EXPECT_EQ(d.gpu, "NVIDIA H100 80GB HBM3 (described)");
+    EXPECT_TRUE(d.status.ok()) << d.status;
+    EXPECT_EQ(d.points, static_cast<int>(fakes_[i].prepared.size()));
+  }
+
+  // Progress names the device of every point and ends with each device's count.
+  const std::string log = progress_.str();
+  EXPECT_NE(log.find("NVIDIA H100 80GB HBM3 (described) on GPU 0, GPU 1: 6 points to tune"),
+            std::string::npos)
+      << log;
+  for (const PointOutcome& o : sku.points) {
+    EXPECT_NE(log.find(absl::StrCat(o.device, " ", PointName(o.point))), std::string::npos)
+        << log;
+  }
+  for (const DeviceOutcome& d : summary->devices) {
+    const std::string line = absl::StrCat(d.name, " (NVIDIA H100 80GB HBM3 (described)): ",
+                                          d.points, " points tuned, ", d.candidates,
+                                          " candidates\n");
+    EXPECT_NE(log.find(line), std::string::npos) << log;
+    EXPECT_NE(FormatNodeSummary(*summary).find(line), std::string::npos);
+  }
+}
+
+TEST_F(NodeSweepTest, EachSkuTunesTheWholeGridOnItsOwnDevices) {
+  // GPUs 0 and 2 are H100s and share a grid; GPU 1, an H200, has its own.
+  Rendezvous rendezvous(3);
+  absl::StatusOr<NodeSweepSummary> summary =
+      Run({Device(0, kernels::DescribedH100(), &rendezvous),
+           Device(1, DescribedH200(), &rendezvous),
+           Device(2, kernels::DescribedH100(), &rendezvous)});
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_FALSE(summary->failed());
+  for (const FakeDevice& fake : fakes_) EXPECT_TRUE(fake.rendezvous_ok);
+
+  std::multiset<std::string> h100(fakes_[0].prepared.begin(), fakes_[0].prepared.end());
+  h100.insert(fakes_[2].prepared.begin(), fakes_[2].prepared.end());
+  EXPECT_EQ(h100.size(), grid_.size());
+  EXPECT_EQ(std::set<std::string>(h100.begin(), h100.end()), GridNames());
+  EXPECT_EQ(fakes_[1].prepared.size(), grid_.size());
+  EXPECT_EQ(std::set<std::string>(fakes_[1].prepared.begin(), fakes_[1].prepared.end()),
+            GridNames());
+
+  absl::StatusOr<std::vector<db::GpuSummary>> gpus = store_->ListGpus();
+  ASSERT_TRUE(gpus.ok());
+  ASSERT_EQ(gpus->size(), 2u);
+  for (const db::GpuSummary& gpu : *gpus) {
+    EXPECT_EQ(gpu.best_configs, 6) << gpu.gpu.sku.name;
+    EXPECT_EQ(gpu.runs, 1) << gpu.gpu.sku.name;
+  }
+  for (const db::BestConfig& row : Best()) {
+    ExpectWhole(row, row.point.gpu_id == (*gpus)[0].gpu.id ? kernels::DescribedH100()
+                                                            : DescribedH200());
+  }
+  ASSERT_EQ(summary->skus.size(), 2u);
+  EXPECT_EQ(summary->skus[0].gpu, "NVIDIA H100 80GB HBM3 (described)");
+  EXPECT_EQ(summary->skus[0].devices, (std::vector<std::string>{"GPU 0", "GPU 2"}));
+  EXPECT_EQ(summary->skus[1].gpu, "NVIDIA H200 (described)");
+  EXPECT_EQ(summary->skus[1].devices, (std::vector<std::string>{"GPU 1"}));
+  EXPECT_EQ(summary->devices[1].points, 6);
+  EXPECT_EQ(summary->devices[0].points + summary->devices[2].points, 6);
+  const std::string table = FormatNodeSummary(*summary);
+  EXPECT_NE(table.find("== NVIDIA H200 (described) on GPU 1\n"), std::string::npos) << table;
+  EXPECT_NE(table.find("== NVIDIA H100 80GB HBM3 (described) on GPU 0, GPU 2\n"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(progress_.str().find("NVIDIA H200 (described) on GPU 1: 6 points to tune"),
+            std::string::npos)
+      << progress_.str();
+}
+
+TEST_F(NodeSweepTest, AStopHaltsEveryDeviceAndTheNextRunResumesPerSku) {
+  std::atomic<bool> stop{false};
+  // Both devices finish a point, then both start their second; GPU 1 waits
+  // inside its third measurement there while GPU 0 stops the run three
+  // measurements into its own: two points stored, two dropped, two never
+  // taken.
+  Rendezvous first(2), second(2);
+  std::vector<SweepDevice> devices = {Device(0, kernels::DescribedH100(), &first),
+                                      Device(1, kernels::DescribedH100(), &first)};
+  int in_second[2] = {0, 0};
+  fakes_[0].on_measure = [&](int) {
+    if (fakes_[0].prepared.size() == 2 && ++in_second[0] == 3) stop = true;
+  };
+  fakes_[1].on_measure = [&](int) {
+    if (fakes_[1].prepared.size() != 2 || ++in_second[1] != 3) return;
+    for (int i = 0; i < 10000 && !stop; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  };
+  for (FakeDevice& fake : fakes_) {
+    fake.second_rendezvous = &second;
+    fake.stop = &stop;
+  }
+  options_.stop = &stop;
+  absl::StatusOr<NodeSweepSummary> summary = Run(devices);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_TRUE(summary->interrupted);
+  EXPECT_FALSE(summary->failed());
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_TRUE(summary->devices[i].interrupted) << i;
+    EXPECT_LE(fakes_[i].measures_after_stop, 1) << "GPU " << i << " went on after the stop";
+  }
+  for (const FakeDevice& fake : fakes_) EXPECT_TRUE(fake.rendezvous_ok);
+  EXPECT_EQ(fakes_[0].prepared.size(), 2u);
+  EXPECT_EQ(fakes_[1].prepared.size(), 2u);
+  const std::vector<db::BestConfig> first_best = Best();
+  EXPECT_EQ(first_best.size(), 2u);
+  for (const db::BestConfig& row : first_best) ExpectWhole(row, kernels::DescribedH100());
+  std::set<std::string> stored;
+  for (const db::BestConfig& row : first_best) {
+    stored.insert(db::DescribePoint(row.point.op, row.point.dtype, row.point.rows,
+                                    row.point.cols, row.point.inner));
+  }
+  absl::StatusOr<std::vector<db::TuningRun>> runs = store_->ListRuns(std::nullopt);
+  ASSERT_TRUE(runs.ok());
+  ASSERT_EQ(runs->size(), 1u);
+  EXPECT_EQ((*runs)[0].status, db::RunStatus::kInterrupted);
+  EXPECT_EQ((*runs)[0].points_done, static_cast<int64_t>(first_best.size()));
+
+  // The next run measures exactly the points the first did not store.
+  stop = false;
+  for (FakeDevice& fake : fakes_) fake = FakeDevice();
+  summary = Run({Device(0), Device(1)});
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_FALSE(summary->interrupted);
+  std::multiset<std::string> prepared;
+  for (const FakeDevice& fake : fakes_) prepared.insert(fake.prepared.begin(), fake.prepared.end());
+  std::multiset<std::string> missing;
+  for (const std::string& name : GridNames()) {
+    if (stored.count(name) == 0) missing.insert(name);
+  }
+  EXPECT_EQ(prepared, missing);
+  const std::vector<db::BestConfig> best = Best();
+  ASSERT_EQ(best.size(), grid_.size());
+  for (const db::BestConfig& row : best) ExpectWhole(row, kernels::DescribedH100());
+  int reused = 0;
+  for (const PointOutcome& o : summary->skus[0].points) reused += o.already_complete;
+  EXPECT_EQ(reused, static_cast<int>(first_best.size()));
+  EXPECT_EQ(store_->GetRun(summary->skus[0].run_id)->points_total,
+            static_cast<int64_t>(missing.size()));
+  EXPECT_EQ(store_->GetRun(summary->skus[0].run_id)->status, db::RunStatus::kFinished);
+
+  // Nothing left: no run, nothing measured.
+  for (FakeDevice& fake : fakes_) fake = FakeDevice();
+  summary = Run({Device(0), Device(1)});
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ(summary->skus[0].run_id, 0);
+  EXPECT_EQ(fakes_[0].total_measures + fakes_[1].total_measures, 0);
+}
+
+TEST_F(NodeSweepTest, AFailingDeviceStopsAloneAndTheOthersFinishTheGrid) {
+  Rendezvous rendezvous(2);
+  std::vector<SweepDevice> devices = {Device(0, kernels::DescribedH100(), &rendezvous),
+                                      Device(1, kernels::DescribedH100(), &rendezvous)};
+  // GPU 1 faults inside its first point.
+  fakes_[1].on_measure = [&](int n) {
+    if (n == 3) fakes_[1].fail_with_error = true;
+  };
+  absl::StatusOr<NodeSweepSummary> summary = Run(devices);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  ASSERT_EQ(fakes_[1].prepared.size(), 1u) << "GPU 1 took no point after its failure";
+  const std::string failed_point = fakes_[1].prepared[0];
+  EXPECT_TRUE(summary->failed());
+  EXPECT_FALSE(summary->interrupted);
+  const DeviceOutcome& bad = summary->devices[1];
+  EXPECT_EQ(bad.points, 0);
+  EXPECT_EQ(bad.status.code(), absl::StatusCode::kInternal);
+  EXPECT_NE(bad.status.message().find(failed_point + ": "), absl::string_view::npos)
+      << bad.status;
+  EXPECT_NE(bad.status.message().find("kernel fault (simulated)"), absl::string_view::npos);
+  const DeviceOutcome& good = summary->devices[0];
+  EXPECT_TRUE(good.status.ok()) << good.status;
+  EXPECT_EQ(good.points, 5) << "GPU 0 tuned every other point";
+
+  const std::vector<db::BestConfig> best = Best();
+  ASSERT_EQ(best.size(), 5u);
+  for (const db::BestConfig& row : best) {
+    ExpectWhole(row, kernels::DescribedH100());
+    EXPECT_NE(db::DescribePoint(row.point.op, row.point.dtype, row.point.rows, row.point.cols),
+              failed_point)
+        << "the failed point is dropped, not written";
+  }
+  EXPECT_EQ(store_->GetRun(summary->skus[0].run_id)->status, db::RunStatus::kInterrupted);
+  EXPECT_NE(FormatNodeSummary(*summary).find(absl::StrCat("GPU 1 (NVIDIA H100 80GB HBM3 "
+                                                          "(described)): 0 points tuned, 0 "
+                                                          "candidates; STOPPED: ",
+                                                          failed_point)),
+            std::string::npos)
+      << FormatNodeSummary(*summary);
+
+  // The next run tunes just that point.
+  for (FakeDevice& fake : fakes_) fake = FakeDevice();
+  summary = Run({Device(0), Device(1)});
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_FALSE(summary->failed());
+  EXPECT_EQ(fakes_[0].prepared.size() + fakes_[1].prepared.size(), 1u);
+  EXPECT_EQ(Best().size(), grid_.size());
+}
+
+TEST_F(NodeSweepTest, ADeviceThatCannotBeOpenedLeavesTheGridToTheOthers) {
+  SweepDevice broken{"GPU 1", []() -> absl::StatusOr<std::unique_ptr<Backend>> {
+                       return absl::NotFoundError("cannot use CUDA device 1");
+                     }};
+  absl::StatusOr<NodeSweepSummary> summary = Run({Device(0), broken});
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_TRUE(summary->failed());
+  EXPECT_EQ(summary->devices[1].status, absl::NotFoundError("cannot use CUDA device 1"));
+  EXPECT_EQ(summary->devices[1].gpu, "");
+  EXPECT_EQ(summary->devices[0].points, 6);
+  ASSERT_EQ(summary->skus.size(), 1u);
+  EXPECT_EQ(summary->skus[0].devices, (std::vector<std::string>{"GPU 0"}));
+  EXPECT_EQ(Best().size(), grid_.size());
+  EXPECT_NE(progress_.str().find("GPU 1: 0 points tuned, 0 candidates; STOPPED: cannot use CUDA "
+                                 "device 1"),
+            std::string::npos)
+      << progress_.str();
+}
+
+TEST_F(NodeSweepTest, OneDeviceReadsAsASweepAlwaysDidNamingItsGpu) {
+  absl::StatusOr<NodeSweepSummary> summary = Run({Device(0)});
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  ASSERT_EQ(summary->skus.size(), 1u);
+  EXPECT_EQ(FormatNodeSummary(*summary), FormatSummary(summary->skus[0]))
+      << "no per-device lines";
+  EXPECT_EQ(FormatSummary(summary->skus[0]).rfind("op", 0), 0u) << "no gpu column";
+  const std::string log = progress_.str();
+  EXPECT_EQ(log.rfind("NVIDIA H100 80GB HBM3 (described) on GPU 0: 6 points to tune, 0 already "
+                      "in the store (use --force to redo them)\n",
+                      0),
+            0u)
+      << log;
+  EXPECT_NE(log.find("[1/6] softmax float16 64x1024 "), std::string::npos) << log;
+  EXPECT_EQ(log.find("GPU 0 ("), std::string::npos) << log;
+
+  // RunSweep's header names the SKU only, as it always has.
+  std::ostringstream plain;
+  SweepOptions options;
+  options.progress = &plain;
+  options.force = true;
+  FakeBackend backend(fakes_[1]);
+  ASSERT_TRUE(RunSweep(*store_, backend, {grid_[0]}, options).ok());
+  EXPECT_EQ(plain.str().rfind("NVIDIA H100 80GB HBM3 (described): 1 points to tune, 0 already "
+                              "in the store\n",
+                              0),
+            0u)
+      << plain.str();
 }
 
 }  // namespace
