@@ -36,8 +36,7 @@ class Device {
   // sticky CUDA error) sets failure() and is returned as Unavailable.
   virtual absl::StatusOr<RunResult> Execute(const RunRequest& request) = 0;
   // Opens a client's allocation on this device from its cudaIpcMemHandle_t
-  // bytes, with its real size; InvalidArgument when the allocation lives on
-  // another device.
+  // bytes, with its real size.
   virtual absl::StatusOr<std::shared_ptr<const ClientMemory>> OpenCudaIpcMemory(
       const std::string& handle) = 0;
   // Every second: closes events of exited clients, reads finished kernel

@@ -100,6 +100,7 @@ class FakeDevice final : public Device {
       const std::string& handle) override {
     auto it = allocations_.find(handle);
     if (it == allocations_.end()) {
+      // As the driver does where the GPUs cannot reach each other.
       return absl::InvalidArgumentError("the handle's allocation is not on this device");
     }
     return std::make_shared<const FakeDeviceMemory>(it->second, info_.ordinal);
