@@ -1,13 +1,14 @@
 // KernTune service handlers (see service.h).
 #include "server/service.h"
 
-#include <cstdio>
 #include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "kernels/version.h"
 #include "proto/convert.h"
+#include "server/log.h"
 #include "server/run_request.h"
 #include "server/stage_clock.h"
 #include "tuner/backend.h"
@@ -123,8 +124,7 @@ void BufferToProto(const Registration& registration, pb::BufferInfo* out) {
 
 // Logs a failed request at the edge and converts its status.
 grpc::Status Fail(absl::string_view rpc, absl::string_view peer, const absl::Status& status) {
-  std::fprintf(stderr, "kerntuned: %s from %s failed: %s\n", std::string(rpc).c_str(),
-               std::string(peer).c_str(), status.ToString().c_str());
+  LogWarning(absl::StrCat(rpc, " from ", peer, " failed: ", status.ToString()));
   return ToGrpcStatus(status);
 }
 
@@ -445,10 +445,10 @@ void KernTuneService::Housekeep(absl::Time now) {
   const int evicted = cuda_ipc_.Evict(now, IsAlive);
   backend_.Housekeep(now, IsAlive);
   if (reaped.expired + reaped.owner_exited + evicted > 0) {
-    std::fprintf(stderr,
-                 "kerntuned: ended %d registrations past their lease and %d of exited "
-                 "processes; closed %d idle CUDA IPC mappings\n",
-                 reaped.expired, reaped.owner_exited, evicted);
+    LogInfo(absl::StrFormat(
+        "ended %d registrations past their lease and %d of exited processes; closed %d idle "
+        "CUDA IPC mappings",
+        reaped.expired, reaped.owner_exited, evicted));
   }
 }
 
