@@ -122,13 +122,15 @@ void BufferToProto(const Registration& registration, pb::BufferInfo* out) {
   out->set_runs(registration.runs);
 }
 
-// Logs a failed request at the edge and converts its status.
-grpc::Status Fail(absl::string_view rpc, absl::string_view peer, const absl::Status& status) {
-  LogWarning(absl::StrCat(rpc, " from ", peer, " failed: ", status.ToString()));
+}  // namespace
+
+// Logs a failed request at the edge, naming its caller by process, and
+// converts its status.
+grpc::Status KernTuneService::Fail(absl::string_view rpc, absl::string_view peer,
+                                   const absl::Status& status) {
+  request_log_.Failed(rpc, DescribeCaller(peer, Caller(peer)), status, absl::Now());
   return ToGrpcStatus(status);
 }
-
-}  // namespace
 
 KernTuneService::KernTuneService(Backend& backend, ServiceOptions options)
     : backend_(backend), options_(std::move(options)), started_(absl::Now()) {}
@@ -450,6 +452,7 @@ void KernTuneService::Housekeep(absl::Time now) {
         "CUDA IPC mappings",
         reaped.expired, reaped.owner_exited, evicted));
   }
+  request_log_.Flush(now);
 }
 
 void KernTuneService::CloseClientMemory() {
