@@ -91,6 +91,9 @@ void WriteText(const std::string& target, const pb::GetStatusResponse& s, std::o
                                                          "mappings"),
                                                   " open")
                                    : "not supported by this backend"});
+  lines.push_back({"inline", absl::StrCat("tensors up to ", HumanBytes(s.max_request_bytes()),
+                                          " (--max_request_bytes); larger ones in registered "
+                                          "memory")});
   // What it has served.
   const pb::DaemonStats& stats = s.stats();
   lines.push_back(
@@ -142,6 +145,7 @@ void WriteJson(const std::string& target, const pb::GetStatusResponse& s, std::o
       {"buffer_owners", absl::StrCat(s.buffer_owners())},
       {"open_ipc_mappings", absl::StrCat(s.open_ipc_mappings())},
       {"default_buffer_ttl_seconds", absl::StrCat(s.default_buffer_ttl_seconds())},
+      {"max_request_bytes", absl::StrCat(s.max_request_bytes())},
       {"cuda_ipc_supported", s.cuda_ipc_supported() ? "true" : "false"},
       {"uptime_seconds", absl::StrCat(s.uptime_seconds())},
       {"runs", absl::StrCat(s.stats().runs())},

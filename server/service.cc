@@ -371,6 +371,7 @@ grpc::Status KernTuneService::HandleGetStatus(absl::string_view peer,
   response->set_buffer_owners(totals.owners);
   response->set_open_ipc_mappings(static_cast<int64_t>(cuda_ipc_.size()));
   response->set_default_buffer_ttl_seconds(absl::ToInt64Seconds(options_.registry.default_ttl));
+  response->set_max_request_bytes(options_.max_request_bytes);
   response->set_cuda_ipc_supported(backend_.supports_cuda_ipc());
   StatsToProto(backend_.stats(), run_counters_.totals(), response->mutable_stats());
   return grpc::Status::OK;

@@ -24,6 +24,10 @@ from kerntune.v1 import kerntune_pb2_grpc as pb_grpc
 
 # Seconds every RPC may take; None = no deadline.
 DEFAULT_TIMEOUT_S = 60.0
+# Inline tensors above this size are checked against the daemon's limit
+# before they are copied into a request (GetStatus once per client); smaller
+# ones are sent as they are.
+_INLINE_CHECK_BYTES = 1 << 20
 
 OPS = {
     "softmax": pb.OP_SOFTMAX,
@@ -316,6 +320,8 @@ class Client:
         self._dead = collections.deque()
         # Stream-mode runs: (done event, objects kept alive until it fires).
         self._pending = collections.deque()
+        # GetStatus.max_request_bytes, asked for at the first large inline tensor.
+        self._max_request_bytes = None
         self.closed = False
 
     # -- connection ---------------------------------------------------------
@@ -357,6 +363,28 @@ class Client:
             return method(request, timeout=self.timeout)
         except grpc.RpcError as error:
             raise _errors.from_rpc_error(error) from None
+
+    def _inline_limit(self):
+        """The daemon's largest inline tensor in bytes (GetStatus, once); 0 when unknown."""
+        if self._max_request_bytes is None:
+            try:
+                self._max_request_bytes = self.status().max_request_bytes
+            except _errors.UnimplementedError:
+                self._max_request_bytes = 0  # an older daemon: it will say
+        return self._max_request_bytes
+
+    def _check_inline(self, what, layout, dtype):
+        """Refuses, before any copy, a tensor over the daemon's inline limit."""
+        nbytes = layout.elements * dtype.itemsize
+        if nbytes <= _INLINE_CHECK_BYTES:
+            return
+        limit = self._inline_limit()
+        if limit and nbytes > limit:
+            raise _errors.ResourceExhaustedError(
+                "%s of shape %s %s is %d bytes, over the daemon's limit of %d bytes for inline "
+                "tensors (kerntuned --max_request_bytes): put it in shared memory "
+                "(kerntune.shared_array(x), or kerntune.shared_empty(shape, dtype) to fill in "
+                "place), which has no such limit" % (what, layout.shape, dtype, nbytes, limit))
 
     # -- queries ------------------------------------------------------------
 
@@ -653,6 +681,10 @@ class Client:
             bias=_host_param(options.bias, "bias", x.dtype, layout.cols),
             mask=_host_mask(options.mask, x.dtype, layout))
         out_segment = _shared.segment_of(out) if out is not None else None
+        if _shared.segment_of(x) is None:
+            self._check_inline("x", layout, x.dtype)
+        elif out_segment is None:
+            self._check_inline("the output", layout, x.dtype)
 
         def build():
             used = []

@@ -670,8 +670,20 @@ class BadInputTest(DaemonTestCase):
 
     def test_over_the_request_limit(self):
         x = np.zeros((MAX_REQUEST_BYTES // 4 // 64 + 1, 64), dtype=np.float32)
+        error = self.check(kerntune.ResourceExhaustedError, grpc.StatusCode.RESOURCE_EXHAUSTED,
+                           lambda: self.client.softmax(x), "--max_request_bytes",
+                           "x of shape (4097, 64) float32 is 1048832 bytes, over the daemon's "
+                           "limit of 1048576 bytes", "kerntune.shared_array(x)")
+        self.assertIsInstance(error, kerntune.KernTuneError)
+        # Refused before it was sent: the daemon never saw it.
+        self.assertNotIn("RESOURCE_EXHAUSTED", self.daemon.log())
+        # A shared input with an inline output: the output is over the limit.
+        shared = kerntune.shared_array(x)
         self.check(kerntune.ResourceExhaustedError, grpc.StatusCode.RESOURCE_EXHAUSTED,
-                   lambda: self.client.softmax(x), "--max_request_bytes")
+                   lambda: self.client.softmax(shared), "the output of shape (4097, 64)")
+        # In shared memory both ways, the same shape runs.
+        out = kerntune.shared_empty(x.shape, x.dtype)
+        np.testing.assert_allclose(self.client.softmax(shared, out=out), 1 / 64)
 
     def test_the_daemon_stays_up(self):
         self.assertEqual(self.client.status().backend, "cpu")
