@@ -63,15 +63,20 @@ void WriteText(const std::string& target, const pb::GetStatusResponse& s, std::o
                                       ? ""
                                       : absl::StrCat(" at ", device.pci_bus_id()))});
   }
+  // The CPU backend loads no configs: say why, rather than "not loaded".
+  const bool cpu = s.backend() == "cpu";
   lines.push_back(
-      {"tuned", absl::StrCat(Plural(s.tuned_entries(), "entry", "entries"), " from ",
+      {"tuned", cpu ? absl::StrCat("not used: the CPU backend runs the fp64 reference (store ",
+                                   s.database_path().empty() ? "none" : s.database_path(), ")")
+                    : absl::StrCat(Plural(s.tuned_entries(), "entry", "entries"), " from ",
                              s.database_path().empty() ? "(no store)" : s.database_path(),
                              s.database_data_version() == 0
                                  ? " (not loaded)"
                                  : absl::StrCat(" (data version ", s.database_data_version(),
                                                 ")"))});
   lines.push_back(
-      {"shipped", s.shipped_config_files().empty()
+      {"shipped", cpu ? std::string("not used by the CPU backend")
+                  : s.shipped_config_files().empty()
                       ? std::string("none loaded")
                       : absl::StrCat(Plural(s.shipped_entries(), "entry", "entries"), " from ",
                                      absl::StrJoin(s.shipped_config_files(), ", "))});

@@ -131,7 +131,10 @@ TEST_F(KerntuneDaemonVerbsTest, StatusAsTextAndJson) {
   for (const char* line :
        {"kerntuned  ", "backend    cpu: --cpu given (the fp64 reference on the CPU; GPU tuned "
                        "configs",
-        "devices    none\n", "tuned      0 entries from ", "shipped    none loaded\n",
+        "devices    none\n",
+        // issue 27: "(not loaded)" did not say the CPU backend uses no configs.
+        "tuned      not used: the CPU backend runs the fp64 reference (store ",
+        "shipped    not used by the CPU backend\n",
         "inline     tensors up to 256.0 MiB (--max_request_bytes); larger ones in registered "
         "memory\n",
         "buffers    0 registered, 0 B, owned by 0 processes",
@@ -158,6 +161,7 @@ TEST_F(KerntuneDaemonVerbsTest, StatusAsTextAndJson) {
     EXPECT_TRUE(f.contains(key)) << key;
   }
   EXPECT_EQ(f.at("max_request_bytes").number_value(), 256 << 20);
+  EXPECT_THAT(text.out, Not(HasSubstr("not loaded")));
   EXPECT_THAT(f.at("backend_note").string_value(), HasSubstr("GPU tuned configs"));
   EXPECT_EQ(f.at("runs").number_value(), 0);
 }
