@@ -418,11 +418,11 @@ int RunConfigsList(const ConfigsListOptions& options, std::ostream& out,
   constexpr absl::string_view kVerb = "configs list";
   absl::StatusOr<PointFilter> filter = CheckFlags(options.filter);
   if (!filter.ok()) return ReportError(kVerb, filter.status(), err, kExitUsage);
-  absl::StatusOr<std::unique_ptr<db::TuningStore>> store = OpenStore(options.db_path);
+  absl::StatusOr<StoreForReading> store = OpenStoreForReading(options.db_path);
   if (!store.ok()) return ReportError(kVerb, store.status(), err);
   const std::vector<proto::ShippedConfigFile> shipped =
       ReadShipped(kVerb, options.configs_dir, err);
-  absl::StatusOr<std::vector<SkuConfigs>> skus = LoadSkuConfigs(**store, shipped);
+  absl::StatusOr<std::vector<SkuConfigs>> skus = LoadSkuConfigs(*store->store, shipped);
   if (!skus.ok()) return ReportError(kVerb, skus.status(), err);
 
   Table table = BestConfigTable();
@@ -439,7 +439,7 @@ int RunConfigsList(const ConfigsListOptions& options, std::ostream& out,
     const bool filtered = !filter->gpu.empty() || filter->op || filter->dtype ||
                           filter->rows || filter->cols || filter->inner;
     out << (filtered ? "no tuned configs match the filters in " : "no tuned configs in ")
-        << (*store)->path()
+        << store->Describe()
         << (options.configs_dir.empty() ? "" : absl::StrCat(" or in ", options.configs_dir))
         << "\n";
     return kExitOk;
@@ -470,19 +470,19 @@ int RunConfigsShow(const ConfigsShowOptions& options, std::ostream& out,
   // A point: without --inner, the last-axis one.
   db::PointKey point{0, *filter->op, *filter->dtype, *filter->rows, *filter->cols,
                      filter->inner.value_or(1)};
-  absl::StatusOr<std::unique_ptr<db::TuningStore>> store = OpenStore(options.db_path);
+  absl::StatusOr<StoreForReading> store = OpenStoreForReading(options.db_path);
   if (!store.ok()) return ReportError(kVerb, store.status(), err);
   const std::vector<proto::ShippedConfigFile> shipped =
       ReadShipped(kVerb, options.configs_dir, err);
-  absl::StatusOr<std::vector<SkuConfigs>> skus = LoadSkuConfigs(**store, shipped);
+  absl::StatusOr<std::vector<SkuConfigs>> skus = LoadSkuConfigs(*store->store, shipped);
   if (!skus.ok()) return ReportError(kVerb, skus.status(), err);
 
   const std::string described =
       db::DescribePoint(point.op, point.dtype, point.rows, point.cols, point.inner);
   absl::StatusOr<const SkuConfigs*> chosen = ChooseSku(
       *skus, filter->gpu, point, described,
-      options.configs_dir.empty() ? (*store)->path()
-                                  : absl::StrCat((*store)->path(), " or ", options.configs_dir));
+      options.configs_dir.empty() ? store->Describe()
+                                  : absl::StrCat(store->Describe(), " or ", options.configs_dir));
   if (!chosen.ok()) {
     return ReportError(kVerb, chosen.status(), err,
                        absl::IsInvalidArgument(chosen.status()) ? kExitUsage : kExitFailure);
@@ -502,7 +502,7 @@ int RunConfigsShow(const ConfigsShowOptions& options, std::ostream& out,
   std::vector<db::Candidate> candidates;
   if (options.candidates && local != nullptr) {
     absl::StatusOr<std::vector<db::Candidate>> listed =
-        (*store)->ListCandidates(local->point, std::nullopt);
+        store->store->ListCandidates(local->point, std::nullopt);
     if (!listed.ok()) return ReportError(kVerb, listed.status(), err);
     candidates = *std::move(listed);
   }
@@ -560,10 +560,16 @@ int RunConfigsExport(const ConfigsExportOptions& options, std::ostream& out,
   constexpr absl::string_view kVerb = "configs export";
   absl::StatusOr<PointFilter> filter = CheckFlags(options.filter);
   if (!filter.ok()) return ReportError(kVerb, filter.status(), err, kExitUsage);
-  absl::StatusOr<std::unique_ptr<db::TuningStore>> store =
-      OpenStore(options.db_path);
+  absl::StatusOr<StoreForReading> store = OpenStoreForReading(options.db_path);
   if (!store.ok()) return ReportError(kVerb, store.status(), err);
-  absl::StatusOr<db::Gpu> gpu = SelectOneGpu(**store, filter->gpu);
+  if (!store->exists) {
+    return ReportError(kVerb,
+                       absl::NotFoundError(absl::StrCat(
+                           "nothing to export: ", store->Describe(),
+                           " (run `kerntune tune` on a GPU, or pass --db)")),
+                       err);
+  }
+  absl::StatusOr<db::Gpu> gpu = SelectOneGpu(*store->store, filter->gpu);
   if (!gpu.ok()) {
     return ReportError(kVerb, gpu.status(), err,
                        absl::IsInvalidArgument(gpu.status()) ? kExitUsage
@@ -572,7 +578,7 @@ int RunConfigsExport(const ConfigsExportOptions& options, std::ostream& out,
   PointFilter one_gpu = *filter;
   one_gpu.gpu = GpuSelector{gpu->id, std::nullopt};
   absl::StatusOr<std::vector<db::BestConfig>> rows =
-      (*store)->ListBestConfigs(ToStoreFilter(one_gpu));
+      store->store->ListBestConfigs(ToStoreFilter(one_gpu));
   if (!rows.ok()) return ReportError(kVerb, rows.status(), err);
   absl::StatusOr<kerntune::v1::TunedConfigFile> file =
       proto::MakeConfigFile(gpu->sku, *rows, options.now);

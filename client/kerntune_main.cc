@@ -28,9 +28,8 @@
 #include "proto/shipped_configs.h"
 
 ABSL_FLAG(std::string, db, "",
-          "tuning database; default $KERNTUNE_DB, else "
-          "$XDG_DATA_HOME/kerntune/tuning.db, else "
-          "~/.local/share/kerntune/tuning.db (created on first use)");
+          "the tuning store; default $KERNTUNE_DB, else $XDG_DATA_HOME/kerntune/tuning.db, else "
+          "~/.local/share/kerntune/tuning.db");
 ABSL_FLAG(std::string, configs, "",
           "configs list, show: the directory of shipped tuned-config files (*.json, one per GPU "
           "SKU) the daemon serves after the store's entries; default <kerntune's "

@@ -7,7 +7,9 @@
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -157,11 +159,46 @@ TEST_F(ConfigsCliTest, GpusListsSkusWithCounts) {
   EXPECT_EQ(Lines(csv.out)[2], "2,NVIDIA A100-SXM4-80GB,8.0,108,85899345920,1,2,6");
 }
 
-TEST_F(ConfigsCliTest, AnEmptyStoreIsCreatedAndListsNothingClearly) {
-  const std::string fresh = dir_.File("sub/dir/fresh.db");
+// Sets environment variables for a scope and restores them.
+class ScopedEnv {
+ public:
+  void Set(const char* name, const std::string& value) {
+    Save(name);
+    setenv(name, value.c_str(), 1);
+  }
+  void Unset(const char* name) {
+    Save(name);
+    unsetenv(name);
+  }
+  ~ScopedEnv() {
+    for (const auto& [name, value] : saved_) {
+      if (value) {
+        setenv(name.c_str(), value->c_str(), 1);
+      } else {
+        unsetenv(name.c_str());
+      }
+    }
+  }
+
+ private:
+  void Save(const char* name) {
+    const char* value = std::getenv(name);
+    saved_.emplace_back(name, value ? std::optional<std::string>(value) : std::nullopt);
+  }
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+bool Exists(const std::string& path) {
+  struct stat info {};
+  return stat(path.c_str(), &info) == 0;
+}
+
+TEST_F(ConfigsCliTest, AnEmptyStoreListsNothingClearly) {
+  const std::string fresh = dir_.File("fresh.db");
+  ASSERT_TRUE(db::TuningStore::Open(fresh, {/*create_if_missing=*/true}).ok());
   Result gpus = Call(RunGpus, GpusOptions{fresh, OutputFormat::kTable});
   EXPECT_EQ(gpus.code, kExitOk) << gpus.err;
-  EXPECT_THAT(gpus.out, HasSubstr("no GPUs in " + fresh));
+  EXPECT_THAT(gpus.out, HasSubstr("no GPUs in " + fresh + " (run `kerntune tune`"));
   EXPECT_EQ(Call(RunGpus, GpusOptions{fresh, OutputFormat::kJson}).out, "[]\n");
   Result list = Call(RunConfigsList, ConfigsListOptions{fresh, OutputFormat::kTable, {}});
   EXPECT_EQ(list.code, kExitOk);
@@ -173,13 +210,75 @@ TEST_F(ConfigsCliTest, AnEmptyStoreIsCreatedAndListsNothingClearly) {
   EXPECT_EQ(Lines(csv.out).size(), 1u);  // the header only
 }
 
-TEST_F(ConfigsCliTest, DefaultDatabaseComesFromTheEnvironment) {
-  const std::string path = dir_.File("from_env.db");
-  ASSERT_EQ(setenv("KERNTUNE_DB", path.c_str(), 1), 0);
+// `configs list --db=/typo/x.db` must not create /typo and an empty store
+// and then report "no tuned configs": the path does not exist, and it says so.
+TEST_F(ConfigsCliTest, ReadVerbsNeverCreateAStoreAndSayWhenItIsMissing) {
+  const std::string typo_dir = dir_.File("typo");
+  const std::string typo = typo_dir + "/x.db";
+  const std::string missing_here = dir_.File("missing.db");
+  const std::vector<std::pair<std::string, std::string>> paths = {
+      {typo, "the directory " + typo_dir + " does not exist"},
+      {missing_here, "the file does not exist"}};
+  for (const auto& [path, why] : paths) {
+    const std::string message =
+        "no tuning store at " + path + ": " + why +
+        " (check --db; `kerntune tune` or `kerntune configs import FILE` creates one)";
+    ConfigsExportOptions export_options;
+    export_options.db_path = path;
+    const std::vector<std::pair<std::string, Result>> results = {
+        {"gpus", Call(RunGpus, GpusOptions{path, OutputFormat::kTable})},
+        {"configs list", Call(RunConfigsList, ConfigsListOptions{path, OutputFormat::kTable, {}})},
+        {"configs show", Call(RunConfigsShow, ConfigsShowOptions{path, OutputFormat::kTable,
+                                                                  HotPoint("1"), false})},
+        {"configs export", Call(RunConfigsExport, export_options)},
+    };
+    for (const auto& [verb, result] : results) {
+      EXPECT_EQ(result.code, kExitFailure) << verb << " " << path;
+      EXPECT_EQ(result.err, "kerntune " + verb + ": " + message + "\n");
+      EXPECT_EQ(result.out, "");
+    }
+    EXPECT_FALSE(Exists(path)) << path;
+  }
+  EXPECT_FALSE(Exists(typo_dir));
+
+  // Named by $KERNTUNE_DB: the same, naming the variable.
+  ScopedEnv env;
+  env.Set("KERNTUNE_DB", missing_here);
   const Result gpus = Call(RunGpus, GpusOptions{"", OutputFormat::kTable});
-  unsetenv("KERNTUNE_DB");
+  EXPECT_EQ(gpus.code, kExitFailure);
+  EXPECT_THAT(gpus.err, HasSubstr("no tuning store at " + missing_here +
+                                  ": the file does not exist (check $KERNTUNE_DB;"));
+  EXPECT_FALSE(Exists(missing_here));
+}
+
+// A default store not created yet reads as empty and stays uncreated (the
+// first `kerntune gpus` used to create ~/.local/share/kerntune/tuning.db).
+TEST_F(ConfigsCliTest, AMissingDefaultStoreReadsAsEmptyAndIsNotCreated) {
+  ScopedEnv env;
+  env.Unset("KERNTUNE_DB");
+  env.Unset("XDG_DATA_HOME");
+  env.Set("HOME", dir_.File("home"));
+  const std::string path = dir_.File("home") + "/.local/share/kerntune/tuning.db";
+  const Result gpus = Call(RunGpus, GpusOptions{"", OutputFormat::kTable});
   EXPECT_EQ(gpus.code, kExitOk) << gpus.err;
-  EXPECT_THAT(gpus.out, HasSubstr(path));
+  EXPECT_EQ(gpus.out, "no tuning store yet at " + path +
+                          " (run `kerntune tune` on a GPU, or `kerntune configs import FILE`)\n");
+  const Result list = Call(RunConfigsList, ConfigsListOptions{"", OutputFormat::kTable, {}});
+  EXPECT_EQ(list.code, kExitOk) << list.err;
+  EXPECT_EQ(list.out, "no tuned configs in " + path + " (no store there yet)\n");
+  ConfigsExportOptions export_options;
+  const Result exported = Call(RunConfigsExport, export_options);
+  EXPECT_EQ(exported.code, kExitFailure);
+  EXPECT_THAT(exported.err, HasSubstr("nothing to export: " + path + " (no store there yet)"));
+  EXPECT_FALSE(Exists(dir_.File("home") + "/.local"));
+}
+
+TEST_F(ConfigsCliTest, DefaultDatabaseComesFromTheEnvironment) {
+  ScopedEnv env;
+  env.Set("KERNTUNE_DB", db_);
+  const Result gpus = Call(RunGpus, GpusOptions{"", OutputFormat::kTable});
+  EXPECT_EQ(gpus.code, kExitOk) << gpus.err;
+  EXPECT_THAT(gpus.out, HasSubstr("NVIDIA H100 80GB HBM3"));
 }
 
 TEST_F(ConfigsCliTest, UnopenableStoreIsARuntimeFailure) {

@@ -102,6 +102,21 @@ TEST(KerntuneBinaryTest, TuneRefusesBadGridsBeforeTouchingAGpu) {
   }
 }
 
+// issue 27: `configs list --db=/typo/x.db` created /typo and an empty store
+// and reported "no tuned configs".
+TEST(KerntuneBinaryTest, AMistypedDbIsAnErrorAndCreatesNothing) {
+  testing::ScopedTempDir dir;
+  const std::string typo = dir.File("typo/x.db");
+  const ProcessResult run = Kerntune("configs list --db=" + typo);
+  EXPECT_EQ(run.code, 1) << run.output;
+  EXPECT_EQ(run.output, "kerntune configs list: no tuning store at " + typo +
+                            ": the directory " + dir.File("typo") +
+                            " does not exist (check --db; `kerntune tune` or `kerntune "
+                            "configs import FILE` creates one)\n");
+  struct stat info {};
+  EXPECT_NE(stat(dir.File("typo").c_str(), &info), 0);
+}
+
 TEST(KerntuneBinaryTest, ListsTheFixtureAndHonoursKerntuneDb) {
   testing::ScopedTempDir dir;
   const std::string db = dir.File("tuning.db");
@@ -145,11 +160,15 @@ TEST(KerntuneBinaryTest, ShowNamesTheSourceOfAShippedConfig) {
   ASSERT_EQ(Kerntune("configs export --db=" + db + " --gpu=h100 > " + configs + "/h100.json")
                 .code,
             0);
-  // An empty store: the point's config comes from the shipped file.
+  // No store yet at the default path: the point's config comes from the
+  // shipped file, and no store is created.
   const ProcessResult run =
-      Kerntune("configs show --db=" + dir.File("empty.db") + " --configs=" + configs +
-               " --op=softmax --dtype=float16 --rows=49152 --cols=4096");
+      Kerntune("configs show --configs=" + configs +
+                   " --op=softmax --dtype=float16 --rows=49152 --cols=4096",
+               "env -u KERNTUNE_DB -u XDG_DATA_HOME HOME='" + dir.File("home") + "'");
   EXPECT_EQ(run.code, 0) << run.output;
+  struct stat info {};
+  EXPECT_NE(stat(dir.File("home").c_str(), &info), 0) << "a store was created";
   EXPECT_THAT(run.output, HasSubstr("shipped configs only"));
   EXPECT_THAT(run.output, HasSubstr("shipped (the shipped file's entry for this point)"));
 }
