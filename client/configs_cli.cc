@@ -9,6 +9,7 @@
 #include <iterator>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "client/sku_configs.h"
 #include "db/records.h"
 #include "db/tuning_store.h"
+#include "kernels/version.h"
 #include "proto/config_file.h"
 #include "proto/shipped_configs.h"
 
@@ -610,6 +612,16 @@ int RunConfigsImport(const ConfigsImportOptions& options, std::ostream& out,
   }
   absl::StatusOr<std::string> text = ReadInput(options.file);
   if (!text.ok()) return ReportError(kVerb, text.status(), err, kExitUsage);
+  if (proto::IsSqliteFile(*text)) {
+    return ReportError(
+        kVerb,
+        absl::InvalidArgumentError(absl::StrCat(
+            options.file, " is a SQLite tuning store, not a tuned-config file: read it with --db=",
+            options.file, " (`kerntune configs list --db=", options.file,
+            "`), or write a file from it with `kerntune configs export --db=", options.file,
+            " > FILE`; nothing imported")),
+        err, kExitUsage);
+  }
   absl::StatusOr<proto::ParsedConfigFile> parsed = proto::ParseConfigFile(*text);
   if (!parsed.ok()) {
     return ReportError(kVerb,
@@ -636,6 +648,23 @@ int RunConfigsImport(const ConfigsImportOptions& options, std::ostream& out,
     err << "kerntune " << kVerb << ": " << options.file << ": entry "
         << skipped.index << " skipped: " << skipped.reason << "\n";
   }
+  // Stale entries are imported (the store keeps history) but never served.
+  std::set<std::string> stale_versions;
+  size_t stale = 0;
+  for (const db::BestConfig& row : parsed->valid) {
+    if (!IsStale(row.env.kernel_version)) continue;
+    ++stale;
+    stale_versions.insert(row.env.kernel_version.empty() ? "unknown" : row.env.kernel_version);
+  }
+  if (stale > 0) {
+    err << "kerntune " << kVerb << ": " << options.file << ": " << stale << " of "
+        << parsed->valid.size() << " imported entries were measured with kernel library "
+        << absl::StrJoin(stale_versions, ", ") << ", not this kerntune's "
+        << kernels::kKernelLibraryVersion
+        << ": the daemon does not serve them (`kerntune configs list` marks them stale); "
+           "re-tune, or import a file exported with kernels "
+        << kernels::kKernelLibraryVersion << "\n";
+  }
 
   switch (options.format) {
     case OutputFormat::kTable:
@@ -645,6 +674,7 @@ int RunConfigsImport(const ConfigsImportOptions& options, std::ostream& out,
       if (!parsed->skipped.empty()) {
         out << "; skipped " << parsed->skipped.size() << " (reasons on stderr)";
       }
+      if (stale > 0) out << "; " << stale << " stale, not served (see stderr)";
       out << "\n";
       break;
     case OutputFormat::kJson:
@@ -652,7 +682,7 @@ int RunConfigsImport(const ConfigsImportOptions& options, std::ostream& out,
           << ", \"db\": " << JsonQuote((*store)->path())
           << ", \"gpu\": " << JsonQuote(parsed->sku.name)
           << ", \"entries\": " << parsed->entries
-          << ", \"imported\": " << parsed->valid.size()
+          << ", \"imported\": " << parsed->valid.size() << ", \"stale\": " << stale
           << ",\n\"skipped\": " << TableToJson(SkippedTable(*parsed)) << "}\n";
       break;
     case OutputFormat::kCsv:
