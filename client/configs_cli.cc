@@ -266,6 +266,18 @@ Table CandidateTable(const db::BestConfig& best,
   return table;
 }
 
+bool HasPruned(const std::vector<db::Candidate>& candidates) {
+  return std::any_of(candidates.begin(), candidates.end(), [](const db::Candidate& c) {
+    return c.status == db::CandidateStatus::kPruned;
+  });
+}
+
+// Why pruned rows' thresholds differ (tuner/sweep.h, SweepOptions::prune_factor).
+constexpr absl::string_view kPrunedNote =
+    "pruned: a short probe's fastest run was slower than the threshold in its message, the "
+    "prune factor times the best median found before it (so the threshold falls as the sweep "
+    "finds faster configs); its median and spread are the probe's\n";
+
 // How the daemon came to the config: "tuned (the local store's entry for
 // this point)", "nearest tuned (the shipped file's entry at 4096x1024,
 // 12.50 us there)", ...
@@ -307,16 +319,70 @@ LabelledLines LookupLines(const SkuConfigs& sku, const db::PointKey& point,
   return lines;
 }
 
+// The candidate row the store's entry was chosen from (same config, same
+// run); null when the entry was imported or its run's rows are gone.
+const db::Candidate* ChosenCandidate(const db::BestConfig& best,
+                                     const std::vector<db::Candidate>& candidates) {
+  if (!best.run_id) return nullptr;
+  for (const db::Candidate& candidate : candidates) {
+    if (candidate.config.key == best.config.key && candidate.run_id == *best.run_id &&
+        candidate.median_us) {
+      return &candidate;
+    }
+  }
+  return nullptr;
+}
+
+// "p10 .. p90 2.18 .. 2.21 us"
+std::string Spread(double low, double high) {
+  return absl::StrFormat("p10 .. p90 %.2f .. %.2f us", low, high);
+}
+
+// The entry's time, and its spread labelled with the measurement it comes
+// from: the tuner ranks candidates by a sweep (30 repetitions each, median
+// and p10/p90 kept), then re-times the leaders against the heuristic in
+// interleaved rounds, whose median becomes the entry's time when they ran;
+// the spread is always the sweep's.
+void AddTimeLines(const db::BestConfig& best, const db::Candidate* chosen,
+                  LabelledLines& lines) {
+  const std::string graph = best.graph_replay ? ", timed under CUDA-graph replay" : "";
+  const bool spread = best.spread_low_us && best.spread_high_us;
+  if (chosen != nullptr && *chosen->median_us == best.median_us) {
+    lines.push_back(
+        {"time", absl::StrCat(absl::StrFormat("%.2f us, median of %d repetitions", best.median_us,
+                                              chosen->repetitions),
+                              spread ? absl::StrCat(" (", Spread(*best.spread_low_us,
+                                                                 *best.spread_high_us), ")")
+                                     : "",
+                              graph)});
+    return;
+  }
+  if (chosen != nullptr) {
+    lines.push_back({"time", absl::StrFormat("%.2f us, median of the final rounds against the "
+                                             "heuristic%s",
+                                             best.median_us, graph)});
+    lines.push_back(
+        {"sweep", absl::StrCat(absl::StrFormat("%.2f us, median of %d repetitions",
+                                               *chosen->median_us, chosen->repetitions),
+                               spread ? absl::StrCat(" (", Spread(*best.spread_low_us,
+                                                                  *best.spread_high_us), ")")
+                                      : "",
+                               "; it ranked the candidates")});
+    return;
+  }
+  lines.push_back({"time", absl::StrFormat("%.2f us%s", best.median_us, graph)});
+  if (spread) {
+    lines.push_back({"spread", absl::StrCat(Spread(*best.spread_low_us, *best.spread_high_us),
+                                            " in the tuner's sweep; the time above may come "
+                                            "from its later rounds against the heuristic")});
+  }
+}
+
 // What a store row measured: time, bandwidth, the heuristic beside it, and
 // when and with what software.
-void AddMeasurementLines(const db::BestConfig& best, LabelledLines& lines) {
-  std::string time = absl::StrFormat("%.2f us", best.median_us);
-  if (best.spread_low_us && best.spread_high_us) {
-    absl::StrAppend(&time, absl::StrFormat(" (spread %.2f .. %.2f us)", *best.spread_low_us,
-                                           *best.spread_high_us));
-  }
-  if (best.graph_replay) absl::StrAppend(&time, ", timed under CUDA-graph replay");
-  lines.push_back({"time", time});
+void AddMeasurementLines(const db::BestConfig& best, const db::Candidate* chosen,
+                         LabelledLines& lines) {
+  AddTimeLines(best, chosen, lines);
   lines.push_back({"bandwidth",
                    absl::StrFormat("%.1f GB/s, %.1f%% of copy", best.gbps, best.pct_of_copy)});
   std::string heuristic = best.heuristic_key.empty() ? "unknown" : best.heuristic_key;
@@ -499,10 +565,11 @@ int RunConfigsShow(const ConfigsShowOptions& options, std::ostream& out,
                                                  choice.status().message())),
                        err);
   }
-  // The store's entry at the point, served or not.
+  // The store's entry at the point, served or not, and the candidates it
+  // was chosen from.
   const db::BestConfig* local = RowAt(sku.local, point);
   std::vector<db::Candidate> candidates;
-  if (options.candidates && local != nullptr) {
+  if (local != nullptr) {
     absl::StatusOr<std::vector<db::Candidate>> listed =
         store->store->ListCandidates(local->point, std::nullopt);
     if (!listed.ok()) return ReportError(kVerb, listed.status(), err);
@@ -519,7 +586,7 @@ int RunConfigsShow(const ConfigsShowOptions& options, std::ostream& out,
       LabelledLines lines = LookupLines(sku, point, *choice);
       const bool local_served = choice->source == tuner::ConfigSource::kTuned;
       if (local_served) {
-        AddMeasurementLines(*local, lines);
+        AddMeasurementLines(*local, ChosenCandidate(*local, candidates), lines);
       } else if (choice->tuned) {
         lines.push_back({"time", absl::StrFormat("%.2f us where tuned; kernels %s",
                                                  choice->tuned->median_us,
@@ -538,6 +605,7 @@ int RunConfigsShow(const ConfigsShowOptions& options, std::ostream& out,
           out << "candidates: " << candidates.size()
               << ", fastest first, unmeasured last; * = chosen\n";
           Render(candidate_table, OutputFormat::kTable, out);
+          if (HasPruned(candidates)) out << kPrunedNote;
         }
       }
       break;

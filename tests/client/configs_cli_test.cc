@@ -517,6 +517,99 @@ TEST_F(ConfigsCliTest, ShowCandidatesFastestFirstUnmeasuredLast) {
   EXPECT_THAT(result.out, HasSubstr("max error 0.5 at row 7"));
 }
 
+// The fixture's entries were not re-timed: the time and its spread are of
+// one measurement and say so.
+TEST_F(ConfigsCliTest, ShowGivesTheTimeWithTheSpreadOfTheSameMeasurement) {
+  const Result result = Show(HotPoint("1"), false);
+  ASSERT_EQ(result.code, kExitOk) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("38.25 us, median of 50 repetitions (p10 .. p90 37.4"));
+  EXPECT_THAT(result.out, Not(HasSubstr("sweep ")));
+}
+
+// issue 27: `time 2.17 us (spread 2.18 .. 2.21 us)`, a median outside its
+// own spread, because the median came from the confirmation rounds and the
+// spread from the sweep. Each now stands on its own labelled line.
+TEST_F(ConfigsCliTest, ShowSetsAConfirmedTimeApartFromTheSweepsSpread) {
+  {
+    absl::StatusOr<std::unique_ptr<db::TuningStore>> store = db::TuningStore::Open(db_, {});
+    ASSERT_TRUE(store.ok()) << store.status();
+    db::TuningRun run;
+    run.gpu_id = 1;
+    run.started_at = testing::kFixtureTime;
+    run.env = {12040, 12030, kernels::kKernelLibraryVersion};
+    absl::StatusOr<int64_t> run_id = (*store)->CreateRun(run);
+    ASSERT_TRUE(run_id.ok()) << run_id.status();
+    const db::GpuSku sku = testing::H100Sku();
+    absl::StatusOr<kernels::DeviceInfo> device = kernels::DescribeSku(
+        sku.name, sku.cc_major, sku.cc_minor, sku.sm_count, sku.total_memory_bytes);
+    ASSERT_TRUE(device.ok());
+    absl::StatusOr<std::vector<kernels::LaunchConfig>> configs = kernels::EnumerateConfigs(
+        kernels::Op::kSoftmax, kernels::DType::kFloat16, {64, 4096}, *device);
+    ASSERT_TRUE(configs.ok() && !configs->empty());
+    db::Candidate candidate;
+    candidate.run_id = *run_id;
+    candidate.point = {1, "softmax", "float16", 64, 4096};
+    candidate.config = tuner::ConfigRecordOf(configs->front());
+    candidate.median_us = 2.19;
+    candidate.spread_low_us = 2.18;
+    candidate.spread_high_us = 2.21;
+    candidate.repetitions = 30;
+    candidate.gbps = 480.0;
+    candidate.pct_of_copy = 16.0;
+    candidate.correct = true;
+    db::BestConfig best;
+    best.point = candidate.point;
+    best.config = candidate.config;
+    best.median_us = 2.17;  // the confirmation rounds'
+    best.spread_low_us = 2.18;
+    best.spread_high_us = 2.21;
+    best.gbps = 484.0;
+    best.pct_of_copy = 16.1;
+    best.heuristic_key = kernels::ConfigKey(configs->back());
+    best.heuristic_us = 2.4;
+    best.run_id = *run_id;
+    best.env = run.env;
+    best.updated_at = testing::kFixtureTime;
+    ASSERT_TRUE((*store)->WritePoint(best, {candidate}).ok());
+  }
+  const Result result = Show({"1", "softmax", "float16", 64, 4096}, false);
+  ASSERT_EQ(result.code, kExitOk) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("2.17 us, median of the final rounds against the heuristic\n"));
+  EXPECT_THAT(result.out, HasSubstr("2.19 us, median of 30 repetitions (p10 .. p90 2.18 .. 2.21 "
+                                    "us); it ranked the candidates\n"));
+  EXPECT_THAT(result.out, Not(HasSubstr("2.17 us (spread")));
+}
+
+// An imported entry has no candidates here: its spread is labelled as the
+// sweep's, which may precede the time.
+TEST_F(ConfigsCliTest, ShowLabelsTheSpreadOfAnImportedEntry) {
+  const std::string file = dir_.File("h100.json");
+  const Result exported = Export({"h100"});
+  ASSERT_EQ(exported.code, kExitOk) << exported.err;
+  WriteFile(file, exported.out);
+  const std::string fresh = dir_.File("imported.db");
+  ASSERT_EQ(Import(file, fresh).code, kExitOk);
+  const Result result = Call(RunConfigsShow, ConfigsShowOptions{fresh, OutputFormat::kTable,
+                                                                HotPoint("1"), false});
+  ASSERT_EQ(result.code, kExitOk) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("38.25 us\n"));
+  EXPECT_THAT(result.out, HasSubstr("p10 .. p90 37.4"));
+  EXPECT_THAT(result.out, HasSubstr(" in the tuner's sweep; the time above may come from its "
+                                    "later rounds against the heuristic"));
+}
+
+// Pruned rows' thresholds differ from row to row: the table says why.
+TEST_F(ConfigsCliTest, ShowCandidatesExplainsThePruningThreshold) {
+  const Result result = Show(HotPoint("1"), true);
+  ASSERT_EQ(result.code, kExitOk) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("pruned: a short probe's fastest run was slower than the "
+                                    "threshold in its message, the prune factor times the best "
+                                    "median found before it"));
+  // No pruned row, no note.
+  EXPECT_THAT(Show({"2", "softmax", "float16", 49152, 4096}, true).out,
+              Not(HasSubstr("prune factor")));
+}
+
 TEST_F(ConfigsCliTest, ShowJsonHoldsBestAndCandidates) {
   const Result result = Show(HotPoint("a100"), true, OutputFormat::kJson);
   ASSERT_EQ(result.code, kExitOk) << result.err;
