@@ -600,10 +600,18 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
                            absl::StrCat("--iterations=", o.iterations, " must be >= 1")),
                        err, kExitUsage);
   }
-  if (kernels::TakesEpsilon(*op) && !(std::isfinite(o.epsilon) && o.epsilon > 0)) {
+  if (o.epsilon && !kernels::TakesEpsilon(*op)) {
+    return ReportError(kRunVerb,
+                       absl::InvalidArgumentError(absl::StrCat(
+                           "--epsilon is a flag of layer_norm and rms_norm, not ",
+                           kernels::OpName(*op))),
+                       err, kExitUsage);
+  }
+  const double epsilon = o.epsilon.value_or(kDefaultRunEpsilon);
+  if (kernels::TakesEpsilon(*op) && !(std::isfinite(epsilon) && epsilon > 0)) {
     return ReportError(kRunVerb,
                        absl::InvalidArgumentError(
-                           absl::StrCat("--epsilon=", o.epsilon, " must be finite and > 0")),
+                           absl::StrCat("--epsilon=", epsilon, " must be finite and > 0")),
                        err, kExitUsage);
   }
   const int64_t inner = o.inner.value_or(1);
@@ -688,7 +696,7 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
     }
   }
   absl::StatusOr<kernels::HostProblem> problem =
-      MakeCheckedProblem(*op, *dtype, shape, o.seed, o.epsilon, attention);
+      MakeCheckedProblem(*op, *dtype, shape, o.seed, epsilon, attention);
   if (!problem.ok()) return ReportError(kRunVerb, problem.status(), err);
 
   std::unique_ptr<Transport> transport;

@@ -228,7 +228,15 @@ TEST_F(KerntuneDaemonVerbsTest, UsageErrorsExitTwo) {
     std::vector<std::string> args;
     const char* message;
   } cases[] = {
-      {{"run", "--dtype=fp16", "--rows=2", "--cols=8"}, "`kerntune run` takes OP"},
+      {{"run", "--dtype=fp16", "--rows=2", "--cols=8"}, "`kerntune run` needs OP"},
+      // issue 27: this said "takes OP".
+      {{"run", "softmax", "softmax", "--dtype=fp16", "--rows=2", "--cols=8"},
+       "unexpected argument \"softmax\" for `kerntune run OP`"},
+      // issue 27: --epsilon was silently ignored by the ops without one.
+      {{"run", "softmax", "--dtype=fp16", "--rows=2", "--cols=8", "--epsilon=1e-3"},
+       "--epsilon is a flag of layer_norm and rms_norm, not softmax"},
+      {{"run", "reduce_scale", "--dtype=fp16", "--rows=2", "--cols=8", "--epsilon=1e-3"},
+       "--epsilon is a flag of layer_norm and rms_norm, not reduce_scale"},
       {{"run", "sofmax", "--dtype=fp16", "--rows=2", "--cols=8"}, "sofmax"},
       {{"run", "softmax", "--rows=2", "--cols=8"}, "--dtype, --rows and --cols are required"},
       {{"run", "softmax", "--dtype=fp16", "--rows=0", "--cols=8"}, "--rows=0 must be >= 1"},
