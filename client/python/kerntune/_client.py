@@ -72,12 +72,41 @@ def default_target():
 
 
 def _normalize_target(target):
+    """A gRPC target as kerntune's CLI reads --server: unix:PATH, a socket path
+    (starting with /, ./ or ../; relative to the working directory), or host:port."""
     if target is None:
         return default_target()
-    target = str(target)
-    if target.startswith("/"):
-        return "unix:" + target
-    return target
+    target = os.fspath(target) if isinstance(target, os.PathLike) else str(target)
+    if target.startswith(("/", "./", "../")):
+        return "unix:" + os.path.abspath(target)
+    if target.startswith("unix:") and len(target) > len("unix:"):
+        return target
+    if ":" in target and not target.startswith("unix:"):
+        return target  # host:port, or a gRPC URI such as dns:///host:port
+    raise _invalid("target=%r: expected 'unix:PATH', a socket path starting with / or ./, "
+                   "or 'host:port'" % (target,))
+
+
+def _socket_path(target):
+    """The socket path of a unix: target, else None."""
+    if not target.startswith("unix:"):
+        return None
+    path = target[len("unix:"):]
+    return path[2:] if path.startswith("//") else path
+
+
+def _unavailable_hint(target):
+    """What to do when nothing answers at `target`."""
+    path = _socket_path(target)
+    if path is None:
+        return ("is kerntuned running there with --tcp=%s? (over TCP only inline tensors "
+                "travel)" % target.split(":", 1)[-1].lstrip("/"))
+    if not os.path.exists(path):
+        where = "" if target == default_target() else " --socket=%s" % path
+        return ("no socket at %s: start the daemon (kerntuned%s; add --cpu on a machine "
+                "without a GPU), or pass Client(target=...) with the --socket it listens on"
+                % (path, where))
+    return "the socket %s exists but nothing answers: is kerntuned still running?" % path
 
 
 def _invalid(message):
@@ -362,7 +391,15 @@ class Client:
         try:
             return method(request, timeout=self.timeout)
         except grpc.RpcError as error:
-            raise _errors.from_rpc_error(error) from None
+            converted = _errors.from_rpc_error(error)
+        # Raised outside the handler, so no "during handling" chain; a
+        # connection failure says what to do next.
+        if (isinstance(converted, _errors.UnavailableError)
+                and not converted.message.startswith("kerntuned is shutting down")):
+            converted = _errors.UnavailableError(
+                "%s: %s (%s)" % (self.target, _unavailable_hint(self.target),
+                                 converted.message))
+        raise converted
 
     def _inline_limit(self):
         """The daemon's largest inline tensor in bytes (GetStatus, once); 0 when unknown."""

@@ -19,6 +19,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 import unittest
@@ -208,6 +209,49 @@ class TargetTest(unittest.TestCase):
                 client.status()
         self.assertEqual(context.exception.code, grpc.StatusCode.UNAVAILABLE)
         self.assertIsInstance(context.exception, ConnectionError)
+        # It says where it looked and how to start a daemon there.
+        self.assertIn("no socket at /nonexistent/kerntune.sock: start the daemon "
+                      "(kerntuned --socket=/nonexistent/kerntune.sock; add --cpu",
+                      context.exception.message)
+
+    def test_no_daemon_at_the_default_socket_says_how_to_start_one(self):
+        saved = os.environ.get("XDG_RUNTIME_DIR")
+        with tempfile.TemporaryDirectory() as run_dir:
+            os.environ["XDG_RUNTIME_DIR"] = run_dir
+            try:
+                with kerntune.Client(timeout=5) as client:
+                    with self.assertRaises(kerntune.UnavailableError) as context:
+                        client.status()
+            finally:
+                if saved is None:
+                    os.environ.pop("XDG_RUNTIME_DIR", None)
+                else:
+                    os.environ["XDG_RUNTIME_DIR"] = saved
+        self.assertIn("no socket at %s/kerntune.sock: start the daemon (kerntuned; add --cpu "
+                      "on a machine without a GPU), or pass Client(target=...)" % run_dir,
+                      context.exception.message)
+
+    def test_a_socket_without_a_daemon_is_named_as_one(self):
+        with tempfile.TemporaryDirectory() as run_dir:
+            path = os.path.join(run_dir, "dead.sock")
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as dead:
+                dead.bind(path)  # bound, never listening: a daemon that exited uncleanly
+                with kerntune.Client(path, timeout=5) as client:
+                    with self.assertRaises(kerntune.UnavailableError) as context:
+                        client.status()
+        self.assertIn("the socket %s exists but nothing answers: is kerntuned still running?"
+                      % path, context.exception.message)
+
+    def test_relative_socket_paths_and_bad_targets(self):
+        self.assertEqual(kerntune.Client("./kt.sock").target,
+                         "unix:" + os.path.join(os.getcwd(), "kt.sock"))
+        self.assertEqual(kerntune.Client("../kt.sock").target,
+                         "unix:" + os.path.abspath("../kt.sock"))
+        self.assertEqual(kerntune.Client("unix:kt.sock").target, "unix:kt.sock")
+        with self.assertRaises(kerntune.InvalidArgumentError) as context:
+            kerntune.Client("kt.sock")
+        self.assertIn("target='kt.sock': expected 'unix:PATH', a socket path starting with / "
+                      "or ./, or 'host:port'", context.exception.message)
 
     def test_version_and_generated_modules(self):
         self.assertRegex(kerntune.__version__, r"^\d+\.\d+\.\d+")
