@@ -350,6 +350,10 @@ class RpcTest(DaemonTestCase):
             self.assertEqual(choice.source, "cpu_reference")
             self.assertIsNone(choice.config)
             self.assertIsNone(choice.tuned_shape)
+        # Every op, not only the first three (the README said so once).
+        for op in kerntune.OPS:
+            self.assertEqual(self.client.get_config(op, "float16", 64, 128).source,
+                             "cpu_reference", op)
         with self.assertRaises(kerntune.InvalidArgumentError) as context:
             self.client.get_config("softmax", "float32", 8, 0)
         self.assertCode(context, grpc.StatusCode.INVALID_ARGUMENT, "shape.cols=0")
@@ -711,6 +715,23 @@ class BadInputTest(DaemonTestCase):
                    lambda: self.client.softmax(x, stream=True), "stream")
         self.check(kerntune.InvalidArgumentError, invalid,
                    lambda: self.client.register(x), "SharedArray")
+
+    def test_the_per_op_methods_have_python_signatures(self):
+        # Documented: a keyword a method does not have is Python's TypeError;
+        # Client.run names the op's own arguments instead.
+        x = np.ones((2, 3), dtype=np.float32)
+        with self.assertRaises(TypeError):
+            self.client.softmax(x, eps=1e-5)
+        with self.assertRaises(TypeError):
+            self.client.layer_norm(x, dim=0)
+
+    def test_three_d_input_is_fine(self):
+        x = np.random.default_rng(3).standard_normal((2, 4, 1000)).astype(np.float32)
+        y = self.client.layer_norm(x)
+        self.assertEqual(y.shape, (2, 4, 1000))
+        np.testing.assert_allclose(y.reshape(8, 1000),
+                                   ref_layer_norm(x.reshape(8, 1000), None, None, 1e-5)[0],
+                                   rtol=1e-4, atol=1e-4)
 
     def test_over_the_request_limit(self):
         x = np.zeros((MAX_REQUEST_BYTES // 4 // 64 + 1, 64), dtype=np.float32)
