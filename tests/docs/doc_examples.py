@@ -168,6 +168,13 @@ def wait_socket(path, process, timeout, log):
         time.sleep(0.02)
 
 
+def die_with_parent():
+    """In a daemon's child process: SIGTERM when the harness dies, so a killed
+    test (a timeout, a closed pipe) leaves no daemon behind."""
+    import ctypes
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 def stop(process, timeout=10):
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
@@ -215,7 +222,8 @@ class Runner:
                        env=self.env, check=True, stdout=subprocess.DEVNULL)
         with open(self.daemon_log, "wb") as log:
             self.daemon = subprocess.Popen([self.args.kerntuned, "--cpu"], env=self.env,
-                                           stdout=log, stderr=subprocess.STDOUT)
+                                           stdout=log, stderr=subprocess.STDOUT,
+                                           preexec_fn=die_with_parent)
         socket = os.path.join(self.tmp, "run", "kerntune.sock")
         wait_socket(socket, self.daemon, 20, self.log)
         if not health_serving("unix:" + socket, 20):
@@ -224,7 +232,9 @@ class Runner:
     def finish(self):
         if self.daemon is not None and stop(self.daemon) != 0:
             self.failures.append("the daemon did not stop cleanly:\n" + self.log())
-        if not self.failures:
+        if self.failures:
+            print("kept for a look: " + self.tmp)
+        else:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
     def check(self, block, command, **kwargs):
@@ -253,7 +263,8 @@ class Runner:
             with open(log_path, "wb") as log:
                 process = subprocess.Popen(["bash", "-c", "exec " + command], env=env,
                                            cwd=os.path.join(self.tmp, "work"), stdout=log,
-                                           stderr=subprocess.STDOUT)
+                                           stderr=subprocess.STDOUT,
+                                           preexec_fn=die_with_parent)
             end = time.monotonic() + 20
             text = ""
             while time.monotonic() < end and process.poll() is None:
