@@ -2,6 +2,9 @@
 #include "client/cli_common.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <system_error>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -31,6 +34,55 @@ absl::StatusOr<std::unique_ptr<db::TuningStore>> OpenStore(
   db::OpenOptions options;
   options.create_if_missing = true;
   return db::TuningStore::Open(path, options);
+}
+
+std::string StoreForReading::Describe() const {
+  return exists ? path : absl::StrCat(path, " (no store there yet)");
+}
+
+absl::StatusOr<StoreForReading> OpenStoreForReading(const std::string& db_path) {
+  const char* env = std::getenv("KERNTUNE_DB");
+  const bool from_env = db_path.empty() && env != nullptr && env[0] != '\0';
+  StoreForReading opened;
+  if (!db_path.empty()) {
+    opened.path = db_path;
+  } else {
+    absl::StatusOr<std::string> default_path = db::DefaultDatabasePath();
+    if (!default_path.ok()) {
+      return absl::Status(default_path.status().code(),
+                          absl::StrCat("no --db given and no default database path: ",
+                                       default_path.status().message()));
+    }
+    opened.path = *std::move(default_path);
+  }
+  std::error_code error;
+  if (std::filesystem::exists(opened.path, error)) {
+    absl::StatusOr<std::unique_ptr<db::TuningStore>> store =
+        db::TuningStore::Open(opened.path, db::OpenOptions());
+    if (!store.ok()) return store.status();
+    opened.store = *std::move(store);
+    return opened;
+  }
+  if (!db_path.empty() || from_env) {
+    const std::filesystem::path parent = std::filesystem::path(opened.path).parent_path();
+    const std::string why = !parent.empty() && !std::filesystem::exists(parent, error)
+                                ? absl::StrCat("the directory ", parent.string(),
+                                               " does not exist")
+                                : std::string("the file does not exist");
+    return absl::NotFoundError(absl::StrCat(
+        "no tuning store at ", opened.path, ": ", why, " (check ",
+        db_path.empty() ? "$KERNTUNE_DB" : "--db",
+        "; `kerntune tune` or `kerntune configs import FILE` creates one)"));
+  }
+  // The default store, not created yet: empty, and left uncreated.
+  db::OpenOptions in_memory;
+  in_memory.create_if_missing = true;
+  absl::StatusOr<std::unique_ptr<db::TuningStore>> store =
+      db::TuningStore::Open(":memory:", in_memory);
+  if (!store.ok()) return store.status();
+  opened.store = *std::move(store);
+  opened.exists = false;
+  return opened;
 }
 
 bool GpuSelector::Matches(const db::Gpu& gpu) const {

@@ -24,9 +24,23 @@ inline constexpr int kExitFailure = 1;  // the work failed (database, file)
 inline constexpr int kExitUsage = 2;    // the command line was wrong
 
 // Opens the store at `db_path`, or at db::DefaultDatabasePath() when empty,
-// creating it when missing (read verbs too: an empty store lists nothing).
+// creating it when missing: the verbs that write (tune, configs import).
 absl::StatusOr<std::unique_ptr<db::TuningStore>> OpenStore(
     const std::string& db_path);
+
+// The store of a verb that only reads (gpus, configs list/show/export),
+// never created. One named by --db or $KERNTUNE_DB that does not exist is
+// NotFound saying so: a typo must not read as an empty store. At the
+// default path ($XDG_DATA_HOME, ~/.local/share) a store not created yet
+// reads as empty (an in-memory one), so shipped configs still list.
+struct StoreForReading {
+  std::unique_ptr<db::TuningStore> store;
+  std::string path;
+  bool exists = true;
+  // "PATH", or "PATH (no store there yet)".
+  std::string Describe() const;
+};
+absl::StatusOr<StoreForReading> OpenStoreForReading(const std::string& db_path);
 
 // --gpu: all digits selects a gpu id, anything else a case-insensitive
 // substring of the device name. Empty selects every GPU.

@@ -9,6 +9,7 @@
 #include <iterator>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "client/sku_configs.h"
 #include "db/records.h"
 #include "db/tuning_store.h"
+#include "kernels/version.h"
 #include "proto/config_file.h"
 #include "proto/shipped_configs.h"
 
@@ -264,6 +266,18 @@ Table CandidateTable(const db::BestConfig& best,
   return table;
 }
 
+bool HasPruned(const std::vector<db::Candidate>& candidates) {
+  return std::any_of(candidates.begin(), candidates.end(), [](const db::Candidate& c) {
+    return c.status == db::CandidateStatus::kPruned;
+  });
+}
+
+// Why pruned rows' thresholds differ (tuner/sweep.h, SweepOptions::prune_factor).
+constexpr absl::string_view kPrunedNote =
+    "pruned: a short probe's fastest run was slower than the threshold in its message, the "
+    "prune factor times the best median found before it (so the threshold falls as the sweep "
+    "finds faster configs); its median and spread are the probe's\n";
+
 // How the daemon came to the config: "tuned (the local store's entry for
 // this point)", "nearest tuned (the shipped file's entry at 4096x1024,
 // 12.50 us there)", ...
@@ -305,16 +319,70 @@ LabelledLines LookupLines(const SkuConfigs& sku, const db::PointKey& point,
   return lines;
 }
 
+// The candidate row the store's entry was chosen from (same config, same
+// run); null when the entry was imported or its run's rows are gone.
+const db::Candidate* ChosenCandidate(const db::BestConfig& best,
+                                     const std::vector<db::Candidate>& candidates) {
+  if (!best.run_id) return nullptr;
+  for (const db::Candidate& candidate : candidates) {
+    if (candidate.config.key == best.config.key && candidate.run_id == *best.run_id &&
+        candidate.median_us) {
+      return &candidate;
+    }
+  }
+  return nullptr;
+}
+
+// "p10 .. p90 2.18 .. 2.21 us"
+std::string Spread(double low, double high) {
+  return absl::StrFormat("p10 .. p90 %.2f .. %.2f us", low, high);
+}
+
+// The entry's time, and its spread labelled with the measurement it comes
+// from: the tuner ranks candidates by a sweep (30 repetitions each, median
+// and p10/p90 kept), then re-times the leaders against the heuristic in
+// interleaved rounds, whose median becomes the entry's time when they ran;
+// the spread is always the sweep's.
+void AddTimeLines(const db::BestConfig& best, const db::Candidate* chosen,
+                  LabelledLines& lines) {
+  const std::string graph = best.graph_replay ? ", timed under CUDA-graph replay" : "";
+  const bool spread = best.spread_low_us && best.spread_high_us;
+  if (chosen != nullptr && *chosen->median_us == best.median_us) {
+    lines.push_back(
+        {"time", absl::StrCat(absl::StrFormat("%.2f us, median of %d repetitions", best.median_us,
+                                              chosen->repetitions),
+                              spread ? absl::StrCat(" (", Spread(*best.spread_low_us,
+                                                                 *best.spread_high_us), ")")
+                                     : "",
+                              graph)});
+    return;
+  }
+  if (chosen != nullptr) {
+    lines.push_back({"time", absl::StrFormat("%.2f us, median of the final rounds against the "
+                                             "heuristic%s",
+                                             best.median_us, graph)});
+    lines.push_back(
+        {"sweep", absl::StrCat(absl::StrFormat("%.2f us, median of %d repetitions",
+                                               *chosen->median_us, chosen->repetitions),
+                               spread ? absl::StrCat(" (", Spread(*best.spread_low_us,
+                                                                  *best.spread_high_us), ")")
+                                      : "",
+                               "; it ranked the candidates")});
+    return;
+  }
+  lines.push_back({"time", absl::StrFormat("%.2f us%s", best.median_us, graph)});
+  if (spread) {
+    lines.push_back({"spread", absl::StrCat(Spread(*best.spread_low_us, *best.spread_high_us),
+                                            " in the tuner's sweep; the time above may come "
+                                            "from its later rounds against the heuristic")});
+  }
+}
+
 // What a store row measured: time, bandwidth, the heuristic beside it, and
 // when and with what software.
-void AddMeasurementLines(const db::BestConfig& best, LabelledLines& lines) {
-  std::string time = absl::StrFormat("%.2f us", best.median_us);
-  if (best.spread_low_us && best.spread_high_us) {
-    absl::StrAppend(&time, absl::StrFormat(" (spread %.2f .. %.2f us)", *best.spread_low_us,
-                                           *best.spread_high_us));
-  }
-  if (best.graph_replay) absl::StrAppend(&time, ", timed under CUDA-graph replay");
-  lines.push_back({"time", time});
+void AddMeasurementLines(const db::BestConfig& best, const db::Candidate* chosen,
+                         LabelledLines& lines) {
+  AddTimeLines(best, chosen, lines);
   lines.push_back({"bandwidth",
                    absl::StrFormat("%.1f GB/s, %.1f%% of copy", best.gbps, best.pct_of_copy)});
   std::string heuristic = best.heuristic_key.empty() ? "unknown" : best.heuristic_key;
@@ -418,11 +486,11 @@ int RunConfigsList(const ConfigsListOptions& options, std::ostream& out,
   constexpr absl::string_view kVerb = "configs list";
   absl::StatusOr<PointFilter> filter = CheckFlags(options.filter);
   if (!filter.ok()) return ReportError(kVerb, filter.status(), err, kExitUsage);
-  absl::StatusOr<std::unique_ptr<db::TuningStore>> store = OpenStore(options.db_path);
+  absl::StatusOr<StoreForReading> store = OpenStoreForReading(options.db_path);
   if (!store.ok()) return ReportError(kVerb, store.status(), err);
   const std::vector<proto::ShippedConfigFile> shipped =
       ReadShipped(kVerb, options.configs_dir, err);
-  absl::StatusOr<std::vector<SkuConfigs>> skus = LoadSkuConfigs(**store, shipped);
+  absl::StatusOr<std::vector<SkuConfigs>> skus = LoadSkuConfigs(*store->store, shipped);
   if (!skus.ok()) return ReportError(kVerb, skus.status(), err);
 
   Table table = BestConfigTable();
@@ -439,7 +507,7 @@ int RunConfigsList(const ConfigsListOptions& options, std::ostream& out,
     const bool filtered = !filter->gpu.empty() || filter->op || filter->dtype ||
                           filter->rows || filter->cols || filter->inner;
     out << (filtered ? "no tuned configs match the filters in " : "no tuned configs in ")
-        << (*store)->path()
+        << store->Describe()
         << (options.configs_dir.empty() ? "" : absl::StrCat(" or in ", options.configs_dir))
         << "\n";
     return kExitOk;
@@ -470,19 +538,19 @@ int RunConfigsShow(const ConfigsShowOptions& options, std::ostream& out,
   // A point: without --inner, the last-axis one.
   db::PointKey point{0, *filter->op, *filter->dtype, *filter->rows, *filter->cols,
                      filter->inner.value_or(1)};
-  absl::StatusOr<std::unique_ptr<db::TuningStore>> store = OpenStore(options.db_path);
+  absl::StatusOr<StoreForReading> store = OpenStoreForReading(options.db_path);
   if (!store.ok()) return ReportError(kVerb, store.status(), err);
   const std::vector<proto::ShippedConfigFile> shipped =
       ReadShipped(kVerb, options.configs_dir, err);
-  absl::StatusOr<std::vector<SkuConfigs>> skus = LoadSkuConfigs(**store, shipped);
+  absl::StatusOr<std::vector<SkuConfigs>> skus = LoadSkuConfigs(*store->store, shipped);
   if (!skus.ok()) return ReportError(kVerb, skus.status(), err);
 
   const std::string described =
       db::DescribePoint(point.op, point.dtype, point.rows, point.cols, point.inner);
   absl::StatusOr<const SkuConfigs*> chosen = ChooseSku(
       *skus, filter->gpu, point, described,
-      options.configs_dir.empty() ? (*store)->path()
-                                  : absl::StrCat((*store)->path(), " or ", options.configs_dir));
+      options.configs_dir.empty() ? store->Describe()
+                                  : absl::StrCat(store->Describe(), " or ", options.configs_dir));
   if (!chosen.ok()) {
     return ReportError(kVerb, chosen.status(), err,
                        absl::IsInvalidArgument(chosen.status()) ? kExitUsage : kExitFailure);
@@ -497,12 +565,13 @@ int RunConfigsShow(const ConfigsShowOptions& options, std::ostream& out,
                                                  choice.status().message())),
                        err);
   }
-  // The store's entry at the point, served or not.
+  // The store's entry at the point, served or not, and the candidates it
+  // was chosen from.
   const db::BestConfig* local = RowAt(sku.local, point);
   std::vector<db::Candidate> candidates;
-  if (options.candidates && local != nullptr) {
+  if (local != nullptr) {
     absl::StatusOr<std::vector<db::Candidate>> listed =
-        (*store)->ListCandidates(local->point, std::nullopt);
+        store->store->ListCandidates(local->point, std::nullopt);
     if (!listed.ok()) return ReportError(kVerb, listed.status(), err);
     candidates = *std::move(listed);
   }
@@ -517,7 +586,7 @@ int RunConfigsShow(const ConfigsShowOptions& options, std::ostream& out,
       LabelledLines lines = LookupLines(sku, point, *choice);
       const bool local_served = choice->source == tuner::ConfigSource::kTuned;
       if (local_served) {
-        AddMeasurementLines(*local, lines);
+        AddMeasurementLines(*local, ChosenCandidate(*local, candidates), lines);
       } else if (choice->tuned) {
         lines.push_back({"time", absl::StrFormat("%.2f us where tuned; kernels %s",
                                                  choice->tuned->median_us,
@@ -536,6 +605,7 @@ int RunConfigsShow(const ConfigsShowOptions& options, std::ostream& out,
           out << "candidates: " << candidates.size()
               << ", fastest first, unmeasured last; * = chosen\n";
           Render(candidate_table, OutputFormat::kTable, out);
+          if (HasPruned(candidates)) out << kPrunedNote;
         }
       }
       break;
@@ -560,10 +630,16 @@ int RunConfigsExport(const ConfigsExportOptions& options, std::ostream& out,
   constexpr absl::string_view kVerb = "configs export";
   absl::StatusOr<PointFilter> filter = CheckFlags(options.filter);
   if (!filter.ok()) return ReportError(kVerb, filter.status(), err, kExitUsage);
-  absl::StatusOr<std::unique_ptr<db::TuningStore>> store =
-      OpenStore(options.db_path);
+  absl::StatusOr<StoreForReading> store = OpenStoreForReading(options.db_path);
   if (!store.ok()) return ReportError(kVerb, store.status(), err);
-  absl::StatusOr<db::Gpu> gpu = SelectOneGpu(**store, filter->gpu);
+  if (!store->exists) {
+    return ReportError(kVerb,
+                       absl::NotFoundError(absl::StrCat(
+                           "nothing to export: ", store->Describe(),
+                           " (run `kerntune tune` on a GPU, or pass --db)")),
+                       err);
+  }
+  absl::StatusOr<db::Gpu> gpu = SelectOneGpu(*store->store, filter->gpu);
   if (!gpu.ok()) {
     return ReportError(kVerb, gpu.status(), err,
                        absl::IsInvalidArgument(gpu.status()) ? kExitUsage
@@ -572,7 +648,7 @@ int RunConfigsExport(const ConfigsExportOptions& options, std::ostream& out,
   PointFilter one_gpu = *filter;
   one_gpu.gpu = GpuSelector{gpu->id, std::nullopt};
   absl::StatusOr<std::vector<db::BestConfig>> rows =
-      (*store)->ListBestConfigs(ToStoreFilter(one_gpu));
+      store->store->ListBestConfigs(ToStoreFilter(one_gpu));
   if (!rows.ok()) return ReportError(kVerb, rows.status(), err);
   absl::StatusOr<kerntune::v1::TunedConfigFile> file =
       proto::MakeConfigFile(gpu->sku, *rows, options.now);
@@ -604,6 +680,16 @@ int RunConfigsImport(const ConfigsImportOptions& options, std::ostream& out,
   }
   absl::StatusOr<std::string> text = ReadInput(options.file);
   if (!text.ok()) return ReportError(kVerb, text.status(), err, kExitUsage);
+  if (proto::IsSqliteFile(*text)) {
+    return ReportError(
+        kVerb,
+        absl::InvalidArgumentError(absl::StrCat(
+            options.file, " is a SQLite tuning store, not a tuned-config file: read it with --db=",
+            options.file, " (`kerntune configs list --db=", options.file,
+            "`), or write a file from it with `kerntune configs export --db=", options.file,
+            " > FILE`; nothing imported")),
+        err, kExitUsage);
+  }
   absl::StatusOr<proto::ParsedConfigFile> parsed = proto::ParseConfigFile(*text);
   if (!parsed.ok()) {
     return ReportError(kVerb,
@@ -630,6 +716,23 @@ int RunConfigsImport(const ConfigsImportOptions& options, std::ostream& out,
     err << "kerntune " << kVerb << ": " << options.file << ": entry "
         << skipped.index << " skipped: " << skipped.reason << "\n";
   }
+  // Stale entries are imported (the store keeps history) but never served.
+  std::set<std::string> stale_versions;
+  size_t stale = 0;
+  for (const db::BestConfig& row : parsed->valid) {
+    if (!IsStale(row.env.kernel_version)) continue;
+    ++stale;
+    stale_versions.insert(row.env.kernel_version.empty() ? "unknown" : row.env.kernel_version);
+  }
+  if (stale > 0) {
+    err << "kerntune " << kVerb << ": " << options.file << ": " << stale << " of "
+        << parsed->valid.size() << " imported entries were measured with kernel library "
+        << absl::StrJoin(stale_versions, ", ") << ", not this kerntune's "
+        << kernels::kKernelLibraryVersion
+        << ": the daemon does not serve them (`kerntune configs list` marks them stale); "
+           "re-tune, or import a file exported with kernels "
+        << kernels::kKernelLibraryVersion << "\n";
+  }
 
   switch (options.format) {
     case OutputFormat::kTable:
@@ -639,6 +742,7 @@ int RunConfigsImport(const ConfigsImportOptions& options, std::ostream& out,
       if (!parsed->skipped.empty()) {
         out << "; skipped " << parsed->skipped.size() << " (reasons on stderr)";
       }
+      if (stale > 0) out << "; " << stale << " stale, not served (see stderr)";
       out << "\n";
       break;
     case OutputFormat::kJson:
@@ -646,7 +750,7 @@ int RunConfigsImport(const ConfigsImportOptions& options, std::ostream& out,
           << ", \"db\": " << JsonQuote((*store)->path())
           << ", \"gpu\": " << JsonQuote(parsed->sku.name)
           << ", \"entries\": " << parsed->entries
-          << ", \"imported\": " << parsed->valid.size()
+          << ", \"imported\": " << parsed->valid.size() << ", \"stale\": " << stale
           << ",\n\"skipped\": " << TableToJson(SkippedTable(*parsed)) << "}\n";
       break;
     case OutputFormat::kCsv:

@@ -14,6 +14,9 @@ int ReportDaemonError(absl::string_view verb, const absl::Status& status, std::o
            "(unix:PATH) or host:port\n";
   } else if (absl::IsDeadlineExceeded(status)) {
     err << "kerntune " << verb << ": the daemon did not answer in time\n";
+  } else if (absl::IsResourceExhausted(status)) {
+    err << "kerntune " << verb
+        << ": tensors in registered shared memory (run --via=shm) have no such limit\n";
   } else if (absl::IsUnimplemented(status)) {
     err << "kerntune " << verb << ": the daemon does not serve this call (an older kerntuned?)\n";
   }

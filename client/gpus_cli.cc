@@ -7,14 +7,13 @@
 namespace kt::client {
 
 int RunGpus(const GpusOptions& options, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<std::unique_ptr<db::TuningStore>> store =
-      OpenStore(options.db_path);
+  absl::StatusOr<StoreForReading> store = OpenStoreForReading(options.db_path);
   if (!store.ok()) return ReportError("gpus", store.status(), err);
-  absl::StatusOr<std::vector<db::GpuSummary>> gpus = (*store)->ListGpus();
+  absl::StatusOr<std::vector<db::GpuSummary>> gpus = store->store->ListGpus();
   if (!gpus.ok()) return ReportError("gpus", gpus.status(), err);
 
   if (gpus->empty() && options.format == OutputFormat::kTable) {
-    out << "no GPUs in " << (*store)->path()
+    out << (store->exists ? "no GPUs in " : "no tuning store yet at ") << store->path
         << " (run `kerntune tune` on a GPU, or `kerntune configs import "
            "FILE`)\n";
     return kExitOk;

@@ -2,8 +2,10 @@
 // handed to each verb as its Options struct; the verbs live in their own
 // files (demo.h, gpus_cli.h, configs_cli.h, tune_cli.h, run_cli.h,
 // status_cli.h) and never read flags.
+#include <algorithm>
 #include <cstdint>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,11 +30,10 @@
 #include "proto/shipped_configs.h"
 
 ABSL_FLAG(std::string, db, "",
-          "tuning database; default $KERNTUNE_DB, else "
-          "$XDG_DATA_HOME/kerntune/tuning.db, else "
-          "~/.local/share/kerntune/tuning.db (created on first use)");
+          "the tuning store; default $KERNTUNE_DB, else $XDG_DATA_HOME/kerntune/tuning.db, else "
+          "~/.local/share/kerntune/tuning.db");
 ABSL_FLAG(std::string, configs, "",
-          "configs list, show: the directory of shipped tuned-config files (*.json, one per GPU "
+          "the directory of shipped tuned-config files (*.json, one per GPU "
           "SKU) the daemon serves after the store's entries; default <kerntune's "
           "directory>/../share/kerntune/configs, else the source tree's deploy/configs");
 ABSL_FLAG(std::string, format, "table",
@@ -40,24 +41,20 @@ ABSL_FLAG(std::string, format, "table",
 ABSL_FLAG(std::optional<std::string>, gpu, std::nullopt,
           "GPU id (`kerntune gpus`) or a case-insensitive substring of its name");
 ABSL_FLAG(std::optional<std::string>, op, std::nullopt,
-          "softmax, log_softmax, layer_norm, rms_norm, reduce_scale or scaled_masked_softmax "
-          "(demo: default softmax)");
+          "softmax, log_softmax, layer_norm, rms_norm, reduce_scale or scaled_masked_softmax");
 ABSL_FLAG(std::optional<std::string>, dtype, std::nullopt,
-          "float32, float16 or bfloat16 (demo: default float16)");
+          "float32, float16 or bfloat16 (also fp32, fp16, bf16)");
 // Strings so that `tune` can take lists; every other verb takes one integer
 // (checked in Dispatch).
 ABSL_FLAG(std::optional<std::string>, rows, std::nullopt,
-          "rows of the (rows, cols) input (demo: default 4096; tune: a comma list, "
-          "with --cols, instead of the standard grid)");
+          "rows of the (rows, cols) input, >= 1");
 ABSL_FLAG(std::optional<std::string>, cols, std::nullopt,
-          "cols of the (rows, cols) input, the reduced axis (demo: default 1024; tune: "
-          "a comma list)");
+          "cols of the (rows, cols) input, the reduced axis, >= 1");
 ABSL_FLAG(std::optional<std::string>, inner, std::nullopt,
           "the trailing extent of a (rows, cols, inner) input reduced along its middle axis "
           "cols: softmax and log_softmax along any axis of a contiguous tensor (rows = the "
           "product of the sizes before the axis, cols = its size, inner = the product after "
-          "it). Default 1, the last axis (tune: a comma list with --rows and --cols; configs: "
-          "a filter, show: default 1)");
+          "it); 1 is the last axis");
 ABSL_FLAG(std::string, ops,
           "softmax,log_softmax,layer_norm,rms_norm,reduce_scale,scaled_masked_softmax",
           "tune: ops to tune (each in the groups of its kind: see --groups)");
@@ -92,7 +89,8 @@ ABSL_FLAG(std::string, via, "auto",
           "inline), ipc (registered cudaMalloc memory), shm (registered POSIX shared "
           "memory) or inline (bytes in the messages)");
 ABSL_FLAG(int, iterations, 10, "run: Runs to time (medians reported; the last is checked)");
-ABSL_FLAG(double, epsilon, 1e-5, "run layer_norm, rms_norm: epsilon");
+ABSL_FLAG(std::optional<double>, epsilon, std::nullopt,
+          "the epsilon of layer_norm and rms_norm (default 1e-5); the other ops take none");
 ABSL_FLAG(bool, mask, false,
           "run scaled_masked_softmax: send an additive random (mask_rows, cols) mask, 1 in 8 "
           "entries -inf");
@@ -110,8 +108,9 @@ namespace {
 using kt::client::kExitOk;
 using kt::client::kExitUsage;
 
-// A verb: its words, what it does, the flags it takes, and how many
-// positional arguments follow its words.
+// A verb: its words, what it does, the flags it takes (those it requires
+// among them), what a flag means for this verb beyond its own help (a
+// default, a list), and how many positional arguments follow its words.
 struct Verb {
   std::vector<std::string> words;
   std::string args;  // positional arguments, for the usage line
@@ -119,6 +118,8 @@ struct Verb {
   std::vector<std::string> flags;
   size_t positional = 0;
   int (*run)(const std::vector<std::string>& positional);
+  std::vector<std::string> required = {};
+  std::map<std::string, std::string> notes = {};
 };
 
 // --format, already checked by Dispatch.
@@ -299,43 +300,74 @@ int Status(const std::vector<std::string>&) {
                                       std::cerr);
 }
 
+// --db of the verbs that only read the store.
+constexpr char kReadOnlyDb[] =
+    "never created: a store named here or by $KERNTUNE_DB must exist; a missing default one "
+    "reads as empty";
+
 const std::vector<Verb>& Verbs() {
   static const std::vector<Verb> verbs = {
       {{"demo"}, "",
        "run one op on random data on this machine (GPU with the heuristic "
        "config, else the CPU reference backend) and check it",
-       {"op", "dtype", "rows", "cols", "cpu"}, 0, Demo},
+       {"op", "dtype", "rows", "cols", "cpu"}, 0, Demo, {},
+       {{"op", "default softmax"},
+        {"dtype", "default float16"},
+        {"rows", "default 4096"},
+        {"cols", "default 1024"}}},
       {{"tune"}, "",
        "tune on this machine's GPUs (every visible one at once, or --devices): every "
        "config of every point of the standard grid (or --rows x --cols [x --inner]), "
        "checked against the fp64 reference and timed; results go to the tuning store. "
        "Interrupted runs resume where they stopped. Exit 130 when interrupted by Ctrl-C",
        {"db", "ops", "dtypes", "groups", "rows", "cols", "inner", "force", "devices", "reps"}, 0,
-       Tune},
+       Tune, {},
+       {{"db", "created when missing"},
+        {"rows", "a comma list; with --cols (and --inner), instead of the standard grid"},
+        {"cols", "a comma list"},
+        {"inner", "a comma list"},
+        {"devices", "default all"}}},
       {{"gpus"}, "", "GPU SKUs in the tuning store, with counts of runs, "
        "best configs and candidates",
-       {"db", "format"}, 0, Gpus},
+       {"db", "format"}, 0, Gpus, {}, {{"db", kReadOnlyDb}}},
       {{"configs", "list"}, "",
        "the chosen config of every tuned point, local and shipped: time, GB/s, % of copy, "
        "the heuristic and the speedup over it, kernel version (stale marked), and what the "
        "daemon serves at the point (tuned, shipped, nearest_tuned, heuristic)",
        {"db", "configs", "format", "gpu", "op", "dtype", "rows", "cols", "inner"}, 0,
-       ConfigsList},
+       ConfigsList, {},
+       {{"db", kReadOnlyDb},
+        {"gpu", "a filter"},
+        {"op", "a filter"},
+        {"dtype", "a filter"},
+        {"rows", "a filter"},
+        {"cols", "a filter"},
+        {"inner", "a filter"}}},
       {{"configs", "show"}, "",
        "the config the daemon would launch for one point and its source (tuned, shipped, "
        "nearest tuned, heuristic), with the store's entry there; with --candidates every "
        "config measured for it, fastest first (why this config)",
        {"db", "configs", "format", "gpu", "op", "dtype", "rows", "cols", "inner", "candidates"},
-       0, ConfigsShow},
+       0, ConfigsShow, {"op", "dtype", "rows", "cols"},
+       {{"db", kReadOnlyDb},
+        {"gpu", "needed when several GPUs have the point"},
+        {"inner", "default 1"}}},
       {{"configs", "export"}, "",
        "write one GPU SKU's tuned configs to standard output as a versioned "
        "JSON file (client/README.md)",
-       {"db", "gpu", "op", "dtype", "rows", "cols", "inner"}, 0, ConfigsExport},
+       {"db", "gpu", "op", "dtype", "rows", "cols", "inner"}, 0, ConfigsExport, {},
+       {{"db", kReadOnlyDb},
+        {"gpu", "the one SKU to export; may be left out when the store holds one"},
+        {"op", "a filter"},
+        {"dtype", "a filter"},
+        {"rows", "a filter"},
+        {"cols", "a filter"},
+        {"inner", "a filter"}}},
       {{"configs", "import"}, "FILE",
        "import a file written by `configs export` (FILE - = standard input); "
        "every entry is checked, bad ones are skipped and reported. Exit 0: "
        "all imported, 1: some skipped, 2: unreadable file",
-       {"db", "format"}, 1, ConfigsImport},
+       {"db", "format"}, 1, ConfigsImport, {}, {{"db", "created when missing"}}},
       {{"run"}, "OP",
        "send one random OP (softmax, log_softmax, layer_norm, rms_norm, reduce_scale, "
        "scaled_masked_softmax) problem to a running kerntuned, check every output against "
@@ -344,7 +376,9 @@ const std::vector<Verb>& Verbs() {
        "mismatch or a failed call",
        {"server", "dtype", "rows", "cols", "inner", "via", "iterations", "epsilon", "mask",
         "causal", "scale", "mask_rows", "device", "daemon_device", "format"},
-       1, RunVerb},
+       1, RunVerb, {"dtype", "rows", "cols"},
+       {{"inner", "default 1; > 1 for softmax and log_softmax only"},
+        {"device", "--via=ipc: the device to allocate on"}}},
       {{"status"}, "",
        "what a running kerntuned reports: version, backend and why, every device with its "
        "health, tuned entries, buffers and Runs, store, registered buffers and owners, CUDA "
@@ -370,6 +404,29 @@ std::string Wrap(absl::string_view text, size_t indent) {
   return absl::StrCat(wrapped, line, "\n");
 }
 
+bool IsRequired(const Verb& verb, const std::string& flag) {
+  return std::find(verb.required.begin(), verb.required.end(), flag) != verb.required.end();
+}
+
+// One flag of `verb` for its --help: required or its default, its help,
+// and what it means for this verb.
+std::string FlagHelp(const Verb& verb, const std::string& name) {
+  const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+  if (flag == nullptr) return "";
+  std::string help = flag->Help();
+  if (const auto note = verb.notes.find(name); note != verb.notes.end()) {
+    absl::StrAppend(&help, "; ", VerbName(verb), ": ", note->second);
+  }
+  const std::string default_value = flag->DefaultValue();
+  std::string heading = absl::StrCat("  --", name);
+  if (IsRequired(verb, name)) {
+    absl::StrAppend(&heading, " (required)");
+  } else if (!default_value.empty() && default_value != "false") {
+    absl::StrAppend(&heading, " (default ", default_value, ")");
+  }
+  return absl::StrCat(heading, "\n", Wrap(help, 6));
+}
+
 // The verbs whose words start with `prefix`, with their flags when only one.
 std::string Usage(const std::vector<std::string>& prefix) {
   std::string usage = "usage: kerntune <verb> [flags]\n\nverbs:\n";
@@ -386,17 +443,16 @@ std::string Usage(const std::vector<std::string>& prefix) {
   for (const Verb* verb : shown) {
     absl::StrAppend(&usage, "  kerntune ", VerbName(*verb),
                     verb->args.empty() ? "" : " ", verb->args);
+    for (const std::string& flag : verb->required) absl::StrAppend(&usage, " --", flag);
     for (const std::string& flag : verb->flags) {
-      absl::StrAppend(&usage, " [--", flag, "]");
+      if (!IsRequired(*verb, flag)) absl::StrAppend(&usage, " [--", flag, "]");
     }
     absl::StrAppend(&usage, "\n", Wrap(verb->summary, 6));
   }
   if (shown.size() == 1) {
     absl::StrAppend(&usage, "\nflags:\n");
     for (const std::string& name : shown.front()->flags) {
-      const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
-      if (flag == nullptr) continue;
-      absl::StrAppend(&usage, "  --", name, "\n", Wrap(flag->Help(), 6));
+      absl::StrAppend(&usage, FlagHelp(*shown.front(), name));
     }
   }
   absl::StrAppend(&usage,
@@ -436,13 +492,15 @@ int Dispatch(int argc, char** argv) {
   }
   const std::vector<std::string> positional(words.begin() + verb->words.size(),
                                             words.end());
-  if (positional.size() != verb->positional) {
-    return UsageError(
-        verb->positional == 0
-            ? absl::StrCat("unexpected argument \"", positional.front(),
-                           "\" for `kerntune ", VerbName(*verb), "`")
-            : absl::StrCat("`kerntune ", VerbName(*verb), "` takes ", verb->args),
-        verb->words);
+  if (positional.size() > verb->positional) {
+    return UsageError(absl::StrCat("unexpected argument \"", positional[verb->positional],
+                                   "\" for `kerntune ", VerbName(*verb),
+                                   verb->args.empty() ? "" : " ", verb->args, "`"),
+                      verb->words);
+  }
+  if (positional.size() < verb->positional) {
+    return UsageError(absl::StrCat("`kerntune ", VerbName(*verb), "` needs ", verb->args),
+                      verb->words);
   }
   if (absl::Status applied =
           kt::client::ApplyFlags(split->flags, verb->flags, VerbName(*verb));

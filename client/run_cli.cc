@@ -572,6 +572,33 @@ std::string DescribeDevice(const pb::RunResponse& response) {
                           : absl::StrCat(" (", response.device_uuid(), ")"));
 }
 
+// ResourceExhausted, with the way around it, when one tensor of the problem
+// is over the daemon's limit for inline tensors (GetStatus; a daemon that
+// does not report one, or serves no GetStatus, is not checked here).
+absl::Status CheckInlineLimit(const DaemonClient& client, kernels::Op op, kernels::DType dtype,
+                              const kernels::Shape& shape) {
+  absl::StatusOr<pb::GetStatusResponse> status = client.GetStatus();
+  if (absl::IsUnimplemented(status.status())) return absl::OkStatus();  // it will say
+  if (!status.ok()) return status.status();
+  const int64_t limit = status->max_request_bytes();
+  int64_t bytes = kernels::DTypeSize(dtype);
+  bool over = false;
+  for (const int64_t extent : {shape.rows, shape.cols, shape.inner}) {
+    over = over || __builtin_mul_overflow(bytes, extent, &bytes);
+  }
+  if (limit <= 0 || (!over && bytes <= limit)) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      db::DescribePoint(kernels::OpName(op), kernels::DTypeName(dtype), shape.rows, shape.cols,
+                        shape.inner),
+      " is ", over ? "more than 2^63" : absl::StrCat(bytes),
+      " bytes per tensor, over the daemon's limit of ", limit,
+      absl::StrFormat(" bytes (%.4g MiB)", static_cast<double>(limit) / (1 << 20)),
+      " for inline tensors (kerntuned --max_request_bytes)",
+      IsUnixTarget(client.target())
+          ? "; --via=shm sends it through shared memory, which has no such limit"
+          : "; over TCP only inline tensors travel: use the daemon's Unix socket and --via=shm"));
+}
+
 }  // namespace
 
 absl::StatusOr<Via> ParseVia(absl::string_view name) {
@@ -626,10 +653,18 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
                            absl::StrCat("--iterations=", o.iterations, " must be >= 1")),
                        err, kExitUsage);
   }
-  if (kernels::TakesEpsilon(*op) && !(std::isfinite(o.epsilon) && o.epsilon > 0)) {
+  if (o.epsilon && !kernels::TakesEpsilon(*op)) {
+    return ReportError(kRunVerb,
+                       absl::InvalidArgumentError(absl::StrCat(
+                           "--epsilon is a flag of layer_norm and rms_norm, not ",
+                           kernels::OpName(*op))),
+                       err, kExitUsage);
+  }
+  const double epsilon = o.epsilon.value_or(kDefaultRunEpsilon);
+  if (kernels::TakesEpsilon(*op) && !(std::isfinite(epsilon) && epsilon > 0)) {
     return ReportError(kRunVerb,
                        absl::InvalidArgumentError(
-                           absl::StrCat("--epsilon=", o.epsilon, " must be finite and > 0")),
+                           absl::StrCat("--epsilon=", epsilon, " must be finite and > 0")),
                        err, kExitUsage);
   }
   const int64_t inner = o.inner.value_or(1);
@@ -705,8 +740,16 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
                : ReportDaemonError(kRunVerb, choice.status(), err);
   }
   const kernels::Shape shape{*o.rows, *o.cols, inner};
+  if (choice->via == Via::kInline) {
+    // Before the problem is made: a shape over the daemon's limit would
+    // cost seconds and gigabytes here only to be refused.
+    if (absl::Status fits = CheckInlineLimit(*client, *op, *dtype, shape); !fits.ok()) {
+      return absl::IsResourceExhausted(fits) ? ReportError(kRunVerb, fits, err)
+                                             : ReportDaemonError(kRunVerb, fits, err);
+    }
+  }
   absl::StatusOr<kernels::HostProblem> problem =
-      MakeCheckedProblem(*op, *dtype, shape, o.seed, o.epsilon, attention);
+      MakeCheckedProblem(*op, *dtype, shape, o.seed, epsilon, attention);
   if (!problem.ok()) return ReportError(kRunVerb, problem.status(), err);
 
   std::unique_ptr<Transport> transport;

@@ -28,6 +28,8 @@ enum class Via {
 absl::StatusOr<Via> ParseVia(absl::string_view name);
 absl::string_view ViaName(Via via);
 
+inline constexpr double kDefaultRunEpsilon = 1e-5;
+
 // Flag values as the user typed them; RunRunCommand checks them (a bad or
 // missing one is a usage error naming the flag).
 struct RunCliOptions {
@@ -41,7 +43,8 @@ struct RunCliOptions {
   std::optional<int64_t> inner;
   std::string via = "auto";
   int iterations = 10;    // Runs timed; the output of the last is checked
-  double epsilon = 1e-5;  // layer_norm, rms_norm
+  // layer_norm, rms_norm (unset: kDefaultRunEpsilon); refused for the others.
+  std::optional<double> epsilon;
   // scaled_masked_softmax: an additive random (mask_rows, cols) mask (1 in
   // 8 entries -inf), the causal mask, the scale (unset: 1/sqrt(cols)), and
   // the query length (unset: the largest divisor of rows <= cols).

@@ -87,15 +87,20 @@ void WriteText(const std::string& target, const pb::GetStatusResponse& s, std::o
                                       : absl::StrCat(" at ", device.pci_bus_id()))});
     lines.push_back({"", absl::StrCat("   ", DeviceHealthAndCounts(device))});
   }
+  // The CPU backend loads no configs: say why, rather than "not loaded".
+  const bool cpu = s.backend() == "cpu";
   lines.push_back(
-      {"tuned", absl::StrCat(Plural(s.tuned_entries(), "entry", "entries"), " from ",
+      {"tuned", cpu ? absl::StrCat("not used: the CPU backend runs the fp64 reference (store ",
+                                   s.database_path().empty() ? "none" : s.database_path(), ")")
+                    : absl::StrCat(Plural(s.tuned_entries(), "entry", "entries"), " from ",
                              s.database_path().empty() ? "(no store)" : s.database_path(),
                              s.database_data_version() == 0
                                  ? " (not loaded)"
                                  : absl::StrCat(" (data version ", s.database_data_version(),
                                                 ")"))});
   lines.push_back(
-      {"shipped", s.shipped_config_files().empty()
+      {"shipped", cpu ? std::string("not used by the CPU backend")
+                  : s.shipped_config_files().empty()
                       ? std::string("none loaded")
                       : absl::StrCat(Plural(s.shipped_entries(), "entry", "entries"), " from ",
                                      absl::StrJoin(s.shipped_config_files(), ", "))});
@@ -115,6 +120,9 @@ void WriteText(const std::string& target, const pb::GetStatusResponse& s, std::o
                                                          "mappings"),
                                                   " open")
                                    : "not supported by this backend"});
+  lines.push_back({"inline", absl::StrCat("tensors up to ", HumanBytes(s.max_request_bytes()),
+                                          " (--max_request_bytes); larger ones in registered "
+                                          "memory")});
   // What it has served.
   const pb::DaemonStats& stats = s.stats();
   lines.push_back(
@@ -175,6 +183,7 @@ void WriteJson(const std::string& target, const pb::GetStatusResponse& s, std::o
       {"buffer_owners", absl::StrCat(s.buffer_owners())},
       {"open_ipc_mappings", absl::StrCat(s.open_ipc_mappings())},
       {"default_buffer_ttl_seconds", absl::StrCat(s.default_buffer_ttl_seconds())},
+      {"max_request_bytes", absl::StrCat(s.max_request_bytes())},
       {"cuda_ipc_supported", s.cuda_ipc_supported() ? "true" : "false"},
       {"uptime_seconds", absl::StrCat(s.uptime_seconds())},
       {"runs", absl::StrCat(s.stats().runs())},

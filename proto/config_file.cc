@@ -494,8 +494,10 @@ absl::StatusOr<std::string> ConfigFileToJson(const TunedConfigFile& file) {
   return json;
 }
 
+bool IsSqliteFile(absl::string_view bytes) { return absl::StartsWith(bytes, kSqliteHeader); }
+
 absl::StatusOr<ParsedConfigFile> ParseConfigFile(absl::string_view json) {
-  if (absl::StartsWith(json, kSqliteHeader)) {
+  if (IsSqliteFile(json)) {
     return absl::InvalidArgumentError(
         "this is a SQLite tuning store, not a tuned-config file; use --db=<file> to read it");
   }

@@ -68,6 +68,10 @@ struct ParsedConfigFile {
 // split existed import as last-axis points with split 1.
 absl::StatusOr<ParsedConfigFile> ParseConfigFile(absl::string_view json);
 
+// True when `bytes` start like an SQLite database file (a tuning store given
+// where a tuned-config file was expected).
+bool IsSqliteFile(absl::string_view bytes);
+
 }  // namespace kt::proto
 
 #endif  // KERNTUNE_PROTO_CONFIG_FILE_H_

@@ -1,11 +1,11 @@
 // Tuned-config cache of the daemon (see config_cache.h).
 #include "server/config_cache.h"
 
-#include <cstdio>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "server/log.h"
 #include "tuner/backend.h"
 
 namespace kt::server {
@@ -78,7 +78,7 @@ void ConfigCache::Install(const std::vector<db::BestConfig>& rows, int64_t data_
   // The daemon's log, once per load: a stale entry silently becoming a
   // heuristic launch would look like a slow GPU.
   if (const std::string stale = tuner::DescribeStale(table->stale()); !stale.empty()) {
-    std::fprintf(stderr, "kerntuned: %s\n", stale.c_str());
+    LogWarning(stale);
   }
   absl::MutexLock lock(&mu_);
   table_ = std::move(table);
@@ -136,12 +136,10 @@ void ConfigCache::PollLoop(absl::Duration interval) {
     absl::StatusOr<bool> reloaded = ReloadIfChanged();
     // The daemon's log: the poller is the edge of this background work.
     if (!reloaded.ok()) {
-      std::fprintf(stderr, "kerntuned: reloading %s failed: %s\n", db_path_.c_str(),
-                   reloaded.status().ToString().c_str());
+      LogError(absl::StrCat("reloading ", db_path_, " failed: ", reloaded.status().ToString()));
     } else if (*reloaded) {
-      std::fprintf(stderr, "kerntuned: reloaded %lld tuned configs from %s (data version %lld)\n",
-                   static_cast<long long>(local_entries()), db_path_.c_str(),
-                   static_cast<long long>(data_version()));
+      LogInfo(absl::StrCat("reloaded ", local_entries(), " tuned configs from ", db_path_,
+                           " (data version ", data_version(), ")"));
     }
     poll_mu_.Lock();
   }

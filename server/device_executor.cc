@@ -9,9 +9,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "kernels/launch.h"
 #include "kernels/launch_config.h"
 #include "server/cuda_status.h"
+#include "server/log.h"
 #include "server/operand_staging.h"
 #include "server/stage_clock.h"
 
@@ -139,10 +141,10 @@ absl::Status DeviceExecutor::CheckSticky(cudaError_t state, absl::Status status)
   }
   failed_.store(true, std::memory_order_release);
   if (first) {
-    std::fprintf(stderr,
-                 "kerntuned: CUDA device %d (%s) failed: %s; its Runs are refused from now on, "
-                 "its registrations released; the other devices keep serving\n",
-                 device_.ordinal, identity_.uuid.c_str(), failure().c_str());
+    LogError(absl::StrFormat(
+        "CUDA device %d (%s) failed: %s; its Runs are refused from now on, its registrations "
+        "released; the other devices keep serving",
+        device_.ordinal, identity_.uuid, failure()));
   }
   return absl::UnavailableError(absl::StrCat("CUDA device ", device_.ordinal, " (",
                                              identity_.uuid, ") failed: ", status.message()));

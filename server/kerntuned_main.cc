@@ -9,11 +9,10 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
-#include "absl/time/clock.h"
-#include "absl/time/time.h"
 #include "db/tuning_store.h"
 #include "grpc/grpc.h"
 #include "proto/shipped_configs.h"
+#include "server/log.h"
 #include "server/server.h"
 
 ABSL_FLAG(std::string, socket, "",
@@ -109,9 +108,10 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const kt::server::Options options = OptionsFromFlags(metrics_address_given);
   if (absl::Status valid = kt::server::ValidateOptions(options); !valid.ok()) {
-    std::fprintf(stderr, "kerntuned: %s\n", std::string(valid.message()).c_str());
+    kt::server::LogError(valid.message());
     return 2;
   }
+  kt::server::RouteGrpcLogging();
   // Hold gRPC initialized until the process ends. Otherwise the last gRPC
   // object RunServer destroys runs the final grpc_shutdown, which joins
   // gRPC's executor thread; that thread was seen parked in a poll with a
@@ -119,18 +119,16 @@ int main(int argc, char** argv) {
   grpc_init();
   const absl::Status status = kt::server::RunServer(options);
   if (!status.ok()) {
-    std::fprintf(stderr, "kerntuned: %s\n", status.ToString().c_str());
+    kt::server::LogError(status.ToString());
     return 1;
   }
   // Everything the daemon owns is closed by now. Skip the static
   // destructors and the CUDA runtime's exit-time teardown, which was seen to
   // hang the exit on an H100 with gRPC's threads still parked; the driver
   // reclaims the context when the process ends.
-  // Timed like the signal's line: the process teardown after this is the
-  // kernel driver's.
-  std::fprintf(stderr, "kerntuned: stopped at %s\n",
-               absl::FormatTime("%H:%M:%E3S", absl::Now(), absl::UTCTimeZone()).c_str());
-  std::fflush(stderr);
+  // Timed like every line: the process teardown after this is the kernel
+  // driver's.
+  kt::server::LogInfo("stopped");
   std::fflush(stdout);
   std::_Exit(0);
 }

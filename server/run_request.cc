@@ -356,9 +356,10 @@ absl::Status CheckSizeLimit(const RunRequest& run, kernels::Operand operand,
                                              : std::string(),
                          " is ", bytes, " bytes per tensor")
           : absl::StrCat(field.name, " is ", bytes, " bytes");
-  return absl::ResourceExhaustedError(absl::StrCat(what, ", over the daemon's limit of ",
-                                                   max_request_bytes,
-                                                   " for inline tensors (--max_request_bytes)"));
+  return absl::ResourceExhaustedError(
+      absl::StrCat(what, ", over the daemon's limit of ", max_request_bytes,
+                   " for inline tensors (--max_request_bytes); register shared memory or CUDA "
+                   "IPC memory for larger ones"));
 }
 
 }  // namespace

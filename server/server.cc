@@ -12,7 +12,6 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -21,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -34,6 +34,7 @@
 #include "server/config_cache.h"
 #include "server/cpu_backend.h"
 #include "server/gpu_backend.h"
+#include "server/log.h"
 #include "server/service.h"
 #include "server/unix_listener.h"
 #include "tuner/backend.h"
@@ -127,7 +128,7 @@ proto::ShippedEntries LoadShippedConfigs(const std::string& dir, const db::GpuSk
   if (dir.empty()) return {};
   const std::vector<proto::ShippedConfigFile> files = proto::ReadShippedConfigs(dir);
   for (const std::string& problem : proto::DescribeProblems(files)) {
-    std::fprintf(stderr, "kerntuned: shipped config file %s\n", problem.c_str());
+    LogWarning(absl::StrCat("shipped config file ", problem));
   }
   return proto::ShippedEntriesFor(files, sku);
 }
@@ -171,8 +172,7 @@ absl::StatusOr<Backends> MakeBackend(const Options& options) {
   absl::StatusOr<std::unique_ptr<GpuBackend>> gpu =
       GpuBackend::Create(*selected, kGpuStreams, make_cache, &unusable);
   for (const GpuBackend::Unusable& device : unusable) {
-    std::fprintf(stderr, "kerntuned: CUDA device %d is not served: %s\n", device.ordinal,
-                 device.reason.c_str());
+    LogWarning(absl::StrFormat("CUDA device %d is not served: %s", device.ordinal, device.reason));
   }
   if (!gpu.ok()) return CpuBecause(absl::StrCat("no CUDA device usable: ", gpu.status().message()));
   std::vector<std::string> names;
@@ -257,12 +257,11 @@ void LogServing(const Options& options, const Backend& backend, const std::strin
                            ")");
   }
   const std::string note = backend.note();
-  std::fprintf(stderr, "kerntuned: serving on unix:%s%s%s%s%s, backend %s (%s)%s%s\n",
-               options.listen.socket_path.c_str(),
-               options.listen.tcp_address.empty() ? "" : " and ",
-               options.listen.tcp_address.c_str(),
-               metrics_url.empty() ? "" : ", metrics on ", metrics_url.c_str(), backend.name().c_str(), reason.c_str(),
-               note.empty() ? ", " : ": ", note.empty() ? configs.c_str() : note.c_str());
+  LogInfo(absl::StrCat("serving on unix:", options.listen.socket_path,
+                       options.listen.tcp_address.empty() ? "" : " and ",
+                       options.listen.tcp_address, metrics_url.empty() ? "" : ", metrics on ",
+                       metrics_url, ", backend ", backend.name(), " (", reason, ")",
+                       note.empty() ? ", " : ": ", note.empty() ? configs : note));
 }
 
 }  // namespace
@@ -359,7 +358,7 @@ absl::Status RunServer(const Options& options) {
     } else if (options.listen.metrics_address_given) {
       return s;
     } else {
-      std::fprintf(stderr, "kerntuned: no metrics: %s\n", std::string(s.message()).c_str());
+      LogWarning(absl::StrCat("no metrics: ", s.message()));
       metrics.reset();
     }
   }
@@ -394,15 +393,13 @@ absl::Status RunServer(const Options& options) {
 
   const int signal_number = WaitForStopSignal();
   const absl::Time stop_started = absl::Now();
-  std::fprintf(stderr, "kerntuned: %s received at %s, draining requests in flight\n",
-               strsignal(signal_number),
-               absl::FormatTime("%H:%M:%E3S", stop_started, absl::UTCTimeZone()).c_str());
+  LogInfo(absl::StrCat(strsignal(signal_number), " received, draining requests in flight"));
   server->GetHealthCheckService()->SetServingStatus(false);
   // Refuse new calls and let the ones in flight finish; then shut down at
   // once, so idle client connections do not hold the exit back.
   if (!service.Drain(kShutdownGrace)) {
-    std::fprintf(stderr, "kerntuned: requests still running after %s, cancelling them\n",
-                 absl::FormatDuration(kShutdownGrace).c_str());
+    LogWarning(absl::StrCat("requests still running after ",
+                            absl::FormatDuration(kShutdownGrace), ", cancelling them"));
   }
   (*listener)->Stop();
   server->Shutdown(std::chrono::system_clock::now());
@@ -411,10 +408,9 @@ absl::Status RunServer(const Options& options) {
   housekeeper.join();
   service.CloseClientMemory();
   unlink(options.listen.socket_path.c_str());
-  std::fprintf(stderr,
-               "kerntuned: requests drained, client memory closed, socket removed (%.0f ms "
-               "after the signal)\n",
-               absl::ToDoubleMilliseconds(absl::Now() - stop_started));
+  LogInfo(absl::StrFormat(
+      "requests drained, client memory closed, socket removed (%.0f ms after the signal)",
+      absl::ToDoubleMilliseconds(absl::Now() - stop_started)));
   return absl::OkStatus();
 }
 

@@ -1,13 +1,14 @@
 // KernTune service handlers (see service.h).
 #include "server/service.h"
 
-#include <cstdio>
 #include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "kernels/version.h"
 #include "proto/convert.h"
+#include "server/log.h"
 #include "server/run_request.h"
 #include "server/stage_clock.h"
 #include "tuner/backend.h"
@@ -142,14 +143,15 @@ void BufferToProto(const Registration& registration, pb::BufferInfo* out) {
   out->set_runs(registration.runs);
 }
 
-// Logs a failed request at the edge and converts its status.
-grpc::Status Fail(absl::string_view rpc, absl::string_view peer, const absl::Status& status) {
-  std::fprintf(stderr, "kerntuned: %s from %s failed: %s\n", std::string(rpc).c_str(),
-               std::string(peer).c_str(), status.ToString().c_str());
+}  // namespace
+
+// Logs a failed request at the edge, naming its caller by process, and
+// converts its status.
+grpc::Status KernTuneService::Fail(absl::string_view rpc, absl::string_view peer,
+                                   const absl::Status& status) {
+  request_log_.Failed(rpc, DescribeCaller(peer, Caller(peer)), status, absl::Now());
   return ToGrpcStatus(status);
 }
-
-}  // namespace
 
 struct KernTuneService::PreparedRun {
   DrainGuard::Admission admission;
@@ -466,6 +468,7 @@ grpc::Status KernTuneService::HandleGetStatus(absl::string_view peer,
   response->set_buffer_owners(totals.owners);
   response->set_open_ipc_mappings(static_cast<int64_t>(cuda_ipc_.size()));
   response->set_default_buffer_ttl_seconds(absl::ToInt64Seconds(options_.registry.default_ttl));
+  response->set_max_request_bytes(options_.max_request_bytes);
   response->set_cuda_ipc_supported(backend_.supports_cuda_ipc());
   StatsToProto(backend_.stats(), run_counters_.totals(), response->mutable_stats());
   return grpc::Status::OK;
@@ -548,10 +551,9 @@ void KernTuneService::Housekeep(absl::Time now) {
     const int closed = cuda_ipc_.EvictDevice(device);
     if (options_.metrics != nullptr) options_.metrics->CountReaped("device_failed", released);
     if (!first && released + closed == 0) continue;
-    std::fprintf(stderr,
-                 "kerntuned: released %d registrations and %d CUDA IPC mappings of failed CUDA "
-                 "device %d\n",
-                 released, closed, device);
+    LogWarning(absl::StrFormat(
+        "released %d registrations and %d CUDA IPC mappings of failed CUDA device %d", released,
+        closed, device));
   }
   if (options_.metrics != nullptr) {
     options_.metrics->CountReaped("expired", reaped.expired);
@@ -559,11 +561,12 @@ void KernTuneService::Housekeep(absl::Time now) {
     UpdateGauges();
   }
   if (reaped.expired + reaped.owner_exited + evicted > 0) {
-    std::fprintf(stderr,
-                 "kerntuned: ended %d registrations past their lease and %d of exited "
-                 "processes; closed %d idle CUDA IPC mappings\n",
-                 reaped.expired, reaped.owner_exited, evicted);
+    LogInfo(absl::StrFormat(
+        "ended %d registrations past their lease and %d of exited processes; closed %d idle "
+        "CUDA IPC mappings",
+        reaped.expired, reaped.owner_exited, evicted));
   }
+  request_log_.Flush(now);
 }
 
 void KernTuneService::UpdateGauges() {

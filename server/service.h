@@ -1,5 +1,5 @@
 // The KernTune gRPC service: thin handlers (validate -> backend -> convert
-// the status), one line on stderr per failed request. The state lives in
+// the status), failed requests logged by caller (request_log.h). The state lives in
 // its own classes: the calls in flight (drain_guard.h), the Runs answered
 // (run_counters.h), registrations (buffer_registry.h) and opened CUDA IPC
 // memory (client_tensors.h). gRPC's callback API:
@@ -38,6 +38,7 @@
 #include "server/drain_guard.h"
 #include "server/metrics.h"
 #include "server/peer_credentials.h"
+#include "server/request_log.h"
 #include "server/run_counters.h"
 #include "server/worker_pool.h"
 
@@ -141,6 +142,8 @@ class KernTuneService final : public kerntune::v1::KernTune::CallbackService {
 
  private:
   std::optional<PeerProcess> Caller(absl::string_view peer) const;
+  // A failed call: logged (rate-limited, by caller) and converted.
+  grpc::Status Fail(absl::string_view rpc, absl::string_view peer, const absl::Status& status);
   template <class Request, class Response>
   using Handler = grpc::Status (KernTuneService::*)(absl::string_view peer, const Request*,
                                                    Response*);
@@ -178,6 +181,8 @@ class KernTuneService final : public kerntune::v1::KernTune::CallbackService {
   BufferRegistry registry_{options_.registry};
   // Opened CUDA IPC memory by handle bytes (registrations and one-offs).
   CudaIpcMemoryCache cuda_ipc_{backend_, options_.ipc_idle};
+  // Failed calls on the log; flushed by Housekeep.
+  RequestLog request_log_{&Log};
   // Failed devices whose registrations were released (Housekeep's alone).
   absl::flat_hash_set<int> released_devices_;
   // Each device's workers for large Runs; the shared pool below hands them

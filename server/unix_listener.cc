@@ -9,11 +9,11 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/server_posix.h"
+#include "server/log.h"
 
 namespace kt::server {
 namespace {
@@ -80,14 +80,14 @@ void UnixListener::AcceptLoop(grpc::Server* server, PeerTable* peers) {
     pollfd fds[2] = {{fd_, POLLIN, 0}, {wake_read_, POLLIN, 0}};
     if (poll(fds, 2, -1) < 0) {
       if (errno == EINTR) continue;
-      std::fprintf(stderr, "kerntuned: poll on the Unix socket: %s\n", std::strerror(errno));
+      LogError(absl::StrCat("poll on the Unix socket: ", std::strerror(errno)));
       return;
     }
     if (fds[1].revents != 0) return;  // Stop()
     const int connection = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (connection < 0) {
       if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
-        std::fprintf(stderr, "kerntuned: accept: %s\n", std::strerror(errno));
+        LogError(absl::StrCat("accept: ", std::strerror(errno)));
         // Out of descriptors, say: back off instead of spinning.
         if (errno == EMFILE || errno == ENFILE) usleep(100 * 1000);
       }
@@ -100,8 +100,8 @@ void UnixListener::AcceptLoop(grpc::Server* server, PeerTable* peers) {
       // Still served (inline tensors need no identity); forget whoever
       // had this descriptor number before.
       peers->Clear(connection);
-      std::fprintf(stderr, "kerntuned: a Unix-socket client without credentials: %s\n",
-                   peer.status().ToString().c_str());
+      LogWarning(absl::StrCat("a Unix-socket client without credentials: ",
+                              peer.status().ToString()));
     }
     grpc::AddInsecureChannelFromFd(server, connection);  // gRPC owns it now
   }

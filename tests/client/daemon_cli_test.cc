@@ -132,7 +132,12 @@ TEST_F(KerntuneDaemonVerbsTest, StatusAsTextAndJson) {
   for (const char* line :
        {"kerntuned  ", "backend    cpu: --cpu given (the fp64 reference on the CPU; GPU tuned "
                        "configs",
-        "devices    none\n", "tuned      0 entries from ", "shipped    none loaded\n",
+        "devices    none\n",
+        // issue 27: "(not loaded)" did not say the CPU backend uses no configs.
+        "tuned      not used: the CPU backend runs the fp64 reference (store ",
+        "shipped    not used by the CPU backend\n",
+        "inline     tensors up to 256.0 MiB (--max_request_bytes); larger ones in registered "
+        "memory\n",
         "buffers    0 registered, 0 B, owned by 0 processes",
         "cuda ipc   not supported by this backend\n",
         "runs       0 answered, 0 of them before the GPU finished\n", "uptime     "}) {
@@ -153,9 +158,11 @@ TEST_F(KerntuneDaemonVerbsTest, StatusAsTextAndJson) {
                           "database_data_version", "registered_buffers", "registered_bytes",
                           "buffer_owners", "open_ipc_mappings", "default_buffer_ttl_seconds",
                           "uptime_seconds", "shipped_entries", "shipped_config_files",
-                          "stale_entries_skipped", "handler_us"}) {
+                          "stale_entries_skipped", "handler_us", "max_request_bytes"}) {
     EXPECT_TRUE(f.contains(key)) << key;
   }
+  EXPECT_EQ(f.at("max_request_bytes").number_value(), 256 << 20);
+  EXPECT_THAT(text.out, Not(HasSubstr("not loaded")));
   EXPECT_THAT(f.at("backend_note").string_value(), HasSubstr("GPU tuned configs"));
   EXPECT_EQ(f.at("runs").number_value(), 0);
 }
@@ -178,6 +185,32 @@ TEST_F(KerntuneDaemonVerbsTest, StatusShowsTheRunsServed) {
   EXPECT_GT(f.at("handler_us").number_value(), 0);
 }
 
+// issue 27: a Run over the inline limit cost 5.5 s and 1.1 GB here before
+// the daemon refused it, with no word of --via=shm. Now it is refused before
+// the problem is made, and shared memory takes the same shape.
+TEST_F(KerntuneDaemonVerbsTest, RunChecksTheInlineLimitFirstAndNamesViaShm) {
+  ASSERT_NO_FATAL_FAILURE(Start({"--max_request_bytes=1048576"}));
+  const std::vector<std::string> args = {"run", "softmax", "--dtype=fp32", "--rows=1024",
+                                         "--cols=1024", "--iterations=1",
+                                         "--server=" + target()};
+  std::vector<std::string> inline_args = args;
+  inline_args.push_back("--via=inline");
+  const ProcessResult refused = Kerntune(inline_args);
+  EXPECT_EQ(refused.code, 1) << refused.out << refused.err;
+  EXPECT_EQ(refused.err,
+            "kerntune run: softmax float32 1024x1024 is 4194304 bytes per tensor, over the "
+            "daemon's limit of 1048576 bytes (1 MiB) for inline tensors (kerntuned "
+            "--max_request_bytes); --via=shm sends it through shared memory, which has no "
+            "such limit\n");
+  // Refused here: the daemon never saw the Run.
+  EXPECT_THAT(daemon_->Log(), Not(HasSubstr("RESOURCE_EXHAUSTED")));
+  std::vector<std::string> shm_args = args;
+  shm_args.push_back("--via=shm");
+  const ProcessResult shm = Kerntune(shm_args);
+  EXPECT_EQ(shm.code, 0) << shm.out << shm.err;
+  EXPECT_THAT(shm.out, HasSubstr("matches the fp64 reference"));
+}
+
 TEST_F(KerntuneDaemonVerbsTest, NoDaemonIsAClearFailure) {
   const std::string nobody = "--server=unix:" + dir_.File("nobody.sock");
   for (const std::vector<std::string>& args :
@@ -196,7 +229,15 @@ TEST_F(KerntuneDaemonVerbsTest, UsageErrorsExitTwo) {
     std::vector<std::string> args;
     const char* message;
   } cases[] = {
-      {{"run", "--dtype=fp16", "--rows=2", "--cols=8"}, "`kerntune run` takes OP"},
+      {{"run", "--dtype=fp16", "--rows=2", "--cols=8"}, "`kerntune run` needs OP"},
+      // issue 27: this said "takes OP".
+      {{"run", "softmax", "softmax", "--dtype=fp16", "--rows=2", "--cols=8"},
+       "unexpected argument \"softmax\" for `kerntune run OP`"},
+      // issue 27: --epsilon was silently ignored by the ops without one.
+      {{"run", "softmax", "--dtype=fp16", "--rows=2", "--cols=8", "--epsilon=1e-3"},
+       "--epsilon is a flag of layer_norm and rms_norm, not softmax"},
+      {{"run", "reduce_scale", "--dtype=fp16", "--rows=2", "--cols=8", "--epsilon=1e-3"},
+       "--epsilon is a flag of layer_norm and rms_norm, not reduce_scale"},
       {{"run", "sofmax", "--dtype=fp16", "--rows=2", "--cols=8"}, "sofmax"},
       {{"run", "softmax", "--rows=2", "--cols=8"}, "--dtype, --rows and --cols are required"},
       {{"run", "softmax", "--dtype=fp16", "--rows=0", "--cols=8"}, "--rows=0 must be >= 1"},

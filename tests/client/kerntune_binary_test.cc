@@ -54,6 +54,41 @@ TEST(KerntuneBinaryTest, HelpListsTheVerbsAndExitsZero) {
   EXPECT_EQ(verb_help.code, 0);
   EXPECT_THAT(verb_help.output, HasSubstr("--candidates\n"));
   EXPECT_THAT(verb_help.output, ::testing::Not(HasSubstr("kerntune demo")));
+  EXPECT_THAT(verb_help.output,
+              HasSubstr("kerntune configs show --op --dtype --rows --cols [--db]"));
+  EXPECT_THAT(verb_help.output, HasSubstr("--op (required)\n"));
+}
+
+// issue 27: `run --help` did not say which flags are required and showed
+// other verbs' defaults (demo's, tune's).
+// `text` with every run of white space as one space: help text is wrapped.
+std::string Unwrapped(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    const bool space = c == ' ' || c == '\n';
+    if (space && !out.empty() && out.back() == ' ') continue;
+    out.push_back(space ? ' ' : c);
+  }
+  return out;
+}
+
+TEST(KerntuneBinaryTest, RunHelpNamesTheRequiredFlagsAndOnlyItsOwnDefaults) {
+  ProcessResult run = Kerntune("run --help");
+  run.output = Unwrapped(run.output);
+  EXPECT_EQ(run.code, 0);
+  EXPECT_THAT(run.output, HasSubstr("kerntune run OP --dtype --rows --cols [--server] [--inner]"));
+  for (const char* flag : {"--dtype", "--rows", "--cols"}) {
+    EXPECT_THAT(run.output, HasSubstr(std::string(flag) + " (required) ")) << flag;
+  }
+  EXPECT_THAT(run.output, HasSubstr("--iterations (default 10) "));
+  EXPECT_THAT(run.output, HasSubstr("--via (default auto) "));
+  EXPECT_THAT(run.output, HasSubstr("the epsilon of layer_norm and rms_norm (default 1e-5)"));
+  EXPECT_THAT(run.output, HasSubstr("run: default 1; > 1 for softmax and log_softmax only"));
+  for (const char* other : {"demo:", "tune:", "4096", "comma list"}) {
+    EXPECT_THAT(run.output, ::testing::Not(HasSubstr(other))) << other;
+  }
+  // demo's defaults are in demo's help.
+  EXPECT_THAT(Unwrapped(Kerntune("demo --help").output), HasSubstr("demo: default 4096"));
 }
 
 TEST(KerntuneBinaryTest, UsageErrorsExitTwo) {
@@ -72,8 +107,11 @@ TEST(KerntuneBinaryTest, UsageErrorsExitTwo) {
       {"tune --format=json", "--format is not a flag of `kerntune tune`"},
       {"tune --device=1", "--device is not a flag of `kerntune tune`"},
       {"configs list --format=xml", "--format=xml must be table, json or csv"},
-      {"configs import", "`kerntune configs import` takes FILE"},
-      {"gpus extra", "unexpected argument \"extra\""},
+      {"configs import", "`kerntune configs import` needs FILE"},
+      {"gpus extra", "unexpected argument \"extra\" for `kerntune gpus`"},
+      {"run", "`kerntune run` needs OP"},
+      // issue 27: this said "takes OP".
+      {"run softmax softmax", "unexpected argument \"softmax\" for `kerntune run OP`"},
   };
   for (const auto& c : cases) {
     const ProcessResult run = Kerntune(c.args);
@@ -123,6 +161,21 @@ TEST(KerntuneBinaryTest, TuneWithoutAGpuExitsOne) {
   EXPECT_THAT(help.output, ::testing::Not(HasSubstr("--device\n")));
 }
 
+// issue 27: `configs list --db=/typo/x.db` created /typo and an empty store
+// and reported "no tuned configs".
+TEST(KerntuneBinaryTest, AMistypedDbIsAnErrorAndCreatesNothing) {
+  testing::ScopedTempDir dir;
+  const std::string typo = dir.File("typo/x.db");
+  const ProcessResult run = Kerntune("configs list --db=" + typo);
+  EXPECT_EQ(run.code, 1) << run.output;
+  EXPECT_EQ(run.output, "kerntune configs list: no tuning store at " + typo +
+                            ": the directory " + dir.File("typo") +
+                            " does not exist (check --db; `kerntune tune` or `kerntune "
+                            "configs import FILE` creates one)\n");
+  struct stat info {};
+  EXPECT_NE(stat(dir.File("typo").c_str(), &info), 0);
+}
+
 TEST(KerntuneBinaryTest, ListsTheFixtureAndHonoursKerntuneDb) {
   testing::ScopedTempDir dir;
   const std::string db = dir.File("tuning.db");
@@ -166,11 +219,15 @@ TEST(KerntuneBinaryTest, ShowNamesTheSourceOfAShippedConfig) {
   ASSERT_EQ(Kerntune("configs export --db=" + db + " --gpu=h100 > " + configs + "/h100.json")
                 .code,
             0);
-  // An empty store: the point's config comes from the shipped file.
+  // No store yet at the default path: the point's config comes from the
+  // shipped file, and no store is created.
   const ProcessResult run =
-      Kerntune("configs show --db=" + dir.File("empty.db") + " --configs=" + configs +
-               " --op=softmax --dtype=float16 --rows=49152 --cols=4096");
+      Kerntune("configs show --configs=" + configs +
+                   " --op=softmax --dtype=float16 --rows=49152 --cols=4096",
+               "env -u KERNTUNE_DB -u XDG_DATA_HOME HOME='" + dir.File("home") + "'");
   EXPECT_EQ(run.code, 0) << run.output;
+  struct stat info {};
+  EXPECT_NE(stat(dir.File("home").c_str(), &info), 0) << "a store was created";
   EXPECT_THAT(run.output, HasSubstr("shipped configs only"));
   EXPECT_THAT(run.output, HasSubstr("shipped (the shipped file's entry for this point)"));
 }

@@ -53,12 +53,12 @@ std::vector<MalformedCase> MalformedRunRequests() {
                        kInvalid, "op=0 (OP_UNSPECIFIED)"));
   cases.push_back(Case("op unknown number",
                        Edit(kSm, kF32, [](auto& r) { r.set_op(static_cast<pb::Op>(99)); }),
-                       kInvalid, "op=99"));
+                       kInvalid, "op=99 (unknown) must be"));  // issue 27: was "op=99 ()"
   cases.push_back(Case("dtype unspecified", Edit(kSm, kF32, [](auto& r) { r.clear_dtype(); }),
                        kInvalid, "dtype=0 (DTYPE_UNSPECIFIED)"));
   cases.push_back(Case("dtype unknown number",
                        Edit(kSm, kF32, [](auto& r) { r.set_dtype(static_cast<pb::DType>(42)); }),
-                       kInvalid, "dtype=42"));
+                       kInvalid, "dtype=42 (unknown) must be"));
   cases.push_back(Case("shape missing", Edit(kSm, kF32, [](auto& r) { r.clear_shape(); }),
                        kInvalid, "shape.rows=0 must be >= 1"));
   cases.push_back(Case("rows zero",

@@ -24,6 +24,10 @@ from kerntune.v1 import kerntune_pb2_grpc as pb_grpc
 
 # Seconds every RPC may take; None = no deadline.
 DEFAULT_TIMEOUT_S = 60.0
+# Inline tensors above this size are checked against the daemon's limit
+# before they are copied into a request (GetStatus once per client); smaller
+# ones are sent as they are.
+_INLINE_CHECK_BYTES = 1 << 20
 
 OPS = {
     "softmax": pb.OP_SOFTMAX,
@@ -68,12 +72,41 @@ def default_target():
 
 
 def _normalize_target(target):
+    """A gRPC target as kerntune's CLI reads --server: unix:PATH, a socket path
+    (starting with /, ./ or ../; relative to the working directory), or host:port."""
     if target is None:
         return default_target()
-    target = str(target)
-    if target.startswith("/"):
-        return "unix:" + target
-    return target
+    target = os.fspath(target) if isinstance(target, os.PathLike) else str(target)
+    if target.startswith(("/", "./", "../")):
+        return "unix:" + os.path.abspath(target)
+    if target.startswith("unix:") and len(target) > len("unix:"):
+        return target
+    if ":" in target and not target.startswith("unix:"):
+        return target  # host:port, or a gRPC URI such as dns:///host:port
+    raise _invalid("target=%r: expected 'unix:PATH', a socket path starting with / or ./, "
+                   "or 'host:port'" % (target,))
+
+
+def _socket_path(target):
+    """The socket path of a unix: target, else None."""
+    if not target.startswith("unix:"):
+        return None
+    path = target[len("unix:"):]
+    return path[2:] if path.startswith("//") else path
+
+
+def _unavailable_hint(target):
+    """What to do when nothing answers at `target`."""
+    path = _socket_path(target)
+    if path is None:
+        return ("is kerntuned running there with --tcp=%s? (over TCP only inline tensors "
+                "travel)" % target.split(":", 1)[-1].lstrip("/"))
+    if not os.path.exists(path):
+        where = "" if target == default_target() else " --socket=%s" % path
+        return ("no socket at %s: start the daemon (kerntuned%s; add --cpu on a machine "
+                "without a GPU), or pass Client(target=...) with the --socket it listens on"
+                % (path, where))
+    return "the socket %s exists but nothing answers: is kerntuned still running?" % path
 
 
 def _device_selector(device):
@@ -329,6 +362,8 @@ class Client:
         self._dead = collections.deque()
         # Stream-mode runs: (done event, objects kept alive until it fires).
         self._pending = collections.deque()
+        # GetStatus.max_request_bytes, asked for at the first large inline tensor.
+        self._max_request_bytes = None
         self.closed = False
 
     # -- connection ---------------------------------------------------------
@@ -369,7 +404,37 @@ class Client:
         try:
             return method(request, timeout=self.timeout)
         except grpc.RpcError as error:
-            raise _errors.from_rpc_error(error) from None
+            converted = _errors.from_rpc_error(error)
+        # Raised outside the handler, so no "during handling" chain; a
+        # connection failure says what to do next.
+        if (isinstance(converted, _errors.UnavailableError)
+                and not converted.message.startswith("kerntuned is shutting down")):
+            converted = _errors.UnavailableError(
+                "%s: %s (%s)" % (self.target, _unavailable_hint(self.target),
+                                 converted.message))
+        raise converted
+
+    def _inline_limit(self):
+        """The daemon's largest inline tensor in bytes (GetStatus, once); 0 when unknown."""
+        if self._max_request_bytes is None:
+            try:
+                self._max_request_bytes = self.status().max_request_bytes
+            except _errors.UnimplementedError:
+                self._max_request_bytes = 0  # an older daemon: it will say
+        return self._max_request_bytes
+
+    def _check_inline(self, what, layout, dtype):
+        """Refuses, before any copy, a tensor over the daemon's inline limit."""
+        nbytes = layout.elements * dtype.itemsize
+        if nbytes <= _INLINE_CHECK_BYTES:
+            return
+        limit = self._inline_limit()
+        if limit and nbytes > limit:
+            raise _errors.ResourceExhaustedError(
+                "%s of shape %s %s is %d bytes, over the daemon's limit of %d bytes for inline "
+                "tensors (kerntuned --max_request_bytes): put it in shared memory "
+                "(kerntune.shared_array(x), or kerntune.shared_empty(shape, dtype) to fill in "
+                "place), which has no such limit" % (what, layout.shape, dtype, nbytes, limit))
 
     # -- queries ------------------------------------------------------------
 
@@ -675,6 +740,10 @@ class Client:
             bias=_host_param(options.bias, "bias", x.dtype, layout.cols),
             mask=_host_mask(options.mask, x.dtype, layout))
         out_segment = _shared.segment_of(out) if out is not None else None
+        if _shared.segment_of(x) is None:
+            self._check_inline("x", layout, x.dtype)
+        elif out_segment is None:
+            self._check_inline("the output", layout, x.dtype)
 
         def build():
             used = []

@@ -180,6 +180,7 @@ class Status:
     entries served (the first device's; see Device for each); shipped_entries and
     shipped_config_files: those of the shipped config files for the GPU;
     stale_entries_skipped: entries left out for their kernel library version.
+    max_request_bytes: the largest tensor a request may carry inline.
     """
 
     version: str
@@ -201,6 +202,7 @@ class Status:
     shipped_entries: int = 0
     shipped_config_files: List[str] = dataclasses.field(default_factory=list)
     stale_entries_skipped: int = 0
+    max_request_bytes: int = 0
 
     @classmethod
     def from_proto(cls, m):
@@ -224,6 +226,7 @@ class Status:
             shipped_entries=m.shipped_entries,
             shipped_config_files=list(m.shipped_config_files),
             stale_entries_skipped=m.stale_entries_skipped,
+            max_request_bytes=m.max_request_bytes,
         )
 
 

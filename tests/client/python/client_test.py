@@ -19,6 +19,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 import unittest
@@ -208,6 +209,49 @@ class TargetTest(unittest.TestCase):
                 client.status()
         self.assertEqual(context.exception.code, grpc.StatusCode.UNAVAILABLE)
         self.assertIsInstance(context.exception, ConnectionError)
+        # It says where it looked and how to start a daemon there.
+        self.assertIn("no socket at /nonexistent/kerntune.sock: start the daemon "
+                      "(kerntuned --socket=/nonexistent/kerntune.sock; add --cpu",
+                      context.exception.message)
+
+    def test_no_daemon_at_the_default_socket_says_how_to_start_one(self):
+        saved = os.environ.get("XDG_RUNTIME_DIR")
+        with tempfile.TemporaryDirectory() as run_dir:
+            os.environ["XDG_RUNTIME_DIR"] = run_dir
+            try:
+                with kerntune.Client(timeout=5) as client:
+                    with self.assertRaises(kerntune.UnavailableError) as context:
+                        client.status()
+            finally:
+                if saved is None:
+                    os.environ.pop("XDG_RUNTIME_DIR", None)
+                else:
+                    os.environ["XDG_RUNTIME_DIR"] = saved
+        self.assertIn("no socket at %s/kerntune.sock: start the daemon (kerntuned; add --cpu "
+                      "on a machine without a GPU), or pass Client(target=...)" % run_dir,
+                      context.exception.message)
+
+    def test_a_socket_without_a_daemon_is_named_as_one(self):
+        with tempfile.TemporaryDirectory() as run_dir:
+            path = os.path.join(run_dir, "dead.sock")
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as dead:
+                dead.bind(path)  # bound, never listening: a daemon that exited uncleanly
+                with kerntune.Client(path, timeout=5) as client:
+                    with self.assertRaises(kerntune.UnavailableError) as context:
+                        client.status()
+        self.assertIn("the socket %s exists but nothing answers: is kerntuned still running?"
+                      % path, context.exception.message)
+
+    def test_relative_socket_paths_and_bad_targets(self):
+        self.assertEqual(kerntune.Client("./kt.sock").target,
+                         "unix:" + os.path.join(os.getcwd(), "kt.sock"))
+        self.assertEqual(kerntune.Client("../kt.sock").target,
+                         "unix:" + os.path.abspath("../kt.sock"))
+        self.assertEqual(kerntune.Client("unix:kt.sock").target, "unix:kt.sock")
+        with self.assertRaises(kerntune.InvalidArgumentError) as context:
+            kerntune.Client("kt.sock")
+        self.assertIn("target='kt.sock': expected 'unix:PATH', a socket path starting with / "
+                      "or ./, or 'host:port'", context.exception.message)
 
     def test_version_and_generated_modules(self):
         self.assertRegex(kerntune.__version__, r"^\d+\.\d+\.\d+")
@@ -341,6 +385,10 @@ class RpcTest(DaemonTestCase):
             self.assertEqual(choice.source, "cpu_reference")
             self.assertIsNone(choice.config)
             self.assertIsNone(choice.tuned_shape)
+        # Every op, not only the first three (the README said so once).
+        for op in kerntune.OPS:
+            self.assertEqual(self.client.get_config(op, "float16", 64, 128).source,
+                             "cpu_reference", op)
         with self.assertRaises(kerntune.InvalidArgumentError) as context:
             self.client.get_config("softmax", "float32", 8, 0)
         self.assertCode(context, grpc.StatusCode.INVALID_ARGUMENT, "shape.cols=0")
@@ -733,10 +781,39 @@ class BadInputTest(DaemonTestCase):
         self.check(kerntune.InvalidArgumentError, invalid,
                    lambda: self.client.register(x), "SharedArray")
 
+    def test_the_per_op_methods_have_python_signatures(self):
+        # Documented: a keyword a method does not have is Python's TypeError;
+        # Client.run names the op's own arguments instead.
+        x = np.ones((2, 3), dtype=np.float32)
+        with self.assertRaises(TypeError):
+            self.client.softmax(x, eps=1e-5)
+        with self.assertRaises(TypeError):
+            self.client.layer_norm(x, dim=0)
+
+    def test_three_d_input_is_fine(self):
+        x = np.random.default_rng(3).standard_normal((2, 4, 1000)).astype(np.float32)
+        y = self.client.layer_norm(x)
+        self.assertEqual(y.shape, (2, 4, 1000))
+        np.testing.assert_allclose(y.reshape(8, 1000),
+                                   ref_layer_norm(x.reshape(8, 1000), None, None, 1e-5)[0],
+                                   rtol=1e-4, atol=1e-4)
+
     def test_over_the_request_limit(self):
         x = np.zeros((MAX_REQUEST_BYTES // 4 // 64 + 1, 64), dtype=np.float32)
+        error = self.check(kerntune.ResourceExhaustedError, grpc.StatusCode.RESOURCE_EXHAUSTED,
+                           lambda: self.client.softmax(x), "--max_request_bytes",
+                           "x of shape (4097, 64) float32 is 1048832 bytes, over the daemon's "
+                           "limit of 1048576 bytes", "kerntune.shared_array(x)")
+        self.assertIsInstance(error, kerntune.KernTuneError)
+        # Refused before it was sent: the daemon never saw it.
+        self.assertNotIn("RESOURCE_EXHAUSTED", self.daemon.log())
+        # A shared input with an inline output: the output is over the limit.
+        shared = kerntune.shared_array(x)
         self.check(kerntune.ResourceExhaustedError, grpc.StatusCode.RESOURCE_EXHAUSTED,
-                   lambda: self.client.softmax(x), "--max_request_bytes")
+                   lambda: self.client.softmax(shared), "the output of shape (4097, 64)")
+        # In shared memory both ways, the same shape runs.
+        out = kerntune.shared_empty(x.shape, x.dtype)
+        np.testing.assert_allclose(self.client.softmax(shared, out=out), 1 / 64)
 
     def test_the_daemon_stays_up(self):
         self.assertEqual(self.client.status().backend, "cpu")
