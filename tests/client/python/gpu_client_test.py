@@ -503,7 +503,11 @@ def check_wrong_device_registration(target):
         try:
             result = client.run("softmax", tensor, out)
         except kerntune.InvalidArgumentError as e:
-            if "cudaIpcOpenMemHandle refused" not in str(e):
+            # The driver cannot map it here, or the daemon holds this
+            # allocation open on its real device already (torch reuses
+            # its blocks, and with them their handles).
+            if ("cudaIpcOpenMemHandle refused" not in str(e)
+                    and "the handle's allocation is on device" not in str(e)):
                 raise Failure("unexpected refusal: %s" % e)
             return
         torch.cuda.synchronize()
