@@ -8,14 +8,42 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "client/run_queue.h"
 
 namespace kt::client {
 
 struct internal::DaemonConnection {
   std::string target;
   bool wait_for_ready = false;
+  bool use_queue = false;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<pb::KernTune::Stub> stub;
+  // The submission queue, opened on the first Run it can carry; after the
+  // stub, so it closes first. Reopened once after the daemon closed it.
+  mutable absl::Mutex queue_mu;
+  mutable std::shared_ptr<RunQueueClient> queue ABSL_GUARDED_BY(queue_mu);
+  mutable bool queue_refused ABSL_GUARDED_BY(queue_mu) = false;
+
+  // The queue to send `request` through, or null: gRPC then.
+  std::shared_ptr<RunQueueClient> QueueFor(const pb::RunRequest& request,
+                                           absl::Duration deadline) const {
+    if (!use_queue || !QueueCarries(request)) return nullptr;
+    absl::MutexLock lock(&queue_mu);
+    if (queue != nullptr && queue->closed()) queue.reset();
+    if (queue == nullptr && !queue_refused) {
+      absl::StatusOr<std::unique_ptr<RunQueueClient>> opened = RunQueueClient::Open(
+          *stub, std::min(deadline, absl::Seconds(10)));
+      // A daemon without queues (or that refuses one) is served over gRPC
+      // from now on.
+      if (opened.ok()) {
+        queue = *std::move(opened);
+      } else {
+        queue_refused = true;
+      }
+    }
+    return queue;
+  }
 };
 
 namespace {
@@ -309,6 +337,7 @@ absl::StatusOr<DaemonClient> DaemonClient::Connect(const DaemonClientOptions& op
   auto connection = std::make_shared<Connection>();
   connection->target = *target;
   connection->wait_for_ready = options.wait_for_ready;
+  connection->use_queue = options.use_queue && IsUnixTarget(*target);
   grpc::ChannelArguments args;
   // Inline outputs are as large as the inputs the daemon accepts
   // (--max_request_bytes, 256 MiB by default); gRPC's 4 MiB default would
@@ -328,6 +357,16 @@ DaemonClient DaemonClient::WithDeadline(absl::Duration deadline) const {
 const std::string& DaemonClient::target() const { return connection_->target; }
 
 absl::StatusOr<pb::RunResponse> DaemonClient::Run(const pb::RunRequest& request) const {
+  if (std::shared_ptr<RunQueueClient> queue = connection_->QueueFor(request, deadline_)) {
+    RunQueueClient::Outcome outcome = queue->Run(request, deadline_);
+    if (outcome.submitted) {
+      if (!outcome.response.ok()) {
+        return InContext("Run", connection_->target, outcome.response.status());
+      }
+      return *std::move(outcome.response);
+    }
+    // Never reached the daemon (the queue closed): gRPC is as good.
+  }
   return Call(*connection_, deadline_, "Run", &pb::KernTune::Stub::Run, request);
 }
 

@@ -108,6 +108,11 @@ struct DaemonClientOptions {
   // false: a daemon that is not there fails the call at once (UNAVAILABLE)
   // instead of waiting out the deadline for it to appear.
   bool wait_for_ready = false;
+  // Runs whose tensors are all in client memory (registered buffers, CUDA
+  // IPC) go through a shared-memory submission queue when the daemon offers
+  // one (client/run_queue.h), else over gRPC; false: always gRPC. The
+  // answers are the same either way.
+  bool use_queue = true;
 };
 
 class DaemonClient;

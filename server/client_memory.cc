@@ -57,7 +57,9 @@ void InstallSigbusHandler() {
   });
 }
 
-absl::Status GuardedCopy(void* to, const void* from, int64_t bytes) {
+}  // namespace
+
+absl::Status GuardClientHostAccess(absl::FunctionRef<void()> access) {
   InstallSigbusHandler();
   sigjmp_buf jump;
   if (sigsetjmp(jump, 1) != 0) {
@@ -67,10 +69,16 @@ absl::Status GuardedCopy(void* to, const void* from, int64_t bytes) {
   }
   t_guarded_copy = &jump;
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  std::memcpy(to, from, static_cast<size_t>(bytes));
+  access();
   std::atomic_signal_fence(std::memory_order_seq_cst);
   t_guarded_copy = nullptr;
   return absl::OkStatus();
+}
+
+namespace {
+
+absl::Status GuardedCopy(void* to, const void* from, int64_t bytes) {
+  return GuardClientHostAccess([&] { std::memcpy(to, from, static_cast<size_t>(bytes)); });
 }
 
 }  // namespace

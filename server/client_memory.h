@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
@@ -54,6 +55,11 @@ absl::StatusOr<std::shared_ptr<const ClientMemory>> OpenHostSharedMemory(std::st
 // client host memory goes through them (the backends stage such tensors).
 absl::Status CopyFromClientHost(void* to, const char* from, int64_t bytes);
 absl::Status CopyToClientHost(char* to, const void* from, int64_t bytes);
+// Runs `access`, which touches client host memory (loads, stores, small
+// copies), with the same guard: DataLoss when the memory went away under
+// it, `access` then cut short. `access` must not itself take the guard (no
+// nesting) and must not hold locks or allocate across the accesses.
+absl::Status GuardClientHostAccess(absl::FunctionRef<void()> access);
 
 }  // namespace kt::server
 

@@ -36,7 +36,7 @@ struct RunLabels {
   std::string op = "invalid";     // kernels::OpName, or "invalid"
   std::string dtype = "invalid";  // kernels::DTypeName, or "invalid"
   std::string device = "none";    // the CUDA ordinal, "cpu", or "none" (not routed)
-  std::string path = "grpc";      // how it came: "grpc"
+  std::string path = "grpc";      // how it came: "grpc" or "queue" (a submission queue)
 };
 
 // One device's state for the gauges.

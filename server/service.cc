@@ -18,6 +18,24 @@ namespace {
 
 namespace pb = ::kerntune::v1;
 
+// RunLabels.path of each way a Run comes.
+constexpr char kGrpcPath[] = "grpc";
+constexpr char kQueuePath[] = "queue";
+
+// A queue carries references to client memory only: an inline tensor
+// cannot fit a descriptor and an output returned inline has nowhere to go.
+absl::Status RefuseInlineTensors(const RunRequest& run) {
+  for (kernels::Operand operand : kernels::kAllOperands) {
+    if (run.tensor(operand).where != TensorView::Where::kInline) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        kernels::OperandName(operand), " is ",
+        kernels::IsOutput(operand) ? "returned inline" : "inline",
+        "; a queue carries tensors in client memory only (buffers or CUDA IPC): send this Run "
+        "over gRPC"));
+  }
+  return absl::OkStatus();
+}
+
 // server/CMakeLists.txt passes the project's version.
 #ifdef KT_PROJECT_VERSION
 constexpr char kProjectVersion[] = KT_PROJECT_VERSION;
@@ -156,10 +174,13 @@ grpc::Status KernTuneService::Fail(absl::string_view rpc, absl::string_view peer
 struct KernTuneService::PreparedRun {
   DrainGuard::Admission admission;
   StageClock::time_point start;
-  const pb::RunRequest* request = nullptr;
+  const pb::RunRequest* request = nullptr;  // null: a descriptor that held none
   RunRequest run;
   bool validated = false;
   int device = -1;  // routed: an index below backend_.device_count()
+  // Who sent it (the Unix socket's peer, or the queue's owner) and how.
+  std::optional<PeerProcess> caller;
+  const char* path = kGrpcPath;
 };
 
 KernTuneService::KernTuneService(Backend& backend, ServiceOptions options)
@@ -278,6 +299,7 @@ grpc::ServerUnaryReactor* KernTuneService::Run(grpc::CallbackServerContext* cont
     std::shared_ptr<PreparedRun> prepared(
         new PreparedRun{drain_.Admit(), StageClock::now(), request});
     if (!prepared->admission) return reactor->Finish(ShuttingDown());
+    prepared->caller = Caller(peer);
     if (absl::Status s = Prepare(peer, *request, *prepared, *response->mutable_server_timing());
         !s.ok()) {
       return reactor->Finish(RunAnswered(peer, *prepared, s, nullptr));
@@ -326,6 +348,18 @@ grpc::ServerUnaryReactor* KernTuneService::ListBuffers(grpc::CallbackServerConte
   return Answer(context, false, &KernTuneService::HandleListBuffers, request, response);
 }
 
+grpc::ServerUnaryReactor* KernTuneService::OpenQueue(grpc::CallbackServerContext* context,
+                                                     const pb::OpenQueueRequest* request,
+                                                     pb::OpenQueueResponse* response) {
+  return Answer(context, false, &KernTuneService::HandleOpenQueue, request, response);
+}
+
+grpc::ServerUnaryReactor* KernTuneService::CloseQueue(grpc::CallbackServerContext* context,
+                                                      const pb::CloseQueueRequest* request,
+                                                      pb::CloseQueueResponse* response) {
+  return Answer(context, false, &KernTuneService::HandleCloseQueue, request, response);
+}
+
 absl::Status KernTuneService::Prepare(absl::string_view peer, const pb::RunRequest& request,
                                       PreparedRun& prepared, pb::RunTiming& timing) {
   absl::StatusOr<RunRequest> run = ValidateRunRequest(request, options_.max_request_bytes);
@@ -334,7 +368,10 @@ absl::Status KernTuneService::Prepare(absl::string_view peer, const pb::RunReque
   prepared.validated = true;
   const StageClock::time_point validated = StageClock::now();
   timing.set_validate_us(MicrosSince(prepared.start, validated));
-  prepared.run.caller = Caller(peer);
+  if (prepared.path == kQueuePath) {
+    if (absl::Status s = RefuseInlineTensors(prepared.run); !s.ok()) return s;
+  }
+  prepared.run.caller = prepared.caller;
   ClientTensorResolver resolver(registry_, cuda_ipc_, prepared.run.caller);
   if (absl::Status s = ResolveTensorRefs(request, resolver, prepared.run); !s.ok()) return s;
   absl::StatusOr<int> device = backend_.Route(prepared.run);
@@ -364,14 +401,17 @@ grpc::Status KernTuneService::RunAnswered(absl::string_view peer, const Prepared
     RunLabels labels;
     // A Run refused by validation still has an op and dtype when those two
     // fields were fine.
-    absl::StatusOr<kernels::Op> op = prepared.validated
-                                         ? prepared.run.op
-                                         : proto::OpFromProto(prepared.request->op(), "op");
-    absl::StatusOr<kernels::DType> dtype =
-        prepared.validated ? prepared.run.dtype
-                           : proto::DTypeFromProto(prepared.request->dtype(), "dtype");
-    if (op.ok()) labels.op = std::string(kernels::OpName(*op));
-    if (dtype.ok()) labels.dtype = std::string(kernels::DTypeName(*dtype));
+    labels.path = prepared.path;
+    if (prepared.request != nullptr) {
+      absl::StatusOr<kernels::Op> op = prepared.validated
+                                           ? prepared.run.op
+                                           : proto::OpFromProto(prepared.request->op(), "op");
+      absl::StatusOr<kernels::DType> dtype =
+          prepared.validated ? prepared.run.dtype
+                             : proto::DTypeFromProto(prepared.request->dtype(), "dtype");
+      if (op.ok()) labels.op = std::string(kernels::OpName(*op));
+      if (dtype.ok()) labels.dtype = std::string(kernels::DTypeName(*dtype));
+    }
     if (prepared.device >= 0) labels.device = backend_.device_label(prepared.device);
     double kernel_seconds = -1;
     if (result != nullptr && result->kernel_time_us > 0) {
@@ -393,11 +433,87 @@ grpc::Status KernTuneService::HandleRun(absl::string_view peer, const pb::RunReq
                                         pb::RunResponse* response) {
   PreparedRun prepared{drain_.Admit(), StageClock::now(), request};
   if (!prepared.admission) return ShuttingDown();
+  prepared.caller = Caller(peer);
   if (absl::Status s = Prepare(peer, *request, prepared, *response->mutable_server_timing());
       !s.ok()) {
     return RunAnswered(peer, prepared, s, nullptr);
   }
   return Complete(peer, prepared, response);
+}
+
+void KernTuneService::RunQueued(const std::shared_ptr<RunQueue>& queue, RunQueue::Taken taken) {
+  // Held until the completion is written: the request, the Run between its
+  // stages and its response.
+  struct Queued {
+    PreparedRun prepared;
+    pb::RunRequest request;
+    pb::RunResponse response;
+  };
+  std::shared_ptr<Queued> queued(
+      new Queued{PreparedRun{drain_.Admit(), StageClock::now(), nullptr}, {}, {}});
+  PreparedRun& prepared = queued->prepared;
+  prepared.caller = queue->owner();
+  prepared.path = kQueuePath;
+  const uint64_t tag = taken.tag;
+  if (!prepared.admission) {
+    return queue->Complete(tag, absl::UnavailableError("kerntuned is shutting down"), nullptr);
+  }
+  const std::string peer = queue->Describe();
+  if (!taken.request.ok()) {
+    RunAnswered(peer, prepared, taken.request.status(), nullptr);
+    return queue->Complete(tag, taken.request.status(), nullptr);
+  }
+  queued->request = *std::move(taken.request);
+  prepared.request = &queued->request;
+  if (absl::Status s =
+          Prepare(peer, queued->request, prepared, *queued->response.mutable_server_timing());
+      !s.ok()) {
+    RunAnswered(peer, prepared, s, nullptr);
+    return queue->Complete(tag, s, nullptr);
+  }
+  auto complete = [this, queue, queued, tag, peer] {
+    const grpc::Status status = Complete(peer, queued->prepared, &queued->response);
+    // grpc and absl number their codes alike.
+    queue->Complete(tag,
+                    absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                                 status.error_message()),
+                    &queued->response);
+  };
+  // As a gRPC Run: small ones here, on the poller's thread; large ones on
+  // their device's workers, so that a long kernel holds no other queue.
+  if (RunsOnGrpcThread(queued->request)) return complete();
+  device_workers_[prepared.device]->Submit(std::move(complete));
+}
+
+grpc::Status KernTuneService::HandleOpenQueue(absl::string_view peer,
+                                              const pb::OpenQueueRequest* request,
+                                              pb::OpenQueueResponse* response) {
+  const DrainGuard::Admission admission = drain_.Admit();
+  if (!admission) return ShuttingDown();
+  const std::optional<PeerProcess> caller = Caller(peer);
+  if (!caller) return Fail("OpenQueue", peer, NeedsUnixSocket("OpenQueue"));
+  absl::StatusOr<std::shared_ptr<RunQueue>> queue = queues_.Open(*caller, request->entries());
+  if (!queue.ok()) return Fail("OpenQueue", peer, queue.status());
+  poller_.Wake();
+  response->set_queue_id((*queue)->id());
+  response->set_shm_name((*queue)->shm_name());
+  response->set_region_bytes(static_cast<int64_t>((*queue)->region_bytes()));
+  response->set_entries((*queue)->entries());
+  response->set_layout_version(proto::queue::kQueueLayoutVersion);
+  return grpc::Status::OK;
+}
+
+grpc::Status KernTuneService::HandleCloseQueue(absl::string_view peer,
+                                               const pb::CloseQueueRequest* request,
+                                               pb::CloseQueueResponse* response) {
+  const DrainGuard::Admission admission = drain_.Admit();
+  if (!admission) return ShuttingDown();
+  const std::optional<PeerProcess> caller = Caller(peer);
+  if (!caller) return Fail("CloseQueue", peer, NeedsUnixSocket("CloseQueue"));
+  if (absl::Status s = queues_.Close(*caller, request->queue_id()); !s.ok()) {
+    return Fail("CloseQueue", peer, s);
+  }
+  return grpc::Status::OK;
 }
 
 absl::StatusOr<const ConfigCache*> KernTuneService::ConfigCacheFor(
@@ -470,6 +586,7 @@ grpc::Status KernTuneService::HandleGetStatus(absl::string_view peer,
   response->set_default_buffer_ttl_seconds(absl::ToInt64Seconds(options_.registry.default_ttl));
   response->set_max_request_bytes(options_.max_request_bytes);
   response->set_cuda_ipc_supported(backend_.supports_cuda_ipc());
+  response->set_open_queues(queues_.size());
   StatsToProto(backend_.stats(), run_counters_.totals(), response->mutable_stats());
   return grpc::Status::OK;
 }
@@ -542,6 +659,10 @@ grpc::Status KernTuneService::HandleListBuffers(absl::string_view peer,
 
 void KernTuneService::Housekeep(absl::Time now) {
   const BufferRegistry::Reaped reaped = registry_.Reap(now, IsAlive);
+  const int queues_reaped = queues_.Reap(IsAlive);
+  if (queues_reaped > 0) {
+    LogInfo(absl::StrFormat("closed %d queues of exited processes", queues_reaped));
+  }
   const int evicted = cuda_ipc_.Evict(now, IsAlive);
   backend_.Housekeep(now, IsAlive);
   // Every pass: a registration racing the failure may land after the first.
@@ -603,6 +724,8 @@ void KernTuneService::UpdateGauges() {
 }
 
 void KernTuneService::CloseClientMemory() {
+  poller_.Stop();
+  queues_.Clear();
   registry_.Clear();
   cuda_ipc_.Clear();
 }

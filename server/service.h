@@ -38,8 +38,10 @@
 #include "server/drain_guard.h"
 #include "server/metrics.h"
 #include "server/peer_credentials.h"
+#include "server/queue_poller.h"
 #include "server/request_log.h"
 #include "server/run_counters.h"
+#include "server/run_queue.h"
 #include "server/worker_pool.h"
 
 namespace kt::server {
@@ -71,6 +73,9 @@ struct ServiceOptions {
   // Threads for the calls that may wait long: this many shared, and this
   // many per device for executing large Runs.
   int workers = 8;
+  // Submission queues (OpenQueue) and their poller.
+  QueueLimits queues;
+  PollerOptions poller;
 };
 
 // Small Runs, of at most kMaxGrpcThreadRunElements, are answered on gRPC's
@@ -78,7 +83,13 @@ struct ServiceOptions {
 // as small and are refused fast) go to a worker.
 bool RunsOnGrpcThread(const kerntune::v1::RunRequest& request);
 
-class KernTuneService final : public kerntune::v1::KernTune::CallbackService {
+// Runs that come through a submission queue (run_queue.h) take the same
+// stages as a gRPC Run: Prepare (validation, resolution against the queue
+// owner's registrations, routing), then Complete, on the poller's thread
+// when small, else on the device's workers; the answer goes to the queue's
+// completion ring, counted with path "queue".
+class KernTuneService final : public kerntune::v1::KernTune::CallbackService,
+                              public QueuedRunSink {
  public:
   // `backend` must outlive the service.
   KernTuneService(Backend& backend, ServiceOptions options);
@@ -106,6 +117,15 @@ class KernTuneService final : public kerntune::v1::KernTune::CallbackService {
   grpc::Status HandleListBuffers(absl::string_view peer,
                                  const kerntune::v1::ListBuffersRequest* request,
                                  kerntune::v1::ListBuffersResponse* response);
+  grpc::Status HandleOpenQueue(absl::string_view peer,
+                               const kerntune::v1::OpenQueueRequest* request,
+                               kerntune::v1::OpenQueueResponse* response);
+  grpc::Status HandleCloseQueue(absl::string_view peer,
+                                const kerntune::v1::CloseQueueRequest* request,
+                                kerntune::v1::CloseQueueResponse* response);
+
+  // QueuedRunSink: one descriptor of a queue.
+  void RunQueued(const std::shared_ptr<RunQueue>& queue, RunQueue::Taken taken) override;
 
   // gRPC's callback API.
   grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* context,
@@ -129,11 +149,19 @@ class KernTuneService final : public kerntune::v1::KernTune::CallbackService {
   grpc::ServerUnaryReactor* ListBuffers(grpc::CallbackServerContext* context,
                                         const kerntune::v1::ListBuffersRequest* request,
                                         kerntune::v1::ListBuffersResponse* response) override;
+  grpc::ServerUnaryReactor* OpenQueue(grpc::CallbackServerContext* context,
+                                      const kerntune::v1::OpenQueueRequest* request,
+                                      kerntune::v1::OpenQueueResponse* response) override;
+  grpc::ServerUnaryReactor* CloseQueue(grpc::CallbackServerContext* context,
+                                       const kerntune::v1::CloseQueueRequest* request,
+                                       kerntune::v1::CloseQueueResponse* response) override;
 
   // Every second: ends registrations past their lease or of exited owners,
-  // closes idle one-off IPC mappings, and lets the backend do the same.
+  // and queues of exited owners or closed as broken; closes idle one-off
+  // IPC mappings, and lets the backend do the same.
   void Housekeep(absl::Time now);
-  // Ends every registration and closes every mapping (shutdown, after Drain).
+  // Stops the queue poller, closes every queue, ends every registration and
+  // closes every mapping (shutdown, after Drain).
   void CloseClientMemory();
 
   // Refuses new calls with UNAVAILABLE from now on and waits up to `timeout`
@@ -185,6 +213,8 @@ class KernTuneService final : public kerntune::v1::KernTune::CallbackService {
   RequestLog request_log_{&Log};
   // Failed devices whose registrations were released (Housekeep's alone).
   absl::flat_hash_set<int> released_devices_;
+  RunQueues queues_{options_.queues};
+  QueuePoller poller_{queues_, *this, options_.poller};
   // Each device's workers for large Runs; the shared pool below hands them
   // work, so they go after it.
   std::vector<std::unique_ptr<WorkerPool>> device_workers_;

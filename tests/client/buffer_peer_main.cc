@@ -4,6 +4,11 @@
 //   kt_buffer_peer hold TARGET      registers a fresh 4 KiB shm object,
 //                                   prints "<shm name> <buffer id>", then
 //                                   waits to be killed
+//   kt_buffer_peer flood TARGET     registers a fresh 16 MiB shm object,
+//                                   prints "<shm name> <buffer id>" once
+//                                   its first Run came back (through the
+//                                   queue), then runs large Runs until
+//                                   killed, so one is in flight
 //   kt_buffer_peer intrude TARGET ID   uses and unregisters someone else's
 //                                   buffer; prints "run <CODE>",
 //                                   "unregister <CODE>", "listed <n>"
@@ -40,6 +45,39 @@ int Hold(const DaemonClient& client) {
   while (true) pause();
 }
 
+int Flood(const DaemonClient& client) {
+  constexpr int64_t kRows = 1024, kCols = 1024;  // 4 MiB of float32 each way
+  absl::StatusOr<kt::client::SharedMemory> shm =
+      kt::client::SharedMemory::Create(16 << 20);
+  if (!shm.ok()) {
+    std::fprintf(stderr, "kt_buffer_peer: %s\n", shm.status().ToString().c_str());
+    return 1;
+  }
+  absl::StatusOr<kt::client::RegisteredBuffer> buffer =
+      client.RegisterHostShm(shm->name(), 0, 0, "kt_buffer_peer");
+  if (!buffer.ok()) {
+    std::fprintf(stderr, "kt_buffer_peer: %s\n", buffer.status().ToString().c_str());
+    return 1;
+  }
+  kt::client::RunArgs args;
+  args.op = pb::OP_SOFTMAX;
+  args.dtype = pb::DTYPE_FLOAT32;
+  args.rows = kRows;
+  args.cols = kCols;
+  args.input = buffer->Tensor(0);
+  args.output = buffer->Output(8 << 20);
+  for (bool first = true;; first = false) {
+    if (absl::Status run = client.Run(args).status(); !run.ok()) {
+      std::fprintf(stderr, "kt_buffer_peer: %s\n", run.ToString().c_str());
+      return 1;
+    }
+    if (first) {
+      std::printf("%s %s\n", shm->name().c_str(), buffer->id().c_str());
+      std::fflush(stdout);
+    }
+  }
+}
+
 std::string CodeName(const absl::Status& status) {
   return absl::StatusCodeToString(status.code());
 }
@@ -70,8 +108,10 @@ int Intrude(const DaemonClient& client, const std::string& id) {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (!((mode == "hold" && argc == 3) || (mode == "intrude" && argc == 4))) {
-    std::fprintf(stderr, "usage: kt_buffer_peer hold TARGET | intrude TARGET BUFFER_ID\n");
+  if (!(((mode == "hold" || mode == "flood") && argc == 3) ||
+        (mode == "intrude" && argc == 4))) {
+    std::fprintf(stderr,
+                 "usage: kt_buffer_peer hold TARGET | flood TARGET | intrude TARGET BUFFER_ID\n");
     return 2;
   }
   absl::StatusOr<DaemonClient> client = DaemonClient::Connect({argv[2]});
@@ -79,5 +119,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kt_buffer_peer: %s\n", client.status().ToString().c_str());
     return 1;
   }
-  return mode == "hold" ? Hold(*client) : Intrude(*client, argv[3]);
+  if (mode == "hold") return Hold(*client);
+  if (mode == "flood") return Flood(*client);
+  return Intrude(*client, argv[3]);
 }

@@ -269,11 +269,12 @@ TEST_F(RegisteredBufferTest, AnotherProcessCannotUseOrUnregisterOurBuffer) {
   EXPECT_TRUE(client.Run(SmallSoftmax(buffer->id(), 0, 256)).ok());
 }
 
-// kt_buffer_peer hold: a child that registers its own shm buffer and waits.
+// kt_buffer_peer hold: a child that registers its own shm buffer and waits
+// (or, `mode` "flood", keeps running large Runs through its queue).
 class Holder {
  public:
-  Holder(const std::string& target, const std::string& log)
-      : process_(KT_BUFFER_PEER_BINARY, {"hold", target}, log) {}
+  Holder(const std::string& target, const std::string& log, const std::string& mode = "hold")
+      : process_(KT_BUFFER_PEER_BINARY, {mode, target}, log) {}
   ~Holder() {
     process_.Signal(SIGKILL, std::chrono::seconds(5));
     if (!name_.empty()) shm_unlink(name_.c_str());  // killed: it could not
@@ -342,6 +343,30 @@ TEST_F(RegisteredBufferTest, AKilledClientsRegistrationsAreReaped) {
   }
   EXPECT_EQ(left, 0) << "still registered 5 s after its owner was killed";
   EXPECT_EQ(Status().buffer_owners(), 0);
+}
+
+TEST_F(RegisteredBufferTest, AClientKilledWithRunsInFlightThroughItsQueueIsReaped) {
+  Holder holder(target(), dir_.File("peer.log"), "flood");
+  ASSERT_TRUE(holder.WaitRegistered());
+  const pb::GetStatusResponse before = Status();
+  EXPECT_EQ(before.open_queues(), 1);
+  EXPECT_EQ(before.registered_buffers(), 1);
+  holder.Kill();
+  const auto killed = std::chrono::steady_clock::now();
+  pb::GetStatusResponse now = before;
+  while ((now.open_queues() > 0 || now.registered_buffers() > 0) &&
+         std::chrono::steady_clock::now() - killed < std::chrono::seconds(5)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    now = Status();
+  }
+  EXPECT_EQ(now.open_queues(), 0) << "its queue still open 5 s after it was killed";
+  EXPECT_EQ(now.registered_buffers(), 0);
+  // The daemon serves on, through a queue of ours.
+  absl::StatusOr<RegisteredBuffer> buffer = Client().RegisterHostShm(shm_.name(), 0, 0, "");
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  const DaemonClient client = Client();
+  EXPECT_TRUE(client.Run(SmallSoftmax(buffer->id(), 0, 256)).ok());
+  EXPECT_EQ(Status().open_queues(), 1);
 }
 
 TEST_F(RegisteredBufferTest, AnIdleLeaseEnds) {

@@ -530,7 +530,7 @@ TEST_F(KerntunedTest, ReflectionListsAndDescribesTheService) {
   EXPECT_THAT(methods,
               ::testing::UnorderedElementsAre("Run", "RegisterBuffer", "UnregisterBuffer",
                                               "ListBuffers", "GetConfig", "ListConfigs",
-                                              "GetStatus"));
+                                              "GetStatus", "OpenQueue", "CloseQueue"));
   stream->WritesDone();
   EXPECT_TRUE(stream->Finish().ok());
 }

@@ -1,0 +1,263 @@
+// The client's side of a submission queue (see run_queue.h).
+#include "client/run_queue.h"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "client/daemon_client.h"
+
+namespace kt::client {
+namespace {
+
+namespace layout = ::kt::proto::queue;
+
+// How long a waiting thread spins on the completion ring before it sleeps
+// on the futex: a small Run's answer comes within it.
+constexpr absl::Duration kSpin = absl::Microseconds(30);
+
+template <typename T>
+T Load(const T* word) {
+  return __atomic_load_n(word, __ATOMIC_ACQUIRE);
+}
+
+template <typename Ref>
+bool InMemory(const Ref& ref) {
+  return ref.has_buffer() || ref.has_cuda_ipc();
+}
+
+void CloseOnDaemon(pb::KernTune::Stub& stub, const std::string& id) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+  pb::CloseQueueRequest request;
+  request.set_queue_id(id);
+  pb::CloseQueueResponse response;
+  stub.CloseQueue(&context, request, &response);  // else it ends with this process
+}
+
+}  // namespace
+
+struct RunQueueClient::Waiter {
+  bool done = false;
+  absl::Status status;
+  pb::RunResponse response;
+};
+
+bool QueueCarries(const pb::RunRequest& request) {
+  if (!InMemory(request.input()) || !InMemory(request.output())) return false;
+  const pb::LayerNormParams& ln = request.layer_norm();
+  if ((ln.has_gamma() && !InMemory(ln.gamma())) || (ln.has_beta() && !InMemory(ln.beta())) ||
+      ln.want_mean_inv_std()) {
+    return false;
+  }
+  const pb::RmsNormParams& rms = request.rms_norm();
+  if ((rms.has_weight() && !InMemory(rms.weight())) || rms.want_inv_rms()) return false;
+  // reduce_scale's scales come back inline unless they have a place.
+  if (request.op() == pb::OP_REDUCE_SCALE && !InMemory(request.reduce_scale().row_scale())) {
+    return false;
+  }
+  const pb::ScaledMaskedSoftmaxParams& masked = request.scaled_masked_softmax();
+  if (masked.has_mask() && !InMemory(masked.mask())) return false;
+  return request.ByteSizeLong() <= layout::kMaxRequestBytes;
+}
+
+absl::StatusOr<std::unique_ptr<RunQueueClient>> RunQueueClient::Open(pb::KernTune::Stub& stub,
+                                                                     absl::Duration deadline) {
+  grpc::ClientContext context;
+  if (deadline != absl::InfiniteDuration()) {
+    context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+  }
+  pb::OpenQueueRequest request;
+  pb::OpenQueueResponse opened;
+  if (grpc::Status status = stub.OpenQueue(&context, request, &opened); !status.ok()) {
+    return FromGrpcStatus(status);
+  }
+  auto fail = [&](absl::Status status) {
+    CloseOnDaemon(stub, opened.queue_id());
+    return status;
+  };
+  const uint32_t entries = opened.entries();
+  if (opened.layout_version() != layout::kQueueLayoutVersion || !layout::ValidEntries(entries) ||
+      static_cast<uint64_t>(opened.region_bytes()) != layout::RegionBytes(entries)) {
+    return fail(absl::UnimplementedError(absl::StrCat(
+        "the daemon's queue layout (version ", opened.layout_version(), ", ", entries,
+        " entries) is not this client's (version ", layout::kQueueLayoutVersion, ")")));
+  }
+  const int fd = shm_open(opened.shm_name().c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
+  if (fd < 0) {
+    return fail(absl::FailedPreconditionError(
+        absl::StrCat("opening the queue ", opened.shm_name(), ": ", std::strerror(errno))));
+  }
+  struct stat info {};
+  void* base = MAP_FAILED;
+  if (fstat(fd, &info) == 0 && info.st_size == opened.region_bytes()) {
+    base = mmap(nullptr, static_cast<size_t>(info.st_size), PROT_READ | PROT_WRITE, MAP_SHARED,
+                fd, 0);
+  }
+  close(fd);
+  // Mapped (or not): the name has done its job.
+  shm_unlink(opened.shm_name().c_str());
+  if (base == MAP_FAILED) {
+    return fail(absl::FailedPreconditionError(
+        absl::StrCat("mapping the queue ", opened.shm_name(), " failed")));
+  }
+  std::unique_ptr<RunQueueClient> queue(
+      new RunQueueClient(stub, opened.queue_id(), static_cast<char*>(base), entries));
+  const layout::RegionHeader& header = *queue->header();
+  if (header.magic != layout::kQueueMagic || header.version != layout::kQueueLayoutVersion ||
+      header.entries != entries) {
+    return absl::UnimplementedError("the queue's header is not this client's layout");
+  }
+  return queue;
+}
+
+RunQueueClient::RunQueueClient(pb::KernTune::Stub& stub, std::string id, char* base,
+                               uint32_t entries)
+    : stub_(stub), id_(std::move(id)), base_(base), entries_(entries) {}
+
+RunQueueClient::~RunQueueClient() {
+  CloseOnDaemon(stub_, id_);
+  munmap(base_, layout::RegionBytes(entries_));
+}
+
+bool RunQueueClient::closed() const { return Load(&header()->closed) != 0; }
+
+void RunQueueClient::DrainCompletions() {
+  const uint32_t tail = Load(&header()->cq_tail);
+  if (tail == cq_head_) return;
+  const char* ring = base_ + layout::CompletionOffset(entries_);
+  for (; cq_head_ != tail; ++cq_head_) {
+    const char* slot = ring + size_t{cq_head_ & (entries_ - 1)} * layout::kCompletionSlotBytes;
+    layout::CompletionHeader completion;
+    std::memcpy(&completion, slot, sizeof(completion));
+    auto it = waiting_.find(completion.tag);
+    if (it == waiting_.end()) continue;  // its caller gave up waiting
+    Waiter& waiter = *it->second;
+    waiting_.erase(it);
+    const size_t length = std::min<size_t>(completion.length, layout::kMaxCompletionPayload);
+    const char* payload = slot + sizeof(completion);
+    if (completion.code == 0) {
+      if (!waiter.response.ParseFromArray(payload, static_cast<int>(length))) {
+        waiter.status = absl::DataLossError("the daemon's completion does not parse");
+      }
+    } else {
+      waiter.status = absl::Status(static_cast<absl::StatusCode>(completion.code),
+                                   std::string(payload, length));
+    }
+    waiter.done = true;
+  }
+  __atomic_store_n(&header()->cq_head, cq_head_, __ATOMIC_SEQ_CST);
+  // A daemon that stopped taking descriptors for want of completion slots
+  // may sleep: the slots just freed are news for it.
+  if (Load(&header()->need_wakeup) != 0) {
+    __atomic_fetch_add(&header()->doorbell, 1, __ATOMIC_SEQ_CST);
+    syscall(SYS_futex, &header()->doorbell, FUTEX_WAKE, 1, nullptr, nullptr, 0);
+  }
+}
+
+void RunQueueClient::WaitForCompletions(uint32_t seen, absl::Duration timeout) {
+  uint32_t* tail = &header()->cq_tail;
+  const absl::Time spin_until = absl::Now() + std::min(kSpin, timeout);
+  while (Load(tail) == seen && !closed()) {
+    if (absl::Now() >= spin_until) break;
+  }
+  if (Load(tail) != seen || closed() || timeout <= kSpin) return;
+  {
+    absl::MutexLock lock(&mu_);
+    if (sleepers_++ == 0) __atomic_store_n(&header()->client_waiting, 1u, __ATOMIC_SEQ_CST);
+  }
+  const timespec wait = absl::ToTimespec(timeout - kSpin);
+  // Returns at once when cq_tail moved after `seen` was read.
+  syscall(SYS_futex, tail, FUTEX_WAIT, seen, &wait, nullptr, 0);
+  absl::MutexLock lock(&mu_);
+  if (--sleepers_ == 0) __atomic_store_n(&header()->client_waiting, 0u, __ATOMIC_SEQ_CST);
+}
+
+RunQueueClient::Outcome RunQueueClient::Run(const pb::RunRequest& request,
+                                            absl::Duration deadline) {
+  Outcome outcome;
+  const std::string bytes = request.SerializeAsString();
+  if (bytes.size() > layout::kMaxRequestBytes) {
+    outcome.response = absl::InvalidArgumentError(
+        absl::StrCat("the request has ", bytes.size(), " bytes; a queue descriptor holds ",
+                     layout::kMaxRequestBytes));
+    return outcome;
+  }
+  const absl::Time until =
+      deadline == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + deadline;
+  Waiter me;
+  uint64_t tag = 0;
+  bool ring = false;
+  mu_.Lock();
+  // A free descriptor slot: at most `entries` Runs unanswered.
+  while (true) {
+    if (closed()) {
+      mu_.Unlock();
+      outcome.response = absl::UnavailableError("the daemon closed the queue");
+      return outcome;
+    }
+    DrainCompletions();
+    if (sq_tail_ - cq_head_ < entries_) break;
+    if (absl::Now() >= until) {
+      mu_.Unlock();
+      outcome.response = absl::DeadlineExceededError("the queue stayed full");
+      return outcome;
+    }
+    const uint32_t seen = cq_head_;
+    mu_.Unlock();
+    WaitForCompletions(seen, std::min(until - absl::Now(), absl::Milliseconds(100)));
+    mu_.Lock();
+  }
+  tag = next_tag_++;
+  char* slot = base_ + layout::SubmissionOffset() +
+               size_t{sq_tail_ & (entries_ - 1)} * layout::kSubmissionSlotBytes;
+  const layout::SubmissionHeader submission{tag, static_cast<uint32_t>(bytes.size()), 0};
+  std::memcpy(slot, &submission, sizeof(submission));
+  std::memcpy(slot + sizeof(submission), bytes.data(), bytes.size());
+  ++sq_tail_;
+  __atomic_store_n(&header()->sq_tail, sq_tail_, __ATOMIC_SEQ_CST);
+  ring = __atomic_load_n(&header()->need_wakeup, __ATOMIC_SEQ_CST) != 0;
+  waiting_[tag] = &me;
+  mu_.Unlock();
+  outcome.submitted = true;
+  if (ring) {
+    __atomic_fetch_add(&header()->doorbell, 1, __ATOMIC_SEQ_CST);
+    syscall(SYS_futex, &header()->doorbell, FUTEX_WAKE, 1, nullptr, nullptr, 0);
+  }
+
+  mu_.Lock();
+  while (true) {
+    DrainCompletions();
+    if (me.done) break;
+    if (closed() || absl::Now() >= until) {
+      waiting_.erase(tag);
+      me.status = closed() ? absl::UnavailableError(
+                                 "the daemon closed the queue with this Run in flight")
+                           : absl::DeadlineExceededError("no answer from the daemon in time");
+      break;
+    }
+    const uint32_t seen = cq_head_;
+    mu_.Unlock();
+    WaitForCompletions(seen, std::min(until - absl::Now(), absl::Milliseconds(100)));
+    mu_.Lock();
+  }
+  mu_.Unlock();
+  if (me.status.ok()) {
+    outcome.response = std::move(me.response);
+  } else {
+    outcome.response = me.status;
+  }
+  return outcome;
+}
+
+}  // namespace kt::client

@@ -1,0 +1,85 @@
+// The client's side of a submission queue (kerntune.v1 OpenQueue,
+// proto/run_queue_layout.h): Runs on client memory (registered buffers,
+// CUDA IPC) travel as descriptors in shared memory instead of gRPC calls.
+// DaemonClient uses one per connection when the daemon offers it; nothing
+// here is part of the API a user sees.
+//
+// Thread-safe: any number of threads submit; whichever waits reads the
+// completions and hands each to the thread that waits for it.
+#ifndef KERNTUNE_CLIENT_RUN_QUEUE_H_
+#define KERNTUNE_CLIENT_RUN_QUEUE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "kerntune/v1/kerntune.grpc.pb.h"
+#include "proto/run_queue_layout.h"
+
+namespace kt::client {
+
+// Whether a queue can carry `request`: every tensor in client memory (no
+// inline bytes, no output returned inline) and small enough for a
+// descriptor. The daemon refuses the others; they go over gRPC.
+bool QueueCarries(const kerntune::v1::RunRequest& request);
+
+class RunQueueClient {
+ public:
+  // Opens a queue on `stub`'s daemon and maps it. UNIMPLEMENTED from a
+  // daemon without queues, FAILED_PRECONDITION over TCP, as the daemon says.
+  static absl::StatusOr<std::unique_ptr<RunQueueClient>> Open(
+      kerntune::v1::KernTune::Stub& stub, absl::Duration deadline);
+  // Closes the queue (CloseQueue; the daemon also ends it when this process
+  // exits) and unmaps it.
+  ~RunQueueClient();
+  RunQueueClient(const RunQueueClient&) = delete;
+  RunQueueClient& operator=(const RunQueueClient&) = delete;
+
+  struct Outcome {
+    // False when the request never reached the queue (it is closed): the
+    // caller may send it another way. True once it may have run.
+    bool submitted = false;
+    absl::StatusOr<kerntune::v1::RunResponse> response;
+  };
+  // Submits `request` (QueueCarries) and waits up to `deadline` for its
+  // completion: the daemon's answer with the same code and message as a
+  // gRPC Run.
+  Outcome Run(const kerntune::v1::RunRequest& request, absl::Duration deadline);
+
+  // Whether the daemon closed the queue (then Run submits nothing).
+  bool closed() const;
+  const std::string& id() const { return id_; }
+
+ private:
+  struct Waiter;
+  RunQueueClient(kerntune::v1::KernTune::Stub& stub, std::string id, char* base, uint32_t entries);
+  proto::queue::RegionHeader* header() const {
+    return reinterpret_cast<proto::queue::RegionHeader*>(base_);
+  }
+  // Moves every ready completion to its waiter.
+  void DrainCompletions() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits up to `timeout` for a completion past `seen` (cq_head_ when the
+  // caller last drained): spins briefly, then sleeps on the futex.
+  void WaitForCompletions(uint32_t seen, absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
+
+  kerntune::v1::KernTune::Stub& stub_;
+  const std::string id_;
+  char* const base_;
+  const uint32_t entries_;
+  mutable absl::Mutex mu_;
+  uint32_t sq_tail_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t cq_head_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_tag_ ABSL_GUARDED_BY(mu_) = 1;
+  // Runs submitted and not yet answered, by tag.
+  absl::flat_hash_map<uint64_t, Waiter*> waiting_ ABSL_GUARDED_BY(mu_);
+  int sleepers_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace kt::client
+
+#endif  // KERNTUNE_CLIENT_RUN_QUEUE_H_
