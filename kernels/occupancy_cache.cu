@@ -20,9 +20,14 @@ struct OccupancyCache {
   std::set<std::pair<int, const void*>> smem_limit_raised;
 };
 
-OccupancyCache& Cache() {
-  static auto* cache = new OccupancyCache();  // never destroyed: used at exit
-  return *cache;
+// One cache per device (slots by ordinal; the key still names the device,
+// so two devices sharing a slot past kSlots stay correct): launches on
+// different GPUs take no common lock.
+constexpr int kSlots = 16;
+
+OccupancyCache& Cache(int device) {
+  static auto* caches = new OccupancyCache[kSlots];  // never destroyed: used at exit
+  return caches[static_cast<unsigned>(device) % kSlots];
 }
 
 }  // namespace
@@ -31,7 +36,7 @@ cudaError_t CachedActiveBlocks(int device, const void* kernel, int block_size,
                                size_t smem_bytes,
                                int64_t max_smem_per_block_optin,
                                int* active_blocks) {
-  OccupancyCache& cache = Cache();
+  OccupancyCache& cache = Cache(device);
   const auto key = std::make_tuple(device, kernel, block_size, smem_bytes);
   std::lock_guard<std::mutex> lock(cache.mu);
   if (auto it = cache.active_blocks.find(key); it != cache.active_blocks.end()) {
