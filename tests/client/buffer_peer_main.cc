@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -28,37 +29,44 @@ namespace {
 namespace pb = ::kerntune::v1;
 using kt::client::DaemonClient;
 
-int Hold(const DaemonClient& client) {
-  absl::StatusOr<kt::client::SharedMemory> shm = kt::client::SharedMemory::Create(4096);
+void Announce(const kt::client::SharedMemory& shm, const kt::client::RegisteredBuffer& buffer) {
+  std::printf("%s %s\n", shm.name().c_str(), buffer.id().c_str());
+  std::fflush(stdout);
+}
+
+// A shared-memory object of `bytes`, registered; its name and buffer id
+// printed when `announce`. Errors on stderr, nullopt.
+struct Registered {
+  kt::client::SharedMemory shm;
+  kt::client::RegisteredBuffer buffer;
+};
+std::optional<Registered> RegisterShm(const DaemonClient& client, int64_t bytes, bool announce) {
+  absl::StatusOr<kt::client::SharedMemory> shm = kt::client::SharedMemory::Create(bytes);
   if (!shm.ok()) {
     std::fprintf(stderr, "kt_buffer_peer: %s\n", shm.status().ToString().c_str());
-    return 1;
+    return std::nullopt;
   }
   absl::StatusOr<kt::client::RegisteredBuffer> buffer =
       client.RegisterHostShm(shm->name(), 0, 0, "kt_buffer_peer");
   if (!buffer.ok()) {
     std::fprintf(stderr, "kt_buffer_peer: %s\n", buffer.status().ToString().c_str());
-    return 1;
+    return std::nullopt;
   }
-  std::printf("%s %s\n", shm->name().c_str(), buffer->id().c_str());
-  std::fflush(stdout);
+  if (announce) Announce(*shm, *buffer);
+  return Registered{*std::move(shm), *std::move(buffer)};
+}
+
+int Hold(const DaemonClient& client) {
+  std::optional<Registered> registered = RegisterShm(client, 4096, /*announce=*/true);
+  if (!registered) return 1;
   while (true) pause();
 }
 
 int Flood(const DaemonClient& client) {
   constexpr int64_t kRows = 1024, kCols = 1024;  // 4 MiB of float32 each way
-  absl::StatusOr<kt::client::SharedMemory> shm =
-      kt::client::SharedMemory::Create(16 << 20);
-  if (!shm.ok()) {
-    std::fprintf(stderr, "kt_buffer_peer: %s\n", shm.status().ToString().c_str());
-    return 1;
-  }
-  absl::StatusOr<kt::client::RegisteredBuffer> buffer =
-      client.RegisterHostShm(shm->name(), 0, 0, "kt_buffer_peer");
-  if (!buffer.ok()) {
-    std::fprintf(stderr, "kt_buffer_peer: %s\n", buffer.status().ToString().c_str());
-    return 1;
-  }
+  std::optional<Registered> registered = RegisterShm(client, 16 << 20, /*announce=*/false);
+  if (!registered) return 1;
+  const kt::client::RegisteredBuffer* buffer = &registered->buffer;
   kt::client::RunArgs args;
   args.op = pb::OP_SOFTMAX;
   args.dtype = pb::DTYPE_FLOAT32;
@@ -71,10 +79,7 @@ int Flood(const DaemonClient& client) {
       std::fprintf(stderr, "kt_buffer_peer: %s\n", run.ToString().c_str());
       return 1;
     }
-    if (first) {
-      std::printf("%s %s\n", shm->name().c_str(), buffer->id().c_str());
-      std::fflush(stdout);
-    }
+    if (first) Announce(registered->shm, *buffer);
   }
 }
 
