@@ -39,8 +39,9 @@ ABSL_FLAG(int64_t, max_request_bytes, kt::server::kDefaultMaxRequestBytes,
 ABSL_FLAG(int64_t, buffer_ttl_s, 3600,
           "default idle lease of a registered buffer, in seconds (RegisterBuffer ttl_seconds=0)");
 ABSL_FLAG(int, workers, 8,
-          "threads for the calls that may wait long (Runs above 64Ki elements, RegisterBuffer); "
-          "the rest are answered on gRPC's own threads");
+          "threads for the calls that may wait long (RegisterBuffer, preparing Runs above 64Ki "
+          "elements), and as many per device executing those Runs; the rest are answered on "
+          "gRPC's own threads");
 
 namespace {
 

@@ -47,9 +47,10 @@ struct Options {
     // --devices: the GPUs served, as kernels::SelectDevices reads it
     // ("all", or ordinals and UUIDs); with no GPU at all, the CPU.
     std::string devices = "all";
-    // --workers: threads for the calls that may wait long (Runs above
-    // kMaxGrpcThreadRunElements, RegisterBuffer); the rest are answered on
-    // gRPC's callback threads.
+    // --workers: threads for the calls that may wait long (RegisterBuffer,
+    // preparing Runs above kMaxGrpcThreadRunElements), and as many per
+    // device executing those Runs; the rest are answered on gRPC's
+    // callback threads.
     int workers = 8;
   } execution;
   // What one client may ask of the daemon.
