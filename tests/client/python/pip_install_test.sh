@@ -10,7 +10,7 @@
 # daemon listens.
 #   pip_install_test.sh PYTHON PACKAGE_DIR KERNTUNED
 set -euo pipefail
-python=$1 package=$(realpath "$2") kerntuned=$3
+python=$1 package=$(realpath "$2") kerntuned=$(realpath "$3")
 
 "$python" -c "import grpc, google.protobuf, numpy" 2> /dev/null || {
   echo "skipped: $python lacks grpc, protobuf or numpy (python3-grpcio python3-protobuf python3-numpy)"
