@@ -12,7 +12,15 @@
 //    same config): synchronous (a blocking call, and a client polling for
 //    the reply); chained through the client's stream with IPC
 //    events; chained on the daemon's own stream; pipelined (replies before
-//    the kernel ends) with 1 and with --pipeline_depth calls in flight.
+//    the kernel ends) with 1 and with --pipeline_depth calls in flight;
+//  - the submission queue (OpenQueue, client/run_queue.h), in the same run
+//    beside gRPC: the small Run's round trip (interleaved with the gRPC
+//    series above), Runs per second with 1, 4 and 16 threads sharing one
+//    queue (as the threads of one DaemonClient do) and with 16 threads over
+//    --queue_throughput_queues queues, and the synchronous 49152 x 4096
+//    softmax (interleaved with the gRPC one) against the kernel time of its
+//    own Runs. JSON key "queue"; {"available": false, "error": ...} when
+//    the daemon offers no queue (or --noqueue).
 // Every Run reply carries the daemon's RunTiming; the bench prints and
 // records the p50 of each stage beside the client's round trip. For the
 // asynchronous series the daemon's GetStatus counters, read before and after,
@@ -21,7 +29,8 @@
 // contexts (bench, daemon) do not time-slice the GPU, except in the series
 // chained through the client's stream, where that is what is measured.
 //
-//   kt_daemon_bench --socket=PATH [--out=FILE.json] [--iterations=N]
+//   kt_daemon_bench --socket=PATH [--out=FILE.json] [--iterations=N] [--noqueue]
+//                   [--queue_throughput_queues=N]
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
@@ -44,7 +53,11 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "client/daemon_client.h"
+#include "client/run_queue.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/impl/client_unary_call.h"
@@ -58,6 +71,11 @@ ABSL_FLAG(int, iterations, 3000, "timed calls per latency series");
 ABSL_FLAG(double, throughput_seconds, 3.0, "seconds per concurrency level");
 ABSL_FLAG(int, pipeline_depth, 4, "Runs in flight in the deep pipelined series");
 ABSL_FLAG(int, device, 0, "this process's CUDA device (the daemon's is found by UUID)");
+ABSL_FLAG(bool, queue, true,
+          "also measure the submission queue (OpenQueue) beside gRPC; --noqueue: gRPC only");
+ABSL_FLAG(int, queue_throughput_queues, 4,
+          "the 16-thread queue series also runs with the threads spread over this many queues "
+          "(1-7: the daemon allows 8 per process, one is the bench's own); 0 skips it");
 
 namespace {
 
@@ -78,6 +96,42 @@ void Check(const grpc::Status& status, const char* what) {
     std::fprintf(stderr, "kt_daemon_bench: %s: %s\n", what, status.error_message().c_str());
     std::exit(1);
   }
+}
+
+void Check(const absl::Status& status, const char* what) {
+  if (!status.ok()) {
+    std::fprintf(stderr, "kt_daemon_bench: %s: %s\n", what, status.ToString().c_str());
+    std::exit(1);
+  }
+}
+
+// A Run through a submission queue; exits on any failure (the bench's Runs
+// are all valid, so an error is the daemon's or the queue's).
+pb::RunResponse QueueRun(kt::client::RunQueueClient& queue, const pb::RunRequest& request,
+                         const char* what) {
+  kt::client::RunQueueClient::Outcome outcome = queue.Run(request, absl::Seconds(30));
+  if (!outcome.submitted) {
+    std::fprintf(stderr, "kt_daemon_bench: %s: not submitted (the queue is closed): %s\n", what,
+                 outcome.response.status().ToString().c_str());
+    std::exit(1);
+  }
+  Check(outcome.response.status(), what);
+  return *std::move(outcome.response);
+}
+
+std::string JsonEscape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      absl::StrAppendFormat(&out, "\\u%04x", static_cast<unsigned char>(c));
+    } else {
+      out += c;
+    }
+  }
+  return out;
 }
 
 std::shared_ptr<grpc::Channel> NewConnection(const std::string& socket) {
@@ -340,6 +394,70 @@ std::vector<std::pair<pb::RunResponse, double>> RunInFlight(
   return replies;
 }
 
+// Small Runs per second from `threads` threads through `queues` submission
+// queues (thread t on queue t % queues), each queue opened on its own
+// connection, each thread with its own buffers, timed once all registered.
+struct QueueThroughput {
+  int threads = 0, queues = 0;
+  double runs_per_s = 0;
+  Series latency, handler;
+};
+
+QueueThroughput MeasureQueueThroughput(const std::string& socket, int local_device,
+                                       int daemon_device, int threads, int queues,
+                                       double seconds) {
+  std::vector<std::unique_ptr<pb::KernTune::Stub>> stubs;
+  std::vector<std::unique_ptr<kt::client::RunQueueClient>> rings;
+  for (int q = 0; q < queues; ++q) {
+    stubs.push_back(pb::KernTune::NewStub(NewConnection(socket)));
+    absl::StatusOr<std::unique_ptr<kt::client::RunQueueClient>> opened =
+        kt::client::RunQueueClient::Open(*stubs.back(), absl::Seconds(10));
+    Check(opened.status(), "OpenQueue (throughput)");
+    rings.push_back(*std::move(opened));
+  }
+  std::vector<std::thread> workers;
+  std::atomic<int64_t> calls{0};
+  std::atomic<int> ready{0};
+  std::atomic<bool> stop{false};
+  std::vector<std::vector<double>> latencies(threads), handlers(threads);
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      Check(cudaSetDevice(local_device), "cudaSetDevice");
+      const int q = t % queues;
+      IpcBuffer buffer = RegisterNew(*stubs[q], 2 * 1024 * 2, "queue throughput", daemon_device);
+      FillRandom(buffer.device, 1024);  // this process's GPU work ends before the timing
+      const pb::RunRequest run = SoftmaxRequest(buffer, 1, 1024);
+      ready.fetch_add(1);
+      while (!stop.load()) {
+        const auto start = Clock::now();
+        const pb::RunResponse response = QueueRun(*rings[q], run, "Run (queue throughput)");
+        latencies[t].push_back(Us(Clock::now() - start));
+        handlers[t].push_back(response.server_timing().handler_us());
+        calls.fetch_add(1);
+      }
+    });
+  }
+  while (ready.load() < threads) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // warm up
+  const int64_t before = calls.load();
+  const auto start = Clock::now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  const int64_t during = calls.load() - before;
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  stop = true;
+  for (auto& w : workers) w.join();
+  std::vector<double> all, all_handlers;
+  for (auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
+  for (auto& h : handlers) all_handlers.insert(all_handlers.end(), h.begin(), h.end());
+  QueueThroughput result;
+  result.threads = threads;
+  result.queues = queues;
+  result.runs_per_s = during / elapsed;
+  result.latency = Summarize(all);
+  result.handler = Summarize(all_handlers);
+  return result;  // the queues close here (CloseQueue), before their stubs go
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -348,8 +466,19 @@ int main(int argc, char** argv) {
   const int iterations = absl::GetFlag(FLAGS_iterations);
   const int depth = std::max(1, absl::GetFlag(FLAGS_pipeline_depth));
   const int local_device = absl::GetFlag(FLAGS_device);
+  const bool use_queue = absl::GetFlag(FLAGS_queue);
+  const int spread_queues = absl::GetFlag(FLAGS_queue_throughput_queues);
   if (socket.empty()) {
     std::fprintf(stderr, "kt_daemon_bench: --socket is required\n");
+    return 2;
+  }
+  if (iterations < 1) {
+    std::fprintf(stderr, "kt_daemon_bench: --iterations must be at least 1\n");
+    return 2;
+  }
+  if (spread_queues < 0 || spread_queues > 7) {
+    std::fprintf(stderr, "kt_daemon_bench: --queue_throughput_queues must be in 0-7 (the daemon "
+                 "allows 8 queues per process, one is the bench's own)\n");
     return 2;
   }
   Check(cudaSetDevice(local_device), "cudaSetDevice");
@@ -392,6 +521,23 @@ int main(int argc, char** argv) {
         mine.ok() ? mine->uuid : "");
   }
 
+  // --- the submission queue, on the same connection as the gRPC series: the
+  // JSON's "queue" collects what each section below measures through it.
+  std::unique_ptr<kt::client::RunQueueClient> queue;
+  std::string queue_error = "--noqueue";
+  if (use_queue) {
+    absl::StatusOr<std::unique_ptr<kt::client::RunQueueClient>> opened =
+        kt::client::RunQueueClient::Open(*stub, absl::Seconds(10));
+    if (opened.ok()) {
+      queue = *std::move(opened);
+      std::printf("submission queue %s opened: measured beside gRPC\n", queue->id().c_str());
+    } else {
+      queue_error = opened.status().ToString();
+      std::printf("no submission queue (%s): gRPC only\n", queue_error.c_str());
+    }
+  }
+  std::string queue_latency_json, queue_throughput_json, queue_bandwidth_json;
+
   // --- latency: small Run vs the echo floor on the same channel.
   {
     IpcBuffer buffer = RegisterNew(*stub, 2 * 1024 * 2, "latency", daemon_device);
@@ -423,6 +569,10 @@ int main(int argc, char** argv) {
     Stages polled_stages;
     grpc::CompletionQueue polled_queue;
     pb::ConfigChoice config;
+    // The same small Run through the submission queue.
+    std::vector<double> queue_run_us;
+    Stages queue_stages;
+    pb::ConfigChoice queue_config;
     for (int i = 0; i < iterations + 200; ++i) {
       const bool timed = i >= 200;
       // Interleaved, so every series sees the same machine state.
@@ -508,6 +658,16 @@ int main(int argc, char** argv) {
         if (kernel_timed) kernel_us.push_back(response.kernel_time_us());
         config = response.config();
       }
+      if (queue != nullptr) {
+        const auto start = Clock::now();
+        const pb::RunResponse response = QueueRun(*queue, run, "Run 1x1024 (queue)");
+        const double us = Us(Clock::now() - start);
+        if (timed) {
+          queue_run_us.push_back(us);
+          queue_stages.Add(response, us);
+          queue_config = response.config();
+        }
+      }
     }
     const Series run_s = Summarize(run_us), timed_run_s = Summarize(timed_run_us),
                  echo_s = Summarize(echo_us),
@@ -551,6 +711,21 @@ int main(int argc, char** argv) {
         timed_stages.Json(), polled_echo_s.p50, polled_echo_s.p99, polled_config_s.p50,
         polled_run_s.p50, polled_run_s.p99, polled_run_s.p50 - polled_echo_s.p50,
         polled_stages.Json());
+    if (queue != nullptr) {
+      const Series q = Summarize(queue_run_us);
+      std::printf(
+          "  Run through the submission queue  p50 %.1f us  p99 %.1f us  mean %.1f us  "
+          "(gRPC Run p50 %.1f, p99 %.1f; echo p50 %.1f, p99 %.1f; config %s)\n%s",
+          q.p50, q.p99, q.mean, run_s.p50, run_s.p99, echo_s.p50, echo_s.p99,
+          ConfigText(queue_config).c_str(), queue_stages.Text().c_str());
+      queue_latency_json = absl::StrFormat(
+          "{\"shape\": [1, 1024], \"dtype\": \"float16\", \"calls\": %d, \"config\": %s, "
+          "\"run_p50_us\": %.2f, \"run_p99_us\": %.2f, \"run_mean_us\": %.2f, "
+          "\"grpc_run_p50_us\": %.2f, \"grpc_run_p99_us\": %.2f, \"grpc_echo_p50_us\": %.2f, "
+          "\"grpc_echo_p99_us\": %.2f, \"server\": %s}",
+          iterations, ConfigJson(queue_config), q.p50, q.p99, q.mean, run_s.p50, run_s.p99,
+          echo_s.p50, echo_s.p99, queue_stages.Json());
+    }
   }
 
   // --- throughput: N clients, each its own connection and buffers.
@@ -604,6 +779,27 @@ int main(int argc, char** argv) {
                           h.p99);
   }
   json += "\n  ],\n";
+  if (queue != nullptr) {
+    // Threads sharing one queue (one DaemonClient's threads), then 16
+    // threads over several queues.
+    std::vector<std::pair<int, int>> levels = {{1, 1}, {4, 1}, {16, 1}};
+    if (spread_queues > 1) levels.push_back({16, spread_queues});
+    for (const auto& [threads, queues] : levels) {
+      const QueueThroughput r =
+          MeasureQueueThroughput(socket, local_device, daemon_device, threads, queues,
+                                 absl::GetFlag(FLAGS_throughput_seconds));
+      std::printf("throughput through the queue, %2d threads on %d queue%s: %.0f Runs/s "
+                  "(latency p50 %.1f us, p99 %.1f us; daemon handler p50 %.1f us, p99 %.1f us)\n",
+                  threads, queues, queues == 1 ? "" : "s", r.runs_per_s, r.latency.p50,
+                  r.latency.p99, r.handler.p50, r.handler.p99);
+      absl::StrAppendFormat(
+          &queue_throughput_json,
+          "%s\n      {\"threads\": %d, \"queues\": %d, \"runs_per_s\": %.1f, \"p50_us\": %.2f, "
+          "\"p99_us\": %.2f, \"handler_p50_us\": %.2f, \"handler_p99_us\": %.2f}",
+          queue_throughput_json.empty() ? "" : ",", threads, queues, r.runs_per_s,
+          r.latency.p50, r.latency.p99, r.handler.p50, r.handler.p99);
+    }
+  }
 
   // --- bandwidth: a large softmax through the daemon vs the kernel alone.
   {
@@ -624,7 +820,22 @@ int main(int argc, char** argv) {
     pb::ConfigChoice config;
     std::vector<double> polled_round_trip_us;
     grpc::CompletionQueue polled_queue;
+    // The same synchronous Run through the submission queue.
+    std::vector<double> queue_round_trip_us, queue_kernel_us;
+    Stages queue_sync_stages;
+    pb::ConfigChoice queue_config;
     for (int i = 0; i < 60; ++i) {
+      if (queue != nullptr) {
+        const auto start = Clock::now();
+        const pb::RunResponse response = QueueRun(*queue, base, "Run 49152x4096 (queue)");
+        const double us = Us(Clock::now() - start);
+        if (i >= 10) {
+          queue_round_trip_us.push_back(us);
+          queue_kernel_us.push_back(response.kernel_time_us());
+          queue_sync_stages.Add(response, us);
+          queue_config = response.config();
+        }
+      }
       {
         grpc::ClientContext context;
         pb::RunResponse response;
@@ -648,6 +859,29 @@ int main(int argc, char** argv) {
     const Series rt = Summarize(round_trip_us), k = Summarize(kernel_us),
                  polled_rt = Summarize(polled_round_trip_us);
     const double kernel_gbps = gbps(k.p50);
+    if (queue != nullptr) {
+      // Against the kernel time of its own Runs (the same config as the
+      // gRPC ones, interleaved with them), and against theirs.
+      const Series qrt = Summarize(queue_round_trip_us), qk = Summarize(queue_kernel_us);
+      const double queue_kernel_gbps = gbps(qk.p50);
+      const double pct = queue_kernel_gbps > 0 ? 100 * gbps(qrt.p50) / queue_kernel_gbps : 0;
+      const double pct_grpc_kernel = kernel_gbps > 0 ? 100 * gbps(qrt.p50) / kernel_gbps : 0;
+      std::printf("bandwidth through the submission queue (49152x4096 fp16 softmax, config %s):\n"
+                  "  kernel alone (daemon's CUDA events, the queue's Runs) p50 %.1f us = "
+                  "%.0f GB/s\n"
+                  "  synchronous p50 %.1f us = %.0f GB/s (%.1f%% of kernel; %.1f%% of the gRPC "
+                  "Runs' kernel; gRPC synchronous p50 %.1f us)\n%s",
+                  ConfigText(queue_config).c_str(), qk.p50, queue_kernel_gbps, qrt.p50,
+                  gbps(qrt.p50), pct, pct_grpc_kernel, rt.p50, queue_sync_stages.Text().c_str());
+      queue_bandwidth_json = absl::StrFormat(
+          "{\"shape\": [%d, %d], \"dtype\": \"float16\", \"config\": %s, "
+          "\"kernel_p50_us\": %.2f, \"kernel_gbps\": %.1f, \"sync_round_trip_p50_us\": %.2f, "
+          "\"sync_round_trip_p99_us\": %.2f, \"sync_gbps\": %.1f, \"sync_pct_of_kernel\": %.2f, "
+          "\"sync_pct_of_grpc_runs_kernel\": %.2f, \"grpc_sync_round_trip_p50_us\": %.2f, "
+          "\"sync_server\": %s}",
+          kRows, kCols, ConfigJson(queue_config), qk.p50, queue_kernel_gbps, qrt.p50, qrt.p99,
+          gbps(qrt.p50), pct, pct_grpc_kernel, rt.p50, queue_sync_stages.Json());
+    }
 
     // An asynchronous series: `body` sends kAsyncRuns Runs and returns once
     // the GPU has finished them; the daemon's counters say what the GPU did.
@@ -802,6 +1036,18 @@ int main(int argc, char** argv) {
         100 * gbps(pipelined_1.us_per_run) / kernel_gbps, kAsyncRuns, depth,
         async_json(events), async_json(daemon_chained), async_json(pipelined_1),
         async_json(pipelined_deep));
+  }
+  json.pop_back();  // the newline after the bandwidth object: the queue's follows
+  if (queue != nullptr) {
+    absl::StrAppendFormat(&json,
+                          ",\n  \"queue\": {\"available\": true, \"id\": \"%s\", "
+                          "\"latency\": %s,\n    \"throughput\": [%s\n    ],\n"
+                          "    \"bandwidth\": %s}\n",
+                          JsonEscape(queue->id()), queue_latency_json, queue_throughput_json,
+                          queue_bandwidth_json);
+  } else {
+    absl::StrAppendFormat(&json, ",\n  \"queue\": {\"available\": false, \"error\": \"%s\"}\n",
+                          JsonEscape(queue_error));
   }
   json += "}\n";
   if (!absl::GetFlag(FLAGS_out).empty()) std::ofstream(absl::GetFlag(FLAGS_out)) << json;

@@ -15,7 +15,13 @@
 # and the daemon's log kerntuned_bench.log ($BENCH_DAEMON_FLAGS go to that
 # daemon), and a one-line summary daemon_bench_summary.txt. The JSON holds
 # the client figures and the daemon's own stage times (RunTiming) and GPU
-# counters (GetStatus.stats).
+# counters (GetStatus.stats). With the daemon's submission queue the same
+# run measures it beside gRPC (JSON key "queue"; BENCH_FLAGS=--noqueue
+# skips it): the summary's q_* columns are the small Run's p50/p99 through
+# the queue, Runs/s with 16 threads on one queue (q_rps16) and on several
+# (q_rps16N), and the synchronous 49152x4096 softmax as % of its kernel
+# (q_sync%); "-" where the daemon offered no queue. $BENCH_FLAGS go to
+# kt_daemon_bench.
 # $KERNTUNED_FLAGS (e.g. --workers=16) go to every daemon the tests and the
 # sanitizer start.
 # tune: `kerntune tune` over the standard grid into $OUT/tuning.db, resuming
@@ -109,7 +115,7 @@ if [ "$what" = daemon ] || [ "$what" = daemon-bench ]; then
     ${BENCH_DAEMON_FLAGS:-} > "$out/kerntuned_bench.log" 2>&1 &
   daemon=$!
   for _ in $(seq 100); do [ -S "$socket" ] && break; sleep 0.1; done
-  timeout 100 "$here/kt_daemon_bench" --socket="$socket" \
+  timeout 160 "$here/kt_daemon_bench" --socket="$socket" ${BENCH_FLAGS:-} \
     --out="$out/daemon_bench.json" > "$out/daemon_bench.log" 2>&1 || status=1
   cat "$out/daemon_bench.log"
   kill -TERM "$daemon"; wait "$daemon" || status=1
@@ -117,10 +123,12 @@ if [ "$what" = daemon ] || [ "$what" = daemon-bench ]; then
   python3 - "$out/daemon_bench.json" > "$out/daemon_bench_summary.txt" 2>&1 <<'PY' || status=1
 import json, sys
 # cp_*: the same from a client that polls for its replies.
-print("%8s %8s %9s %8s %8s %8s %8s %8s %8s %7s %7s %7s %7s %7s %7s %7s %7s %7s" % (
+# q_*: the same Run through the submission queue (rps16: 16 threads on one
+# queue, rps16N: on several), and its synchronous bandwidth.
+print("%8s %8s %9s %8s %8s %8s %8s %8s %8s %7s %7s %7s %7s %7s %7s %7s %7s %7s %7s %7s %8s %8s %7s" % (
     "run_p50", "echo_p50", "overhead", "handler", "launch", "gpuwait", "outside",
     "cp_echo", "cp_ovh", "sync%", "cp_sync%", "events%", "self%", "pipe1%", "pipeN%", "rps1",
-    "rps4", "rps16"))
+    "rps4", "rps16", "q_p50", "q_p99", "q_rps16", "q_rps16N", "q_sync%"))
 d = json.load(open(sys.argv[1]))
 lat, bw = d["latency"], d["bandwidth"]
 rps = {t["clients"]: t["runs_per_s"] for t in d.get("throughput", [])}
@@ -134,7 +142,16 @@ print("%8.1f %8.1f %9.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %7.1f %7.1f %7.1f %
     bw.get("sync_client_polls_pct_of_kernel", 0),
     bw["events"]["pct_of_kernel"], bw["daemon_chained"]["pct_of_kernel"],
     bw["pipelined"]["pct_of_kernel"], bw["pipelined_deep"]["pct_of_kernel"],
-    rps.get(1, 0), rps.get(4, 0), rps.get(16, 0)))
+    rps.get(1, 0), rps.get(4, 0), rps.get(16, 0)), end="")
+q = d.get("queue", {})
+if q.get("available"):
+    qrps = {(t["threads"], t["queues"]): t["runs_per_s"] for t in q.get("throughput", [])}
+    spread = max((r for (t, n), r in qrps.items() if t == 16 and n > 1), default=0)
+    print(" %7.1f %7.1f %8.0f %8.0f %7.1f" % (
+        q["latency"]["run_p50_us"], q["latency"]["run_p99_us"], qrps.get((16, 1), 0), spread,
+        q["bandwidth"]["sync_pct_of_kernel"]))
+else:
+    print(" %7s %7s %8s %8s %7s" % ("-", "-", "-", "-", "-"))
 PY
   cat "$out/daemon_bench_summary.txt"
 fi
