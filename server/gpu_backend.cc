@@ -36,7 +36,8 @@ absl::StatusOr<std::unique_ptr<GpuBackend>> GpuBackend::Create(
 
 namespace {
 
-std::vector<kernels::VisibleDevice> Selectable(const std::vector<std::unique_ptr<Device>>& devices) {
+std::vector<kernels::VisibleDevice> Selectable(
+    const std::vector<std::unique_ptr<Device>>& devices) {
   std::vector<kernels::VisibleDevice> served;
   for (const std::unique_ptr<Device>& device : devices) {
     served.push_back({device->info().ordinal, device->identity().uuid});
