@@ -66,6 +66,7 @@ class QueueStreams {
   // How many more Runs may be submitted before the next Poll.
   int room() const { return kMaxQueueRunsInFlight - in_flight_; }
   bool idle() const { return in_flight_ == 0; }
+  int in_flight() const { return in_flight_; }
 
  private:
   struct Slot {
