@@ -106,6 +106,34 @@ absl::Status UnregisterById(const Connection& connection, absl::Duration deadlin
       .status();
 }
 
+// The channel credentials of `target`: plaintext, or TLS with the client's
+// certificate and the token when given.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFor(
+    const std::string& target, const TcpCredentials& tcp) {
+  if (tcp.empty()) return grpc::InsecureChannelCredentials();
+  if (IsUnixTarget(target)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        target, ": TLS and tokens are for TCP targets; the Unix socket is guarded by its file "
+        "mode and the callers' credentials"));
+  }
+  if (tcp.root_certs.empty()) {
+    return absl::InvalidArgumentError(
+        "a client certificate or token needs TLS: give the CA certificates that sign the "
+        "daemon's (kerntune --tls_ca) too; gRPC sends tokens over TLS only");
+  }
+  if (tcp.cert_chain.empty() != tcp.private_key.empty()) {
+    return absl::InvalidArgumentError(
+        "a client certificate and its private key go together: give both or neither");
+  }
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = tcp.root_certs;
+  ssl.pem_cert_chain = tcp.cert_chain;
+  ssl.pem_private_key = tcp.private_key;
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::SslCredentials(ssl);
+  if (tcp.token.empty()) return credentials;
+  return grpc::CompositeChannelCredentials(credentials, grpc::AccessTokenCredentials(tcp.token));
+}
+
 }  // namespace
 
 std::string DefaultDaemonSocketPath() {
@@ -357,6 +385,9 @@ std::string RegisteredBuffer::Release() {
 absl::StatusOr<DaemonClient> DaemonClient::Connect(const DaemonClientOptions& options) {
   absl::StatusOr<std::string> target = ResolveTarget(options.target);
   if (!target.ok()) return target.status();
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      ChannelCredentialsFor(*target, options.tcp);
+  if (!credentials.ok()) return credentials.status();
   auto connection = std::make_shared<Connection>();
   connection->target = *target;
   connection->wait_for_ready = options.wait_for_ready;
@@ -367,8 +398,7 @@ absl::StatusOr<DaemonClient> DaemonClient::Connect(const DaemonClientOptions& op
   // refuse them.
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
-  connection->channel =
-      grpc::CreateCustomChannel(*target, grpc::InsecureChannelCredentials(), args);
+  connection->channel = grpc::CreateCustomChannel(*target, *credentials, args);
   connection->stub = pb::KernTune::NewStub(connection->channel);
   return DaemonClient(std::move(connection), options.deadline);
 }

@@ -730,6 +730,9 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
   DaemonClientOptions client_options;
   client_options.target = o.server;
   client_options.deadline = o.deadline;
+  absl::StatusOr<TcpCredentials> tcp = ReadTcpCredentials(o.tcp);
+  if (!tcp.ok()) return ReportError(kRunVerb, tcp.status(), err, kExitUsage);
+  client_options.tcp = *std::move(tcp);
   absl::StatusOr<DaemonClient> client = DaemonClient::Connect(client_options);
   if (!client.ok()) return ReportError(kRunVerb, client.status(), err, kExitUsage);
 

@@ -207,6 +207,9 @@ int RunStatusCommand(const StatusCliOptions& options, std::ostream& out, std::os
   DaemonClientOptions client_options;
   client_options.target = options.server;
   client_options.deadline = options.deadline;
+  absl::StatusOr<TcpCredentials> tcp = ReadTcpCredentials(options.tcp);
+  if (!tcp.ok()) return ReportError(kStatusVerb, tcp.status(), err, kExitUsage);
+  client_options.tcp = *std::move(tcp);
   absl::StatusOr<DaemonClient> client = DaemonClient::Connect(client_options);
   if (!client.ok()) return ReportError(kStatusVerb, client.status(), err, kExitUsage);
   absl::StatusOr<pb::GetStatusResponse> status = client->GetStatus();

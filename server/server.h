@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "server/metrics.h"
 #include "server/service.h"
+#include "server/tcp_security.h"
 
 namespace kt::server {
 
@@ -23,6 +24,9 @@ struct Options {
     std::string socket_path;
     // --tcp: "host:port" to listen on as well; empty = no TCP.
     std::string tcp_address;
+    // --tls_cert, --tls_key, --tls_client_ca, --token_file, --insecure_tcp:
+    // how the TCP listener is secured (tcp_security.h).
+    TcpSecurity tcp_security;
     // --metrics_address: "host:port" of the Prometheus endpoint (/metrics);
     // empty = none.
     std::string metrics_address = kDefaultMetricsAddress;

@@ -48,8 +48,14 @@ class Daemon {
 };
 
 // A channel with a short reconnect backoff (the tests talk to daemons that
-// are just starting) and no limit on the size of responses.
-std::shared_ptr<grpc::Channel> Connect(const std::string& target);
+// are just starting) and no limit on the size of responses; plaintext
+// unless `credentials` are given.
+std::shared_ptr<grpc::Channel> Connect(
+    const std::string& target,
+    std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials());
+
+// A TCP port on 127.0.0.1 that was free a moment ago, for --tcp.
+int FreeTcpPort();
 
 // grpc.health.v1 Check of `service` ("" = the whole server).
 grpc::health::v1::HealthCheckResponse::ServingStatus Health(

@@ -15,6 +15,7 @@ import weakref
 import grpc
 import numpy as np
 
+from kerntune import _credentials
 from kerntune import _errors
 from kerntune import _shared
 from kerntune import _torch
@@ -335,12 +336,18 @@ class Client:
     default: the daemon's device with the same UUID (GetStatus), so processes
     with different CUDA_VISIBLE_DEVICES agree; the same index when the daemon
     or torch does not report UUIDs.
+    root_certificates, certificate_chain, private_key: PEM (bytes or str) of
+    the CAs that sign a TCP daemon's certificate (TLS; the certificate must
+    name the target's host), and this client's certificate and key for a
+    daemon with --tls_client_ca. token: the bearer token of a daemon with
+    --token_file, sent with every call (TLS only).
 
     Thread-safe. Create it after any fork(): gRPC channels do not survive one.
     """
 
     def __init__(self, target=None, timeout=DEFAULT_TIMEOUT_S, *, device_map=None,
-                 options=None):
+                 options=None, root_certificates=None, certificate_chain=None,
+                 private_key=None, token=None):
         self.target = _normalize_target(target)
         self.timeout = timeout
         self._device_map = dict(device_map or {})
@@ -351,7 +358,8 @@ class Client:
             ("grpc.max_receive_message_length", -1),
         ]
         channel_options.extend(options or [])
-        self._channel = grpc.insecure_channel(self.target, options=channel_options)
+        self._channel = _credentials.channel(self.target, channel_options, root_certificates,
+                                             certificate_chain, private_key, token)
         self._stub = pb_grpc.KernTuneStub(self._channel)
         self._lock = threading.RLock()
         # Buffers runs may use, by memory: ("shm", name) or ("cuda", ordinal, handle).
