@@ -319,12 +319,18 @@ class DeviceExecutor::Stream final : public RunStream {
   explicit Stream(DeviceExecutor& executor) : executor_(executor) {}
   ~Stream() override;
 
-  absl::Status Init() {
+  absl::Status Init(RunPriority priority) {
     if (absl::Status s = CudaError(cudaSetDevice(executor_.device_.ordinal), "cudaSetDevice");
         !s.ok()) {
       return s;
     }
-    return CreateLane(lane_);
+    int lowest = 0, highest = 0;
+    if (absl::Status s = CudaError(cudaDeviceGetStreamPriorityRange(&lowest, &highest),
+                                   "cudaDeviceGetStreamPriorityRange");
+        !s.ok()) {
+      return s;
+    }
+    return CreateLane(lane_, priority == RunPriority::kHigh ? highest : lowest);
   }
 
   void Submit(const RunRequest& request, Done done) override;
@@ -507,10 +513,10 @@ void DeviceExecutor::Stream::FailAll(const absl::Status& status) {
   tail_batch_ = 0;
 }
 
-std::unique_ptr<RunStream> DeviceExecutor::OpenRunStream() {
+std::unique_ptr<RunStream> DeviceExecutor::OpenRunStream(RunPriority priority) {
   if (failed_.load(std::memory_order_acquire)) return nullptr;
   auto stream = std::make_unique<Stream>(*this);
-  if (absl::Status s = stream->Init(); !s.ok()) {
+  if (absl::Status s = stream->Init(priority); !s.ok()) {
     LogWarning(absl::StrCat("CUDA device ", device_.ordinal,
                             ": no stream for a submission queue (its Runs go the synchronous "
                             "way): ",

@@ -495,7 +495,9 @@ void KernTuneService::RunQueued(const std::shared_ptr<RunQueue>& queue, RunQueue
                              absl::StatusOr<RunResult> result) {
     answer(Respond(peer, queued->prepared, routed, result, &queued->response));
   };
-  if (streams.Submit(prepared.device, prepared.run, done)) return;
+  const RunPriority priority =
+      RunsOnGrpcThread(queued->request) ? RunPriority::kHigh : RunPriority::kNormal;
+  if (streams.Submit(prepared.device, priority, prepared.run, done)) return;
   // A backend without streams (the CPU): as a gRPC Run, small ones here, on
   // the poller's thread; large ones on their device's workers, so that a
   // long Run holds no other queue.

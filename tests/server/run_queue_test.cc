@@ -346,7 +346,7 @@ class StreamingBackend final : public Backend {
   explicit StreamingBackend(int polls) : polls_(polls) {}
   std::string name() const override { return "fake"; }
   absl::StatusOr<RunResult> Execute(int, const RunRequest&) override { return RunResult(); }
-  std::unique_ptr<RunStream> OpenRunStream(int) override {
+  std::unique_ptr<RunStream> OpenRunStream(int, RunPriority) override {
     if (polls_ < 0) return nullptr;
     return std::make_unique<Stream>(*this);
   }
@@ -427,7 +427,7 @@ class RecordingSink final : public QueuedRunSink {
       }
       queue->Complete(tag, result.status(), nullptr);
     };
-    if (!streams.Submit(0, request_, done)) done(RunResult());
+    if (!streams.Submit(0, RunPriority::kNormal, request_, done)) done(RunResult());
   }
   std::vector<uint64_t> order() {
     absl::MutexLock lock(&mu_);
