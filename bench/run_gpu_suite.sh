@@ -20,7 +20,11 @@
 # skips it): the summary's q_* columns are the small Run's p50/p99 through
 # the queue, Runs/s with 16 threads on one queue (q_rps16) and on several
 # (q_rps16N), and the synchronous 49152x4096 softmax as % of its kernel
-# (q_sync%); "-" where the daemon offered no queue. $BENCH_FLAGS go to
+# (q_sync%); "-" where the daemon offered no queue. After a "|": the small
+# Run back to back (b2b_p50, b2b_p99), 16 threads through one DaemonClient
+# (dc_rps16), synchronous 49152x4096 back to back (b2b_sync%) and the
+# small-Run p99 under a large-Run flood over alone (fair_p99x). The idle
+# daemon's CPU goes to daemon_idle_cpu.txt. $BENCH_FLAGS go to
 # kt_daemon_bench.
 # $KERNTUNED_FLAGS (e.g. --workers=16) go to every daemon the tests and the
 # sanitizer start.
