@@ -96,6 +96,7 @@ void ConfigsToProto(const ConfigCache& cache, const std::vector<std::string>& sh
                     pb::GetStatusResponse* response) {
   response->set_tuned_entries(cache.local_entries());
   response->set_database_data_version(cache.data_version());
+  response->set_database_problem(cache.store_problem());
   response->set_shipped_entries(cache.shipped_entries());
   response->set_stale_entries_skipped(cache.stale().total());
   for (const std::string& file : shipped_files) response->add_shipped_config_files(file);
