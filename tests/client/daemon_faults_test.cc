@@ -107,8 +107,8 @@ TEST_F(DaemonFaultsTest, AKilledDaemonFailsRunsInFlightAtOnceAndANewOneTakesTheS
   const pb::RunRequest on_buffer = MakeRunRequest(LargeLayerNorm(*buffer));
   // Inline: the same problem with its bytes in the request.
   RunArgs inline_args = LargeLayerNorm(*buffer);
-  inline_args.input = InlineTensor(std::string(reinterpret_cast<const char*>(shm_.data()),
-                                               kTensorBytes));
+  inline_args.input =
+      InlineTensor(std::string(reinterpret_cast<const char*>(shm_.data()), kTensorBytes));
   inline_args.output = InlineOutput();
   const pb::RunRequest inline_request = MakeRunRequest(inline_args);
 

@@ -378,7 +378,8 @@ TEST_F(RegisteredBufferTest, AClientKilledWithRunsInFlightThroughItsQueueIsReape
   // Its region is unmapped and its descriptor closed too, though the
   // queue poller, idle since the kill, last saw the queue.
   std::vector<std::string> queue_fds = DaemonQueueDescriptors();
-  while (!queue_fds.empty() && std::chrono::steady_clock::now() - killed < std::chrono::seconds(5)) {
+  while (!queue_fds.empty() &&
+         std::chrono::steady_clock::now() - killed < std::chrono::seconds(5)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     queue_fds = DaemonQueueDescriptors();
   }
