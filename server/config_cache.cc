@@ -72,8 +72,15 @@ absl::StatusOr<ConfigCache::StoreFile> ConfigCache::EnsureOpen() {
   db::OpenOptions options;
   options.read_only = true;
   absl::StatusOr<std::unique_ptr<db::TuningStore>> store = db::TuningStore::Open(db_path_, options);
-  if (absl::IsNotFound(store.status())) return StoreFile::kMissing;
-  if (!store.ok()) return store.status();
+  if (!store.ok()) {
+    // NotFound is also SQLite failing to open a file that is there
+    // (SQLITE_CANTOPEN), which must not pass for no store at all.
+    if (absl::IsNotFound(store.status()) && stat(db_path_.c_str(), &info) != 0 &&
+        errno == ENOENT) {
+      return StoreFile::kMissing;
+    }
+    return store.status();
+  }
   store_ = *std::move(store);
   store_file_ = file;
   return StoreFile::kOpenedNow;
