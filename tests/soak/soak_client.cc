@@ -575,6 +575,12 @@ int RunClient(const ClientOptions& options) {
   action.sa_handler = OnSigterm;
   sigemptyset(&action.sa_mask);
   sigaction(SIGTERM, &action, nullptr);
+  // The driver starts clients with SIGTERM blocked, so that one sent before
+  // this point waits for the handler.
+  sigset_t term;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  sigprocmask(SIG_UNBLOCK, &term, nullptr);
   signal(SIGPIPE, SIG_IGN);
   absl::StatusOr<DaemonClient> queued = Connect(options.target, /*use_queue=*/true);
   absl::StatusOr<DaemonClient> grpc = Connect(options.target, /*use_queue=*/false);
