@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -140,6 +141,11 @@ TEST_F(DaemonFaultsTest, AKilledDaemonFailsRunsInFlightAtOnceAndANewOneTakesTheS
     c.thread = std::thread([&client, &request, &c] { RunUntilFailure(client, request, c); });
     callers.push_back(std::move(caller));
   }
+  // However the test ends, the daemon dies and with it every caller's loop.
+  absl::Cleanup join = [&] {
+    daemon_->Signal(SIGKILL, std::chrono::seconds(5));
+    for (const auto& caller : callers) caller->thread.join();
+  };
   const Clock::time_point warm_until = Clock::now() + std::chrono::seconds(20);
   for (const auto& caller : callers) {
     while (caller->ok_runs == 0 && !caller->done && Clock::now() < warm_until) {
@@ -147,7 +153,8 @@ TEST_F(DaemonFaultsTest, AKilledDaemonFailsRunsInFlightAtOnceAndANewOneTakesTheS
     }
     ASSERT_GT(caller->ok_runs, 0) << caller->name << ": " << caller->status;
   }
-  ASSERT_EQ(Client().GetStatus()->open_queues(), 1) << "the queue path is not in use";
+  // The queue callers share their connection's queues (up to one each).
+  ASSERT_GE(Client().GetStatus()->open_queues(), 1) << "the queue path is not in use";
 
   const Clock::time_point killed = Clock::now();
   ASSERT_TRUE(daemon_->Signal(SIGKILL, std::chrono::seconds(5)).has_value());
@@ -174,7 +181,7 @@ TEST_F(DaemonFaultsTest, AKilledDaemonFailsRunsInFlightAtOnceAndANewOneTakesTheS
     EXPECT_GT(in_flight_per_path[path], 0)
         << callers[path]->name << ": no Run was in flight when the daemon died";
   }
-  for (const auto& caller : callers) caller->thread.join();
+  std::move(join).Invoke();
 
   // The dead daemon left its socket file; a new one replaces it, and the
   // same clients are served by it: the gRPC channel reconnects, the queue
