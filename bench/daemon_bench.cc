@@ -411,7 +411,7 @@ QueueThroughput MeasureQueueThroughput(const std::string& socket, int local_devi
   for (int q = 0; q < queues; ++q) {
     stubs.push_back(pb::KernTune::NewStub(NewConnection(socket)));
     absl::StatusOr<std::unique_ptr<kt::client::RunQueueClient>> opened =
-        kt::client::RunQueueClient::Open(*stubs.back(), absl::Seconds(10));
+        kt::client::RunQueueClient::Open(*stubs.back(), socket, absl::Seconds(10));
     Check(opened.status(), "OpenQueue (throughput)");
     rings.push_back(*std::move(opened));
   }
@@ -523,7 +523,7 @@ Fairness MeasureFairness(const std::string& socket, int local_device, int daemon
   constexpr int64_t kRows = 49152, kCols = 4096;
   auto small_stub = pb::KernTune::NewStub(NewConnection(socket));
   absl::StatusOr<std::unique_ptr<kt::client::RunQueueClient>> small_queue =
-      kt::client::RunQueueClient::Open(*small_stub, absl::Seconds(10));
+      kt::client::RunQueueClient::Open(*small_stub, socket, absl::Seconds(10));
   Check(small_queue.status(), "OpenQueue (fairness)");
   IpcBuffer small = RegisterNew(*small_stub, 2 * 1024 * 2, "fairness small", daemon_device);
   FillRandom(small.device, 1024);
@@ -543,7 +543,7 @@ Fairness MeasureFairness(const std::string& socket, int local_device, int daemon
   result.alone = series();
   auto flood_stub = pb::KernTune::NewStub(NewConnection(socket));
   absl::StatusOr<std::unique_ptr<kt::client::RunQueueClient>> flood_queue =
-      kt::client::RunQueueClient::Open(*flood_stub, absl::Seconds(10));
+      kt::client::RunQueueClient::Open(*flood_stub, socket, absl::Seconds(10));
   Check(flood_queue.status(), "OpenQueue (flood)");
   std::atomic<bool> stop{false};
   std::atomic<int64_t> flood_runs{0};
@@ -640,7 +640,7 @@ int main(int argc, char** argv) {
   std::string queue_error = "--noqueue";
   if (use_queue) {
     absl::StatusOr<std::unique_ptr<kt::client::RunQueueClient>> opened =
-        kt::client::RunQueueClient::Open(*stub, absl::Seconds(10));
+        kt::client::RunQueueClient::Open(*stub, socket, absl::Seconds(10));
     if (opened.ok()) {
       queue = *std::move(opened);
       std::printf("submission queue %s opened: measured beside gRPC\n", queue->id().c_str());

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "client/run_queue.h"
 
@@ -31,6 +32,13 @@ struct internal::DaemonConnection {
   mutable size_t next_shared ABSL_GUARDED_BY(queue_mu) = 0;
   mutable bool queue_refused ABSL_GUARDED_BY(queue_mu) = false;
 
+  // The path of a "unix:PATH" or "unix:///PATH" target.
+  std::string SocketPath() const {
+    absl::string_view path = absl::StripPrefix(target, "unix:");
+    if (absl::StartsWith(path, "//")) path.remove_prefix(2);
+    return std::string(path);
+  }
+
   // A queue lent to one Run; an exclusive one goes back to the idle list.
   struct QueueLease {
     std::shared_ptr<RunQueueClient> queue;
@@ -50,14 +58,15 @@ struct internal::DaemonConnection {
     queues.erase(std::remove_if(queues.begin(), queues.end(), is_closed), queues.end());
     if (static_cast<int>(queues.size()) < kMaxQueues && !queue_refused) {
       absl::StatusOr<std::unique_ptr<RunQueueClient>> opened = RunQueueClient::Open(
-          *stub, std::min(deadline, absl::Seconds(10)));
+          *stub, SocketPath(), std::min(deadline, absl::Seconds(10)));
       if (opened.ok()) {
         queues.push_back(*std::move(opened));
         return {queues.back(), true};
       }
       // A daemon without queues (or that refuses one) is served over gRPC
-      // from now on, unless this connection already has queues to share.
-      queue_refused = queues.empty();
+      // from now on, unless this connection already has queues to share;
+      // one that is not there (yet) is asked again next time.
+      queue_refused = queues.empty() && !absl::IsUnavailable(opened.status());
     }
     if (queues.empty()) return {};
     return {queues[next_shared++ % queues.size()], false};

@@ -39,7 +39,8 @@ ABSL_FLAG(std::string, metrics_address, kt::server::kDefaultMetricsAddress,
           "HOST:PORT of the Prometheus endpoint (/metrics, plain HTTP: counts and build "
           "info, no tensors; loopback unless told otherwise); empty turns it off");
 ABSL_FLAG(std::string, db, "",
-          "tuning store, opened read-only and reloaded when it changes (default $KERNTUNE_DB, "
+          "tuning store, opened read-only and reloaded when it changes or is replaced; while it "
+          "cannot be read the configs loaded last serve (default $KERNTUNE_DB, "
           "else $XDG_DATA_HOME/kerntune/tuning.db, else ~/.local/share/kerntune/tuning.db)");
 ABSL_FLAG(std::string, configs, "",
           "directory of shipped tuned-config files (*.json, one per GPU SKU), served after the "

@@ -59,6 +59,16 @@ constexpr int kGrpcMaxPollers = 32;
 // How long the calls in flight at SIGTERM may take to finish: a large Run's
 // kernel is milliseconds; a client that still waits after this is cut off.
 constexpr absl::Duration kShutdownGrace = absl::Seconds(5);
+// A client that stops reading (a hung or stopped process) leaves its
+// answers unsent in the daemon, which holds an inline output about twice
+// (tests/client/daemon_faults_test.cc: 64 unread 8 MiB answers took 1.2 GB)
+// until the connection ends. With calls in flight on a connection that has
+// been silent this long the daemon pings it, and ends it when no answer
+// comes within the timeout. A live client answers pings in gRPC's own I/O,
+// whatever its application does (an otherwise idle one within gRPC's 5 s
+// backup poll).
+constexpr int kKeepaliveTimeMs = 5 * 1000;
+constexpr int kKeepaliveTimeoutMs = 10 * 1000;
 
 // Self-pipe: the handler only writes the signal number; the serve loop
 // reads it. Whichever thread the kernel picks runs the handler, so no
@@ -223,6 +233,8 @@ std::unique_ptr<grpc::Server> BuildGrpcServer(
   if (!tcp.empty()) builder.AddListeningPort(tcp, tcp_credentials, &tcp_port);
   builder.SetMaxReceiveMessageSize(MessageLimit(options.limits.max_request_bytes));
   builder.SetMaxSendMessageSize(MessageLimit(options.limits.max_request_bytes));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTimeMs);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
   builder.SetSyncServerOption(grpc::ServerBuilder::MIN_POLLERS, kGrpcMinPollers);
   builder.SetSyncServerOption(grpc::ServerBuilder::MAX_POLLERS, kGrpcMaxPollers);
   builder.RegisterService(&service);

@@ -38,7 +38,8 @@ struct Options {
   // Where the tuned configs come from (the GPU backend only).
   struct Configs {
     // --db: the tuning store, opened read-only; a missing file = no local
-    // entries until it appears.
+    // entries until it appears; one that cannot be read = the entries
+    // loaded last until it can (config_cache.h).
     std::string db_path;
     // --configs: shipped tuned-config files; those of the device's SKU are
     // served after the store's entries. Empty or missing = none.

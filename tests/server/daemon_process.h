@@ -35,6 +35,7 @@ class Daemon {
   Daemon& operator=(const Daemon&) = delete;
 
   bool running() const { return pid_ > 0 && !exit_status_.has_value(); }
+  pid_t pid() const { return pid_; }
   // The wait status once it exited within `deadline`, else nullopt.
   std::optional<int> WaitExit(Clock::duration deadline);
   // Sends `signal_number`, then WaitExit(deadline).
