@@ -188,11 +188,22 @@ absl::StatusOr<int> ReadUserVersion(Connection& db) {
   return statement.ColumnInt(0);
 }
 
-absl::Status NewerSchemaError(const std::string& path, int version) {
-  return absl::FailedPreconditionError(absl::StrCat(
-      path, ": database schema version ", version,
-      " is newer than this kerntune (knows up to ", sql::kSchemaVersion,
-      "); upgrade kerntune"));
+// OK for a schema version this code can open or migrate from: 0 (a new
+// file) to the current one. user_version is any 32-bit value a damaged or
+// foreign file holds; a negative one would index before kMigrations.
+absl::Status CheckSchemaVersion(const std::string& path, int version) {
+  if (version < 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, ": database schema version ", version,
+        " is not one kerntune writes: not a kerntune tuning store, or a damaged one"));
+  }
+  if (version > sql::kSchemaVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, ": database schema version ", version,
+        " is newer than this kerntune (knows up to ", sql::kSchemaVersion,
+        "); upgrade kerntune"));
+  }
+  return absl::OkStatus();
 }
 
 // Runs a quick_check / integrity_check pragma: OK when it says "ok".
@@ -287,9 +298,7 @@ absl::StatusOr<std::unique_ptr<TuningStore>> TuningStore::Open(
   // The first read of the file: garbage and damaged headers fail here.
   absl::StatusOr<int> version = ReadUserVersion(db);
   absl::Status status = version.status();
-  if (status.ok() && *version > sql::kSchemaVersion) {
-    return NewerSchemaError(path, *version);
-  }
+  if (status.ok()) KT_DB_RETURN_IF_ERROR(CheckSchemaVersion(path, *version));
   if (status.ok() && options.check_integrity) {
     status = RunCheck(db, sql::kQuickCheck);
   }
@@ -321,7 +330,7 @@ absl::Status TuningStore::Migrate() {
     // Read again under the write lock: another process may have migrated
     // the file since Open read the version.
     KT_DB_ASSIGN_OR_RETURN(int version, ReadUserVersion(*db_));
-    if (version > sql::kSchemaVersion) return NewerSchemaError(path(), version);
+    KT_DB_RETURN_IF_ERROR(CheckSchemaVersion(path(), version));
     if (version == 0) {
       KT_DB_ASSIGN_OR_RETURN(Statement count,
                              db_->Prepare(sql::kCountSchemaObjects));

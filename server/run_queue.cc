@@ -252,8 +252,9 @@ void RunQueue::Complete(uint64_t tag, const absl::Status& status,
       }
     }
   } else {
+    // copy_n, not memcpy: an error without a message has no data pointer.
     const size_t length = std::min(status.message().size(), layout::kMaxCompletionPayload);
-    std::memcpy(payload, status.message().data(), length);
+    std::copy_n(status.message().data(), length, payload);
     completion.length = static_cast<uint32_t>(length);
   }
   std::memcpy(slot.data(), &completion, sizeof(completion));

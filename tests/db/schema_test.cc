@@ -261,6 +261,28 @@ TEST(SchemaTest, NewerSchemaIsRefused) {
             std::to_string(newer));
 }
 
+// Found by kt_tuning_store_fuzzer: a negative user_version (a damaged
+// header) made the read-write open run kMigrations[-1].
+TEST(SchemaTest, NegativeSchemaVersionIsRefused) {
+  ScopedTempDir dir;
+  const std::string path = dir.File("negative.db");
+  {
+    OpenOptions options;
+    options.create_if_missing = true;
+    ASSERT_TRUE(TuningStore::Open(path, options).ok());
+  }
+  ASSERT_TRUE(ExecSql(path, "PRAGMA user_version = -2147483648").ok());
+  for (bool read_only : {false, true}) {
+    absl::StatusOr<std::unique_ptr<TuningStore>> store =
+        OpenExisting(path, read_only);
+    EXPECT_TRUE(absl::IsFailedPrecondition(store.status())) << store.status();
+    EXPECT_TRUE(absl::StrContains(store.status().message(),
+                                  "schema version -2147483648 is not one kerntune writes"))
+        << store.status();
+  }
+  EXPECT_EQ(QueryText(path, "PRAGMA user_version").value_or(""), "-2147483648");
+}
+
 void ExpectRefusedAsDataLoss(const std::string& path) {
   for (bool read_only : {false, true}) {
     absl::StatusOr<std::unique_ptr<TuningStore>> store =

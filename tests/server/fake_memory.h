@@ -11,16 +11,18 @@ namespace kt::server::testing {
 
 class FakeMemory final : public ClientMemory {
  public:
+  // Device memory is on CUDA ordinal `device`; host memory has none.
   static std::shared_ptr<const ClientMemory> Make(int64_t size,
-                                                  MemorySpace space = MemorySpace::kHost) {
+                                                  MemorySpace space = MemorySpace::kHost,
+                                                  int device = 0) {
     auto storage = std::make_shared<std::vector<char>>(static_cast<size_t>(size));
-    return std::shared_ptr<const ClientMemory>(new FakeMemory(std::move(storage), space));
+    return std::shared_ptr<const ClientMemory>(new FakeMemory(
+        std::move(storage), space, space == MemorySpace::kDevice ? device : -1));
   }
 
  private:
-  FakeMemory(std::shared_ptr<std::vector<char>> storage, MemorySpace space)
-      : ClientMemory(storage->data(), static_cast<int64_t>(storage->size()), space,
-                     space == MemorySpace::kDevice ? 0 : -1),
+  FakeMemory(std::shared_ptr<std::vector<char>> storage, MemorySpace space, int device)
+      : ClientMemory(storage->data(), static_cast<int64_t>(storage->size()), space, device),
         storage_(std::move(storage)) {}
   std::shared_ptr<std::vector<char>> storage_;
 };

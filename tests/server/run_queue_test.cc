@@ -248,6 +248,21 @@ TEST(RunQueueTest, AFullCompletionRingStopsTakingUntilTheClientReads) {
   EXPECT_EQ(queue->Take(8).size(), 3u);
 }
 
+// Found by kt_run_queue_fuzzer: an error without a message was copied from
+// its null data pointer (undefined even for zero bytes; UBSan stops there).
+TEST(RunQueueTest, AnErrorWithoutAMessageCompletesWithItsCodeAlone) {
+  std::shared_ptr<RunQueue> queue = *RunQueue::Create(Self(), 8);
+  MappedQueue mapped(queue->shm_name(), 8);
+  mapped.Submit(5, SoftmaxOnBuffer("b", 1, 4, 0, 64));
+  ASSERT_EQ(queue->Take(1).size(), 1u);
+  queue->Complete(5, absl::Status(absl::StatusCode::kInternal, ""), nullptr);
+  std::optional<MappedQueue::Completion> completion = mapped.Next();
+  ASSERT_TRUE(completion.has_value());
+  EXPECT_EQ(completion->tag, 5u);
+  EXPECT_EQ(completion->code, absl::StatusCode::kInternal);
+  EXPECT_EQ(completion->payload, "");
+}
+
 TEST(RunQueueTest, GarbageIndicesCloseTheQueue) {
   struct Case {
     const char* name;
