@@ -14,6 +14,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -75,9 +76,14 @@ class KerntunedTrustTest : public ::kt::server::testing::KerntunedFixture {
       GTEST_SKIP() << "needs root: these tests run a client as another user (uid " << kOtherUid
                    << ") and give the socket a group of its own";
     }
-    // The other user must reach the socket: the temp dir is 0700, and the
+    // The other user must reach the socket and the client: the temp dir is
+    // 0700, the build tree may be too (a checkout under /root), and the
     // socket's directory is setgid so the socket gets kSocketGid.
     ASSERT_EQ(chmod(dir_.path().c_str(), 0755), 0);
+    std::error_code copied;
+    std::filesystem::copy_file(KT_BUFFER_CLIENT_BINARY, client_, copied);
+    ASSERT_FALSE(copied) << copied.message();
+    ASSERT_EQ(chmod(client_.c_str(), 0755), 0);
     const std::string run = dir_.File("run");
     ASSERT_EQ(mkdir(run.c_str(), 0755), 0);
     ASSERT_EQ(chown(run.c_str(), 0, kSocketGid), 0);
@@ -89,8 +95,8 @@ class KerntunedTrustTest : public ::kt::server::testing::KerntunedFixture {
     ASSERT_EQ(socket_info.st_mode & 0777, 0660u);
     const Answer usage = As(Member(), {});
     if (usage.code == kExecFailed) {
-      GTEST_SKIP() << "uid " << kOtherUid << " cannot run " << KT_BUFFER_CLIENT_BINARY
-                   << " (a directory above it closed to others?): " << usage.output;
+      GTEST_SKIP() << "uid " << kOtherUid << " cannot run " << client_
+                   << " (a directory above the temp dir closed to others?): " << usage.output;
     }
   }
 
@@ -102,7 +108,7 @@ class KerntunedTrustTest : public ::kt::server::testing::KerntunedFixture {
   // Runs `kt_buffer_client SOCKET args...` as `user`; its answer, or
   // code kExecFailed when it could not be started as that user.
   Answer As(const User& user, const std::vector<std::string>& args) {
-    std::vector<std::string> words = {KT_BUFFER_CLIENT_BINARY, socket_};
+    std::vector<std::string> words = {client_, socket_};
     words.insert(words.end(), args.begin(), args.end());
     std::vector<char*> argv;
     for (std::string& word : words) argv.push_back(word.data());
@@ -143,6 +149,8 @@ class KerntunedTrustTest : public ::kt::server::testing::KerntunedFixture {
   std::string ObjectName(const std::string& what) const {
     return absl::StrCat("/kt_trust_", getpid(), "_", what);
   }
+
+  const std::string client_ = dir_.File("kt_buffer_client");
 };
 
 TEST_F(KerntunedTrustTest, AnotherUsersSharedMemoryIsRefusedWhateverItsMode) {
