@@ -104,7 +104,16 @@ absl::StatusOr<std::shared_ptr<const ClientMemory>> OpenHostSharedMemory(std::st
     const int error = errno;
     const std::string what = absl::StrCat("host_shm.name=\"", name, "\": ", std::strerror(error));
     if (error == ENOENT) return absl::NotFoundError(what);
-    if (error == EACCES) return absl::PermissionDeniedError(what);
+    if (error == EACCES) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          what, ": kerntuned (uid ", geteuid(), ") may not open it; give the daemon "
+          "CAP_DAC_OVERRIDE, as the systemd unit and the DaemonSet do"));
+    }
+    // O_NOFOLLOW: a link could name another user's object.
+    if (error == ELOOP) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "host_shm.name=\"", name, "\" is a symbolic link; kerntuned opens no links"));
+    }
     return absl::InvalidArgumentError(what);
   }
   struct stat info {};
@@ -120,9 +129,12 @@ absl::StatusOr<std::shared_ptr<const ClientMemory>> OpenHostSharedMemory(std::st
   }
   if (info.st_uid != owner_uid) {
     close(fd);
-    return absl::PermissionDeniedError(absl::StrCat("host_shm.name=\"", name, "\" belongs to uid ",
-                                                    info.st_uid, ", not the caller's uid ",
-                                                    owner_uid));
+    // Checked on the open object, whatever its mode says: the daemon opens
+    // files with its own rights (CAP_DAC_OVERRIDE), not the caller's.
+    return absl::PermissionDeniedError(absl::StrCat(
+        "host_shm.name=\"", name, "\" belongs to uid ", info.st_uid, ", not the caller's uid ",
+        owner_uid, ": kerntuned opens only its callers' own shared-memory objects; create it "
+        "as uid ", owner_uid));
   }
   if (info.st_size <= 0) {
     close(fd);

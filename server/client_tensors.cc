@@ -14,6 +14,14 @@ absl::Status NeedsUnixSocket(absl::string_view what) {
             "from its peer credentials; over TCP send inline tensors"));
 }
 
+absl::Status MayOpenClientMemory(const std::optional<PeerProcess>& caller,
+                                 absl::string_view what) {
+  if (!caller) return NeedsUnixSocket(what);
+  const absl::Status& access = caller->memory_access;
+  if (access.ok()) return access;
+  return absl::Status(access.code(), absl::StrCat(what, " refused: ", access.message()));
+}
+
 absl::StatusOr<std::shared_ptr<const ClientMemory>> CudaIpcMemoryCache::Open(
     const std::string& handle, int device_ordinal, const PeerProcess& caller) {
   absl::StatusOr<std::shared_ptr<const ClientMemory>> memory =
@@ -45,7 +53,7 @@ int64_t CudaIpcMemoryCache::size_on(int device_ordinal) const {
 
 absl::StatusOr<TensorResolver::Opened> ClientTensorResolver::RegisteredBuffer(
     const std::string& buffer_id) {
-  if (!caller_) return NeedsUnixSocket("a registered buffer");
+  if (absl::Status s = MayOpenClientMemory(caller_, "a registered buffer"); !s.ok()) return s;
   const bool first_use = used_.insert(buffer_id).second;
   absl::StatusOr<Registration> registration =
       registry_.Use(*caller_, buffer_id, absl::Now(), first_use);
@@ -55,7 +63,7 @@ absl::StatusOr<TensorResolver::Opened> ClientTensorResolver::RegisteredBuffer(
 
 absl::StatusOr<TensorResolver::Opened> ClientTensorResolver::CudaIpcAllocation(
     const std::string& handle, int device_ordinal) {
-  if (!caller_) return NeedsUnixSocket("a CUDA IPC handle");
+  if (absl::Status s = MayOpenClientMemory(caller_, "a CUDA IPC handle"); !s.ok()) return s;
   absl::StatusOr<std::shared_ptr<const ClientMemory>> memory =
       cuda_ipc_.Open(handle, device_ordinal, *caller_);
   if (!memory.ok()) return memory.status();

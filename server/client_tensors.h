@@ -27,6 +27,12 @@ namespace kt::server {
 // processes, known from the Unix socket's peer credentials.
 absl::Status NeedsUnixSocket(absl::string_view what);
 
+// OK when `caller` may make the daemon open client memory for `what`: it
+// came over the Unix socket (else NeedsUnixSocket) and the socket's policy
+// let it pass memory references (else PermissionDenied saying why).
+absl::Status MayOpenClientMemory(const std::optional<PeerProcess>& caller,
+                                 absl::string_view what);
+
 class CudaIpcMemoryCache {
  public:
   // The backend opens the handles; a mapping unused for `idle` closes.

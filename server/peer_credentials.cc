@@ -3,6 +3,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -62,6 +63,22 @@ absl::StatusOr<PeerProcess> ReadPeerCredentials(int fd) {
   if (!start.ok()) return start.status();
   process.start_ticks = *start;
   return process;
+}
+
+absl::StatusOr<std::vector<gid_t>> ReadPeerGroups(int fd) {
+  std::vector<gid_t> groups(32);
+  while (true) {
+    socklen_t length = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &length) == 0) {
+      groups.resize(length / sizeof(gid_t));
+      return groups;
+    }
+    // ERANGE: `length` now says how much the kernel has.
+    if (errno != ERANGE) {
+      return absl::InternalError(absl::StrCat("SO_PEERGROUPS: ", std::strerror(errno)));
+    }
+    groups.resize(std::max(groups.size() * 2, length / sizeof(gid_t)));
+  }
 }
 
 bool IsAlive(const PeerProcess& process) {

@@ -10,9 +10,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
@@ -25,6 +27,11 @@ struct PeerProcess {
   gid_t gid = 0;
   // /proc/<pid>/stat field 22 (clock ticks after boot).
   uint64_t start_ticks = 0;
+  // OK when this connection may pass references to memory (shm objects,
+  // CUDA IPC handles, buffers, queues), else the error it gets: decided at
+  // accept time by the socket's MemoryAccessPolicy (memory_access.h).
+  absl::Status memory_access =
+      absl::PermissionDeniedError("no memory-access policy decided for this caller");
 
   std::string Describe() const;  // "pid 123 (uid 1000)"
   friend bool operator==(const PeerProcess& a, const PeerProcess& b) {
@@ -42,6 +49,10 @@ absl::StatusOr<uint64_t> ProcessStartTicks(pid_t pid);
 
 // The process connected at the other end of the Unix socket `fd`.
 absl::StatusOr<PeerProcess> ReadPeerCredentials(int fd);
+
+// The supplementary groups of the process at the other end of the Unix
+// socket `fd`, as they were when it connected (SO_PEERGROUPS).
+absl::StatusOr<std::vector<gid_t>> ReadPeerGroups(int fd);
 
 // False once the process has exited (or its pid now names another process).
 bool IsAlive(const PeerProcess& process);

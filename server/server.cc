@@ -246,10 +246,10 @@ std::unique_ptr<grpc::Server> BuildGrpcServer(
   return server;
 }
 
-// The line that says the daemon is up: where, which backend and why, and
-// the configs it serves.
+// The line that says the daemon is up: where, who may pass memory
+// references, which backend and why, and the configs it serves.
 void LogServing(const Options& options, const Backend& backend, const std::string& reason,
-                const std::string& metrics_url) {
+                const std::string& metrics_url, const MemoryAccessPolicy& memory_access) {
   std::string configs = "no tuned configs";
   // Per SKU: the first device of each.
   std::vector<std::string> per_sku;
@@ -275,7 +275,8 @@ void LogServing(const Options& options, const Backend& backend, const std::strin
           ? ""
           : absl::StrCat(" and ", options.listen.tcp_address, " (",
                          DescribeTcpSecurity(options.listen.tcp_security), ")");
-  LogInfo(absl::StrCat("serving on unix:", options.listen.socket_path, tcp,
+  LogInfo(absl::StrCat("serving on unix:", options.listen.socket_path,
+                       " (memory references from ", memory_access.Describe(), ")", tcp,
                        metrics_url.empty() ? "" : ", metrics on ",
                        metrics_url, ", backend ", backend.name(), " (", reason, ")",
                        note.empty() ? ", " : ": ", note.empty() ? configs : note));
@@ -416,7 +417,8 @@ absl::Status RunServer(const Options& options) {
   health->SetServingStatus(kServiceName, true);
   UpdateDeviceHealth(backend, *health);
   LogServing(options, backend, backends->reason,
-             metrics ? absl::StrCat("http://", options.listen.metrics_address, "/metrics") : "");
+             metrics ? absl::StrCat("http://", options.listen.metrics_address, "/metrics") : "",
+             (*listener)->memory_access());
 
   const int signal_number = WaitForStopSignal();
   const absl::Time stop_started = absl::Now();

@@ -515,7 +515,10 @@ grpc::Status KernTuneService::HandleOpenQueue(absl::string_view peer,
   const DrainGuard::Admission admission = drain_.Admit();
   if (!admission) return ShuttingDown();
   const std::optional<PeerProcess> caller = Caller(peer);
-  if (!caller) return Fail("OpenQueue", peer, NeedsUnixSocket("OpenQueue"));
+  // A queue carries memory references only.
+  if (absl::Status s = MayOpenClientMemory(caller, "OpenQueue"); !s.ok()) {
+    return Fail("OpenQueue", peer, s);
+  }
   absl::StatusOr<std::shared_ptr<RunQueue>> queue = queues_.Open(*caller, request->entries());
   if (!queue.ok()) return Fail("OpenQueue", peer, queue.status());
   poller_.Wake();
@@ -636,7 +639,9 @@ grpc::Status KernTuneService::HandleRegisterBuffer(absl::string_view peer,
   const DrainGuard::Admission admission = drain_.Admit();
   if (!admission) return ShuttingDown();
   const std::optional<PeerProcess> caller = Caller(peer);
-  if (!caller) return Fail("RegisterBuffer", peer, NeedsUnixSocket("RegisterBuffer"));
+  if (absl::Status s = MayOpenClientMemory(caller, "RegisterBuffer"); !s.ok()) {
+    return Fail("RegisterBuffer", peer, s);
+  }
   if (absl::Status s = ValidateRegisterBuffer(*request); !s.ok()) {
     return Fail("RegisterBuffer", peer, s);
   }

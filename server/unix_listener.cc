@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/server_posix.h"
@@ -44,13 +45,20 @@ absl::StatusOr<std::unique_ptr<UnixListener>> UnixListener::Listen(const std::st
     close(fd);
     return error;
   }
+  struct stat info {};
+  if (stat(path.c_str(), &info) != 0) {
+    absl::Status error = SocketError("stat", path);
+    close(fd);
+    return error;
+  }
   int wake[2];
   if (pipe2(wake, O_CLOEXEC) != 0) {
     absl::Status error = SocketError("pipe2 for", path);
     close(fd);
     return error;
   }
-  return std::unique_ptr<UnixListener>(new UnixListener(fd, wake[0], wake[1]));
+  return std::unique_ptr<UnixListener>(
+      new UnixListener(fd, wake[0], wake[1], MemoryAccessPolicy(geteuid(), info.st_gid)));
 }
 
 UnixListener::~UnixListener() {
@@ -75,6 +83,19 @@ void UnixListener::Stop() {
   }
 }
 
+absl::StatusOr<PeerProcess> UnixListener::IdentifyPeer(int connection) const {
+  absl::StatusOr<PeerProcess> peer = ReadPeerCredentials(connection);
+  if (!peer.ok()) return peer;
+  absl::StatusOr<std::vector<gid_t>> groups = ReadPeerGroups(connection);
+  if (!groups.ok()) {
+    // Judged by its uid and primary group alone.
+    LogWarning(absl::StrCat("the groups of ", peer->Describe(), ": ", groups.status().message()));
+    groups.emplace();
+  }
+  peer->memory_access = memory_access_.Check(*peer, *groups);
+  return peer;
+}
+
 void UnixListener::AcceptLoop(grpc::Server* server, PeerTable* peers) {
   while (true) {
     pollfd fds[2] = {{fd_, POLLIN, 0}, {wake_read_, POLLIN, 0}};
@@ -93,7 +114,7 @@ void UnixListener::AcceptLoop(grpc::Server* server, PeerTable* peers) {
       }
       continue;
     }
-    absl::StatusOr<PeerProcess> peer = ReadPeerCredentials(connection);
+    absl::StatusOr<PeerProcess> peer = IdentifyPeer(connection);
     if (peer.ok()) {
       peers->Set(connection, *peer);
     } else {

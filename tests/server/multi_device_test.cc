@@ -222,7 +222,8 @@ class MultiDeviceTest : public ::testing::Test {
     options.max_request_bytes = int64_t{16} << 20;
     options.backend_reason = "fake devices";
     options.workers = 2;
-    const PeerProcess me{getpid(), getuid(), getgid(), *ProcessStartTicks(getpid())};
+    PeerProcess me{getpid(), getuid(), getgid(), *ProcessStartTicks(getpid())};
+    me.memory_access = absl::OkStatus();  // as the socket's policy lets its own user
     options.identify_caller = [me](absl::string_view) { return me; };
     service_ = std::make_unique<KernTuneService>(*backend_, options);
   }

@@ -42,6 +42,7 @@ PeerProcess Self() {
   self.uid = getuid();
   self.gid = getgid();
   self.start_ticks = *ProcessStartTicks(self.pid);
+  self.memory_access = absl::OkStatus();  // as the socket's policy lets its own user
   return self;
 }
 
