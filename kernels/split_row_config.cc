@@ -87,6 +87,17 @@ int64_t PacksPerBlock(int64_t cols, int pack, int split) {
   return (num_packs + split - 1) / split;
 }
 
+// The widest pack split_row takes: any at the operands' alignment where
+// the pack need not divide cols (PackMustDivideLength), else the widest
+// that divides them.
+int SplitRowPack(Op op, DType dtype, Shape shape, int64_t alignment_bytes) {
+  // The widest pack is a length every narrower one divides.
+  const int64_t length = PackMustDivideLength(op, Impl::kSplitRow)
+                             ? shape.cols
+                             : 16 / static_cast<int64_t>(DTypeSize(dtype));
+  return WidestPack(dtype, length, alignment_bytes);
+}
+
 // Few rows: one block per row would leave SMs idle (the default's rule), or
 // leave a ragged second wave (the tuner also times the band up to twice the
 // SM count, where splitting may still win).
@@ -235,8 +246,9 @@ void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo&
   // narrows by itself where pointers demand it. Block sizes that give every
   // thread at least one pack of the slice. At most 16 cluster configs, 12
   // grid ones and 21 two-pass ones.
-  const int pack = WidestPack(dtype, shape.cols);
   const auto append = [&](Impl impl, int split) {
+    const int pack = impl == Impl::kSplitRow ? SplitRowPack(op, dtype, shape, 16)
+                                             : WidestPack(dtype, shape.cols);
     const int64_t slice_packs = PacksPerBlock(shape.cols, pack, split);
     for (int block : kBlockImplBlockSizes) {
       if (impl == Impl::kSplitTwoPass &&
@@ -329,13 +341,14 @@ std::optional<LaunchConfig> SplitRowHeuristic(Op op, DType dtype, Shape shape,
     c.split = static_cast<int>(split);
     return c;
   }
+  const int cluster_pack = SplitRowPack(op, dtype, shape, alignment_bytes);
   std::optional<LaunchConfig> best;
   int64_t best_busy_sms = shape.rows;  // one block per row
   std::optional<LaunchConfig> fewest_waves;
   double least_waves = kMaxClusterWaves;
   for (int split : kSplitRowSplits) {
-    LaunchConfig c{Impl::kSplitRow, DefaultSplitBlock(PacksPerBlock(shape.cols, pack, split)),
-                   pack, 32, 1, 0};
+    const int block = DefaultSplitBlock(PacksPerBlock(shape.cols, cluster_pack, split));
+    LaunchConfig c{Impl::kSplitRow, block, cluster_pack, 32, 1, 0};
     c.split = split;
     if (!ValidateConfig(op, dtype, shape, c, device).ok()) continue;  // slice too big
     absl::StatusOr<int> active = ActiveBlocksPerSm(op, dtype, shape, c, device);

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kernels/axis_plan.h"
 #include "kernels/launch.h"
@@ -655,6 +656,62 @@ TEST(LaunchConfigTest, SplitRowRulesNameTheKnob) {
       ValidateConfig(Op::kSoftmax, DType::kFloat16, shape, Split(256, 8, 8), A100());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_NE(s.message().find("compute capability"), absl::string_view::npos) << s;
+}
+
+// split_row takes any cols for the ops whose operands all follow x's
+// layout: its rows start their packs where x's pack grid does.
+TEST(LaunchConfigTest, SplitRowPacksNeedNotDivideColsWhereOperandsFollowX) {
+  const Shape shape{2048, 50257};
+  for (Op op : kAllOps) {
+    const bool any_cols = op == Op::kSoftmax || op == Op::kLogSoftmax || op == Op::kReduceScale;
+    EXPECT_EQ(PackMustDivideLength(op, Impl::kSplitRow), !any_cols) << OpName(op);
+    for (Impl impl : {Impl::kWarp, Impl::kBlockSmem, Impl::kBlockUncached, Impl::kBlockRegs,
+                      Impl::kSplitGrid, Impl::kSplitTwoPass, Impl::kAxis}) {
+      EXPECT_TRUE(PackMustDivideLength(op, impl)) << OpName(op) << " " << ImplName(impl);
+    }
+    for (DType dtype : kAllDTypes) {
+      SCOPED_TRACE(absl::StrCat(OpName(op), " ", DTypeName(dtype)));
+      const int widest = 16 / static_cast<int>(DTypeSize(dtype));
+      const LaunchConfig cluster = Split(512, widest, 4);
+      if (any_cols) {
+        EXPECT_TRUE(ValidateConfig(op, dtype, shape, cluster, H100()).ok());
+      } else {
+        ExpectRefused(op, dtype, shape, cluster, absl::StatusCode::kInvalidArgument,
+                      "does not divide cols=50257");
+      }
+      ExpectRefused(op, dtype, shape, Block(Impl::kBlockUncached, 512, widest),
+                    absl::StatusCode::kInvalidArgument, "does not divide cols=50257");
+    }
+  }
+  // The largest slice in whole packs: 6282 packs of 8 over 4 blocks.
+  EXPECT_EQ(SharedMemoryBytes(Op::kSoftmax, DType::kFloat16, shape, Split(512, 8, 4)),
+            1571 * 8 * 2);
+  // Every block still needs a whole pack: 33 columns hold 4 packs of 8
+  // (only 3 in a row that starts off the grid, whose last block then
+  // holds nothing but the tail).
+  EXPECT_TRUE(
+      ValidateConfig(Op::kSoftmax, DType::kFloat16, {5, 33}, Split(128, 8, 4), H100()).ok());
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, {5, 33}, Split(128, 8, 8),
+                absl::StatusCode::kInvalidArgument, "split=8");
+}
+
+// Launch narrows a split_row pack for the operands' alignment only, where
+// the pack need not divide cols.
+TEST(LaunchConfigTest, SplitRowOddColsNarrowForAlignmentOnly) {
+  const Shape shape{2048, 50257};
+  const LaunchConfig c = Split(512, 8, 2);
+  for (const auto& [alignment, pack] : {std::pair{16, 8}, std::pair{8, 4}, std::pair{2, 1}}) {
+    absl::StatusOr<LaunchConfig> narrowed =
+        ConfigForAlignment(Op::kSoftmax, DType::kFloat16, shape, c, alignment, H100());
+    ASSERT_TRUE(narrowed.ok()) << narrowed.status();
+    EXPECT_EQ(narrowed->pack_size, pack) << "alignment " << alignment;
+    EXPECT_EQ(narrowed->split, 2);
+  }
+  // LayerNorm's weights are indexed by column: its pack must divide cols.
+  absl::StatusOr<LaunchConfig> narrowed =
+      ConfigForAlignment(Op::kLayerNorm, DType::kFloat16, shape, c, 16, H100());
+  ASSERT_TRUE(narrowed.ok()) << narrowed.status();
+  EXPECT_EQ(narrowed->pack_size, 1);
 }
 
 TEST(LaunchConfigTest, BlockRegsHoldsTheRowInRegisters) {
