@@ -37,7 +37,7 @@
 #include "tuner/grid.h"
 
 ABSL_FLAG(std::string, out, "", "write results as JSON to this file");
-ABSL_FLAG(std::string, groups, "main,few_rows,attention,axis",
+ABSL_FLAG(std::string, groups, "main,few_rows,attention,axis,llm",
           "grid groups to run (tuner/grid.h: each op runs in the groups of its kind)");
 ABSL_FLAG(std::string, ops,
           "softmax,log_softmax,layer_norm,rms_norm,reduce_scale,scaled_masked_softmax",

@@ -32,7 +32,7 @@
 # from $RESUME_DB when given (a database an earlier, cut-off call brought
 # back) and stopped cleanly with SIGINT after $TUNE_LIMIT_S seconds if set.
 # $TUNE_GROUPS, $TUNE_OPS and $TUNE_DTYPES narrow it (comma lists; default
-# every group — main, few_rows, attention, axis — and every op, each op in
+# every group — main, few_rows, attention, axis, llm — and every op, each op in
 # the groups of its kind). $TUNE_DEVICES goes to --devices (default
 # kerntune's: every visible GPU at once; TUNE_DEVICES=0 is a one-GPU tune);
 # with several GPUs, tune_summary.txt ends with a line per GPU giving the

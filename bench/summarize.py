@@ -22,7 +22,7 @@ import json
 import math
 import sys
 
-GROUPS = ("main", "few_rows", "attention", "axis")
+GROUPS = ("main", "few_rows", "attention", "axis", "llm")
 
 
 def load(path):

@@ -27,7 +27,8 @@ Grid (groups, as tuner/grid.h): "main" rows=49152 x cols 32..32768 and
 log_softmax, layer_norm, rms_norm, reduce_scale); "attention" (32*64*s, s)
 for s in {16,...,512}: softmax and scaled_masked_softmax; "axis" (outer, dim,
 inner) = (1, 128, 32768) and (512, 896, 48) (seed 001): softmax and
-log_softmax along dim. Each in float32, float16 and bfloat16.
+log_softmax along dim; "llm" rows {1,16,2048} x vocab {32000,50257,128256,151936}:
+softmax and log_softmax over logits. Each in float32, float16 and bfloat16.
 
 Method (PERF.md):
   * Roofline: a 1 GiB device-to-device copy (dst.copy_(src), uint8), counting
@@ -90,7 +91,7 @@ OPS = ("softmax", "log_softmax", "layer_norm", "rms_norm", "reduce_scale",
        "scaled_masked_softmax")
 DTYPES = ("float32", "float16", "bfloat16")
 DTYPE_SIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
-GROUPS = ("main", "few_rows", "attention", "axis")
+GROUPS = ("main", "few_rows", "attention", "axis", "llm")
 MODES = ("eager", "compile")
 
 # The ops of each group (tuner/grid.h).
@@ -100,6 +101,7 @@ GROUP_OPS = {
     "few_rows": ROW_OPS,
     "attention": ("softmax", "scaled_masked_softmax"),
     "axis": ("softmax", "log_softmax"),
+    "llm": ("softmax", "log_softmax"),
 }
 
 MAIN_ROWS = 49152
@@ -109,6 +111,8 @@ FEW_COLS = (4096, 32768, 131072)
 ATTENTION_BATCH, ATTENTION_HEADS = 32, 64
 ATTENTION_S = (16, 32, 64, 128, 512)
 AXIS_SHAPES = ((1, 128, 32768), (512, 896, 48))  # (outer, dim, inner), seed 001
+LLM_ROWS = (1, 16, 2048)
+LLM_VOCABS = (32000, 50257, 128256, 151936)
 
 LAYER_NORM_EPS = 1e-5
 RMS_NORM_EPS = 1e-6
@@ -129,7 +133,7 @@ DEFAULT_REPS, DEFAULT_WARMUP = 100, 10
 QUICK_REPS, QUICK_WARMUP = 20, 3
 
 SHORT_NAMES = {
-    "main": "main", "few_rows": "few", "attention": "attn", "axis": "axis",
+    "main": "main", "few_rows": "few", "attention": "attn", "axis": "axis", "llm": "llm",
     "softmax": "smax", "log_softmax": "lsmax", "layer_norm": "ln", "rms_norm": "rms",
     "reduce_scale": "rscl", "scaled_masked_softmax": "msmax",
     "float32": "f32", "float16": "f16", "bfloat16": "bf16",
@@ -231,6 +235,8 @@ def grid_points(groups, rows_filter, cols_filter):
                    for s in ATTENTION_S]
     if "axis" in groups:
         points += [Point("axis", *shape) for shape in AXIS_SHAPES]
+    if "llm" in groups:
+        points += [Point("llm", r, v) for r in LLM_ROWS for v in LLM_VOCABS]
     return [p for p in points
             if (not rows_filter or p.rows in rows_filter)
             and (not cols_filter or p.cols in cols_filter)]

@@ -59,12 +59,12 @@ ABSL_FLAG(std::string, ops,
           "softmax,log_softmax,layer_norm,rms_norm,reduce_scale,scaled_masked_softmax",
           "tune: ops to tune (each in the groups of its kind: see --groups)");
 ABSL_FLAG(std::string, dtypes, "float32,float16,bfloat16", "tune: dtypes to tune");
-ABSL_FLAG(std::string, groups, "main,few_rows,attention,axis",
+ABSL_FLAG(std::string, groups, "main,few_rows,attention,axis,llm",
           "tune: groups of the standard grid: main (rows 49152, cols 32..32768) and few_rows "
           "(rows 1, 8, 64; cols 4096..131072) for the row ops; attention ((32*64*s, s), s in "
           "16..512) for softmax and scaled_masked_softmax (an (s, s) mask); axis (seed 001's "
-          "middle-axis shapes (1, 128, 32768) and (512, 896, 48)) for softmax and "
-          "log_softmax");
+          "middle-axis shapes (1, 128, 32768) and (512, 896, 48)) and llm (rows 1, 16, 2048; "
+          "vocab 32000, 50257, 128256, 151936) for softmax and log_softmax");
 ABSL_FLAG(bool, force, false,
           "tune: re-measure points the store already has for this GPU and kernel version");
 ABSL_FLAG(std::string, devices, "all",

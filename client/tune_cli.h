@@ -17,7 +17,7 @@ struct TuneCliOptions {
   std::string db_path;  // empty: db::DefaultDatabasePath()
   // The standard grid's groups, unless rows and cols are both given (then
   // every op x dtype x rows x cols).
-  std::vector<std::string> groups = {"main", "few_rows", "attention", "axis"};
+  std::vector<std::string> groups = {"main", "few_rows", "attention", "axis", "llm"};
   std::vector<kernels::Op> ops = {std::begin(kernels::kAllOps), std::end(kernels::kAllOps)};
   std::vector<kernels::DType> dtypes = {kernels::DType::kFloat32, kernels::DType::kFloat16,
                                         kernels::DType::kBFloat16};

@@ -322,8 +322,11 @@ absl::StatusOr<LaunchConfig> ConfigForAlignment(Op op, DType dtype, Shape shape,
                                                 int64_t alignment_bytes,
                                                 const DeviceInfo& device) {
   LaunchConfig narrowed = config;
-  narrowed.pack_size = NarrowPackSize(config.pack_size, dtype, PackedLength(shape, config.impl),
-                                      alignment_bytes);
+  // Where the pack need not divide the row, only the alignment narrows it
+  // (the config's own pack is a length every narrower one divides).
+  const int64_t length =
+      PackMustDivideLength(op, config.impl) ? PackedLength(shape, config.impl) : config.pack_size;
+  narrowed.pack_size = NarrowPackSize(config.pack_size, dtype, length, alignment_bytes);
   if (narrowed.pack_size != config.pack_size && config.impl == Impl::kWarp &&
       config.thread_group_width < 32) {
     // Each lane now holds a narrower pack: more lanes per row.
@@ -386,7 +389,7 @@ absl::Status ValidateConfig(Op op, DType dtype, Shape shape, const LaunchConfig&
         DTypeName(dtype), "; the limit is 16"));
   }
   const int64_t packed_length = PackedLength(shape, config.impl);
-  if (packed_length % config.pack_size != 0) {
+  if (PackMustDivideLength(op, config.impl) && packed_length % config.pack_size != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("pack_size=", config.pack_size, " does not divide ",
                      config.impl == Impl::kAxis ? "inner=" : "cols=", packed_length));

@@ -28,7 +28,9 @@ enum class Impl {
   // `split` blocks (a thread-block cluster) share one row, each caching its
   // slice in shared memory and exchanging partial statistics through
   // distributed shared memory: for few, very long rows, where one block per
-  // row would leave most SMs idle.
+  // row would leave most SMs idle, and for rows too long for one block's
+  // shared memory, which one block per row would read twice. Takes any cols
+  // at full pack width where PackMustDivideLength allows.
   kSplitRow,
   // Softmax / log-softmax along a middle axis (Shape::inner > 1): columns of
   // pack_size consecutive inner elements (outer and inner flattened), blockDim
@@ -73,8 +75,8 @@ struct LaunchConfig {
   // Axis: 128, 256, 512 or 1024.
   int block_size = 128;
   // Elements per vector access: 1, 2, 4 or 8, at most 16 bytes, dividing
-  // cols (inner for kAxis). Launch narrows it when a pointer is not aligned
-  // to the full pack.
+  // cols (inner for kAxis) unless PackMustDivideLength says otherwise.
+  // Launch narrows it when a pointer is not aligned to the full pack.
   int pack_size = 1;
   // Lanes per row for kWarp: 1, 2, 4, 8, 16 or 32. Must be 32 for block impls
   // (where it has no meaning) so that equal configs compare equal. kAxis:
@@ -131,6 +133,17 @@ inline constexpr int64_t kTwoPassSlotBytes = 16;
 // keeps one buffer of this size per stream never needs to ask
 // WorkspaceBytes.
 inline constexpr int64_t kMaxWorkspaceBytes = kMaxTwoPassBlocks * kTwoPassSlotBytes;
+// Whether pack_size must divide the packed length (PackedLength) for `op`
+// under `impl`. kSplitRow takes any cols for the ops whose every operand
+// shares x's layout (softmax, log-softmax, ReduceScale: no weights indexed
+// by column, no mask): its kernel starts each row's packs where x's pack
+// grid does and moves the elements before the first whole pack and after
+// the last one (fewer than a pack each) one at a time, so a row of odd
+// length keeps full-width access for all but those.
+constexpr bool PackMustDivideLength(Op op, Impl impl) {
+  return impl != Impl::kSplitRow ||
+         (op != Op::kSoftmax && op != Op::kLogSoftmax && op != Op::kReduceScale);
+}
 // kSplitRow, kSplitGrid and kSplitTwoPass: the impls with a `split`.
 inline constexpr bool HasSplit(Impl impl) {
   return impl == Impl::kSplitRow || impl == Impl::kSplitGrid || impl == Impl::kSplitTwoPass;

@@ -189,6 +189,18 @@ struct DirectStore {
   }
 };
 
+// Whether a load or store functor touches nothing but the (rows, cols)
+// tensor itself, element (row, col) at row * cols + col: then a pack is
+// aligned wherever x's element is, and a kernel may start a row's packs off
+// the row's start (PackMustDivideLength). The functors with column-indexed
+// weights (AffineStore) or a mask (MaskedScaleLoad) do not.
+template <class Functor>
+inline constexpr bool kFollowsRowLayout = false;
+template <typename T, bool paired>
+inline constexpr bool kFollowsRowLayout<DirectLoad<T, paired>> = true;
+template <typename T, bool paired>
+inline constexpr bool kFollowsRowLayout<DirectStore<T, paired>> = true;
+
 // LayerNorm's output functor: y = normalized * gamma + beta, each optional
 // (a null pointer is a uniform branch, cheaper than 4x the instances).
 // `paired`: the output, and the batched weights (StoreWith), convert 16-bit

@@ -74,6 +74,18 @@ constexpr int kTwoPassDefaultSplit = 32;
 constexpr double kMaxClusterWaves = 1.5;
 constexpr int kTwoPassDefaultBlock = 256;
 
+// Many rows (at least one per SM): the cluster default takes the smallest
+// split whose default block has at most kManyRowsMaxBlock threads and of
+// which kManyRowsBlocksPerSm fit an SM, so that one block loads while the
+// other waits at its cluster barrier (1000-1565 cycles at the median block,
+// bench/results/2026-11-25-h100-single-pass-split/). The kernel takes 48-64
+// registers at 512 threads and 16-byte packs (ptxas, sm_90), so two such
+// blocks fill three quarters to all of the register file; 1024 threads fit
+// one.
+// Not yet measured against one block per row.
+constexpr int kManyRowsMaxBlock = 512;
+constexpr int kManyRowsBlocksPerSm = 2;
+
 int64_t CacheElementBytes(Op op, DType dtype) {
   // The masked softmax caches x * scale + mask in float (MaskedScaleLoad).
   return op == Op::kScaledMaskedSoftmax ? static_cast<int64_t>(sizeof(float))
@@ -87,11 +99,42 @@ int64_t PacksPerBlock(int64_t cols, int pack, int split) {
   return (num_packs + split - 1) / split;
 }
 
+// The widest pack split_row takes: any at the operands' alignment where
+// the pack need not divide cols (PackMustDivideLength), else the widest
+// that divides them.
+int SplitRowPack(Op op, DType dtype, Shape shape, int64_t alignment_bytes) {
+  // The widest pack is a length every narrower one divides.
+  const int64_t length = PackMustDivideLength(op, Impl::kSplitRow)
+                             ? shape.cols
+                             : 16 / static_cast<int64_t>(DTypeSize(dtype));
+  return WidestPack(dtype, length, alignment_bytes);
+}
+
 // Few rows: one block per row would leave SMs idle (the default's rule), or
 // leave a ragged second wave (the tuner also times the band up to twice the
 // SM count, where splitting may still win).
 bool FewLongRows(Shape shape, int64_t max_rows, int64_t min_cols = kSplitRowMinCols) {
   return shape.inner == 1 && shape.cols >= min_cols && shape.rows < max_rows;
+}
+
+// Many rows, each too long for one block to serve at the pack split_row
+// takes: one block per row would read it twice (block_uncached: it exceeds
+// a block's shared memory) or cache it at a narrower pack (cols not a
+// multiple of the pack, which split_row takes whole for the ops whose rows
+// may start unaligned: PackMustDivideLength). Also, for the tuner
+// (`or_one_per_sm`), rows whose cache fits only one block per SM.
+bool ManyRowsForClusters(Op op, DType dtype, Shape shape, const DeviceInfo& device,
+                         int64_t alignment_bytes, bool or_one_per_sm) {
+  if (shape.inner != 1 || shape.cols < kSplitRowMinCols ||
+      shape.rows < static_cast<int64_t>(device.sm_count)) {
+    return false;
+  }
+  const int block_pack = WidestPack(dtype, shape.cols, alignment_bytes);
+  const LaunchConfig block_smem{Impl::kBlockSmem, kBlockImplBlockSizes[0], block_pack, 32, 1, 0};
+  if (!ValidateConfig(op, dtype, shape, block_smem, device).ok()) return true;
+  if (SplitRowPack(op, dtype, shape, alignment_bytes) > block_pack) return true;
+  return or_one_per_sm &&
+         2 * SharedMemoryBytes(op, dtype, shape, block_smem) > device.max_smem_per_sm;
 }
 
 // Knobs the split impls share: block size, the row-kernel knobs that must
@@ -228,15 +271,20 @@ int64_t SplitRowSharedMemoryBytes(Op op, DType dtype, Shape shape, const LaunchC
 
 void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo& device,
                               std::vector<LaunchConfig>& candidates) {
-  if (!FewLongRows(shape, 2 * static_cast<int64_t>(device.sm_count), kSplitCandidateMinCols)) {
+  const bool few_rows =
+      FewLongRows(shape, 2 * static_cast<int64_t>(device.sm_count), kSplitCandidateMinCols);
+  // Many rows: clusters only (the grid and two-pass splits exist for rows
+  // too few to fill the SMs).
+  if (!few_rows && !ManyRowsForClusters(op, dtype, shape, device, 16, /*or_one_per_sm=*/true)) {
     return;
   }
   // The widest pack only: narrower ones only add loads per byte, and Launch
   // narrows by itself where pointers demand it. Block sizes that give every
   // thread at least one pack of the slice. At most 16 cluster configs, 12
   // grid ones and 21 two-pass ones.
-  const int pack = WidestPack(dtype, shape.cols);
   const auto append = [&](Impl impl, int split) {
+    const int pack = impl == Impl::kSplitRow ? SplitRowPack(op, dtype, shape, 16)
+                                             : WidestPack(dtype, shape.cols);
     const int64_t slice_packs = PacksPerBlock(shape.cols, pack, split);
     for (int block : kBlockImplBlockSizes) {
       if (impl == Impl::kSplitTwoPass &&
@@ -253,6 +301,7 @@ void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo&
   if (SupportsClusters(device)) {
     for (int split : kSplitRowSplits) append(Impl::kSplitRow, split);
   }
+  if (!few_rows) return;
   if (SupportsGridBarriers(device)) {
     int previous = 0;
     for (int per_sm : kGridBlocksPerSm) {
@@ -271,6 +320,36 @@ void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo&
   }
 }
 
+namespace {
+
+// Rows at least as many as SMs, on Hopper: clusters when one block per row
+// serves the row badly (ManyRowsForClusters), at the smallest split whose
+// default block has at most kManyRowsMaxBlock threads and fits
+// kManyRowsBlocksPerSm times on an SM; else at the smallest split whose
+// slice fits shared memory at all, since reading the row once beats
+// block_uncached reading it twice.
+std::optional<LaunchConfig> ManyRowsClusterHeuristic(Op op, DType dtype, Shape shape,
+                                                     const DeviceInfo& device,
+                                                     int64_t alignment_bytes) {
+  if (!SupportsClusters(device) ||
+      !ManyRowsForClusters(op, dtype, shape, device, alignment_bytes, /*or_one_per_sm=*/false)) {
+    return std::nullopt;
+  }
+  const int pack = SplitRowPack(op, dtype, shape, alignment_bytes);
+  std::optional<LaunchConfig> first_legal;
+  for (int split : kSplitRowSplits) {
+    const int block = DefaultSplitBlock(PacksPerBlock(shape.cols, pack, split));
+    LaunchConfig c{Impl::kSplitRow, block, pack, 32, 1, 0};
+    c.split = split;
+    if (!ValidateConfig(op, dtype, shape, c, device).ok()) continue;  // slice too big
+    if (!first_legal.has_value()) first_legal = c;
+    if (c.block_size > kManyRowsMaxBlock) continue;
+    const absl::StatusOr<int> active = ActiveBlocksPerSm(op, dtype, shape, c, device);
+    if (active.ok() && *active >= kManyRowsBlocksPerSm) return c;
+  }
+  return first_legal;
+}
+
 // Rows fewer than SMs and at least kSplitRowMinCols columns.
 // When rows * kTwoPassDefaultSplit <= 2 * SMs: kSplitTwoPass, split 32 (more
 // if the slice does not fit 256 threads' registers) with 256 threads (128
@@ -285,9 +364,9 @@ void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo&
 // grid: a grid barrier costs more than a cluster's. The slice must fit
 // shared memory. Nothing when no split keeps more SMs busy than one block
 // per row would.
-std::optional<LaunchConfig> SplitRowHeuristic(Op op, DType dtype, Shape shape,
-                                              const DeviceInfo& device,
-                                              int64_t alignment_bytes) {
+std::optional<LaunchConfig> FewRowsSplitHeuristic(Op op, DType dtype, Shape shape,
+                                                  const DeviceInfo& device,
+                                                  int64_t alignment_bytes) {
   if (!FewLongRows(shape, device.sm_count)) return std::nullopt;
   const int pack = WidestPack(dtype, shape.cols, alignment_bytes);
   if (shape.rows * kTwoPassDefaultSplit <= 2 * static_cast<int64_t>(device.sm_count)) {
@@ -329,13 +408,14 @@ std::optional<LaunchConfig> SplitRowHeuristic(Op op, DType dtype, Shape shape,
     c.split = static_cast<int>(split);
     return c;
   }
+  const int cluster_pack = SplitRowPack(op, dtype, shape, alignment_bytes);
   std::optional<LaunchConfig> best;
   int64_t best_busy_sms = shape.rows;  // one block per row
   std::optional<LaunchConfig> fewest_waves;
   double least_waves = kMaxClusterWaves;
   for (int split : kSplitRowSplits) {
-    LaunchConfig c{Impl::kSplitRow, DefaultSplitBlock(PacksPerBlock(shape.cols, pack, split)),
-                   pack, 32, 1, 0};
+    const int block = DefaultSplitBlock(PacksPerBlock(shape.cols, cluster_pack, split));
+    LaunchConfig c{Impl::kSplitRow, block, cluster_pack, 32, 1, 0};
     c.split = split;
     if (!ValidateConfig(op, dtype, shape, c, device).ok()) continue;  // slice too big
     absl::StatusOr<int> active = ActiveBlocksPerSm(op, dtype, shape, c, device);
@@ -357,6 +437,16 @@ std::optional<LaunchConfig> SplitRowHeuristic(Op op, DType dtype, Shape shape,
     }
   }
   return best.has_value() ? best : fewest_waves;
+}
+
+}  // namespace
+
+std::optional<LaunchConfig> SplitRowHeuristic(Op op, DType dtype, Shape shape,
+                                              const DeviceInfo& device, int64_t alignment_bytes) {
+  if (shape.rows < static_cast<int64_t>(device.sm_count)) {
+    return FewRowsSplitHeuristic(op, dtype, shape, device, alignment_bytes);
+  }
+  return ManyRowsClusterHeuristic(op, dtype, shape, device, alignment_bytes);
 }
 
 }  // namespace kt::kernels::internal

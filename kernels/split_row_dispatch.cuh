@@ -15,6 +15,7 @@
 #include <mutex>
 #include <set>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "kernels/dispatch.cuh"  // CachedActiveBlocks, DispatchInt
@@ -178,6 +179,12 @@ cudaError_t RunSplitRowOp(const KernelRequest& req, KernelAction action, cudaStr
   const auto store = MakeStore<op, T>(req);
   using Load = decltype(load);
   using Store = decltype(store);
+  // The rules let a cluster's pack leave a remainder of the row exactly
+  // where its kernel can move one (SplitRowKernel's row edges).
+  static_assert(
+      PackMustDivideLength(op, Impl::kSplitRow) !=
+          (kFollowsRowLayout<std::remove_cv_t<Load>> && kFollowsRowLayout<std::remove_cv_t<Store>>),
+      "PackMustDivideLength and the functors' layouts disagree");
   const LaunchConfig& c = req.config;
   const bool clusters = c.impl == Impl::kSplitRow;
   // Must list exactly kSplitRowSplits (split_row_config.cc); the grid

@@ -3,7 +3,8 @@
 // memory, the blocks of a row exchange one partial statistic each, and each
 // writes its own slice, so global memory is read once.
 // kSplitRow: the blocks of a row form a thread-block cluster (Hopper, sm_90+,
-// at most 16 blocks) and exchange through distributed shared memory.
+// at most 16 blocks) and exchange through distributed shared memory; also
+// for many rows too long for one block, and odd cols at full pack width.
 // kSplitGrid: any number of blocks per row, exchanging through global
 // memory across grid barriers (a cooperative launch).
 // kSplitTwoPass: any number of blocks per row and no barrier: one kernel
@@ -55,6 +56,40 @@ struct Params : RowParams {
   Slicing slicing;
 };
 
+// Where a row's whole packs lie when rows need not start on a pack
+// boundary (cols % pack != 0; only for functors that follow x's layout,
+// kFollowsRowLayout): element (row, c) is pack-aligned when row * cols + c
+// is a multiple of pack, so the row's packs start at c = head, and the head
+// before them and the tail after the last whole one are each shorter than a
+// pack. The row holds cols / pack whole packs (what Slicing divides), or
+// one fewer when head and tail together reach a pack: that one is missing
+// from the end of the last block's slice, and the tail grows by it.
+struct RowEdges {
+  int64_t head = 0;           // elements before the first whole pack
+  int64_t tail_col = 0;       // the tail's first column (cols: no tail)
+  int64_t missing_packs = 0;  // 0 or 1
+};
+template <int pack>
+__device__ __forceinline__ RowEdges EdgesOf(int64_t row, int64_t cols) {
+  static_assert((pack & (pack - 1)) == 0, "a power-of-two pack");
+  RowEdges e;
+  e.head = -(row * cols) & (pack - 1);
+  const int64_t packs = (cols - e.head) / pack;
+  e.tail_col = e.head + packs * pack;
+  e.missing_packs = cols / pack - packs;
+  return e;
+}
+// The head or tail element this thread moves, at most one: rank 0's first
+// threads take the head, the last rank's the tail (split >= 2, so never
+// both). -1 when none.
+__device__ __forceinline__ int64_t EdgeColumn(const RowEdges& e, int64_t cols, int rank,
+                                              int split) {
+  const int64_t t = threadIdx.x;
+  if (rank == 0) return t < e.head ? t : -1;
+  if (rank == split - 1) return e.tail_col + t < cols ? e.tail_col + t : -1;
+  return -1;
+}
+
 // Packs each thread keeps in flight in the loading pass. Few rows make this
 // kernel latency-bound, so what matters is how many bytes an SM has
 // outstanding before the first load returns: about 16 KiB per block, between
@@ -66,11 +101,13 @@ constexpr int LoadBatch(int pack_bytes, int block_size) {
   return wanted < 2 ? 2 : (wanted > most ? most : wanted);
 }
 
-// Pass 1 over a block's slice of `row`: loads it through `load` (kBatch
-// packs in flight per thread), caches it in shared memory in
-// Load::cache_type and returns this thread's share of the statistic.
+// Pass 1 over a block's slice of `row`, whose pack k starts at column
+// first_col + k * pack: loads it through `load` (kBatch packs in flight per
+// thread), caches it in shared memory in Load::cache_type and returns this
+// thread's share of the statistic.
 template <class Math, int pack, int block_size, class Load, class CachePack>
 __device__ __forceinline__ typename Math::Accumulator LoadSlice(const Load& load, int64_t row,
+                                                                int64_t first_col,
                                                                 const Slice& slice,
                                                                 CachePack* cache) {
   using CacheT = typename Load::cache_type;
@@ -83,7 +120,9 @@ __device__ __forceinline__ typename Math::Accumulator LoadSlice(const Load& load
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) {
       const int64_t k = base + static_cast<int64_t>(b) * block_size;
-      if (k < slice.count) load.template load<pack>(v[b], row, (slice.first + k) * pack);
+      if (k < slice.count) {
+        load.template load<pack>(v[b], row, first_col + (slice.first + k) * pack);
+      }
     }
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) {
@@ -100,12 +139,13 @@ __device__ __forceinline__ typename Math::Accumulator LoadSlice(const Load& load
   return stat;
 }
 
-// Pass 2 over packs [begin, end) of the block's cached slice: outputs
-// through `finish` and `store`.
+// Pass 2 over packs [begin, end) of the block's cached slice (pack k of the
+// row at column first_col + k * pack, as LoadSlice): outputs through
+// `finish` and `store`.
 template <int pack, int block_size, class Store, class Finish, class CachePack>
 __device__ __forceinline__ void StoreSlice(const Store& store, const Finish& finish, int64_t row,
-                                           const Slice& slice, const CachePack* cache,
-                                           int64_t begin, int64_t end) {
+                                           int64_t first_col, const Slice& slice,
+                                           const CachePack* cache, int64_t begin, int64_t end) {
   const auto apply = [&](int64_t k, float (&v)[pack]) {
     const CachePack c = cache[k];
 #pragma unroll
@@ -127,7 +167,7 @@ __device__ __forceinline__ void StoreSlice(const Store& store, const Finish& fin
         const int64_t k = base + static_cast<int64_t>(b) * block_size;
         if (k < end) apply(k, v[b]);
       }
-      store.template StoreBatch<kBatch, pack>(v, row, (slice.first + base) * pack,
+      store.template StoreBatch<kBatch, pack>(v, row, first_col + (slice.first + base) * pack,
                                               static_cast<int64_t>(block_size) * pack,
                                               (end - base + block_size - 1) / block_size);
     }
@@ -135,7 +175,7 @@ __device__ __forceinline__ void StoreSlice(const Store& store, const Finish& fin
     for (int64_t k = begin + threadIdx.x; k < end; k += block_size) {
       float v[pack];
       apply(k, v);
-      store.template store<pack>(v, row, (slice.first + k) * pack);
+      store.template store<pack>(v, row, first_col + (slice.first + k) * pack);
     }
   }
 }
@@ -293,12 +333,17 @@ __device__ __forceinline__ void LoadThreadPacks(const Load& load, const TwoPassB
 // outputs. The partials are read between a cluster arrive and the matching
 // wait at the end of the row, so no block leaves (or overwrites its partial)
 // while another may still read it.
+// When Load and Store follow x's layout (kFollowsRowLayout), cols need not
+// be a multiple of pack: each row's packs start at its RowEdges::head, and
+// the head (rank 0) and tail (last rank) elements move one per thread,
+// loaded with the slice and stored after it.
 // Preconditions: sm_90+; cluster dims (split, 1, 1), gridDim.x a multiple of
-// split; blockDim.x = block_size; cols % pack == 0; pointers aligned to the
-// pack; p.slicing = Slicing::Of(cols / pack, split); dynamic shared memory
-// >= ceil(cols / pack / split) * pack * sizeof(cache_type). y may equal x:
-// every block reads its whole slice before the first cluster barrier and
-// writes only its own slice.
+// split; blockDim.x = block_size; cols % pack == 0 unless Load and Store
+// follow x's layout; pointers aligned to the pack; cols / pack >= split;
+// p.slicing = Slicing::Of(cols / pack, split); dynamic shared memory >=
+// ceil(cols / pack / split) * pack * sizeof(cache_type). y may equal x:
+// every thread reads its share of the row before the first cluster barrier
+// and writes only that share.
 template <Op op, class Load, class Store, int pack, int block_size>
 __global__ void __launch_bounds__(block_size)
     SplitRowKernel(Load load, Store store, split_row::Params p) {
@@ -310,6 +355,8 @@ __global__ void __launch_bounds__(block_size)
   using Partial = typename Math::Partial;
   using CachePack = Pack<typename Load::cache_type, pack>;
   static_assert(block_size % kWarpSize == 0, "whole warps: every lane shuffles");
+  constexpr bool kAnyCols =
+      kFollowsRowLayout<std::remove_cv_t<Load>> && kFollowsRowLayout<std::remove_cv_t<Store>>;
 
   extern __shared__ __align__(32) unsigned char split_row_smem[];
   __shared__ Partial warp_partials[block_size / kWarpSize];
@@ -319,12 +366,25 @@ __global__ void __launch_bounds__(block_size)
   const cg::cluster_group cluster = cg::this_cluster();
   const int split = static_cast<int>(cluster.num_blocks());
   const int rank = static_cast<int>(cluster.block_rank());
-  const split_row::Slice slice = split_row::SliceOf(p.slicing, rank);
+  const split_row::Slice full_slice = split_row::SliceOf(p.slicing, rank);
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const int64_t clusters = gridDim.x / split;
 
   for (int64_t row = blockIdx.x / split; row < p.rows; row += clusters) {
-    const auto stat = split_row::LoadSlice<Math, pack, block_size>(load, row, slice, cache);
+    split_row::RowEdges edges;
+    edges.tail_col = p.cols;
+    split_row::Slice slice = full_slice;
+    int64_t edge_col = -1;
+    float edge = 0.f;
+    if constexpr (kAnyCols) {
+      edges = split_row::EdgesOf<pack>(row, p.cols);
+      if (rank == split - 1) slice.count -= edges.missing_packs;
+      edge_col = split_row::EdgeColumn(edges, p.cols, rank, split);
+      // In flight with the slice's first loads.
+      if (edge_col >= 0) load.template load<1>(&edge, row, edge_col);
+    }
+    auto stat = split_row::LoadSlice<Math, pack, block_size>(load, row, edges.head, slice, cache);
+    if (kAnyCols && edge_col >= 0) stat.template Add<1>(&edge);
     // (The last row's cluster barrier let every thread past its reads of
     // warp_partials.)
     const Partial block_partial =
@@ -344,7 +404,12 @@ __global__ void __launch_bounds__(block_size)
 
     const typename Math::Row finish = Math::Finish(total, p);
     if (rank == 0 && threadIdx.x == 0) finish.WriteStats(p, row);
-    split_row::StoreSlice<pack, block_size>(store, finish, row, slice, cache, 0, slice.count);
+    split_row::StoreSlice<pack, block_size>(store, finish, row, edges.head, slice, cache, 0,
+                                            slice.count);
+    if (kAnyCols && edge_col >= 0) {
+      finish.template Apply<1>(&edge);
+      store.template store<1>(&edge, row, edge_col);
+    }
     // Nobody reads a partial any more: `published` (and the block's shared
     // memory, when it exits) may go.
     cluster.barrier_wait();
@@ -398,7 +463,7 @@ __global__ void __launch_bounds__(block_size)
   constexpr int64_t kSlotPacks =
       (sizeof(Partial) + pack * sizeof(T) - 1) / (pack * sizeof(T));
 
-  const auto stat = split_row::LoadSlice<Math, pack, block_size>(load, row, slice, cache);
+  const auto stat = split_row::LoadSlice<Math, pack, block_size>(load, row, 0, slice, cache);
   // The reduction's barriers also order every thread's loads of x before
   // the slot's store (y may be x).
   const Partial block_partial =
@@ -413,10 +478,10 @@ __global__ void __launch_bounds__(block_size)
   const typename Math::Row finish = Math::Finish(total, p);
   if (rank == 0 && threadIdx.x == 0) finish.WriteStats(p, row);
   const int64_t slot_packs = kSlotPacks < slice.count ? kSlotPacks : slice.count;
-  split_row::StoreSlice<pack, block_size>(store, finish, row, slice, cache, slot_packs,
+  split_row::StoreSlice<pack, block_size>(store, finish, row, 0, slice, cache, slot_packs,
                                           slice.count);
   grid.barrier_wait(std::move(read_all));  // no block reads a slot any more
-  split_row::StoreSlice<pack, block_size>(store, finish, row, slice, cache, 0, slot_packs);
+  split_row::StoreSlice<pack, block_size>(store, finish, row, 0, slice, cache, 0, slot_packs);
 }
 
 // kSplitTwoPass, first kernel: each block (TwoPassBlock) loads its slice

@@ -30,6 +30,7 @@ int64_t DefaultQueryLength(int64_t rows, int64_t cols) {
 bool InGroup(const std::string& group, Op op) {
   if (group == "attention") return op == Op::kSoftmax || op == Op::kScaledMaskedSoftmax;
   if (group == "axis") return kernels::SupportsInnerAxis(op);
+  if (group == "llm") return op == Op::kSoftmax || op == Op::kLogSoftmax;  // over logits
   return op != Op::kScaledMaskedSoftmax;  // main, few_rows: the row ops
 }
 
@@ -42,7 +43,7 @@ absl::StatusOr<std::vector<GridPoint>> StandardGrid(const std::vector<std::strin
     if (std::find(std::begin(kStandardGroups), std::end(kStandardGroups), g) ==
         std::end(kStandardGroups)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("group=\"", g, "\" is not one of main, few_rows, attention, axis"));
+          absl::StrCat("group=\"", g, "\" is not one of main, few_rows, attention, axis, llm"));
     }
   }
   const auto wants = [&](const char* g, Op op) {
@@ -79,6 +80,16 @@ absl::StatusOr<std::vector<GridPoint>> StandardGrid(const std::vector<std::strin
         points.push_back({"axis", op, dtype, {1, 128, 32768}});
         points.push_back({"axis", op, dtype, {512, 896, 48}});
       }
+      if (wants("llm", op)) {
+        // Decoding (1, 16 sequences) and prefill or training (2048 tokens)
+        // over the vocabularies of Llama 2 and Mistral (32000), GPT-2
+        // (50257, odd), Llama 3 (128256) and Qwen2 (151936).
+        for (int64_t rows : {1, 16, 2048}) {
+          for (int64_t vocab : {32000, 50257, 128256, 151936}) {
+            points.push_back({"llm", op, dtype, {rows, vocab}});
+          }
+        }
+      }
     }
   }
   if (points.empty() && !ops.empty() && !dtypes.empty() && !groups.empty()) {
@@ -88,7 +99,7 @@ absl::StatusOr<std::vector<GridPoint>> StandardGrid(const std::vector<std::strin
         "groups=", absl::StrJoin(groups, ","), " hold no point of ops=",
         absl::StrJoin(op_names, ","),
         " (main and few_rows: the row ops; attention: softmax and scaled_masked_softmax; "
-        "axis: softmax and log_softmax)"));
+        "axis and llm: softmax and log_softmax)"));
   }
   return points;
 }

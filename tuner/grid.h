@@ -13,7 +13,7 @@
 namespace kt::tuner {
 
 struct GridPoint {
-  std::string group;  // "main", "few_rows", "attention", "axis" or "custom"
+  std::string group;  // "main", "few_rows", "attention", "axis", "llm" or "custom"
   kernels::Op op = kernels::Op::kSoftmax;
   kernels::DType dtype = kernels::DType::kFloat32;
   kernels::Shape shape;  // inner > 1: softmax / log-softmax on a middle axis
@@ -26,7 +26,7 @@ struct GridPoint {
   int64_t mask_rows = 0;
 };
 
-inline constexpr const char* kStandardGroups[] = {"main", "few_rows", "attention", "axis"};
+inline constexpr const char* kStandardGroups[] = {"main", "few_rows", "attention", "axis", "llm"};
 
 // PERF.md's grid, for every op and dtype given, each op only in the groups
 // that hold problems of its kind:
@@ -40,6 +40,8 @@ inline constexpr const char* kStandardGroups[] = {"main", "few_rows", "attention
 //    (s, s) additive mask (mask_rows = s).
 //  - "axis": softmax and log_softmax along a middle axis, seed 001's shapes:
 //    (outer 1, dim 128, inner 32768) and (outer 512, dim 896, inner 48).
+//  - "llm": softmax and log_softmax over LLM logits, rows {1, 16, 2048} x
+//    vocab {32000, 50257, 128256, 151936} (PERF.md's LLM softmax shapes).
 // Unknown group names are an error, and so is a selection with no point
 // (ops that none of the groups holds).
 absl::StatusOr<std::vector<GridPoint>> StandardGrid(const std::vector<std::string>& groups,

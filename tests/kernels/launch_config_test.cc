@@ -2,6 +2,7 @@
 // refused and why, the enumerated space and the heuristic default.
 #include "kernels/launch_config.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <iterator>
 #include <limits>
@@ -10,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kernels/axis_plan.h"
 #include "kernels/launch.h"
@@ -340,8 +342,10 @@ TEST(LaunchConfigTest, HeuristicFollowsTheSeedRules) {
   EXPECT_EQ(ConfigKey(*c), "block_smem/b128/p8/g32/r1/w0");
   c = HeuristicConfig(Op::kLayerNorm, DType::kFloat16, {49152, 32768}, H100());
   EXPECT_EQ(ConfigKey(*c), "block_smem/b512/p8/g32/r1/w0");
+  // Beyond one block's shared memory, a cluster per row
+  // (HeuristicClustersRowsBeyondOneBlock).
   c = HeuristicConfig(Op::kSoftmax, DType::kFloat32, {49152, 131072}, H100());
-  EXPECT_EQ(ConfigKey(*c), "block_uncached/b1024/p4/g32/r1/w0");
+  EXPECT_EQ(ConfigKey(*c), "split_row/b512/p4/g32/r1/w0/s8");
   // Fewer rows than SMs: the row in registers, 16 elements a thread.
   c = HeuristicConfig(Op::kLayerNorm, DType::kFloat32, {8, 4096}, H100());
   EXPECT_EQ(ConfigKey(*c), "block_regs/b256/p4/g32/r1/w0");
@@ -375,8 +379,10 @@ TEST(LaunchConfigTest, HeuristicForTheNewOps) {
   absl::StatusOr<LaunchConfig> c =
       HeuristicConfig(Op::kRmsNorm, DType::kFloat16, {4096, 65536}, H100());
   EXPECT_EQ(ConfigKey(*c), "block_smem/b1024/p8/g32/r1/w0");
+  // Its float cache does not fit one block: a cluster of 4 per row, whose
+  // 64 KiB slices fit three blocks an SM (split 2's 128 KiB fit one).
   c = HeuristicConfig(Op::kScaledMaskedSoftmax, DType::kFloat16, {4096, 65536}, H100());
-  EXPECT_EQ(ConfigKey(*c), "block_uncached/b1024/p8/g32/r1/w0");
+  EXPECT_EQ(ConfigKey(*c), "split_row/b256/p8/g32/r1/w0/s4");
 }
 
 TEST(LaunchConfigTest, DescribedDeviceCannotLaunchButCanPlan) {
@@ -657,6 +663,121 @@ TEST(LaunchConfigTest, SplitRowRulesNameTheKnob) {
   EXPECT_NE(s.message().find("compute capability"), absl::string_view::npos) << s;
 }
 
+// split_row takes any cols for the ops whose operands all follow x's
+// layout: its rows start their packs where x's pack grid does.
+TEST(LaunchConfigTest, SplitRowPacksNeedNotDivideColsWhereOperandsFollowX) {
+  const Shape shape{2048, 50257};
+  for (Op op : kAllOps) {
+    const bool any_cols = op == Op::kSoftmax || op == Op::kLogSoftmax || op == Op::kReduceScale;
+    EXPECT_EQ(PackMustDivideLength(op, Impl::kSplitRow), !any_cols) << OpName(op);
+    for (Impl impl : {Impl::kWarp, Impl::kBlockSmem, Impl::kBlockUncached, Impl::kBlockRegs,
+                      Impl::kSplitGrid, Impl::kSplitTwoPass, Impl::kAxis}) {
+      EXPECT_TRUE(PackMustDivideLength(op, impl)) << OpName(op) << " " << ImplName(impl);
+    }
+    for (DType dtype : kAllDTypes) {
+      SCOPED_TRACE(absl::StrCat(OpName(op), " ", DTypeName(dtype)));
+      const int widest = 16 / static_cast<int>(DTypeSize(dtype));
+      const LaunchConfig cluster = Split(512, widest, 4);
+      if (any_cols) {
+        EXPECT_TRUE(ValidateConfig(op, dtype, shape, cluster, H100()).ok());
+      } else {
+        ExpectRefused(op, dtype, shape, cluster, absl::StatusCode::kInvalidArgument,
+                      "does not divide cols=50257");
+      }
+      ExpectRefused(op, dtype, shape, Block(Impl::kBlockUncached, 512, widest),
+                    absl::StatusCode::kInvalidArgument, "does not divide cols=50257");
+    }
+  }
+  // The largest slice in whole packs: 6282 packs of 8 over 4 blocks.
+  EXPECT_EQ(SharedMemoryBytes(Op::kSoftmax, DType::kFloat16, shape, Split(512, 8, 4)),
+            1571 * 8 * 2);
+  // Every block still needs a whole pack: 33 columns hold 4 packs of 8
+  // (only 3 in a row that starts off the grid, whose last block then
+  // holds nothing but the tail).
+  EXPECT_TRUE(
+      ValidateConfig(Op::kSoftmax, DType::kFloat16, {5, 33}, Split(128, 8, 4), H100()).ok());
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, {5, 33}, Split(128, 8, 8),
+                absl::StatusCode::kInvalidArgument, "split=8");
+}
+
+// Launch narrows a split_row pack for the operands' alignment only, where
+// the pack need not divide cols.
+TEST(LaunchConfigTest, SplitRowOddColsNarrowForAlignmentOnly) {
+  const Shape shape{2048, 50257};
+  const LaunchConfig c = Split(512, 8, 2);
+  for (const auto& [alignment, pack] : {std::pair{16, 8}, std::pair{8, 4}, std::pair{2, 1}}) {
+    absl::StatusOr<LaunchConfig> narrowed =
+        ConfigForAlignment(Op::kSoftmax, DType::kFloat16, shape, c, alignment, H100());
+    ASSERT_TRUE(narrowed.ok()) << narrowed.status();
+    EXPECT_EQ(narrowed->pack_size, pack) << "alignment " << alignment;
+    EXPECT_EQ(narrowed->split, 2);
+  }
+  // LayerNorm's weights are indexed by column: its pack must divide cols.
+  absl::StatusOr<LaunchConfig> narrowed =
+      ConfigForAlignment(Op::kLayerNorm, DType::kFloat16, shape, c, 16, H100());
+  ASSERT_TRUE(narrowed.ok()) << narrowed.status();
+  EXPECT_EQ(narrowed->pack_size, 1);
+}
+
+// Many rows (at least one per SM) that one block per row would read twice
+// (beyond its shared memory) or cache at a narrower pack (odd cols, for the
+// ops whose operands follow x) take a cluster per row: the smallest split
+// whose default block (at most 8 packs a thread) has at most 512 threads
+// and fits twice an SM.
+TEST(LaunchConfigTest, HeuristicClustersRowsBeyondOneBlock) {
+  struct Case {
+    Op op;
+    DType dtype;
+    Shape shape;
+    const char* key;
+  };
+  const Case cases[] = {
+      // The LLM vocabularies of PERF.md: 501-608 KiB float32 rows, 250-304
+      // KiB 16-bit ones.
+      {Op::kSoftmax, DType::kFloat32, {2048, 128256}, "split_row/b512/p4/g32/r1/w0/s8"},
+      {Op::kSoftmax, DType::kFloat32, {2048, 151936}, "split_row/b512/p4/g32/r1/w0/s16"},
+      {Op::kSoftmax, DType::kFloat16, {2048, 128256}, "split_row/b512/p8/g32/r1/w0/s4"},
+      {Op::kLogSoftmax, DType::kBFloat16, {2048, 151936}, "split_row/b512/p8/g32/r1/w0/s8"},
+      {Op::kSoftmax, DType::kBFloat16, {132, 128256}, "split_row/b512/p8/g32/r1/w0/s4"},
+      // Odd cols: full packs between a scalar head and tail, where one
+      // block per row would take pack 1.
+      {Op::kSoftmax, DType::kFloat16, {2048, 50257}, "split_row/b512/p8/g32/r1/w0/s2"},
+      {Op::kLogSoftmax, DType::kFloat32, {2048, 50257}, "split_row/b512/p4/g32/r1/w0/s4"},
+      {Op::kReduceScale, DType::kBFloat16, {4096, 16385}, "split_row/b128/p8/g32/r1/w0/s2"},
+      // Rows that one block caches at full width stay there.
+      {Op::kSoftmax, DType::kFloat16, {2048, 32000}, "block_smem/b256/p8/g32/r1/w0"},
+      {Op::kSoftmax, DType::kFloat32, {2048, 32000}, "block_smem/b512/p4/g32/r1/w0"},
+      // The norms' packs divide cols: clusters only beyond one block.
+      {Op::kLayerNorm, DType::kFloat16, {2048, 50257}, "block_smem/b1024/p1/g32/r1/w0"},
+      {Op::kRmsNorm, DType::kFloat32, {2048, 65536}, "split_row/b512/p4/g32/r1/w0/s4"},
+  };
+  for (const Case& t : cases) {
+    absl::StatusOr<LaunchConfig> c = HeuristicConfig(t.op, t.dtype, t.shape, H100());
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(ConfigKey(*c), t.key) << OpName(t.op) << " " << DTypeName(t.dtype) << " "
+                                    << t.shape.rows << " x " << t.shape.cols;
+    absl::StatusOr<std::vector<LaunchConfig>> configs =
+        EnumerateConfigs(t.op, t.dtype, t.shape, H100());
+    ASSERT_TRUE(configs.ok()) << configs.status();
+    EXPECT_NE(std::find(configs->begin(), configs->end(), *c), configs->end())
+        << "heuristic " << t.key << " not enumerated";
+  }
+  // Operands aligned to 4 bytes narrow the pack to 2 (one block per row
+  // would take 1), and four times the packs take split 8 for 512 threads.
+  absl::StatusOr<LaunchConfig> c =
+      HeuristicConfig(Op::kSoftmax, DType::kFloat16, {2048, 50257}, H100(), 4);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(ConfigKey(*c), "split_row/b512/p2/g32/r1/w0/s8");
+  // Rows too long for any cluster's shared memory stay uncached; no
+  // clusters before Hopper.
+  c = HeuristicConfig(Op::kSoftmax, DType::kFloat32, {2048, 1 << 21}, H100());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->impl, Impl::kBlockUncached) << ConfigKey(*c);
+  c = HeuristicConfig(Op::kSoftmax, DType::kFloat32, {2048, 128256}, A100());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->impl, Impl::kBlockUncached) << ConfigKey(*c);
+}
+
 TEST(LaunchConfigTest, BlockRegsHoldsTheRowInRegisters) {
   // float16 packs of 8 at 4096 columns: 512 packs, two a thread at 256
   // threads; 128 threads would need four.
@@ -787,7 +908,7 @@ int CountSplitCandidates(Op op, DType dtype, Shape shape, const DeviceInfo& devi
   return count;
 }
 
-TEST(LaunchConfigTest, SplitRowCandidatesOnlyForFewLongRows) {
+TEST(LaunchConfigTest, SplitRowCandidatesForFewLongRowsAndRowsBeyondOneBlock) {
   for (Op op : kAllOps) {
     for (DType dtype : kAllDTypes) {
       // Few (fewer than twice the 132 SMs) rows of at least 4096 columns.
@@ -799,15 +920,41 @@ TEST(LaunchConfigTest, SplitRowCandidatesOnlyForFewLongRows) {
                             << " cols=" << shape.cols;
         EXPECT_LE(count, 16 + 12 + 21) << "rows=" << shape.rows << " cols=" << shape.cols;
       }
-      // Many rows, or short ones: none.
-      for (Shape shape : {Shape{264, 131072}, Shape{49152, 32768}, Shape{1, 4095},
-                          Shape{8, 2048}}) {
+      // Many rows beyond one block's shared memory (2^18 float16 or float32
+      // columns): clusters only.
+      for (Shape shape : {Shape{264, 262144}, Shape{2048, 262144}}) {
+        absl::StatusOr<std::vector<LaunchConfig>> configs =
+            EnumerateConfigs(op, dtype, shape, H100());
+        ASSERT_TRUE(configs.ok()) << configs.status();
+        int clusters = 0;
+        for (const LaunchConfig& c : *configs) {
+          EXPECT_TRUE(c.impl == Impl::kSplitRow || !HasSplit(c.impl)) << ConfigKey(c);
+          clusters += c.impl == Impl::kSplitRow;
+        }
+        EXPECT_GT(clusters, 0) << OpName(op) << " " << DTypeName(dtype) << " rows=" << shape.rows;
+        EXPECT_LE(clusters, 16) << OpName(op) << " " << DTypeName(dtype);
+      }
+      // Many rows that one block caches at full pack width at least twice
+      // an SM (16384 float32 columns: 64 KiB); short rows: none.
+      for (Shape shape : {Shape{49152, 16384}, Shape{1, 4095}, Shape{8, 2048}}) {
         EXPECT_EQ(CountSplitCandidates(op, dtype, shape, H100()), 0)
             << OpName(op) << " " << DTypeName(dtype) << " rows=" << shape.rows
             << " cols=" << shape.cols;
       }
     }
+    // 32768 float16 columns: 64 KiB, but 128 KiB of the masked softmax's
+    // float cache.
+    EXPECT_EQ(CountSplitCandidates(op, DType::kFloat16, {49152, 32768}, H100()) > 0,
+              op == Op::kScaledMaskedSoftmax)
+        << OpName(op);
   }
+  // Rows one block caches once per SM (float32 32768: 128 KiB) are worth
+  // timing as clusters too; the default stays one block per row.
+  EXPECT_GT(CountSplitCandidates(Op::kSoftmax, DType::kFloat32, {49152, 32768}, H100()), 0);
+  absl::StatusOr<LaunchConfig> heuristic =
+      HeuristicConfig(Op::kSoftmax, DType::kFloat32, {49152, 32768}, H100());
+  ASSERT_TRUE(heuristic.ok()) << heuristic.status();
+  EXPECT_EQ(heuristic->impl, Impl::kBlockSmem) << ConfigKey(*heuristic);
   // No clusters before Hopper, but grid splits: one, two and four blocks per
   // SM of the A100's 108, with a block size from 128 up to a pack per thread.
   absl::StatusOr<std::vector<LaunchConfig>> configs =
@@ -838,8 +985,9 @@ TEST(LaunchConfigTest, HeuristicSplitsFewLongRows) {
             << ConfigKey(*c) << " rows=" << rows;
         EXPECT_EQ(c->split, rows <= 8 ? 32 : 16) << ConfigKey(*c) << " rows=" << rows;
       }
-      for (Shape shape : {Shape{49152, 131072}, Shape{49152, 32768}, Shape{132, 131072},
-                          Shape{1, 8192}}) {
+      // Rows one block caches, and short ones, are not split (many rows
+      // beyond one block: HeuristicClustersRowsBeyondOneBlock).
+      for (Shape shape : {Shape{49152, 32768}, Shape{1, 8192}}) {
         absl::StatusOr<LaunchConfig> c = HeuristicConfig(op, dtype, shape, H100());
         ASSERT_TRUE(c.ok()) << c.status();
         EXPECT_FALSE(HasSplit(c->impl))

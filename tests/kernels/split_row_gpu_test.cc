@@ -1,11 +1,12 @@
 // GPU suite for split rows (CTest label "gpu"): every split config the rules
 // accept, of the three impls (split_row's clusters: each split; split_grid
 // and split_two_pass: a set of splits up to every SM and beyond), each block
-// size and pack, not only the tuner's
-// candidates, for every op and dtype, on few long rows including slices with
-// a remainder, checked against the fp64 CPU reference on fresh random data
-// with the outputs poisoned before each launch. Fails (does not skip)
-// without a GPU; skips on a GPU without thread-block clusters (pre-Hopper).
+// size and pack, not only the tuner's candidates, for every op and dtype, on
+// few long rows including slices with a remainder, on odd cols (rows off
+// the pack grid) and on many rows, checked against the fp64 CPU reference
+// on fresh random data with the outputs poisoned before each launch. Fails
+// (does not skip) without a GPU; skips on a GPU without thread-block
+// clusters (pre-Hopper).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -201,8 +202,10 @@ TEST_P(SplitRowGpuTest, EveryConfigMatchesTheReference) {
   }
 }
 
-// Odd remainders: cols not a multiple of 16-byte packs (narrower packs only)
-// and pack counts that leave every possible remainder of the split.
+// Odd remainders: cols not a multiple of 16-byte packs (full packs around a
+// scalar head and tail for split_row of the ops whose operands follow x,
+// narrower packs otherwise) and pack counts that leave every possible
+// remainder of the split.
 TEST_P(SplitRowGpuTest, RemaindersMatchTheReference) {
   for (int64_t cols : {int64_t{16384 + 1}, int64_t{16384 + 2}, int64_t{16384 + 4},
                        int64_t{16384 + 8 * 15}, int64_t{65536 + 8 * 7}}) {
@@ -211,12 +214,27 @@ TEST_P(SplitRowGpuTest, RemaindersMatchTheReference) {
   }
 }
 
+// Rows off the pack grid (odd cols: row r starts at element r * cols, so
+// each row has its own head, tail and maybe one whole pack fewer), cols
+// whose packs no split divides, a single row, many rows (clusters looping
+// over SMs in waves) and the LLM vocabularies. Every split config the rules
+// accept, each split, block and pack: split_row takes every pack at odd
+// cols for softmax, log-softmax and ReduceScale.
+TEST_P(SplitRowGpuTest, OddColsAndManyRowsMatchTheReference) {
+  for (Shape shape : {Shape{5, 33}, Shape{7, 16384 + 1}, Shape{1, 50257}, Shape{3, 50257},
+                      Shape{300, 50257}, Shape{2, 128256}, Shape{3, 151936 + 7}}) {
+    SCOPED_TRACE(absl::StrCat("rows=", shape.rows, " cols=", shape.cols));
+    SweepProblem(shape, InputPattern::kNormal, /*with_affine=*/true, /*with_stats=*/true,
+                 FewRowsAttention(shape.rows), "odd/many");
+  }
+}
+
 // -inf rows with one finite value, constant (ReduceScale: zero) rows, huge
 // magnitudes, a NaN, all -inf, a large offset: the cross-block merges must
 // keep the row kernels' semantics (an all -inf row gives NaN, a NaN anywhere
 // gives NaN). Statistics of pathological rows are compared through y alone.
 TEST_P(SplitRowGpuTest, SpecialValuesMatchTheReference) {
-  for (int64_t cols : {int64_t{16384}, int64_t{32768 + 8}, int64_t{131072}}) {
+  for (int64_t cols : {int64_t{16384}, int64_t{32768 + 8}, int64_t{50257}, int64_t{131072}}) {
     SCOPED_TRACE(absl::StrCat("cols=", cols));
     SweepProblem({12, cols}, InputPattern::kSpecialValues, true, /*with_stats=*/false,
                  FewRowsAttention(12), "special");
@@ -227,7 +245,7 @@ TEST_P(SplitRowGpuTest, SpecialValuesMatchTheReference) {
 // slot in y included) and writes only that slice, so in-place works for
 // every op (ReduceScale's in-place quantization included).
 TEST_P(SplitRowGpuTest, InPlace) {
-  for (int64_t cols : {int64_t{32768 + 8}, int64_t{131072}}) {
+  for (int64_t cols : {int64_t{32768 + 8}, int64_t{50257}, int64_t{131072}}) {
     for (int64_t rows : {1, 8}) {
       absl::StatusOr<HostProblem> host =
           MakeProblem(op(), dtype(), {rows, cols}, FreshSeed(), InputPattern::kNormal, true, 0, 0,
@@ -328,6 +346,86 @@ TEST_P(SplitRowGpuTest, HeuristicAndCandidatesRunCorrectly) {
       if (HasSplit(heuristic->impl)) configs.push_back(*heuristic);
     }
     Sweep(*problem, configs, true, "rules");
+  }
+}
+
+// Many rows (at least one per SM) beyond one block's shared memory, or at
+// odd cols for the ops whose operands follow x: the heuristic takes a
+// cluster per row, the enumeration offers clusters only, and all run
+// correctly.
+TEST_P(SplitRowGpuTest, ManyRowsHeuristicAndCandidatesRunCorrectly) {
+  for (Shape shape : {Shape{140, 128256}, Shape{300, 50257}}) {
+    SCOPED_TRACE(absl::StrCat("rows=", shape.rows, " cols=", shape.cols));
+    const bool clusters = shape.cols == 128256 || !PackMustDivideLength(op(), Impl::kSplitRow);
+    absl::StatusOr<HostProblem> host =
+        MakeProblem(op(), dtype(), shape, FreshSeed(), InputPattern::kNormal, true, 0, 0,
+                    FewRowsAttention(shape.rows));
+    ASSERT_TRUE(host.ok()) << host.status();
+    absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
+    ASSERT_TRUE(problem.ok()) << problem.status();
+    absl::StatusOr<std::vector<LaunchConfig>> enumerated =
+        EnumerateConfigs(op(), dtype(), shape, device_);
+    ASSERT_TRUE(enumerated.ok()) << enumerated.status();
+    std::vector<LaunchConfig> configs;
+    for (const LaunchConfig& c : *enumerated) {
+      if (!HasSplit(c.impl)) continue;
+      EXPECT_EQ(c.impl, Impl::kSplitRow) << ConfigKey(c);
+      configs.push_back(c);
+    }
+    if (clusters) {
+      EXPECT_FALSE(configs.empty());
+    }
+    absl::StatusOr<LaunchConfig> heuristic = HeuristicConfig(op(), dtype(), shape, device_);
+    ASSERT_TRUE(heuristic.ok()) << heuristic.status();
+    EXPECT_EQ(heuristic->impl == Impl::kSplitRow, clusters) << ConfigKey(*heuristic);
+    configs.push_back(*heuristic);
+    Sweep(*problem, configs, true, "many rows");
+  }
+}
+
+// Odd cols with pointers off the 16-byte grid: Launch narrows split_row's
+// pack to what the pointers allow (x and y share their offset here), and
+// each row's head still starts its packs on that grid.
+TEST_P(SplitRowGpuTest, OddColsWithMisalignedPointersNarrowThePack) {
+  if (PackMustDivideLength(op(), Impl::kSplitRow)) {
+    GTEST_SKIP() << "ops whose operands all follow x (softmax, log-softmax, ReduceScale)";
+  }
+  const Shape shape{5, 50257};
+  absl::StatusOr<HostProblem> host = MakeProblem(
+      op(), dtype(), shape, FreshSeed(), InputPattern::kNormal, false, 0, 0, FewRowsAttention(5));
+  ASSERT_TRUE(host.ok()) << host.status();
+  absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
+  ASSERT_TRUE(problem.ok()) << problem.status();
+  const size_t element = DTypeSize(dtype());
+  const size_t bytes = problem->x.bytes();
+  absl::StatusOr<DeviceBuffer> in = DeviceBuffer::Allocate(bytes + 16);
+  absl::StatusOr<DeviceBuffer> out = DeviceBuffer::Allocate(bytes + 16);
+  ASSERT_TRUE(in.ok() && out.ok());
+  const int widest = 16 / static_cast<int>(element);
+  for (size_t offset_elements : {size_t{1}, size_t{2}, size_t{4}}) {
+    const size_t offset = offset_elements * element;
+    auto* x = static_cast<uint8_t*>(in->data()) + offset;
+    auto* y = static_cast<uint8_t*>(out->data()) + offset;
+    ASSERT_EQ(cudaMemcpy(x, problem->x.data(), bytes, cudaMemcpyDeviceToDevice), cudaSuccess);
+    for (int split : kSplits) {
+      const LaunchConfig config = Split(256, widest, split);
+      RowOpArgs args = problem->Args();
+      args.x = x;
+      args.y = y;
+      absl::StatusOr<LaunchConfig> launched =
+          Launch(op(), dtype(), shape, args, config, device_, stream_);
+      ASSERT_TRUE(launched.ok()) << launched.status();
+      EXPECT_EQ(launched->impl, Impl::kSplitRow);
+      EXPECT_EQ(launched->pack_size * element, offset % 16 == 0 ? 16 : offset & (~offset + 1))
+          << "offset " << offset << " bytes";
+      ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(problem->y.data(), y, bytes, cudaMemcpyDeviceToDevice), cudaSuccess);
+      absl::StatusOr<CheckReport> report = CheckOutputs(*problem, true, stream_);
+      ASSERT_TRUE(report.ok()) << report.status();
+      EXPECT_TRUE(report->passed) << "offset " << offset << " " << ConfigKey(config) << ": "
+                                  << report->detail;
+      ++g_launches;
+    }
   }
 }
 

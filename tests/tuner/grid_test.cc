@@ -51,6 +51,26 @@ TEST(GridTest, EveryOpLandsInTheGroupsOfItsKind) {
   EXPECT_EQ(grid->size(), 5u * (11 + 9) + 2 * 5 + 2 * 2);
 }
 
+TEST(GridTest, LlmShapesAreLogitsOfFourVocabularies) {
+  absl::StatusOr<std::vector<GridPoint>> grid = StandardGrid(
+      {"llm"}, std::vector<Op>(std::begin(kernels::kAllOps), std::end(kernels::kAllOps)),
+      {DType::kFloat16});
+  ASSERT_TRUE(grid.ok()) << grid.status();
+  // Softmax and log-softmax only, rows {1, 16, 2048} x 4 vocabularies.
+  ASSERT_EQ(grid->size(), 2u * 3 * 4);
+  std::set<int64_t> rows, cols;
+  for (const GridPoint& p : *grid) {
+    EXPECT_TRUE(p.op == Op::kSoftmax || p.op == Op::kLogSoftmax) << PointName(p);
+    EXPECT_EQ(p.group, "llm");
+    rows.insert(p.shape.rows);
+    cols.insert(p.shape.cols);
+  }
+  EXPECT_EQ(rows, (std::set<int64_t>{1, 16, 2048}));
+  EXPECT_EQ(cols, (std::set<int64_t>{32000, 50257, 128256, 151936}));
+  EXPECT_EQ(PointName(grid->back()), "log_softmax float16 2048x151936");
+  EXPECT_FALSE(StandardGrid({"llm"}, {Op::kLayerNorm}, {DType::kFloat16}).ok());
+}
+
 TEST(GridTest, AttentionShapes) {
   absl::StatusOr<std::vector<GridPoint>> grid =
       StandardGrid({"attention"}, {Op::kSoftmax, Op::kScaledMaskedSoftmax}, {DType::kFloat32});
