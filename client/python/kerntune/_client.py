@@ -16,6 +16,7 @@ import grpc
 import numpy as np
 
 from kerntune import _errors
+from kerntune import _queue
 from kerntune import _shared
 from kerntune import _torch
 from kerntune import _types
@@ -336,13 +337,26 @@ class Client:
     with different CUDA_VISIBLE_DEVICES agree; the same index when the daemon
     or torch does not report UUIDs.
 
+    use_queue: runs whose tensors are all in client memory (registered
+    shared arrays, CUDA tensors) and that return nothing inline go through
+    the daemon's shared-memory submission queue when it offers one (a Unix
+    socket target; like the C++ DaemonClientOptions.use_queue), else over
+    gRPC; False: always gRPC. Results and errors are the same either way.
+
     Thread-safe. Create it after any fork(): gRPC channels do not survive one.
     """
 
     def __init__(self, target=None, timeout=DEFAULT_TIMEOUT_S, *, device_map=None,
-                 options=None):
+                 options=None, use_queue=True):
         self.target = _normalize_target(target)
         self.timeout = timeout
+        self.use_queue = (bool(use_queue) and _queue.QUEUE_SUPPORTED
+                          and _socket_path(self.target) is not None)
+        # The submission queue, opened on the first run it can carry;
+        # reopened after the daemon closed it; never again once refused.
+        self._queue_lock = threading.Lock()
+        self._queue = None
+        self._queue_refused = False
         self._device_map = dict(device_map or {})
         # torch device index -> daemon ordinal found by UUID, once per index.
         self._found_ordinals = {}
@@ -387,6 +401,11 @@ class Client:
                 buffer.close()
             except _errors.KernTuneError:
                 pass
+        with self._queue_lock:
+            queue, self._queue = self._queue, None
+            self._queue_refused = True
+        if queue is not None:
+            queue.close()
         self.closed = True
         self._channel.close()
 
@@ -405,14 +424,53 @@ class Client:
             return method(request, timeout=self.timeout)
         except grpc.RpcError as error:
             converted = _errors.from_rpc_error(error)
-        # Raised outside the handler, so no "during handling" chain; a
-        # connection failure says what to do next.
+        # Raised outside the handler, so no "during handling" chain.
+        self._raise(converted)
+
+    def _raise(self, converted):
+        """Raises a call's KernTuneError; a connection failure says what to do next."""
         if (isinstance(converted, _errors.UnavailableError)
                 and not converted.message.startswith("kerntuned is shutting down")):
             converted = _errors.UnavailableError(
                 "%s: %s (%s)" % (self.target, _unavailable_hint(self.target),
                                  converted.message))
         raise converted
+
+    def _queue_for(self, request):
+        """The submission queue to send `request` through, or None: gRPC then."""
+        if not self.use_queue or not _queue.queue_carries(request):
+            return None
+        with self._queue_lock:
+            if self._queue is not None and self._queue.closed:
+                self._queue = None  # the daemon closed it (its own process stays mapped)
+            if self._queue is None and not self._queue_refused and not self.closed:
+                timeout = 10.0 if self.timeout is None else min(self.timeout, 10.0)
+                try:
+                    self._queue = _queue.RunQueue.open(self._stub, timeout)
+                except _errors.KernTuneError:
+                    # A daemon without queues (or that refuses one) is served
+                    # over gRPC from now on.
+                    self._queue_refused = True
+            return self._queue
+
+    def _run_request(self, request):
+        """Run: through the submission queue when it carries `request`, else gRPC."""
+        if self.closed:
+            raise _errors.FailedPreconditionError("the kerntune client is closed")
+        queue = self._queue_for(request)
+        if queue is not None:
+            outcome = queue.run(request, self.timeout)
+            if outcome.submitted:
+                if outcome.error is not None:
+                    self._raise(outcome.error)
+                return outcome.response
+            # Never reached the daemon (the queue closed): gRPC is as good.
+        return self._call(self._stub.Run, request)
+
+    def _queue_id(self):
+        """The open submission queue's id, or None (for tests)."""
+        with self._queue_lock:
+            return None if self._queue is None else self._queue.id
 
     def _inline_limit(self):
         """The daemon's largest inline tensor in bytes (GetStatus, once); 0 when unknown."""
@@ -768,7 +826,7 @@ class Client:
 
         request, used = build()
         try:
-            response = self._call(self._stub.Run, request)
+            response = self._run_request(request)
         except _errors.NotFoundError:
             # An automatic registration whose lease ended: register again, once.
             stale = [b for b in used if b.auto]
@@ -778,7 +836,7 @@ class Client:
                 buffer.closed = True
                 self._forget(buffer)
             request, used = build()
-            response = self._call(self._stub.Run, request)
+            response = self._run_request(request)
 
         if out_segment is not None:
             y = out
@@ -911,7 +969,7 @@ class Client:
             # Inputs written by queued work must be in memory before the daemon reads.
             cuda_stream.synchronize()
 
-        response = self._call(self._stub.Run, request)
+        response = self._run_request(request)
 
         if stream_mode:
             cuda_stream.wait_event(done)

@@ -966,6 +966,161 @@ class SharedBufferTest(DaemonTestCase, CloseMixin):
         self.assertCode(context, grpc.StatusCode.INVALID_ARGUMENT, "overlaps")
 
 
+class _CountingRun:
+    """Wraps a client's gRPC Run stub to count the Runs sent over gRPC."""
+
+    def __init__(self, client):
+        self.calls = 0
+        self._run = client._stub.Run
+        client._stub.Run = self
+
+    def __call__(self, request, **kwargs):
+        self.calls += 1
+        return self._run(request, **kwargs)
+
+
+class QueueTest(DaemonTestCase, CloseMixin):
+    """Runs on registered shared arrays through the daemon's submission queue
+    (client/python/kerntune/_queue.py) against the same Runs over gRPC. A
+    daemon of its own, so open_queues counts only this class's clients."""
+
+    def setUp(self):
+        _skip_without_buffers(self.client)
+        self.rng = np.random.default_rng(23)
+        self.queued = kerntune.Client(self.daemon.target, timeout=30)
+        self.grpc = kerntune.Client(self.daemon.target, timeout=30, use_queue=False)
+        self.queued_grpc_runs = _CountingRun(self.queued)
+        self.grpc_grpc_runs = _CountingRun(self.grpc)
+
+    def tearDown(self):
+        self.queued.close()
+        self.grpc.close()
+        gc.collect()
+
+    def open_queues(self):
+        return self.client.status().open_queues
+
+    def test_shared_array_runs_give_the_same_bytes_as_grpc(self):
+        self.assertTrue(self.queued.use_queue)
+        self.assertFalse(self.grpc.use_queue)
+        runs = 0
+        for dtype in ("float32", "float16"):
+            for op in ("softmax", "layer_norm"):
+                what = "%s %s" % (op, dtype)
+                data = random_input(self.rng, op, dtype, (9, 70))
+                x = kerntune.shared_array(data)
+                kwargs = {}
+                if op == "layer_norm":
+                    kwargs["weight"] = kerntune.shared_array(
+                        self.rng.normal(1, 0.5, 70).astype(dtype))
+                    kwargs["bias"] = kerntune.shared_array(
+                        self.rng.normal(0, 0.5, 70).astype(dtype))
+                by_queue = kerntune.shared_empty((9, 70), dtype)
+                by_grpc = kerntune.shared_empty((9, 70), dtype)
+                by_queue[...] = np.nan
+                by_grpc[...] = np.nan
+                queued = self.queued.run(op, x, by_queue, **kwargs)
+                self.grpc.run(op, x, by_grpc, **kwargs)
+                runs += 1
+                self.assertIs(queued.output, by_queue)
+                self.assertClose(by_queue, reference(op, data, *(
+                    [kwargs["weight"], kwargs["bias"], 1e-5] if kwargs else [])),
+                    TOLERANCE[(dtype, op)], what)
+                self.assertEqual(np.asarray(by_queue).tobytes(), np.asarray(by_grpc).tobytes(),
+                                 what)
+                self.assertEqual(queued.backend, "cpu")
+                # A view at an offset of the same buffers.
+                self.queued.run(op, x[2:5], by_queue[2:5], **kwargs)
+                runs += 1
+                self.assertEqual(np.asarray(by_queue).tobytes(), np.asarray(by_grpc).tobytes(),
+                                 what + " rows 2:5")
+        self.assertEqual(self.queued_grpc_runs.calls, 0, "the queue carried every run")
+        self.assertGreater(self.grpc_grpc_runs.calls, 0)
+        self.assertIsNotNone(self.queued._queue_id())
+        self.assertIsNone(self.grpc._queue_id())
+
+    def test_inline_runs_still_go_over_grpc(self):
+        data = random_input(self.rng, "softmax", "float32", (3, 8))
+        y = self.queued.softmax(data)  # a NumPy array: inline, returned inline
+        self.assertClose(y, ref_softmax(data), TOLERANCE[("float32", "softmax")])
+        self.assertEqual(self.queued_grpc_runs.calls, 1)
+        self.assertIsNone(self.queued._queue_id())
+
+    def test_an_error_through_the_queue_is_the_grpc_error(self):
+        array = kerntune.shared_array(np.ones((6, 4), np.float32))
+        errors = []
+        for client in (self.queued, self.grpc):
+            with self.assertRaises(kerntune.InvalidArgumentError) as context:
+                client.softmax(array[0:4], out=array[2:6])
+            self.assertCode(context, grpc.StatusCode.INVALID_ARGUMENT, "overlaps")
+            errors.append(context.exception)
+        self.assertIs(type(errors[0]), type(errors[1]))
+        self.assertEqual(errors[0].code, errors[1].code)
+        self.assertEqual(errors[0].message, errors[1].message)
+        self.assertEqual(self.queued_grpc_runs.calls, 0, "the error came through the queue")
+        self.assertEqual(self.grpc_grpc_runs.calls, 1)
+        # An unknown op config: the daemon's own validation, through the queue.
+        x = kerntune.shared_array(np.ones((2, 4), np.float32))
+        with self.assertRaises(kerntune.InvalidArgumentError) as context:
+            self.queued.layer_norm(x, out=kerntune.shared_empty((2, 4), np.float32), eps=-1.0)
+        self.assertEqual(context.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertEqual(self.queued_grpc_runs.calls, 0)
+
+    def test_open_queues_while_the_client_is_open(self):
+        self.assertEqual(self.open_queues(), 0)
+        x = kerntune.shared_array(np.ones((2, 4), np.float32))
+        out = kerntune.shared_empty((2, 4), np.float32)
+        self.grpc.softmax(x, out=out)
+        self.assertEqual(self.open_queues(), 0, "use_queue=False opens no queue")
+        self.assertEqual(self.grpc_grpc_runs.calls, 1)
+        self.queued.softmax(x, out=out)
+        np.testing.assert_allclose(out, 0.25)
+        self.assertEqual(self.open_queues(), 1)
+        self.queued.softmax(x, out=out)
+        self.assertEqual(self.open_queues(), 1, "one queue per client")
+        self.queued.close()
+        self.assertEqual(self.open_queues(), 0, "close() closes the queue")
+
+    def test_a_queue_the_daemon_closed_is_reopened(self):
+        x = kerntune.shared_array(np.ones((2, 4), np.float32))
+        out = kerntune.shared_empty((2, 4), np.float32)
+        self.queued.softmax(x, out=out)
+        first = self.queued._queue_id()
+        self.assertIsNotNone(first)
+        self.queued._stub.CloseQueue(pb.CloseQueueRequest(queue_id=first), timeout=10)
+        out[...] = 0
+        self.queued.softmax(x, out=out)
+        np.testing.assert_allclose(out, 0.25)
+        self.assertNotEqual(self.queued._queue_id(), first)
+        self.assertEqual(self.queued_grpc_runs.calls, 0)
+        self.assertEqual(self.open_queues(), 1)
+
+    def test_threads_share_the_queue(self):
+        import threading
+        data = random_input(self.rng, "softmax", "float32", (16, 32))
+        x = kerntune.shared_array(data)
+        outs = [kerntune.shared_empty((16, 32), np.float32) for _ in range(4)]
+        failures = []
+
+        def work(out):
+            try:
+                for i in range(25):
+                    out[...] = np.nan
+                    self.queued.softmax(x[i % 16:], out=out[i % 16:])
+                    self.assertClose(out[i % 16:], ref_softmax(data[i % 16:]),
+                                     TOLERANCE[("float32", "softmax")])
+            except Exception as error:  # pylint: disable=broad-except
+                failures.append(error)
+
+        threads = [threading.Thread(target=work, args=(out,)) for out in outs]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        self.assertEqual(failures, [])
+        self.assertEqual(self.queued_grpc_runs.calls, 0)
+
+
 class LeaseTest(DaemonTestCase, CloseMixin):
     extra_args = ("--buffer_ttl_s=1",)
 

@@ -1,0 +1,419 @@
+"""The client's side of a submission queue (kerntune.v1 OpenQueue): Runs whose
+tensors are all in client memory (registered buffers, CUDA IPC handles)
+travel as descriptors in shared memory instead of gRPC calls.
+
+The layout and the protocol are proto/run_queue_layout.h's and this follows
+the C++ client (client/run_queue.cc) step for step. Nothing here is part of
+the API a user sees: Client uses one queue per client when the daemon
+offers it (a Unix socket target) and falls back to gRPC otherwise.
+
+Memory ordering: the region is a Python mmap written with struct.pack_into
+and read with struct.unpack_from. Each index word is 4-byte aligned, and
+CPython's little-endian ("<I") packer and unpacker on a little-endian host
+are a 4-byte memcpy, so each index is one aligned load or store. Queues
+are used on x86-64 only (QUEUE_SUPPORTED), whose memory model (TSO) keeps
+stores in program order and loads in program order: writing a descriptor
+slot and then sq_tail publishes the slot (the release the C++ client
+asks for), and reading cq_tail and then a completion slot reads the slot
+that cq_tail covers (the acquire). The one reordering x86-64 allows, a
+later load passing an earlier store, matters where a store is followed by
+a load the other side races with (sq_tail then need_wakeup); there
+_full_fence() issues a locked instruction, as the C++ client's seq_cst
+store does.
+
+Thread-safe: one lock guards the ring; a thread waiting for its completion
+drains every ready completion and hands each to the thread that waits for
+it, as the C++ client does.
+"""
+
+import ctypes
+import mmap
+import os
+import platform
+import struct
+import sys
+import threading
+import time
+
+import grpc
+
+from kerntune import _errors
+from kerntune.v1 import kerntune_pb2 as pb
+
+# Queues need Linux futexes and x86-64's store order (see above).
+QUEUE_SUPPORTED = sys.platform.startswith("linux") and platform.machine() in ("x86_64", "AMD64")
+
+# proto/run_queue_layout.h
+QUEUE_MAGIC = 0x3151544B  # "KTQ1"
+LAYOUT_VERSION = 1
+MIN_ENTRIES = 8
+MAX_ENTRIES = 1024
+SUBMISSION_SLOT_BYTES = 1024
+COMPLETION_SLOT_BYTES = 512
+RINGS_OFFSET = 4096
+_SUBMISSION_HEADER = struct.Struct("<QII")  # tag, length, flags
+_COMPLETION_HEADER = struct.Struct("<QiI")  # tag, code, length
+MAX_REQUEST_BYTES = SUBMISSION_SLOT_BYTES - _SUBMISSION_HEADER.size
+MAX_COMPLETION_PAYLOAD = COMPLETION_SLOT_BYTES - _COMPLETION_HEADER.size
+# RegionHeader offsets (static_asserted in the C++ header).
+_MAGIC, _VERSION, _ENTRIES = 0, 4, 8
+_SQ_TAIL, _SQ_HEAD, _CQ_TAIL, _CQ_HEAD = 64, 128, 192, 256
+_DOORBELL, _NEED_WAKEUP, _CLIENT_WAITING, _CLOSED = 320, 324, 384, 448
+_U32 = struct.Struct("<I")
+
+# linux/futex.h, x86-64 syscall numbers; shared (not private) futexes: the
+# daemon waits on the same words in its own mapping.
+_SYS_FUTEX = 202
+_FUTEX_WAIT = 0
+_FUTEX_WAKE = 1
+
+# How long a waiting thread spins on the completion ring before it sleeps on
+# the futex (run_queue.cc kSpin), and the longest single sleep.
+_SPIN_S = 30e-6
+_MAX_SLEEP_S = 0.1
+
+_libc = None
+_fence_lock = threading.Lock()
+
+
+def _syscall():
+    global _libc
+    if _libc is None:
+        # CDLL releases the GIL around the call: a thread asleep on the
+        # futex does not stop the others.
+        _libc = ctypes.CDLL(None, use_errno=True)
+        _libc.syscall.restype = ctypes.c_long
+    return _libc.syscall
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+def _full_fence():
+    """A full memory barrier: acquiring an uncontended lock is a locked
+    compare-exchange in CPython (sem_trywait or PyMutex), which on x86-64
+    orders every earlier store before every later load."""
+    with _fence_lock:
+        pass
+
+
+def _status_code(number):
+    for code in grpc.StatusCode:
+        if code.value[0] == number:
+            return code
+    return grpc.StatusCode.UNKNOWN
+
+
+def _in_memory(message, field=None):
+    ref = getattr(message, field) if field else message
+    return ref.HasField("buffer") or ref.HasField("cuda_ipc")
+
+
+def queue_carries(request):
+    """Whether a queue can carry `request` (run_queue.cc QueueCarries): every
+    tensor in client memory, no output returned inline, and small enough
+    for a descriptor. The daemon refuses the others; they go over gRPC."""
+    if not _in_memory(request.input) or not _in_memory(request.output):
+        return False
+    ln = request.layer_norm
+    if ((ln.HasField("gamma") and not _in_memory(ln.gamma))
+            or (ln.HasField("beta") and not _in_memory(ln.beta)) or ln.want_mean_inv_std):
+        return False
+    rms = request.rms_norm
+    if (rms.HasField("weight") and not _in_memory(rms.weight)) or rms.want_inv_rms:
+        return False
+    # reduce_scale's scales come back inline unless they have a place.
+    if request.op == pb.OP_REDUCE_SCALE and not _in_memory(request.reduce_scale.row_scale):
+        return False
+    masked = request.scaled_masked_softmax
+    if masked.HasField("mask") and not _in_memory(masked.mask):
+        return False
+    return request.ByteSize() <= MAX_REQUEST_BYTES
+
+
+def _valid_entries(entries):
+    return MIN_ENTRIES <= entries <= MAX_ENTRIES and entries & (entries - 1) == 0
+
+
+def _completion_offset(entries):
+    return RINGS_OFFSET + entries * SUBMISSION_SLOT_BYTES
+
+
+def region_bytes(entries):
+    return _completion_offset(entries) + entries * COMPLETION_SLOT_BYTES
+
+
+def _close_on_daemon(stub, queue_id):
+    try:
+        stub.CloseQueue(pb.CloseQueueRequest(queue_id=queue_id), timeout=2.0)
+    except grpc.RpcError:
+        pass  # else it ends with this process
+
+
+class _Waiter:
+    __slots__ = ("done", "error", "response")
+
+    def __init__(self):
+        self.done = False
+        self.error = None
+        self.response = None
+
+
+class Outcome:
+    """submitted: False when the request never reached the queue (it is
+    closed), so the caller may send it another way; True once it may have
+    run. Then response (a RunResponse) or error (a KernTuneError)."""
+
+    __slots__ = ("submitted", "response", "error")
+
+    def __init__(self, submitted, response=None, error=None):
+        self.submitted = submitted
+        self.response = response
+        self.error = error
+
+
+class RunQueue:
+    """One open queue, mapped. open() raises a KernTuneError when the daemon
+    has no queues (UNIMPLEMENTED), refuses one (FAILED_PRECONDITION over
+    TCP) or its layout is not this client's."""
+
+    def __init__(self, stub, queue_id, region, entries):
+        self._stub = stub
+        self.id = queue_id
+        self._mm = region
+        # The region's address, for the futex calls; released before unmapping.
+        self._anchor = ctypes.c_char.from_buffer(region)
+        self._base = ctypes.addressof(self._anchor)
+        self._entries = entries
+        self._mask = entries - 1
+        self._completions = _completion_offset(entries)
+        self._lock = threading.Lock()
+        self._sq_tail = 0
+        self._cq_head = 0
+        self._next_tag = 1
+        self._waiting = {}  # tag -> _Waiter, submitted and not yet answered
+        self._sleepers = 0
+        self._unmapped = False
+
+    @classmethod
+    def open(cls, stub, timeout):
+        try:
+            opened = stub.OpenQueue(pb.OpenQueueRequest(), timeout=timeout)
+        except grpc.RpcError as error:
+            raise _errors.from_rpc_error(error) from None
+
+        def fail(error):
+            _close_on_daemon(stub, opened.queue_id)
+            return error
+
+        entries = opened.entries
+        if (opened.layout_version != LAYOUT_VERSION or not _valid_entries(entries)
+                or opened.region_bytes != region_bytes(entries)):
+            raise fail(_errors.UnimplementedError(
+                "the daemon's queue layout (version %d, %d entries) is not this client's "
+                "(version %d)" % (opened.layout_version, entries, LAYOUT_VERSION)))
+        name = opened.shm_name.lstrip("/")
+        path = "/dev/shm/" + name
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as error:
+            raise fail(_errors.FailedPreconditionError(
+                "opening the queue %s: %s" % (opened.shm_name, error.strerror))) from None
+        region = None
+        try:
+            if os.fstat(fd).st_size == opened.region_bytes:
+                region = mmap.mmap(fd, opened.region_bytes, mmap.MAP_SHARED,
+                                   mmap.PROT_READ | mmap.PROT_WRITE)
+        except OSError:
+            region = None
+        finally:
+            os.close(fd)
+            # Mapped (or not): the name has done its job.
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        if region is None:
+            raise fail(_errors.FailedPreconditionError(
+                "mapping the queue %s failed" % opened.shm_name))
+        queue = cls(stub, opened.queue_id, region, entries)
+        if (queue._load(_MAGIC) != QUEUE_MAGIC or queue._load(_VERSION) != LAYOUT_VERSION
+                or queue._load(_ENTRIES) != entries):
+            queue.close()
+            raise _errors.UnimplementedError("the queue's header is not this client's layout")
+        return queue
+
+    def close(self):
+        """CloseQueue (the daemon also ends it when this process exits), then unmaps."""
+        with self._lock:
+            if self._unmapped:
+                return
+            self._unmapped = True
+        _close_on_daemon(self._stub, self.id)
+        del self._anchor
+        try:
+            self._mm.close()
+        except BufferError:
+            pass  # a view is still out; the mapping goes with the process
+
+    # -- the words ------------------------------------------------------------
+
+    def _load(self, offset):
+        return _U32.unpack_from(self._mm, offset)[0]
+
+    def _store(self, offset, value):
+        _U32.pack_into(self._mm, offset, value & 0xFFFFFFFF)
+
+    def _futex(self, offset, op, value, timeout_s=None):
+        timespec = None
+        if timeout_s is not None:
+            seconds = int(timeout_s)
+            timespec = ctypes.byref(_Timespec(seconds, int((timeout_s - seconds) * 1e9)))
+        _syscall()(ctypes.c_long(_SYS_FUTEX), ctypes.c_void_p(self._base + offset),
+                   ctypes.c_int(op), ctypes.c_uint32(value), timespec, None, ctypes.c_int(0))
+
+    def _ring_doorbell(self):
+        # Only this client writes the doorbell, under self._lock.
+        self._store(_DOORBELL, self._load(_DOORBELL) + 1)
+        _full_fence()
+        self._futex(_DOORBELL, _FUTEX_WAKE, 1)
+
+    @property
+    def closed(self):
+        """Whether the daemon closed the queue (then run submits nothing)."""
+        return self._unmapped or self._load(_CLOSED) != 0
+
+    # -- completions ----------------------------------------------------------
+
+    def _drain(self):
+        """Moves every ready completion to its waiter (self._lock held)."""
+        tail = self._load(_CQ_TAIL)
+        if tail == self._cq_head:
+            return
+        mm = self._mm
+        while self._cq_head != tail:
+            slot = self._completions + (self._cq_head & self._mask) * COMPLETION_SLOT_BYTES
+            self._cq_head = (self._cq_head + 1) & 0xFFFFFFFF
+            tag, code, length = _COMPLETION_HEADER.unpack_from(mm, slot)
+            waiter = self._waiting.pop(tag, None)
+            if waiter is None:
+                continue  # its caller gave up waiting
+            start = slot + _COMPLETION_HEADER.size
+            payload = mm[start:start + min(length, MAX_COMPLETION_PAYLOAD)]
+            if code == 0:
+                try:
+                    waiter.response = pb.RunResponse.FromString(payload)
+                except Exception:  # google.protobuf.message.DecodeError
+                    waiter.error = _errors.error_for(
+                        grpc.StatusCode.DATA_LOSS, "the daemon's completion does not parse")
+            else:
+                waiter.error = _errors.error_for(
+                    _status_code(code), payload.decode("utf-8", errors="replace"))
+            waiter.done = True
+        self._store(_CQ_HEAD, self._cq_head)
+        _full_fence()
+        # A daemon that stopped taking descriptors for want of completion
+        # slots may sleep: the slots just freed are news for it.
+        if self._load(_NEED_WAKEUP) != 0:
+            self._ring_doorbell()
+
+    def _wait(self, seen, timeout_s):
+        """Waits up to timeout_s for a completion past `seen` (cq_head when the
+        caller last drained): spins briefly, then sleeps on the futex."""
+        spin_until = time.monotonic() + min(_SPIN_S, timeout_s)
+        while self._load(_CQ_TAIL) == seen and not self.closed:
+            if time.monotonic() >= spin_until:
+                break
+        if self._load(_CQ_TAIL) != seen or self.closed or timeout_s <= _SPIN_S:
+            return
+        with self._lock:
+            self._sleepers += 1
+            if self._sleepers == 1:
+                self._store(_CLIENT_WAITING, 1)
+                _full_fence()
+        try:
+            # Returns at once when cq_tail moved after `seen` was read.
+            self._futex(_CQ_TAIL, _FUTEX_WAIT, seen, timeout_s - _SPIN_S)
+        finally:
+            with self._lock:
+                self._sleepers -= 1
+                if self._sleepers == 0 and not self._unmapped:
+                    self._store(_CLIENT_WAITING, 0)
+
+    # -- runs -----------------------------------------------------------------
+
+    def run(self, request, timeout):
+        """Submits `request` (queue_carries) and waits up to `timeout` seconds
+        (None: no limit) for its completion: the daemon's answer with the
+        same code and message as a gRPC Run. Returns an Outcome."""
+        data = request.SerializeToString()
+        if len(data) > MAX_REQUEST_BYTES:
+            return Outcome(False, error=_errors.InvalidArgumentError(
+                "the request has %d bytes; a queue descriptor holds %d"
+                % (len(data), MAX_REQUEST_BYTES)))
+        until = None if timeout is None else time.monotonic() + timeout
+
+        def left():
+            if until is None:
+                return _MAX_SLEEP_S
+            return min(until - time.monotonic(), _MAX_SLEEP_S)
+
+        me = _Waiter()
+        self._lock.acquire()
+        try:
+            # A free descriptor slot: at most `entries` Runs unanswered.
+            while True:
+                if self.closed:
+                    return Outcome(False, error=_errors.UnavailableError(
+                        "the daemon closed the queue"))
+                self._drain()
+                if ((self._sq_tail - self._cq_head) & 0xFFFFFFFF) < self._entries:
+                    break
+                if until is not None and time.monotonic() >= until:
+                    return Outcome(False, error=_errors.DeadlineExceededError(
+                        "the queue stayed full"))
+                seen = self._cq_head
+                self._lock.release()
+                try:
+                    self._wait(seen, left())
+                finally:
+                    self._lock.acquire()
+            tag = self._next_tag
+            self._next_tag += 1
+            slot = RINGS_OFFSET + (self._sq_tail & self._mask) * SUBMISSION_SLOT_BYTES
+            # The slot first, then sq_tail: x86-64 keeps the two stores in order.
+            _SUBMISSION_HEADER.pack_into(self._mm, slot, tag, len(data), 0)
+            self._mm[slot + _SUBMISSION_HEADER.size:
+                     slot + _SUBMISSION_HEADER.size + len(data)] = data
+            self._sq_tail = (self._sq_tail + 1) & 0xFFFFFFFF
+            self._store(_SQ_TAIL, self._sq_tail)
+            # sq_tail before need_wakeup is read: the daemon sets need_wakeup
+            # and then looks at sq_tail, so one of the two sides sees the other.
+            _full_fence()
+            self._waiting[tag] = me
+            if self._load(_NEED_WAKEUP) != 0:
+                self._ring_doorbell()
+
+            while True:
+                self._drain()
+                if me.done:
+                    break
+                if self.closed or (until is not None and time.monotonic() >= until):
+                    self._waiting.pop(tag, None)
+                    if self.closed:
+                        me.error = _errors.UnavailableError(
+                            "the daemon closed the queue with this Run in flight")
+                    else:
+                        me.error = _errors.DeadlineExceededError(
+                            "no answer from the daemon in time")
+                    break
+                seen = self._cq_head
+                self._lock.release()
+                try:
+                    self._wait(seen, left())
+                finally:
+                    self._lock.acquire()
+        finally:
+            self._lock.release()
+        return Outcome(True, me.response, me.error)
