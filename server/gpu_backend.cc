@@ -34,8 +34,23 @@ absl::StatusOr<std::unique_ptr<GpuBackend>> GpuBackend::Create(
   return std::make_unique<GpuBackend>(std::move(devices));
 }
 
+namespace {
+
+std::vector<kernels::VisibleDevice> Selectable(
+    const std::vector<std::unique_ptr<Device>>& devices) {
+  std::vector<kernels::VisibleDevice> served;
+  for (const std::unique_ptr<Device>& device : devices) {
+    served.push_back({device->info().ordinal, device->identity().uuid});
+  }
+  return served;
+}
+
+}  // namespace
+
 GpuBackend::GpuBackend(std::vector<std::unique_ptr<Device>> devices)
-    : devices_(std::move(devices)), load_(new Load[devices_.size()]) {}
+    : devices_(std::move(devices)),
+      selectable_(Selectable(devices_)),
+      load_(new Load[devices_.size()]) {}
 
 int GpuBackend::IndexOf(int ordinal) const {
   for (size_t i = 0; i < devices_.size(); ++i) {
@@ -58,11 +73,7 @@ absl::Status GpuBackend::Unavailable(int index) const {
 }
 
 absl::StatusOr<int> GpuBackend::Find(absl::string_view selector, absl::string_view field) const {
-  std::vector<kernels::VisibleDevice> served;
-  for (const std::unique_ptr<Device>& device : devices_) {
-    served.push_back({device->info().ordinal, device->identity().uuid});
-  }
-  absl::StatusOr<std::vector<int>> named = kernels::SelectDevices(selector, served);
+  absl::StatusOr<std::vector<int>> named = kernels::SelectDevices(selector, selectable_);
   if (!named.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, "=", selector, ": ", named.status().message(),

@@ -23,6 +23,7 @@
 #include "absl/time/time.h"
 #include "server/backend.h"
 #include "server/config_cache.h"
+#include "kernels/device_identity.h"
 #include "server/device.h"
 
 namespace kt::server {
@@ -78,6 +79,8 @@ class GpuBackend final : public Backend {
   absl::Status Unavailable(int index) const;
 
   const std::vector<std::unique_ptr<Device>> devices_;
+  // The devices as a RunRequest.device selector sees them.
+  const std::vector<kernels::VisibleDevice> selectable_;
   const std::unique_ptr<Load[]> load_;
   std::atomic<uint32_t> next_tie_{0};
 };

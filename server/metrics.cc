@@ -12,11 +12,15 @@ namespace kt::server {
 namespace {
 
 // Seconds from 10 us to ~42 s, doubling: a small Run's handler is tens of
-// microseconds, a large Run's kernel milliseconds.
-prometheus::Histogram::BucketBoundaries TimeBuckets() {
-  prometheus::Histogram::BucketBoundaries buckets;
-  for (double bound = 10e-6; bound < 60; bound *= 2) buckets.push_back(bound);
-  return buckets;
+// microseconds, a large Run's kernel milliseconds. Made once: every Run
+// passes them to Family::Add, which uses them only for a new series.
+const prometheus::Histogram::BucketBoundaries& TimeBuckets() {
+  static const auto* buckets = [] {
+    auto* made = new prometheus::Histogram::BucketBoundaries();
+    for (double bound = 10e-6; bound < 60; bound *= 2) made->push_back(bound);
+    return made;
+  }();
+  return *buckets;
 }
 
 }  // namespace

@@ -188,17 +188,17 @@ absl::StatusOr<Backends> MakeBackend(const Options& options) {
 // "/<ordinal>" when the UUID is unknown) is SERVING until the device fails.
 // The service as a whole serves while any device does.
 void UpdateDeviceHealth(const Backend& backend, grpc::HealthCheckServiceInterface& health) {
-  for (const BackendDevice& device : backend.devices()) {
+  const std::vector<BackendDevice> devices = backend.devices();
+  bool any_serving = false;
+  for (const BackendDevice& device : devices) {
     const std::string name =
         absl::StrCat(kServiceName, "/",
                      device.identity.uuid.empty() ? absl::StrCat(device.info.ordinal)
                                                   : device.identity.uuid);
     health.SetServingStatus(name, device.failure.empty());
+    any_serving = any_serving || device.failure.empty();
   }
-  if (!backend.devices().empty() &&
-      backend.failed_devices().size() == backend.devices().size()) {
-    health.SetServingStatus(kServiceName, false);
-  }
+  if (!devices.empty() && !any_serving) health.SetServingStatus(kServiceName, false);
 }
 
 int MessageLimit(int64_t max_request_bytes) {

@@ -516,11 +516,6 @@ grpc::Status KernTuneService::HandleCloseQueue(absl::string_view peer,
   return grpc::Status::OK;
 }
 
-absl::StatusOr<const ConfigCache*> KernTuneService::ConfigCacheFor(
-    absl::string_view device) const {
-  return backend_.ConfigCacheFor(device);
-}
-
 grpc::Status KernTuneService::HandleGetConfig(absl::string_view peer,
                                               const pb::GetConfigRequest* request,
                                               pb::GetConfigResponse* response) {
@@ -532,7 +527,7 @@ grpc::Status KernTuneService::HandleGetConfig(absl::string_view peer,
   if (!dtype.ok()) return Fail("GetConfig", peer, dtype.status());
   absl::StatusOr<kernels::Shape> shape = proto::ShapeFromProto(request->shape(), *op, *dtype);
   if (!shape.ok()) return Fail("GetConfig", peer, shape.status());
-  absl::StatusOr<const ConfigCache*> cache = ConfigCacheFor(request->device());
+  absl::StatusOr<const ConfigCache*> cache = backend_.ConfigCacheFor(request->device());
   if (!cache.ok()) return Fail("GetConfig", peer, cache.status());
   if (*cache == nullptr) {
     *response->mutable_config() = ChoiceToProto(std::nullopt);
@@ -549,7 +544,7 @@ grpc::Status KernTuneService::HandleListConfigs(absl::string_view peer,
                                                 pb::ListConfigsResponse* response) {
   const DrainGuard::Admission admission = drain_.Admit();
   if (!admission) return ShuttingDown();
-  absl::StatusOr<const ConfigCache*> cache = ConfigCacheFor(request->device());
+  absl::StatusOr<const ConfigCache*> cache = backend_.ConfigCacheFor(request->device());
   if (!cache.ok()) return Fail("ListConfigs", peer, cache.status());
   if (*cache == nullptr) return grpc::Status::OK;  // the CPU reference uses no configs
   *response->mutable_sku() = proto::SkuToProto((*cache)->sku());
@@ -573,7 +568,7 @@ grpc::Status KernTuneService::HandleGetStatus(absl::string_view peer,
     DeviceToProto(device, registry_.totals_on(device.info.ordinal), response->add_devices());
   }
   response->set_database_path(options_.database_path);
-  if (absl::StatusOr<const ConfigCache*> cache = ConfigCacheFor("");
+  if (absl::StatusOr<const ConfigCache*> cache = backend_.ConfigCacheFor("");
       cache.ok() && *cache != nullptr) {
     ConfigsToProto(**cache, options_.shipped_config_files, response);
   }

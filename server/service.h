@@ -195,8 +195,6 @@ class KernTuneService final : public kerntune::v1::KernTune::CallbackService,
                            const absl::Status& status, const RunResult* result);
   // The gauges, from the registry, the IPC mappings and the backend.
   void UpdateGauges();
-  // The config cache GetConfig and ListConfigs answer from (null: none).
-  absl::StatusOr<const ConfigCache*> ConfigCacheFor(absl::string_view device) const;
   // The client memory a RegisterBuffer request names, opened.
   absl::StatusOr<std::shared_ptr<const ClientMemory>> OpenRegisteredMemory(
       const kerntune::v1::RegisterBufferRequest& request, const PeerProcess& caller);
