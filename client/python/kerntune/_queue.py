@@ -7,15 +7,17 @@ the C++ client (client/run_queue.cc) step for step. Nothing here is part of
 the API a user sees: Client uses one queue per client when the daemon
 offers it (a Unix socket target) and falls back to gRPC otherwise.
 
-Memory ordering: the region is a Python mmap written with struct.pack_into
-and read with struct.unpack_from. Each index word is 4-byte aligned, and
-CPython's little-endian ("<I") packer and unpacker on a little-endian host
-are a 4-byte memcpy, so each index is one aligned load or store. Queues
-are used on x86-64 only (QUEUE_SUPPORTED), whose memory model (TSO) keeps
-stores in program order and loads in program order: writing a descriptor
-slot and then sq_tail publishes the slot (the release the C++ client
-asks for), and reading cq_tail and then a completion slot reads the slot
-that cq_tail covers (the acquire). The one reordering x86-64 allows, a
+Memory ordering: the header's index words are read and written through a
+memoryview of the region cast to native uint32 ("I"), whose item get and
+set are each one aligned 4-byte load or store (a 4-byte memcpy in CPython).
+Never struct.pack_into for a word the daemon reads: it zeroes its target
+before writing the value, and a daemon that read sq_tail or cq_head in that
+window took the 0 for a garbage index and closed the queue (kBadIndex).
+Queues are used on x86-64 only (QUEUE_SUPPORTED), whose memory model (TSO)
+keeps stores in program order and loads in program order: writing a
+descriptor slot and then sq_tail publishes the slot (the release the C++
+client asks for), and reading cq_tail and then a completion slot reads the
+slot that cq_tail covers (the acquire). The one reordering x86-64 allows, a
 later load passing an earlier store, matters where a store is followed by
 a load the other side races with (sq_tail then need_wakeup); there
 _full_fence() issues a locked instruction, as the C++ client's seq_cst
@@ -59,7 +61,6 @@ MAX_COMPLETION_PAYLOAD = COMPLETION_SLOT_BYTES - _COMPLETION_HEADER.size
 _MAGIC, _VERSION, _ENTRIES = 0, 4, 8
 _SQ_TAIL, _SQ_HEAD, _CQ_TAIL, _CQ_HEAD = 64, 128, 192, 256
 _DOORBELL, _NEED_WAKEUP, _CLIENT_WAITING, _CLOSED = 320, 324, 384, 448
-_U32 = struct.Struct("<I")
 
 # linux/futex.h, x86-64 syscall numbers; shared (not private) futexes: the
 # daemon waits on the same words in its own mapping.
@@ -185,6 +186,8 @@ class RunQueue:
         # The region's address, for the futex calls; released before unmapping.
         self._anchor = ctypes.c_char.from_buffer(region)
         self._base = ctypes.addressof(self._anchor)
+        # The index words, each stored and loaded in one piece (see above).
+        self._words = memoryview(region).cast("I")
         self._entries = entries
         self._mask = entries - 1
         self._completions = _completion_offset(entries)
@@ -252,6 +255,7 @@ class RunQueue:
             self._unmapped = True
         _close_on_daemon(self._stub, self.id)
         del self._anchor
+        self._words.release()
         try:
             self._mm.close()
         except BufferError:
@@ -260,10 +264,10 @@ class RunQueue:
     # -- the words ------------------------------------------------------------
 
     def _load(self, offset):
-        return _U32.unpack_from(self._mm, offset)[0]
+        return self._words[offset >> 2]
 
     def _store(self, offset, value):
-        _U32.pack_into(self._mm, offset, value & 0xFFFFFFFF)
+        self._words[offset >> 2] = value & 0xFFFFFFFF
 
     def _futex(self, offset, op, value, timeout_s=None):
         timespec = None
