@@ -367,6 +367,8 @@ class Client:
         channel_options.extend(options or [])
         self._channel = grpc.insecure_channel(self.target, options=channel_options)
         self._stub = pb_grpc.KernTuneStub(self._channel)
+        # How a queue's waiting Run asks whether a silent daemon is still there.
+        self._health_check = self._channel.unary_unary(_queue.HEALTH_CHECK_METHOD)
         self._lock = threading.RLock()
         # Buffers runs may use, by memory: ("shm", name) or ("cuda", ordinal, handle).
         self._registry = {}
@@ -430,7 +432,7 @@ class Client:
     def _raise(self, converted):
         """Raises a call's KernTuneError; a connection failure says what to do next."""
         if (isinstance(converted, _errors.UnavailableError)
-                and not converted.message.startswith("kerntuned is shutting down")):
+                and not converted.message.startswith(_queue.EXPLAINED_UNAVAILABLE)):
             converted = _errors.UnavailableError(
                 "%s: %s (%s)" % (self.target, _unavailable_hint(self.target),
                                  converted.message))
@@ -442,11 +444,12 @@ class Client:
             return None
         with self._queue_lock:
             if self._queue is not None and self._queue.closed:
-                self._queue = None  # the daemon closed it (its own process stays mapped)
+                self._queue = None  # closed by the daemon, or the daemon died
             if self._queue is None and not self._queue_refused and not self.closed:
                 timeout = 10.0 if self.timeout is None else min(self.timeout, 10.0)
                 try:
-                    self._queue = _queue.RunQueue.open(self._stub, timeout)
+                    self._queue = _queue.RunQueue.open(self._stub, timeout,
+                                                       self._health_check)
                 except _errors.KernTuneError:
                     # A daemon without queues (or that refuses one) is served
                     # over gRPC from now on.

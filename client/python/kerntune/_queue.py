@@ -26,6 +26,12 @@ store does.
 Thread-safe: one lock guards the ring; a thread waiting for its completion
 drains every ready completion and hands each to the thread that waits for
 it, as the C++ client does.
+
+A daemon that closes the queue writes `closed` and wakes cq_tail: waiting
+Runs fail at once. One that dies writes nothing, so while Runs wait in
+silence one of them asks the daemon's socket (gRPC health) every
+_PROBE_AFTER_S, and a socket where nothing answers fails them all with
+UNAVAILABLE instead of at their deadlines.
 """
 
 import ctypes
@@ -69,9 +75,34 @@ _FUTEX_WAIT = 0
 _FUTEX_WAKE = 1
 
 # How long a waiting thread spins on the completion ring before it sleeps on
-# the futex (run_queue.cc kSpin), and the longest single sleep.
+# the futex (run_queue.cc kSpin): a small Run's answer comes within it. The
+# longest single sleep: how soon a waiter sees a close the daemon wrote
+# while it was falling asleep, or its deadline.
 _SPIN_S = 30e-6
 _MAX_SLEEP_S = 0.1
+# A killed daemon writes nothing: after this long without a completion
+# while Runs wait, one waiter asks the daemon's socket whether anything
+# still answers (gRPC health), and again each time as long.
+_PROBE_AFTER_S = 0.25
+_PROBE_TIMEOUT_S = 1.0
+
+# UnavailableErrors that explain themselves, for Client._raise (no "is
+# kerntuned running?" hint): the daemon's own while it drains (over gRPC or
+# in a completion), and the queue's closes.
+EXPLAINED_UNAVAILABLE = ("kerntuned is shutting down", "kerntuned closed the submission queue",
+                         "the client closed its submission queue")
+
+# grpc.health.v1: any answer, even NOT_SERVING, proves the daemon is there.
+HEALTH_CHECK_METHOD = "/grpc.health.v1.Health/Check"
+
+# RegionHeader.closed (proto::queue::CloseReason), for messages.
+_CLOSE_REASONS = {
+    1: "by its owner",
+    2: "as its owner exited",
+    3: "for a bad index",
+    4: "as its region shrank",
+    5: "as it shuts down",
+}
 
 _libc = None
 _fence_lock = threading.Lock()
@@ -177,17 +208,22 @@ class Outcome:
 class RunQueue:
     """One open queue, mapped. open() raises a KernTuneError when the daemon
     has no queues (UNIMPLEMENTED), refuses one (FAILED_PRECONDITION over
-    TCP) or its layout is not this client's."""
+    TCP) or its layout is not this client's.
 
-    def __init__(self, stub, queue_id, region, entries):
+    health_check: HEALTH_CHECK_METHOD on the daemon's channel (bytes in and
+    out), how a waiting Run notices a daemon that died without closing the
+    queue; None: never asked.
+    """
+
+    def __init__(self, stub, queue_id, region, entries, health_check=None):
         self._stub = stub
         self.id = queue_id
-        self._mm = region
-        # The region's address, for the futex calls; released before unmapping.
-        self._anchor = ctypes.c_char.from_buffer(region)
-        self._base = ctypes.addressof(self._anchor)
+        self._health_check = health_check
+        # The region's address, for the futex calls.
+        self._base = ctypes.addressof(ctypes.c_char.from_buffer(region))
         # The index words, each stored and loaded in one piece (see above).
         self._words = memoryview(region).cast("I")
+        self._mm = region
         self._entries = entries
         self._mask = entries - 1
         self._completions = _completion_offset(entries)
@@ -197,10 +233,16 @@ class RunQueue:
         self._next_tag = 1
         self._waiting = {}  # tag -> _Waiter, submitted and not yet answered
         self._sleepers = 0
-        self._unmapped = False
+        # Closed by this client, or the UnavailableError that says the daemon died.
+        self._closed_here = False
+        self._gone = None
+        # When the daemon last showed it is alive (a completion, a probe),
+        # and whether a waiter is asking it now.
+        self._heard_at = time.monotonic()
+        self._probing = False
 
     @classmethod
-    def open(cls, stub, timeout):
+    def open(cls, stub, timeout, health_check=None):
         try:
             opened = stub.OpenQueue(pb.OpenQueueRequest(), timeout=timeout)
         except grpc.RpcError as error:
@@ -240,7 +282,7 @@ class RunQueue:
         if region is None:
             raise fail(_errors.FailedPreconditionError(
                 "mapping the queue %s failed" % opened.shm_name))
-        queue = cls(stub, opened.queue_id, region, entries)
+        queue = cls(stub, opened.queue_id, region, entries, health_check)
         if (queue._load(_MAGIC) != QUEUE_MAGIC or queue._load(_VERSION) != LAYOUT_VERSION
                 or queue._load(_ENTRIES) != entries):
             queue.close()
@@ -248,18 +290,14 @@ class RunQueue:
         return queue
 
     def close(self):
-        """CloseQueue (the daemon also ends it when this process exits), then unmaps."""
+        """CloseQueue (the daemon also ends it when this process exits). A
+        Run still waiting fails; the region is unmapped with the last
+        reference to this object, so never under a thread that reads it."""
         with self._lock:
-            if self._unmapped:
+            if self._closed_here:
                 return
-            self._unmapped = True
+            self._closed_here = True
         _close_on_daemon(self._stub, self.id)
-        del self._anchor
-        self._words.release()
-        try:
-            self._mm.close()
-        except BufferError:
-            pass  # a view is still out; the mapping goes with the process
 
     # -- the words ------------------------------------------------------------
 
@@ -285,8 +323,25 @@ class RunQueue:
 
     @property
     def closed(self):
-        """Whether the daemon closed the queue (then run submits nothing)."""
-        return self._unmapped or self._load(_CLOSED) != 0
+        """Whether the queue takes no more Runs: closed here or by the daemon,
+        or the daemon is gone."""
+        return self._closed_here or self._gone is not None or self._load(_CLOSED) != 0
+
+    def _closed_error(self, what):
+        """Why the queue is closed, as the UnavailableError of a Run that `what`."""
+        if self._gone is not None:
+            return _errors.UnavailableError(
+                "kerntuned went away; the Run %s (%s)" % (what, self._gone.message))
+        reason = self._load(_CLOSED)
+        if reason == 5:
+            # The words a gRPC Run gets from a draining daemon.
+            return _errors.UnavailableError(
+                "kerntuned is shutting down: it closed the submission queue; the Run %s" % what)
+        if self._closed_here and reason in (0, 1):
+            return _errors.UnavailableError(
+                "the client closed its submission queue; the Run %s" % what)
+        return _errors.UnavailableError("kerntuned closed the submission queue %s; the Run %s"
+                                        % (_CLOSE_REASONS.get(reason, "(%d)" % reason), what))
 
     # -- completions ----------------------------------------------------------
 
@@ -295,6 +350,7 @@ class RunQueue:
         tail = self._load(_CQ_TAIL)
         if tail == self._cq_head:
             return
+        self._heard_at = time.monotonic()
         mm = self._mm
         while self._cq_head != tail:
             slot = self._completions + (self._cq_head & self._mask) * COMPLETION_SLOT_BYTES
@@ -322,28 +378,80 @@ class RunQueue:
         if self._load(_NEED_WAKEUP) != 0:
             self._ring_doorbell()
 
-    def _wait(self, seen, timeout_s):
-        """Waits up to timeout_s for a completion past `seen` (cq_head when the
-        caller last drained): spins briefly, then sleeps on the futex."""
-        spin_until = time.monotonic() + min(_SPIN_S, timeout_s)
-        while self._load(_CQ_TAIL) == seen and not self.closed:
-            if time.monotonic() >= spin_until:
-                break
-        if self._load(_CQ_TAIL) != seen or self.closed or timeout_s <= _SPIN_S:
-            return
+    def _wait(self, until):
+        """Waits (self._lock held, released meanwhile) for a completion past
+        cq_head, a close or `until`, at most _MAX_SLEEP_S: spins briefly,
+        then sleeps on the futex. Then, if the daemon has been silent for
+        _PROBE_AFTER_S, asks whether it is still there."""
+        seen = self._cq_head
+        self._lock.release()
+        try:
+            now = time.monotonic()
+            timeout_s = _MAX_SLEEP_S if until is None else min(until - now, _MAX_SLEEP_S)
+            spin_until = now + min(_SPIN_S, timeout_s)
+            while self._load(_CQ_TAIL) == seen and not self.closed:
+                if time.monotonic() >= spin_until:
+                    break
+            if self._load(_CQ_TAIL) == seen and not self.closed and timeout_s > _SPIN_S:
+                self._sleep(seen, timeout_s - _SPIN_S)
+        finally:
+            self._lock.acquire()
+        if self._load(_CQ_TAIL) == seen and not self.closed:
+            self._probe(until)
+
+    def _sleep(self, seen, timeout_s):
+        """FUTEX_WAIT on cq_tail while it is `seen`, with client_waiting set."""
         with self._lock:
             self._sleepers += 1
             if self._sleepers == 1:
                 self._store(_CLIENT_WAITING, 1)
+                # client_waiting before cq_tail is read again: the daemon
+                # stores cq_tail and then reads client_waiting, so either it
+                # wakes this thread or the re-check sees the completion.
                 _full_fence()
         try:
-            # Returns at once when cq_tail moved after `seen` was read.
-            self._futex(_CQ_TAIL, _FUTEX_WAIT, seen, timeout_s - _SPIN_S)
+            if self._load(_CQ_TAIL) == seen and not self.closed:
+                # Returns at once when cq_tail moved after the re-check.
+                self._futex(_CQ_TAIL, _FUTEX_WAIT, seen, timeout_s)
         finally:
             with self._lock:
                 self._sleepers -= 1
-                if self._sleepers == 0 and not self._unmapped:
+                if self._sleepers == 0:
                     self._store(_CLIENT_WAITING, 0)
+
+    def _probe(self, until):
+        """(self._lock held) After _PROBE_AFTER_S without news from the
+        daemon, one waiter asks whether it is still there; when nothing
+        answers, the queue is gone and every waiter fails."""
+        now = time.monotonic()
+        if (self._health_check is None or self._probing
+                or now - self._heard_at < _PROBE_AFTER_S):
+            return
+        timeout = _PROBE_TIMEOUT_S if until is None else min(_PROBE_TIMEOUT_S, until - now)
+        if timeout <= 0:
+            return
+        self._probing = True
+        self._lock.release()
+        try:
+            gone = self._daemon_gone(timeout)
+        finally:
+            self._lock.acquire()
+            self._probing = False
+        if gone is None:
+            self._heard_at = time.monotonic()
+        else:
+            self._gone = gone
+
+    def _daemon_gone(self, timeout):
+        """An UnavailableError when nothing answers at the daemon's socket;
+        None when the daemon answered (whatever it said) or did not in time:
+        a busy daemon is not a dead one."""
+        try:
+            self._health_check(b"", timeout=timeout)  # HealthCheckRequest{} is empty
+        except grpc.RpcError as error:
+            if error.code() == grpc.StatusCode.UNAVAILABLE:
+                return _errors.from_rpc_error(error)
+        return None
 
     # -- runs -----------------------------------------------------------------
 
@@ -357,32 +465,19 @@ class RunQueue:
                 "the request has %d bytes; a queue descriptor holds %d"
                 % (len(data), MAX_REQUEST_BYTES)))
         until = None if timeout is None else time.monotonic() + timeout
-
-        def left():
-            if until is None:
-                return _MAX_SLEEP_S
-            return min(until - time.monotonic(), _MAX_SLEEP_S)
-
         me = _Waiter()
-        self._lock.acquire()
-        try:
+        with self._lock:
             # A free descriptor slot: at most `entries` Runs unanswered.
             while True:
                 if self.closed:
-                    return Outcome(False, error=_errors.UnavailableError(
-                        "the daemon closed the queue"))
+                    return Outcome(False, error=self._closed_error("was not sent"))
                 self._drain()
                 if ((self._sq_tail - self._cq_head) & 0xFFFFFFFF) < self._entries:
                     break
                 if until is not None and time.monotonic() >= until:
                     return Outcome(False, error=_errors.DeadlineExceededError(
                         "the queue stayed full"))
-                seen = self._cq_head
-                self._lock.release()
-                try:
-                    self._wait(seen, left())
-                finally:
-                    self._lock.acquire()
+                self._wait(until)
             tag = self._next_tag
             self._next_tag += 1
             slot = RINGS_OFFSET + (self._sq_tail & self._mask) * SUBMISSION_SLOT_BYTES
@@ -395,6 +490,8 @@ class RunQueue:
             # sq_tail before need_wakeup is read: the daemon sets need_wakeup
             # and then looks at sq_tail, so one of the two sides sees the other.
             _full_fence()
+            if not self._waiting:
+                self._heard_at = time.monotonic()  # silence counts from here
             self._waiting[tag] = me
             if self._load(_NEED_WAKEUP) != 0:
                 self._ring_doorbell()
@@ -403,21 +500,12 @@ class RunQueue:
                 self._drain()
                 if me.done:
                     break
-                if self.closed or (until is not None and time.monotonic() >= until):
+                if self.closed:
+                    me.error = self._closed_error("was in flight")
+                elif until is not None and time.monotonic() >= until:
+                    me.error = _errors.DeadlineExceededError("no answer from the daemon in time")
+                if me.error is not None:
                     self._waiting.pop(tag, None)
-                    if self.closed:
-                        me.error = _errors.UnavailableError(
-                            "the daemon closed the queue with this Run in flight")
-                    else:
-                        me.error = _errors.DeadlineExceededError(
-                            "no answer from the daemon in time")
                     break
-                seen = self._cq_head
-                self._lock.release()
-                try:
-                    self._wait(seen, left())
-                finally:
-                    self._lock.acquire()
-        finally:
-            self._lock.release()
+                self._wait(until)
         return Outcome(True, me.response, me.error)
