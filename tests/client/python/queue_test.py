@@ -2,9 +2,13 @@
 """The Python client's submission queue (client/python/kerntune/_queue.py)
 against a real kerntuned --cpu child.
 
-How it writes the words the daemon reads (checked from another process); a
-queue the daemon closes and a daemon killed (-9) or stopped while a Run
-waits.
+How it writes the words the daemon reads (checked from another process);
+every op through the queue giving the bytes the same Run gives over gRPC;
+the daemon's errors in completions with the gRPC codes and messages;
+threads sharing one queue; the Runs that go over gRPC instead (inline
+tensors, TCP, a daemon without queues, a queue closed before a Run
+reached it); a queue the daemon closes and a daemon killed (-9) or
+stopped while a Run waits.
 
 Run by CTest like client_test.py; exits 77 (skipped) without grpc, protobuf
 or NumPy, and skips the queue tests off Linux x86-64.
@@ -20,9 +24,10 @@ import textwrap
 import threading
 import time
 import unittest
+from unittest import mock
 
 try:
-    import grpc  # noqa: F401
+    import grpc
     import numpy as np
 
     import kerntune
@@ -34,7 +39,10 @@ except ImportError as e:  # pragma: no cover - environment check
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kerntuned_child  # noqa: E402
-from client_test import _skip_without_buffers  # noqa: E402
+from client_test import (TOLERANCE, STATS_TOLERANCE, CloseMixin, DaemonTestCase,  # noqa: E402
+                         _free_tcp_port, _skip_without_buffers, random_input, ref_layer_norm,
+                         ref_reduce_scale, ref_rms_norm, ref_scaled_masked_softmax,
+                         ref_softmax_along)
 
 ENTRIES = 8
 
@@ -111,6 +119,336 @@ class _CountingRun:
     def __call__(self, request, **kwargs):
         self.calls += 1
         return self._run(request, **kwargs)
+
+
+class _RpcError(grpc.RpcError):
+    """What a stub raises for a status the test picks."""
+
+    def __init__(self, code, details):
+        super().__init__(details)
+        self._code, self._details = code, details
+
+    def code(self):
+        return self._code
+
+    def details(self):
+        return self._details
+
+
+class _FailingOpenQueue:
+    """Replaces a client's OpenQueue stub: the first `failures` calls raise
+    `code`, later ones go to the daemon."""
+
+    def __init__(self, client, code, failures=None):
+        self.calls = 0
+        self._open = client._stub.OpenQueue
+        self._code = code
+        self._failures = failures
+        client._stub.OpenQueue = self
+
+    def __call__(self, request, **kwargs):
+        self.calls += 1
+        if self._failures is None or self.calls <= self._failures:
+            raise _RpcError(self._code, "OpenQueue refused by the test")
+        return self._open(request, **kwargs)
+
+
+def _host_request(client, op, x, out, **refs):
+    """A RunRequest on shared arrays built as client builds one (its own
+    registrations); refs: {"layer_norm.mean": array, ...}."""
+    used = []
+    request = pb.RunRequest(op=op, dtype=pb.DTYPE_FLOAT32,
+                            shape=pb.Shape(rows=x.shape[0], cols=x.shape[1]))
+    client._host_ref(request.input, x, used)
+    client._host_ref(request.output, out, used)
+    for path, array in refs.items():
+        message = request
+        for name in path.split("."):
+            message = getattr(message, name)
+        client._host_ref(message, array, used)
+    return request
+
+
+class QueueTest(DaemonTestCase, CloseMixin):
+    """Runs on shared arrays through the submission queue against the same
+    Runs over gRPC. A daemon of its own, so open_queues counts only this
+    class's clients; it also listens on TCP."""
+
+    port = _free_tcp_port()
+    extra_args = DaemonTestCase.extra_args + ("--tcp=127.0.0.1:%d" % port,)
+
+    def setUp(self):
+        _skip_unless_supported()
+        _skip_without_buffers(self.client)
+        self.rng = np.random.default_rng(23)
+        self.queued = kerntune.Client(self.daemon.target, timeout=30)
+        self.grpc = kerntune.Client(self.daemon.target, timeout=30, use_queue=False)
+        self.queued_grpc_runs = _CountingRun(self.queued)
+        self.grpc_grpc_runs = _CountingRun(self.grpc)
+
+    def tearDown(self):
+        self.queued.close()
+        self.grpc.close()
+
+    def open_queues(self):
+        return self.client.status().open_queues
+
+    def assertSameBytes(self, by_queue, by_grpc, what):
+        self.assertEqual(np.asarray(by_queue).tobytes(), np.asarray(by_grpc).tobytes(), what)
+
+    def test_every_op_gives_the_bytes_grpc_gives(self):
+        self.assertTrue(self.queued.use_queue)
+        self.assertFalse(self.grpc.use_queue)
+        for dtype in ("float32", "float16"):
+            x2 = kerntune.shared_array(random_input(self.rng, "layer_norm", dtype, (9, 70)))
+            x3 = kerntune.shared_array(random_input(self.rng, "softmax", dtype, (3, 5, 7)))
+            weight = kerntune.shared_array(self.rng.normal(1, 0.5, 70).astype(dtype))
+            bias = kerntune.shared_array(self.rng.normal(0, 0.5, 70).astype(dtype))
+            mask = kerntune.shared_array(self.rng.normal(0, 1, (5, 7)).astype(dtype))
+            x64 = np.asarray(x2).astype(np.float64)
+            cases = (
+                ("softmax", x2, {}, ref_softmax_along(x2, -1)),
+                ("log_softmax", x2, {}, ref_softmax_along(x2, -1, log=True)),
+                ("softmax dim=1", x3, {"dim": 1}, ref_softmax_along(x3, 1)),
+                ("log_softmax dim=0", x3, {"dim": 0}, ref_softmax_along(x3, 0, log=True)),
+                ("layer_norm", x2, {"weight": weight, "bias": bias},
+                 ref_layer_norm(x64, weight, bias, 1e-5)[0]),
+                ("layer_norm", x2, {"eps": 1e-3}, ref_layer_norm(x64, None, None, 1e-3)[0]),
+                ("rms_norm", x2, {"weight": weight}, ref_rms_norm(x2, weight, 1e-6)[0]),
+                ("scaled_masked_softmax", x3, {"mask": mask, "scale": 0.5, "causal": True},
+                 ref_scaled_masked_softmax(x3, mask, 0.5, True)),
+            )
+            for name, x, kwargs, want in cases:
+                op = name.split()[0]
+                what = "%s %s %s" % (name, dtype, sorted(kwargs))
+                by_queue = kerntune.shared_empty(x.shape, dtype)
+                by_grpc = kerntune.shared_empty(x.shape, dtype)
+                by_queue[...] = np.nan
+                by_grpc[...] = np.nan
+                result = self.queued.run(op, x, by_queue, **kwargs)
+                self.grpc.run(op, x, by_grpc, **kwargs)
+                self.assertIs(result.output, by_queue, what)
+                self.assertEqual(result.backend, "cpu", what)
+                self.assertClose(by_queue, want, TOLERANCE[(dtype, op)], what)
+                self.assertSameBytes(by_queue, by_grpc, what)
+            # Views at an offset into the same shared memory.
+            out = kerntune.shared_empty((9, 70), dtype)
+            self.queued.softmax(x2[2:5], out=out[4:7])
+            self.assertClose(out[4:7], ref_softmax_along(x2[2:5], -1),
+                             TOLERANCE[(dtype, "softmax")], "offsets " + dtype)
+        self.assertEqual(self.queued_grpc_runs.calls, 0, "the queue carried every run")
+        self.assertGreater(self.grpc_grpc_runs.calls, 0)
+        self.assertIsNotNone(self.queued._queue_id())
+        self.assertIsNone(self.grpc._queue_id())
+
+    def test_stats_and_scales_into_client_memory(self):
+        # What NumPy callers get inline, a descriptor points at shared memory
+        # (as torch callers' device tensors).
+        x = kerntune.shared_array(random_input(self.rng, "layer_norm", "float32", (6, 40)))
+        weight = kerntune.shared_array(self.rng.normal(1, 0.5, 40).astype(np.float32))
+        outputs = {}
+        for client in (self.queued, self.grpc):
+            y = [kerntune.shared_empty((6, 40), np.float32) for _ in range(3)]
+            rows = [kerntune.shared_empty(6, np.float32) for _ in range(4)]
+            for array in y + rows:
+                array[...] = np.nan
+            requests = [
+                _host_request(client, pb.OP_LAYER_NORM, x, y[0], **{
+                    "layer_norm.gamma": weight, "layer_norm.mean": rows[0],
+                    "layer_norm.inv_std": rows[1]}),
+                _host_request(client, pb.OP_RMS_NORM, x, y[1], **{
+                    "rms_norm.weight": weight, "rms_norm.inv_rms": rows[2]}),
+                _host_request(client, pb.OP_REDUCE_SCALE, x, y[2], **{
+                    "reduce_scale.row_scale": rows[3]}),
+            ]
+            requests[0].layer_norm.epsilon = 1e-5
+            requests[1].rms_norm.epsilon = 1e-6
+            for request in requests:
+                self.assertTrue(_queue.queue_carries(request), request.op)
+                client._run_request(request)
+            outputs[client] = y + rows
+        y_ln, mean, inv_std = ref_layer_norm(x, weight, None, 1e-5)
+        y_rms, inv_rms = ref_rms_norm(x, weight, 1e-6)
+        y_rs, scale = ref_reduce_scale(x)
+        got = outputs[self.queued]
+        self.assertClose(got[0], y_ln, TOLERANCE[("float32", "layer_norm")], "layer_norm")
+        self.assertClose(got[3], mean, STATS_TOLERANCE, "mean")
+        self.assertClose(got[4], inv_std, STATS_TOLERANCE, "inv_std")
+        self.assertClose(got[1], y_rms, TOLERANCE[("float32", "rms_norm")], "rms_norm")
+        self.assertClose(got[5], inv_rms, STATS_TOLERANCE, "inv_rms")
+        self.assertClose(got[2], y_rs, TOLERANCE[("float32", "reduce_scale")], "reduce_scale")
+        self.assertClose(got[6], scale[:, 0], STATS_TOLERANCE, "row_scale")
+        for i, (a, b) in enumerate(zip(got, outputs[self.grpc])):
+            self.assertSameBytes(a, b, "output %d" % i)
+        self.assertEqual(self.queued_grpc_runs.calls, 0)
+        self.assertEqual(self.grpc_grpc_runs.calls, 3)
+
+    def test_errors_carry_the_grpc_code_and_message(self):
+        array = kerntune.shared_array(np.ones((6, 4), np.float32))
+        out = kerntune.shared_empty((6, 4), np.float32)
+
+        def unknown_buffer(request):
+            request.input.buffer.buffer_id = "0" * 32
+
+        def past_the_end(request):
+            request.output.buffer.offset_bytes = 6 * 4 * 4
+
+        def no_rows(request):
+            request.shape.rows = 0
+
+        def overlap(request):
+            request.shape.rows = 2
+            request.output.buffer.CopyFrom(request.input.buffer)
+            request.output.buffer.offset_bytes = 8
+
+        def device_memory(request):
+            request.input.cuda_ipc.handle = bytes(64)
+
+        def bad_epsilon(request):
+            request.op = pb.OP_LAYER_NORM
+            request.layer_norm.epsilon = -1.0
+
+        cases = ((unknown_buffer, grpc.StatusCode.NOT_FOUND),
+                 (past_the_end, grpc.StatusCode.OUT_OF_RANGE),
+                 (no_rows, grpc.StatusCode.INVALID_ARGUMENT),
+                 (overlap, grpc.StatusCode.INVALID_ARGUMENT),
+                 (device_memory, grpc.StatusCode.FAILED_PRECONDITION),
+                 (bad_epsilon, grpc.StatusCode.INVALID_ARGUMENT))
+        for spoil, code in cases:
+            errors = []
+            for client in (self.queued, self.grpc):
+                request = _host_request(client, pb.OP_SOFTMAX, array, out)
+                spoil(request)
+                self.assertTrue(_queue.queue_carries(request), spoil.__name__)
+                with self.assertRaises(kerntune.KernTuneError) as context:
+                    client._run_request(request)
+                errors.append(context.exception)
+            by_queue, by_grpc = errors
+            self.assertEqual(by_grpc.code, code, "%s: %s" % (spoil.__name__, by_grpc))
+            self.assertIs(type(by_queue), type(by_grpc), spoil.__name__)
+            self.assertEqual(by_queue.code, by_grpc.code, spoil.__name__)
+            self.assertEqual(by_queue.message, by_grpc.message, spoil.__name__)
+        self.assertEqual(self.queued_grpc_runs.calls, 0, "every error came through the queue")
+        self.assertEqual(self.grpc_grpc_runs.calls, len(cases))
+        # The public API raises the same: in and out overlap.
+        with self.assertRaises(kerntune.InvalidArgumentError) as context:
+            self.queued.softmax(array[0:4], out=array[2:6])
+        self.assertCode(context, grpc.StatusCode.INVALID_ARGUMENT, "overlaps")
+        self.assertEqual(self.queued_grpc_runs.calls, 0)
+
+    def test_threads_share_the_queue(self):
+        failures = []
+        data = random_input(self.rng, "softmax", "float32", (16, 32))
+        x = kerntune.shared_array(data)
+        weight = kerntune.shared_array(np.linspace(0.5, 1.5, 32, dtype=np.float32))
+
+        def work(op, kwargs, want):
+            try:
+                out = kerntune.shared_empty((16, 32), np.float32)
+                for i in range(50):
+                    rows = slice(i % 16, 16)
+                    out[...] = np.nan
+                    self.queued.run(op, x[rows], out[rows], **kwargs)
+                    self.assertClose(out[rows], want[rows], TOLERANCE[("float32", op)],
+                                     "%s run %d" % (op, i))
+            except Exception as error:  # pylint: disable=broad-except
+                failures.append(error)
+
+        jobs = [("softmax", {}, ref_softmax_along(data, -1)),
+                ("log_softmax", {}, ref_softmax_along(data, -1, log=True)),
+                ("rms_norm", {"weight": weight}, ref_rms_norm(data, weight, 1e-6)[0]),
+                ("layer_norm", {}, ref_layer_norm(data, None, None, 1e-5)[0])] * 2
+        threads = [threading.Thread(target=work, args=job) for job in jobs]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        self.assertFalse(any(thread.is_alive() for thread in threads), "a thread hangs")
+        self.assertEqual(failures, [])
+        self.assertEqual(self.queued_grpc_runs.calls, 0)
+        self.assertEqual(self.open_queues(), 1)
+
+    # -- what goes over gRPC --------------------------------------------------
+
+    def test_inline_tensors_go_over_grpc(self):
+        data = random_input(self.rng, "layer_norm", "float32", (3, 8))
+        shared = kerntune.shared_array(data)
+        self.queued.softmax(data)  # inline in, inline out
+        self.queued.softmax(shared)  # shared in, inline out
+        self.queued.layer_norm(shared, out=kerntune.shared_empty((3, 8), np.float32),
+                               return_stats=True)  # mean and inv_std inline
+        self.queued.reduce_scale(shared, out=kerntune.shared_empty((3, 8), np.float32))
+        self.queued.softmax(data, out=kerntune.shared_empty((3, 8), np.float32))
+        self.assertEqual(self.queued_grpc_runs.calls, 5)
+        self.assertIsNone(self.queued._queue_id(), "no run needed a queue")
+        self.assertEqual(self.open_queues(), 0)
+
+    def test_a_tcp_client_has_no_queue(self):
+        with kerntune.Client("127.0.0.1:%d" % self.port, timeout=30) as tcp:
+            self.assertFalse(tcp.use_queue)
+            np.testing.assert_allclose(tcp.softmax(np.zeros((1, 4), np.float32)), 0.25)
+        # The daemon refuses a queue over TCP: FAILED_PRECONDITION, for good.
+        with kerntune.Client("127.0.0.1:%d" % self.port, timeout=30) as tcp:
+            with self.assertRaises(kerntune.FailedPreconditionError):
+                _queue.RunQueue.open(tcp._stub, 10)
+
+    def test_a_daemon_without_queues_is_served_over_grpc(self):
+        opens = _FailingOpenQueue(self.queued, grpc.StatusCode.UNIMPLEMENTED)
+        x = kerntune.shared_array(np.ones((2, 4), np.float32))
+        out = kerntune.shared_empty((2, 4), np.float32)
+        for _ in range(3):
+            out[...] = 0
+            self.queued.softmax(x, out=out)
+            np.testing.assert_allclose(out, 0.25)
+        self.assertEqual(opens.calls, 1, "asked once")
+        self.assertEqual(self.queued_grpc_runs.calls, 3)
+        self.assertIsNone(self.queued._queue_id())
+
+    def test_a_run_that_never_reached_a_closed_queue_goes_over_grpc(self):
+        x = kerntune.shared_array(np.ones((2, 4), np.float32))
+        out = kerntune.shared_empty((2, 4), np.float32)
+        self.queued.softmax(x, out=out)
+        queue = self.queued._queue
+        self.queued._stub.CloseQueue(pb.CloseQueueRequest(queue_id=queue.id), timeout=10)
+        self.assertTrue(queue.closed)
+        outcome = queue.run(_host_request(self.queued, pb.OP_SOFTMAX, x, out), 10)
+        self.assertFalse(outcome.submitted)
+        self.assertIsInstance(outcome.error, kerntune.UnavailableError)
+        # The queue closed between the client's pick and the submission.
+        out[...] = 0
+        with mock.patch.object(self.queued, "_queue_for", return_value=queue):
+            self.queued.softmax(x, out=out)
+        np.testing.assert_allclose(out, 0.25)
+        self.assertEqual(self.queued_grpc_runs.calls, 1)
+
+    def test_a_queue_the_daemon_closed_is_reopened(self):
+        x = kerntune.shared_array(np.ones((2, 4), np.float32))
+        out = kerntune.shared_empty((2, 4), np.float32)
+        self.queued.softmax(x, out=out)
+        first = self.queued._queue_id()
+        self.assertIsNotNone(first)
+        self.queued._stub.CloseQueue(pb.CloseQueueRequest(queue_id=first), timeout=10)
+        out[...] = 0
+        self.queued.softmax(x, out=out)
+        np.testing.assert_allclose(out, 0.25)
+        self.assertNotEqual(self.queued._queue_id(), first)
+        self.assertEqual(self.queued_grpc_runs.calls, 0)
+        self.assertEqual(self.open_queues(), 1)
+
+    def test_open_queues_while_the_client_is_open(self):
+        self.assertEqual(self.open_queues(), 0)
+        x = kerntune.shared_array(np.ones((2, 4), np.float32))
+        out = kerntune.shared_empty((2, 4), np.float32)
+        self.grpc.softmax(x, out=out)
+        self.assertEqual(self.open_queues(), 0, "use_queue=False opens no queue")
+        self.assertEqual(self.grpc_grpc_runs.calls, 1)
+        self.queued.softmax(x, out=out)
+        np.testing.assert_allclose(out, 0.25)
+        self.assertEqual(self.open_queues(), 1)
+        self.queued.softmax(x, out=out)
+        self.assertEqual(self.open_queues(), 1, "one queue per client")
+        self.queued.close()
+        self.assertEqual(self.open_queues(), 0, "close() closes the queue")
 
 
 class DaemonGoneTest(unittest.TestCase):
