@@ -8,8 +8,10 @@ Tensors reach the daemon three ways (see README.md):
 """
 
 import collections
+import math
 import os
 import threading
+import time
 import weakref
 
 import grpc
@@ -25,6 +27,11 @@ from kerntune.v1 import kerntune_pb2_grpc as pb_grpc
 
 # Seconds every RPC may take; None = no deadline.
 DEFAULT_TIMEOUT_S = 60.0
+# After a daemon that could not open a queue for now (down, busy, at its
+# queue limit), Runs go over gRPC this long before the next OpenQueue.
+_QUEUE_RETRY_S = 1.0
+_QUEUE_RETRY_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
+                      grpc.StatusCode.RESOURCE_EXHAUSTED)
 # Inline tensors above this size are checked against the daemon's limit
 # before they are copied into a request (GetStatus once per client); smaller
 # ones are sent as they are.
@@ -352,11 +359,12 @@ class Client:
         self.timeout = timeout
         self.use_queue = (bool(use_queue) and _queue.QUEUE_SUPPORTED
                           and _socket_path(self.target) is not None)
-        # The submission queue, opened on the first run it can carry;
-        # reopened after the daemon closed it; never again once refused.
+        # The submission queue, opened on the first run it can carry and
+        # reopened after the daemon closed it, not before _queue_retry_at
+        # (monotonic; inf once a daemon without queues refused one).
         self._queue_lock = threading.Lock()
         self._queue = None
-        self._queue_refused = False
+        self._queue_retry_at = 0.0
         self._device_map = dict(device_map or {})
         # torch device index -> daemon ordinal found by UUID, once per index.
         self._found_ordinals = {}
@@ -405,7 +413,7 @@ class Client:
                 pass
         with self._queue_lock:
             queue, self._queue = self._queue, None
-            self._queue_refused = True
+            self._queue_retry_at = math.inf
         if queue is not None:
             queue.close()
         self.closed = True
@@ -443,17 +451,21 @@ class Client:
         if not self.use_queue or not _queue.queue_carries(request):
             return None
         with self._queue_lock:
+            if self._queue is not None and self._queue.pid != os.getpid():
+                return None  # a forked child: the queue is its parent's
             if self._queue is not None and self._queue.closed:
                 self._queue = None  # closed by the daemon, or the daemon died
-            if self._queue is None and not self._queue_refused and not self.closed:
+            if (self._queue is None and not self.closed
+                    and time.monotonic() >= self._queue_retry_at):
                 timeout = 10.0 if self.timeout is None else min(self.timeout, 10.0)
                 try:
                     self._queue = _queue.RunQueue.open(self._stub, timeout,
                                                        self._health_check)
-                except _errors.KernTuneError:
-                    # A daemon without queues (or that refuses one) is served
-                    # over gRPC from now on.
-                    self._queue_refused = True
+                except _errors.KernTuneError as error:
+                    # gRPC for now, or for good from a daemon without queues
+                    # (or that refuses one, as over TCP).
+                    self._queue_retry_at = (time.monotonic() + _QUEUE_RETRY_S
+                                            if error.code in _QUEUE_RETRY_CODES else math.inf)
             return self._queue
 
     def _run_request(self, request):

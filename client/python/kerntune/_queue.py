@@ -218,6 +218,8 @@ class RunQueue:
     def __init__(self, stub, queue_id, region, entries, health_check=None):
         self._stub = stub
         self.id = queue_id
+        # A forked child inherits the mapping but must not write into it.
+        self.pid = os.getpid()
         self._health_check = health_check
         # The region's address, for the futex calls.
         self._base = ctypes.addressof(ctypes.c_char.from_buffer(region))

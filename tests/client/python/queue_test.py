@@ -6,9 +6,9 @@ How it writes the words the daemon reads (checked from another process);
 every op through the queue giving the bytes the same Run gives over gRPC;
 the daemon's errors in completions with the gRPC codes and messages;
 threads sharing one queue; the Runs that go over gRPC instead (inline
-tensors, TCP, a daemon without queues, a queue closed before a Run
-reached it); a queue the daemon closes and a daemon killed (-9) or
-stopped while a Run waits.
+tensors, TCP, a daemon without queues, a queue that cannot open now or
+closed before a Run reached it, a forked child); a queue the daemon closes
+and a daemon killed (-9) or stopped while a Run waits.
 
 Run by CTest like client_test.py; exits 77 (skipped) without grpc, protobuf
 or NumPy, and skips the queue tests off Linux x86-64.
@@ -404,6 +404,20 @@ class QueueTest(DaemonTestCase, CloseMixin):
         self.assertEqual(self.queued_grpc_runs.calls, 3)
         self.assertIsNone(self.queued._queue_id())
 
+    def test_a_queue_that_cannot_open_now_is_tried_again(self):
+        opens = _FailingOpenQueue(self.queued, grpc.StatusCode.RESOURCE_EXHAUSTED, failures=1)
+        x = kerntune.shared_array(np.ones((2, 4), np.float32))
+        out = kerntune.shared_empty((2, 4), np.float32)
+        with mock.patch.object(kerntune._client, "_QUEUE_RETRY_S", 0.3):
+            self.queued.softmax(x, out=out)
+            self.queued.softmax(x, out=out)
+            self.assertEqual((opens.calls, self.queued_grpc_runs.calls), (1, 2),
+                             "over gRPC, no second OpenQueue at once")
+            time.sleep(0.3)
+            self.queued.softmax(x, out=out)
+        self.assertEqual((opens.calls, self.queued_grpc_runs.calls), (2, 2))
+        self.assertIsNotNone(self.queued._queue_id())
+
     def test_a_run_that_never_reached_a_closed_queue_goes_over_grpc(self):
         x = kerntune.shared_array(np.ones((2, 4), np.float32))
         out = kerntune.shared_empty((2, 4), np.float32)
@@ -450,6 +464,21 @@ class QueueTest(DaemonTestCase, CloseMixin):
         self.queued.close()
         self.assertEqual(self.open_queues(), 0, "close() closes the queue")
 
+    def test_a_forked_child_leaves_its_parents_queue_alone(self):
+        x = kerntune.shared_array(np.ones((2, 4), np.float32))
+        out = kerntune.shared_empty((2, 4), np.float32)
+        self.queued.softmax(x, out=out)
+        request = _host_request(self.queued, pb.OP_SOFTMAX, x, out)
+        self.assertIs(self.queued._queue_for(request), self.queued._queue)
+        pid = os.fork()
+        if pid == 0:  # the child: no gRPC, no test machinery, only the choice
+            os._exit(0 if self.queued._queue_for(request) is None else 1)
+        _, status = os.waitpid(pid, 0)
+        self.assertEqual(os.waitstatus_to_exitcode(status), 0,
+                         "the child would have written into its parent's queue")
+        self.queued.softmax(x, out=out)
+        self.assertEqual(self.queued_grpc_runs.calls, 0)
+
 
 class DaemonGoneTest(unittest.TestCase):
     """A daemon of its own per test, stopped, killed or closing a queue
@@ -478,8 +507,8 @@ class DaemonGoneTest(unittest.TestCase):
                 os.kill(daemon.process.pid, signal.SIGCONT)
             daemon.cleanup()
 
-    def start_daemon(self):
-        daemon = kerntuned_child.Daemon(self.binary)
+    def start_daemon(self, socket=None):
+        daemon = kerntuned_child.Daemon(self.binary, socket=socket)
         self.daemons.append(daemon)
         daemon.wait_serving()
         return daemon
@@ -543,6 +572,14 @@ class DaemonGoneTest(unittest.TestCase):
             self.client.softmax(self.x, out=self.out)
         self.assertLess(time.monotonic() - start, 3.0)
         self.assertEqual(self.grpc_runs.calls, 1)
+        # A new daemon on the same socket gets a new queue.
+        self.start_daemon(socket=self.daemon.socket)
+        time.sleep(kerntune._client._QUEUE_RETRY_S)
+        self.out[...] = 0
+        self.client.softmax(self.x, out=self.out)
+        np.testing.assert_allclose(self.out, 0.25)
+        self.assertEqual(self.grpc_runs.calls, 1)
+        self.assertNotIn(self.client._queue_id(), (None, self.queue.id))
 
     def test_a_stopped_daemon_is_waited_for_until_the_deadline(self):
         # Stopped, it answers no probe; that is not gone.
