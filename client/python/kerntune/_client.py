@@ -475,7 +475,7 @@ class Client:
         queue = self._queue_for(request)
         if queue is not None:
             outcome = queue.run(request, self.timeout)
-            if outcome.submitted:
+            if outcome.submitted or not isinstance(outcome.error, _errors.UnavailableError):
                 if outcome.error is not None:
                     self._raise(outcome.error)
                 return outcome.response

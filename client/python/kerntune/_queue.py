@@ -193,9 +193,10 @@ class _Waiter:
 
 
 class Outcome:
-    """submitted: False when the request never reached the queue (it is
-    closed), so the caller may send it another way; True once it may have
-    run. Then response (a RunResponse) or error (a KernTuneError)."""
+    """submitted: False when the request never reached the queue: it is
+    closed (an UnavailableError; the caller may send it another way) or
+    stayed full until the deadline. True once it may have run. Then
+    response (a RunResponse) or error (a KernTuneError)."""
 
     __slots__ = ("submitted", "response", "error")
 

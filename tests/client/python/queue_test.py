@@ -597,6 +597,25 @@ class DaemonGoneTest(unittest.TestCase):
         self.assertIs(self.client._queue, self.queue)
         self.assertEqual(self.grpc_runs.calls, 0)
 
+    def test_a_full_queue_spends_the_deadline_once(self):
+        # Stopped, the daemon answers nothing: `entries` Runs fill the ring
+        # and one more waits for a slot until its deadline, then fails
+        # instead of starting over on gRPC.
+        self.client.timeout = 1.5
+        self.stop_daemon()
+        entries = self.queue._entries
+        start = time.monotonic()
+        waiting = [self.run_in_thread(lambda: self.client.softmax(self.x, out=self.out))
+                   for _ in range(entries + 1)]
+        for outcome in waiting:
+            outcome["thread"].join(30)
+        errors = [outcome.get("error") for outcome in waiting]
+        self.assertTrue(all(isinstance(error, kerntune.DeadlineExceededError)
+                            for error in errors), errors)
+        self.assertEqual(sum(error.message == "the queue stayed full" for error in errors), 1)
+        self.assertLess(max(outcome["at"] for outcome in waiting) - start, 2.9)
+        self.assertEqual(self.grpc_runs.calls, 0)
+
     def test_a_run_in_flight_when_the_daemon_closes_the_queue_fails_at_once(self):
         # A Run that takes the CPU backend seconds, and the queue closed
         # while the daemon computes it.
