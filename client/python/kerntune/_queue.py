@@ -454,6 +454,8 @@ class RunQueue:
         except grpc.RpcError as error:
             if error.code() == grpc.StatusCode.UNAVAILABLE:
                 return _errors.from_rpc_error(error)
+        except ValueError:
+            pass  # the client closed its channel meanwhile, and so the queue
         return None
 
     # -- runs -----------------------------------------------------------------
