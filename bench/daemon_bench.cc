@@ -458,6 +458,58 @@ QueueThroughput MeasureQueueThroughput(const std::string& socket, int local_devi
   return result;  // the queues close here (CloseQueue), before their stubs go
 }
 
+// The same from `threads` threads sharing one DaemonClient, as a user's
+// threads do: its Runs take the queues it opens as they need them.
+QueueThroughput MeasureDaemonClientThroughput(const std::string& socket, int local_device,
+                                              int daemon_device, int threads, double seconds) {
+  kt::client::DaemonClientOptions options;
+  options.target = "unix:" + socket;
+  absl::StatusOr<kt::client::DaemonClient> client = kt::client::DaemonClient::Connect(options);
+  Check(client.status(), "DaemonClient::Connect");
+  auto stub = pb::KernTune::NewStub(NewConnection(socket));
+  std::vector<std::thread> workers;
+  std::atomic<int64_t> calls{0};
+  std::atomic<int> ready{0};
+  std::atomic<bool> stop{false};
+  std::vector<std::vector<double>> latencies(threads), handlers(threads);
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      Check(cudaSetDevice(local_device), "cudaSetDevice");
+      IpcBuffer buffer = RegisterNew(*stub, 2 * 1024 * 2, "DaemonClient throughput", daemon_device);
+      FillRandom(buffer.device, 1024);
+      const pb::RunRequest run = SoftmaxRequest(buffer, 1, 1024);
+      ready.fetch_add(1);
+      while (!stop.load()) {
+        const auto start = Clock::now();
+        absl::StatusOr<pb::RunResponse> response = client->Run(run);
+        Check(response.status(), "Run (DaemonClient throughput)");
+        latencies[t].push_back(Us(Clock::now() - start));
+        handlers[t].push_back(response->server_timing().handler_us());
+        calls.fetch_add(1);
+      }
+    });
+  }
+  while (ready.load() < threads) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // warm up
+  const int64_t before = calls.load();
+  const auto start = Clock::now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  const int64_t during = calls.load() - before;
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  stop = true;
+  for (auto& w : workers) w.join();
+  std::vector<double> all, all_handlers;
+  for (auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
+  for (auto& h : handlers) all_handlers.insert(all_handlers.end(), h.begin(), h.end());
+  QueueThroughput result;
+  result.threads = threads;
+  result.queues = 0;  // as many as the client opened
+  result.runs_per_s = during / elapsed;
+  result.latency = Summarize(all);
+  result.handler = Summarize(all_handlers);
+  return result;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -536,7 +588,7 @@ int main(int argc, char** argv) {
       std::printf("no submission queue (%s): gRPC only\n", queue_error.c_str());
     }
   }
-  std::string queue_latency_json, queue_throughput_json, queue_bandwidth_json;
+  std::string queue_latency_json, queue_b2b_json, queue_throughput_json, queue_bandwidth_json;
 
   // --- latency: small Run vs the echo floor on the same channel.
   {
@@ -712,6 +764,26 @@ int main(int argc, char** argv) {
         polled_run_s.p50, polled_run_s.p99, polled_run_s.p50 - polled_echo_s.p50,
         polled_stages.Json());
     if (queue != nullptr) {
+      // Back to back: a client that sends Run after Run (an inference loop)
+      // keeps the daemon's poller awake; the interleaved series above pays
+      // its wake-up after every gRPC call.
+      std::vector<double> b2b_us;
+      Stages b2b_stages;
+      for (int i = 0; i < iterations + 200; ++i) {
+        const auto start = Clock::now();
+        const pb::RunResponse response = QueueRun(*queue, run, "Run 1x1024 (queue, b2b)");
+        const double us = Us(Clock::now() - start);
+        if (i < 200) continue;
+        b2b_us.push_back(us);
+        b2b_stages.Add(response, us);
+      }
+      const Series b2b = Summarize(b2b_us);
+      std::printf("  Run through the queue, back to back  p50 %.1f us  p99 %.1f us\n%s", b2b.p50,
+                  b2b.p99, b2b_stages.Text().c_str());
+      queue_b2b_json = absl::StrFormat(
+          "{\"calls\": %d, \"run_p50_us\": %.2f, \"run_p99_us\": %.2f, \"run_mean_us\": "
+          "%.2f, \"server\": %s}",
+          iterations, b2b.p50, b2b.p99, b2b.mean, b2b_stages.Json());
       const Series q = Summarize(queue_run_us);
       std::printf(
           "  Run through the submission queue  p50 %.1f us  p99 %.1f us  mean %.1f us  "
@@ -799,6 +871,20 @@ int main(int argc, char** argv) {
           queue_throughput_json.empty() ? "" : ",", threads, queues, r.runs_per_s,
           r.latency.p50, r.latency.p99, r.handler.p50, r.handler.p99);
     }
+    for (int threads : {1, 16}) {
+      const QueueThroughput r = MeasureDaemonClientThroughput(
+          socket, local_device, daemon_device, threads, absl::GetFlag(FLAGS_throughput_seconds));
+      std::printf("throughput through one DaemonClient (its queues), %2d threads: %.0f Runs/s "
+                  "(latency p50 %.1f us, p99 %.1f us; daemon handler p50 %.1f us, p99 %.1f us)\n",
+                  threads, r.runs_per_s, r.latency.p50, r.latency.p99, r.handler.p50,
+                  r.handler.p99);
+      absl::StrAppendFormat(
+          &queue_throughput_json,
+          ",\n      {\"threads\": %d, \"client\": \"DaemonClient\", \"runs_per_s\": %.1f, "
+          "\"p50_us\": %.2f, \"p99_us\": %.2f, \"handler_p50_us\": %.2f, "
+          "\"handler_p99_us\": %.2f}",
+          threads, r.runs_per_s, r.latency.p50, r.latency.p99, r.handler.p50, r.handler.p99);
+    }
   }
 
   // --- bandwidth: a large softmax through the daemon vs the kernel alone.
@@ -862,6 +948,23 @@ int main(int argc, char** argv) {
     if (queue != nullptr) {
       // Against the kernel time of its own Runs (the same config as the
       // gRPC ones, interleaved with them), and against theirs.
+      // Back to back, as a loop of synchronous Runs sends them.
+      std::vector<double> b2b_round_trip_us, b2b_kernel_us;
+      Stages b2b_stages;
+      for (int i = 0; i < 60; ++i) {
+        const auto start = Clock::now();
+        const pb::RunResponse response = QueueRun(*queue, base, "Run 49152x4096 (queue, b2b)");
+        const double us = Us(Clock::now() - start);
+        if (i < 10) continue;
+        b2b_round_trip_us.push_back(us);
+        b2b_kernel_us.push_back(response.kernel_time_us());
+        b2b_stages.Add(response, us);
+      }
+      const Series brt = Summarize(b2b_round_trip_us), bk = Summarize(b2b_kernel_us);
+      const double b2b_pct = bk.p50 > 0 ? 100 * bk.p50 / brt.p50 : 0;
+      std::printf("bandwidth through the queue, back to back: synchronous p50 %.1f us, kernel "
+                  "p50 %.1f us: %.1f%% of the kernel's bandwidth\n%s",
+                  brt.p50, bk.p50, b2b_pct, b2b_stages.Text().c_str());
       const Series qrt = Summarize(queue_round_trip_us), qk = Summarize(queue_kernel_us);
       const double queue_kernel_gbps = gbps(qk.p50);
       const double pct = queue_kernel_gbps > 0 ? 100 * gbps(qrt.p50) / queue_kernel_gbps : 0;
@@ -878,9 +981,12 @@ int main(int argc, char** argv) {
           "\"kernel_p50_us\": %.2f, \"kernel_gbps\": %.1f, \"sync_round_trip_p50_us\": %.2f, "
           "\"sync_round_trip_p99_us\": %.2f, \"sync_gbps\": %.1f, \"sync_pct_of_kernel\": %.2f, "
           "\"sync_pct_of_grpc_runs_kernel\": %.2f, \"grpc_sync_round_trip_p50_us\": %.2f, "
-          "\"sync_server\": %s}",
+          "\"sync_server\": %s, \"back_to_back\": {\"round_trip_p50_us\": %.2f, "
+          "\"round_trip_p99_us\": %.2f, \"kernel_p50_us\": %.2f, \"pct_of_kernel\": %.2f, "
+          "\"server\": %s}}",
           kRows, kCols, ConfigJson(queue_config), qk.p50, queue_kernel_gbps, qrt.p50, qrt.p99,
-          gbps(qrt.p50), pct, pct_grpc_kernel, rt.p50, queue_sync_stages.Json());
+          gbps(qrt.p50), pct, pct_grpc_kernel, rt.p50, queue_sync_stages.Json(), brt.p50, brt.p99,
+          bk.p50, b2b_pct, b2b_stages.Json());
     }
 
     // An asynchronous series: `body` sends kAsyncRuns Runs and returns once
@@ -1041,10 +1147,10 @@ int main(int argc, char** argv) {
   if (queue != nullptr) {
     absl::StrAppendFormat(&json,
                           ",\n  \"queue\": {\"available\": true, \"id\": \"%s\", "
-                          "\"latency\": %s,\n    \"throughput\": [%s\n    ],\n"
-                          "    \"bandwidth\": %s}\n",
-                          JsonEscape(queue->id()), queue_latency_json, queue_throughput_json,
-                          queue_bandwidth_json);
+                          "\"latency\": %s,\n    \"latency_back_to_back\": %s,\n"
+                          "    \"throughput\": [%s\n    ],\n    \"bandwidth\": %s}\n",
+                          JsonEscape(queue->id()), queue_latency_json, queue_b2b_json,
+                          queue_throughput_json, queue_bandwidth_json);
   } else {
     absl::StrAppendFormat(&json, ",\n  \"queue\": {\"available\": false, \"error\": \"%s\"}\n",
                           JsonEscape(queue_error));

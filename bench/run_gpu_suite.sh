@@ -118,6 +118,19 @@ if [ "$what" = daemon ] || [ "$what" = daemon-bench ]; then
   timeout 160 "$here/kt_daemon_bench" --socket="$socket" ${BENCH_FLAGS:-} \
     --out="$out/daemon_bench.json" > "$out/daemon_bench.log" 2>&1 || status=1
   cat "$out/daemon_bench.log"
+  # The idle daemon: its CPU time over 5 s, once its pollers' idle period
+  # (well under a second) has passed after the bench's last call.
+  sleep 1
+  ticks() { awk '{print $14 + $15}' "/proc/$daemon/stat" 2> /dev/null || echo -1; }
+  before=$(ticks); sleep 5; after=$(ticks)
+  if [ "$before" -ge 0 ] && [ "$after" -ge 0 ]; then
+    awk -v t=$((after - before)) -v hz="$(getconf CLK_TCK)" \
+      'BEGIN { printf "idle daemon: %.2f%% of one core over 5 s\n", 100 * t / hz / 5 }' \
+      | tee "$out/daemon_idle_cpu.txt"
+  else
+    echo "idle daemon: not measured, the daemon exited" | tee "$out/daemon_idle_cpu.txt"
+    status=1
+  fi
   kill -TERM "$daemon"; wait "$daemon" || status=1
   # The headline figures on one line.
   python3 - "$out/daemon_bench.json" > "$out/daemon_bench_summary.txt" 2>&1 <<'PY' || status=1
@@ -145,11 +158,17 @@ print("%8.1f %8.1f %9.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %7.1f %7.1f %7.1f %
     rps.get(1, 0), rps.get(4, 0), rps.get(16, 0)), end="")
 q = d.get("queue", {})
 if q.get("available"):
-    qrps = {(t["threads"], t["queues"]): t["runs_per_s"] for t in q.get("throughput", [])}
+    levels = q.get("throughput", [])
+    qrps = {(t["threads"], t["queues"]): t["runs_per_s"] for t in levels if "queues" in t}
     spread = max((r for (t, n), r in qrps.items() if t == 16 and n > 1), default=0)
-    print(" %7.1f %7.1f %8.0f %8.0f %7.1f" % (
+    dc16 = max((t["runs_per_s"] for t in levels if t.get("client") == "DaemonClient"
+                and t["threads"] == 16), default=0)
+    b2b = q.get("latency_back_to_back", {})
+    bw_b2b = q["bandwidth"].get("back_to_back", {})
+    print(" %7.1f %7.1f %8.0f %8.0f %7.1f | b2b_p50 %.1f b2b_p99 %.1f dc_rps16 %.0f b2b_sync%% %.1f" % (
         q["latency"]["run_p50_us"], q["latency"]["run_p99_us"], qrps.get((16, 1), 0), spread,
-        q["bandwidth"]["sync_pct_of_kernel"]))
+        q["bandwidth"]["sync_pct_of_kernel"], b2b.get("run_p50_us", 0), b2b.get("run_p99_us", 0),
+        dc16, bw_b2b.get("pct_of_kernel", 0)))
 else:
     print(" %7s %7s %8s %8s %7s" % ("-", "-", "-", "-", "-"))
 PY

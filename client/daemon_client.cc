@@ -2,6 +2,7 @@
 #include "client/daemon_client.h"
 
 #include <cstdio>
+#include <algorithm>
 #include <cstdlib>
 #include <utility>
 
@@ -19,30 +20,52 @@ struct internal::DaemonConnection {
   bool use_queue = false;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<pb::KernTune::Stub> stub;
-  // The submission queue, opened on the first Run it can carry; after the
-  // stub, so it closes first. Reopened once after the daemon closed it.
+  // Submission queues, opened as concurrent Runs need them: a Run takes an
+  // idle one, so threads do not contend for one queue's ring while there
+  // are at most kMaxQueues of them; beyond, they share in turn. After the
+  // stub, so they close first. A queue the daemon closed is replaced.
+  static constexpr int kMaxQueues = 4;
   mutable absl::Mutex queue_mu;
-  mutable std::shared_ptr<RunQueueClient> queue ABSL_GUARDED_BY(queue_mu);
+  mutable std::vector<std::shared_ptr<RunQueueClient>> queues ABSL_GUARDED_BY(queue_mu);
+  mutable std::vector<std::shared_ptr<RunQueueClient>> idle_queues ABSL_GUARDED_BY(queue_mu);
+  mutable size_t next_shared ABSL_GUARDED_BY(queue_mu) = 0;
   mutable bool queue_refused ABSL_GUARDED_BY(queue_mu) = false;
 
-  // The queue to send `request` through, or null: gRPC then.
-  std::shared_ptr<RunQueueClient> QueueFor(const pb::RunRequest& request,
-                                           absl::Duration deadline) const {
-    if (!use_queue || !QueueCarries(request)) return nullptr;
+  // A queue lent to one Run; an exclusive one goes back to the idle list.
+  struct QueueLease {
+    std::shared_ptr<RunQueueClient> queue;
+    bool exclusive = false;
+  };
+  // The queue to send `request` through, or none: gRPC then.
+  QueueLease LeaseQueue(const pb::RunRequest& request, absl::Duration deadline) const {
+    if (!use_queue || !QueueCarries(request)) return {};
     absl::MutexLock lock(&queue_mu);
-    if (queue != nullptr && queue->closed()) queue.reset();
-    if (queue == nullptr && !queue_refused) {
+    auto is_closed = [](const std::shared_ptr<RunQueueClient>& q) { return q->closed(); };
+    while (!idle_queues.empty()) {
+      std::shared_ptr<RunQueueClient> queue = std::move(idle_queues.back());
+      idle_queues.pop_back();
+      if (!queue->closed()) return {std::move(queue), true};
+      queues.erase(std::remove(queues.begin(), queues.end(), queue), queues.end());
+    }
+    queues.erase(std::remove_if(queues.begin(), queues.end(), is_closed), queues.end());
+    if (static_cast<int>(queues.size()) < kMaxQueues && !queue_refused) {
       absl::StatusOr<std::unique_ptr<RunQueueClient>> opened = RunQueueClient::Open(
           *stub, std::min(deadline, absl::Seconds(10)));
-      // A daemon without queues (or that refuses one) is served over gRPC
-      // from now on.
       if (opened.ok()) {
-        queue = *std::move(opened);
-      } else {
-        queue_refused = true;
+        queues.push_back(*std::move(opened));
+        return {queues.back(), true};
       }
+      // A daemon without queues (or that refuses one) is served over gRPC
+      // from now on, unless this connection already has queues to share.
+      queue_refused = queues.empty();
     }
-    return queue;
+    if (queues.empty()) return {};
+    return {queues[next_shared++ % queues.size()], false};
+  }
+  void ReturnQueue(QueueLease& lease) const {
+    if (!lease.exclusive) return;
+    absl::MutexLock lock(&queue_mu);
+    idle_queues.push_back(std::move(lease.queue));
   }
 };
 
@@ -357,8 +380,9 @@ DaemonClient DaemonClient::WithDeadline(absl::Duration deadline) const {
 const std::string& DaemonClient::target() const { return connection_->target; }
 
 absl::StatusOr<pb::RunResponse> DaemonClient::Run(const pb::RunRequest& request) const {
-  if (std::shared_ptr<RunQueueClient> queue = connection_->QueueFor(request, deadline_)) {
-    RunQueueClient::Outcome outcome = queue->Run(request, deadline_);
+  if (Connection::QueueLease lease = connection_->LeaseQueue(request, deadline_); lease.queue) {
+    RunQueueClient::Outcome outcome = lease.queue->Run(request, deadline_);
+    connection_->ReturnQueue(lease);
     if (outcome.submitted) {
       if (!outcome.response.ok()) {
         return InContext("Run", connection_->target, outcome.response.status());

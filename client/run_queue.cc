@@ -2,6 +2,7 @@
 #include "client/run_queue.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -22,9 +23,13 @@ namespace {
 
 namespace layout = ::kt::proto::queue;
 
-// How long a waiting thread spins on the completion ring before it sleeps
-// on the futex: a small Run's answer comes within it.
+// How a thread waits for its completion, as the CUDA runtime waits for a
+// stream: it spins (a small Run's answer comes within kSpin), then keeps
+// looking but yields the core between looks (a large Run's answer is then
+// seen at once, not a futex wake-up later: issue 23's 95% of the kernel's
+// bandwidth), and past kYieldSpin sleeps on the futex.
 constexpr absl::Duration kSpin = absl::Microseconds(30);
+constexpr absl::Duration kYieldSpin = absl::Milliseconds(2);
 
 template <typename T>
 T Load(const T* word) {
@@ -167,16 +172,20 @@ void RunQueueClient::DrainCompletions() {
 
 void RunQueueClient::WaitForCompletions(uint32_t seen, absl::Duration timeout) {
   uint32_t* tail = &header()->cq_tail;
-  const absl::Time spin_until = absl::Now() + std::min(kSpin, timeout);
+  const absl::Time start = absl::Now();
+  const absl::Time spin_until = start + std::min(kSpin, timeout);
+  const absl::Time yield_until = start + std::min(kYieldSpin, timeout);
   while (Load(tail) == seen && !closed()) {
-    if (absl::Now() >= spin_until) break;
+    const absl::Time now = absl::Now();
+    if (now >= yield_until) break;
+    if (now >= spin_until) sched_yield();
   }
-  if (Load(tail) != seen || closed() || timeout <= kSpin) return;
+  if (Load(tail) != seen || closed() || timeout <= kYieldSpin) return;
   {
     absl::MutexLock lock(&mu_);
     if (sleepers_++ == 0) __atomic_store_n(&header()->client_waiting, 1u, __ATOMIC_SEQ_CST);
   }
-  const timespec wait = absl::ToTimespec(timeout - kSpin);
+  const timespec wait = absl::ToTimespec(timeout - kYieldSpin);
   // Returns at once when cq_tail moved after `seen` was read.
   syscall(SYS_futex, tail, FUTEX_WAIT, seen, &wait, nullptr, 0);
   absl::MutexLock lock(&mu_);

@@ -22,6 +22,7 @@
 #include "server/peer_credentials.h"
 #include "server/run_request.h"
 #include "server/run_result.h"
+#include "server/run_stream.h"
 #include "tuner/config_lookup.h"
 
 namespace kt::server {
@@ -85,6 +86,10 @@ class Backend {
   // release memory that finished asynchronous Runs held.
   virtual void Housekeep(absl::Time now, absl::FunctionRef<bool(const PeerProcess&)> is_alive) {}
   virtual int64_t open_ipc_events() const { return 0; }
+  // A stream of device `device_index` whose Runs return before their
+  // kernels end (run_stream.h), or null when this backend runs Runs
+  // synchronously only. Can fail (null) when the device cannot make one.
+  virtual std::unique_ptr<RunStream> OpenRunStream(int device_index) { return nullptr; }
 };
 
 }  // namespace kt::server

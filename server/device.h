@@ -18,6 +18,7 @@
 #include "server/peer_credentials.h"
 #include "server/run_request.h"
 #include "server/run_result.h"
+#include "server/run_stream.h"
 
 namespace kt::server {
 
@@ -48,6 +49,9 @@ class Device {
   // Why the device can no longer run anything, or empty while it can. Once
   // set, it stays until the daemon restarts.
   virtual std::string failure() const = 0;
+  // A stream whose Runs return before their kernels end (run_stream.h),
+  // or null when this device runs Runs synchronously only.
+  virtual std::unique_ptr<RunStream> OpenRunStream() { return nullptr; }
 };
 
 }  // namespace kt::server

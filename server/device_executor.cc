@@ -4,6 +4,7 @@
 #include <cuda.h>
 
 #include <cstdio>
+#include <deque>
 #include <cstring>
 #include <utility>
 
@@ -234,8 +235,9 @@ absl::Status DeviceExecutor::HoldUntilPassed(Lane& lane, const TimedLaunch* time
   return absl::OkStatus();
 }
 
-absl::StatusOr<RunResult> DeviceExecutor::ExecuteOn(Lane& lane, const RunRequest& request,
-                                                    ExecuteTiming& timing) {
+absl::StatusOr<DeviceExecutor::Started> DeviceExecutor::Start(Lane& lane,
+                                                                const RunRequest& request,
+                                                                ExecuteTiming& timing) {
   const StageClock::time_point start = StageClock::now();
   absl::StatusOr<tuner::ConfigChoice> choice =
       cache_->Lookup(request.op, request.dtype, request.shape);
@@ -244,24 +246,26 @@ absl::StatusOr<RunResult> DeviceExecutor::ExecuteOn(Lane& lane, const RunRequest
 
   absl::StatusOr<std::shared_ptr<IpcEvent>> done_event = AttachEvents(lane.stream, request);
   if (!done_event.ok()) return done_event.status();
-  OperandStaging staging(lane.stream);
+  Started started;
+  started.staging = std::make_unique<OperandStaging>(lane.stream);
   kernels::RowOpArgs args;
-  if (absl::Status s = staging.Stage(request, args); !s.ok()) return s;
+  if (absl::Status s = started.staging->Stage(request, args); !s.ok()) return s;
   args.params = request.params;
   args.workspace = lane.workspace;
   args.workspace_bytes = kernels::kMaxWorkspaceBytes;
   // With done_event and nothing to copy back, the Run is answered once
   // queued: the client orders its work after done_event.
-  const bool answer_early = *done_event != nullptr && !staging.stages_outputs();
+  started.answer_early = *done_event != nullptr && !started.staging->stages_outputs();
 
-  TimedLaunch* timed = request.time_kernel ? &LanePool::NextTiming(lane) : nullptr;
+  started.timed = request.time_kernel ? &LanePool::NextTiming(lane) : nullptr;
   absl::StatusOr<kernels::LaunchConfig> launched =
-      Launch(request, args, choice->config, lane, timed, timing);
+      Launch(request, args, choice->config, lane, started.timed, timing);
   if (!launched.ok()) return launched.status();
   choice->config = *launched;
-  RunResult result;
-  result.config = *choice;
-  if (absl::Status s = staging.QueueCopiesBack(request, result); !s.ok()) return s;
+  started.result.config = *choice;
+  if (absl::Status s = started.staging->QueueCopiesBack(request, started.result); !s.ok()) {
+    return s;
+  }
   if (*done_event != nullptr) {
     if (absl::Status s = CudaError(cudaEventRecord((*done_event)->get(), lane.stream),
                                    "recording done_event");
@@ -269,15 +273,22 @@ absl::StatusOr<RunResult> DeviceExecutor::ExecuteOn(Lane& lane, const RunRequest
       return s;
     }
   }
-  if (answer_early) {
-    if (absl::Status s = HoldUntilPassed(lane, timed, request); !s.ok()) return s;
-    timing.launch_us = MicrosSince(start, StageClock::now());
+  timing.launch_us = MicrosSince(start, StageClock::now());
+  return started;
+}
+
+absl::StatusOr<RunResult> DeviceExecutor::ExecuteOn(Lane& lane, const RunRequest& request,
+                                                    ExecuteTiming& timing) {
+  absl::StatusOr<Started> started = Start(lane, request, timing);
+  if (!started.ok()) return started.status();
+  RunResult& result = started->result;
+  if (started->answer_early) {
+    if (absl::Status s = HoldUntilPassed(lane, started->timed, request); !s.ok()) return s;
     result.answered_early = true;  // its kernel time, if timed, is read later
-    return result;
+    return std::move(result);
   }
 
   const StageClock::time_point queued = StageClock::now();
-  timing.launch_us = MicrosSince(start, queued);
   if (absl::Status s = CudaError(cudaStreamSynchronize(lane.stream), "running the kernel");
       !s.ok()) {
     return s;
@@ -285,14 +296,202 @@ absl::StatusOr<RunResult> DeviceExecutor::ExecuteOn(Lane& lane, const RunRequest
   timing.gpu_wait_us = MicrosSince(queued, StageClock::now());
   // The stream is idle: earlier early answers' memory can go too.
   lane.in_flight.clear();
-  if (timed != nullptr) {
-    result.kernel_time_us = lanes_->ReadFinishedTimes(lane, timed);
+  if (started->timed != nullptr) {
+    result.kernel_time_us = lanes_->ReadFinishedTimes(lane, started->timed);
     if (result.kernel_time_us < 0) {
       return absl::InternalError("cudaEventElapsedTime failed on a finished launch");
     }
   }
-  if (absl::Status s = staging.WriteToClientHost(request); !s.ok()) return s;
-  return result;
+  if (absl::Status s = started->staging->WriteToClientHost(request); !s.ok()) return s;
+  return std::move(result);
+}
+
+// A RunStream on its own lane (run_stream.h). Runs are answered in
+// submission order once the mark recorded after them has completed: one
+// event per Flush, however many Runs it covers. Only the poller that owns
+// it calls it, so nothing here is locked.
+class DeviceExecutor::Stream final : public RunStream {
+ public:
+  explicit Stream(DeviceExecutor& executor) : executor_(executor) {}
+  ~Stream() override;
+
+  absl::Status Init() {
+    if (absl::Status s = CudaError(cudaSetDevice(executor_.device_.ordinal), "cudaSetDevice");
+        !s.ok()) {
+      return s;
+    }
+    return CreateLane(lane_);
+  }
+
+  void Submit(const RunRequest& request, Done done) override;
+  void Flush() override;
+  int Poll() override;
+
+ private:
+  struct InFlight {
+    const RunRequest* request;  // null once answered
+    Started started;
+    ExecuteTiming timing;
+    StageClock::time_point queued;
+    Done done;  // empty once answered (early)
+    // Its client memory, held after an early answer until the GPU passed.
+    std::vector<std::shared_ptr<const ClientMemory>> memory;
+    cudaEvent_t mark = nullptr;  // set by the Flush after it
+  };
+  // Answers every Run in flight with `status` (the stream is broken).
+  void FailAll(const absl::Status& status);
+  cudaEvent_t NewMark();
+
+  DeviceExecutor& executor_;
+  Lane lane_;
+  std::deque<InFlight> in_flight_;
+  size_t unmarked_ = 0;  // the newest Runs, not yet covered by a mark
+  std::vector<cudaEvent_t> spare_marks_;
+};
+
+DeviceExecutor::Stream::~Stream() {
+  cudaSetDevice(executor_.device_.ordinal);
+  if (!in_flight_.empty()) {
+    Flush();
+    if (lane_.stream != nullptr) cudaStreamSynchronize(lane_.stream);
+    Poll();
+  }
+  FailAll(absl::UnavailableError("the stream closed with this Run in flight"));
+  for (cudaEvent_t mark : spare_marks_) cudaEventDestroy(mark);
+  DestroyLane(lane_);
+}
+
+cudaEvent_t DeviceExecutor::Stream::NewMark() {
+  if (!spare_marks_.empty()) {
+    cudaEvent_t mark = spare_marks_.back();
+    spare_marks_.pop_back();
+    return mark;
+  }
+  cudaEvent_t mark = nullptr;
+  if (cudaEventCreateWithFlags(&mark, cudaEventDisableTiming) != cudaSuccess) return nullptr;
+  return mark;
+}
+
+void DeviceExecutor::Stream::Submit(const RunRequest& request, Done done) {
+  if (executor_.failed_.load(std::memory_order_acquire)) {
+    return done(absl::UnavailableError(absl::StrCat(
+        "CUDA device ", executor_.device_.ordinal, " failed: ", executor_.failure())));
+  }
+  if (absl::Status s = CudaError(cudaSetDevice(executor_.device_.ordinal), "cudaSetDevice");
+      !s.ok()) {
+    return done(s);
+  }
+  InFlight run{&request, {}, {}, {}, std::move(done), {}, nullptr};
+  absl::StatusOr<Started> started = executor_.Start(lane_, request, run.timing);
+  if (!started.ok()) {
+    // Launch errors leave the lane usable unless they are sticky.
+    return run.done(executor_.CheckSticky(cudaStreamQuery(lane_.stream), started.status()));
+  }
+  run.started = *std::move(started);
+  run.queued = StageClock::now();
+  if (run.started.answer_early) {
+    run.started.result.answered_early = true;
+    run.started.result.timing = run.timing;
+    // The request may go with its answer: what the GPU still uses stays.
+    run.memory = request.memory;
+    run.request = nullptr;
+    RunResult answer = run.started.result;
+    Done answered = std::move(run.done);
+    answered(std::move(answer));
+  }
+  in_flight_.push_back(std::move(run));
+  ++unmarked_;
+}
+
+void DeviceExecutor::Stream::Flush() {
+  if (unmarked_ == 0) return;
+  cudaEvent_t mark = NewMark();
+  const cudaError_t recorded =
+      mark == nullptr ? cudaErrorMemoryAllocation : cudaEventRecord(mark, lane_.stream);
+  if (recorded != cudaSuccess) {
+    if (mark != nullptr) spare_marks_.push_back(mark);
+    // Without a mark the stream cannot say when these finish: wait here.
+    cudaStreamSynchronize(lane_.stream);
+    mark = nullptr;  // Poll treats a missing mark as passed once synchronized
+  }
+  for (size_t i = in_flight_.size() - unmarked_; i < in_flight_.size(); ++i) {
+    in_flight_[i].mark = mark;
+  }
+  unmarked_ = 0;
+}
+
+int DeviceExecutor::Stream::Poll() {
+  if (in_flight_.empty()) return 0;
+  if (cudaSetDevice(executor_.device_.ordinal) != cudaSuccess) {
+    return static_cast<int>(in_flight_.size());
+  }
+  cudaEvent_t passed_mark = nullptr;
+  while (!in_flight_.empty() && in_flight_.size() > unmarked_) {
+    InFlight& run = in_flight_.front();
+    if (run.mark != nullptr && run.mark != passed_mark) {
+      const cudaError_t state = cudaEventQuery(run.mark);
+      if (state == cudaErrorNotReady) break;
+      if (state != cudaSuccess) {
+        FailAll(executor_.CheckSticky(state, CudaError(state, "running the kernel")));
+        return 0;
+      }
+      passed_mark = run.mark;
+    }
+    absl::Status status;
+    RunResult result = std::move(run.started.result);
+    result.timing = run.timing;
+    result.timing.gpu_wait_us = MicrosSince(run.queued, StageClock::now());
+    if (run.started.timed != nullptr) {
+      result.kernel_time_us = executor_.lanes_->ReadTime(lane_, *run.started.timed);
+      if (result.kernel_time_us < 0) {
+        status = absl::InternalError("cudaEventElapsedTime failed on a finished launch");
+      }
+    }
+    if (status.ok() && run.request != nullptr) {
+      status = run.started.staging->WriteToClientHost(*run.request);
+    }
+    Done done = std::move(run.done);
+    const cudaEvent_t mark = run.mark;
+    in_flight_.pop_front();
+    // The mark is free again once no Run still points at it.
+    if (mark != nullptr && (in_flight_.empty() || in_flight_.front().mark != mark)) {
+      spare_marks_.push_back(mark);
+    }
+    if (done) {
+      if (status.ok()) {
+        done(std::move(result));
+      } else {
+        done(status);
+      }
+    }
+  }
+  return static_cast<int>(in_flight_.size());
+}
+
+void DeviceExecutor::Stream::FailAll(const absl::Status& status) {
+  while (!in_flight_.empty()) {
+    InFlight& run = in_flight_.front();
+    Done done = std::move(run.done);
+    if (run.mark != nullptr && (in_flight_.size() == 1 || in_flight_[1].mark != run.mark)) {
+      spare_marks_.push_back(run.mark);
+    }
+    in_flight_.pop_front();
+    if (done) done(status);
+  }
+  unmarked_ = 0;
+}
+
+std::unique_ptr<RunStream> DeviceExecutor::OpenRunStream() {
+  if (failed_.load(std::memory_order_acquire)) return nullptr;
+  auto stream = std::make_unique<Stream>(*this);
+  if (absl::Status s = stream->Init(); !s.ok()) {
+    LogWarning(absl::StrCat("CUDA device ", device_.ordinal,
+                            ": no stream for a submission queue (its Runs go the synchronous "
+                            "way): ",
+                            s.message()));
+    return nullptr;
+  }
+  return stream;
 }
 
 absl::StatusOr<std::shared_ptr<const ClientMemory>> DeviceExecutor::OpenCudaIpcMemory(

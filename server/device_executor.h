@@ -4,7 +4,9 @@
 // the config lookup, the client's wait_event, the staging of operands
 // (operand_staging.h), the launch between timing events, the copies back
 // and done_event, then one cudaStreamSynchronize unless done_event answers
-// at once. Nothing is created or allocated per Run for device tensors.
+// at once. OpenRunStream gives the submission queues the same steps without
+// the wait (run_stream.h). Nothing is created or allocated per Run for
+// device tensors.
 //
 // The GPU backend (gpu_backend.h) owns one executor per GPU it serves and
 // routes each Run to one. An executor shares nothing with another's: its
@@ -32,7 +34,9 @@
 #include "server/device.h"
 #include "server/ipc_events.h"
 #include "server/lane_pool.h"
+#include "server/operand_staging.h"
 #include "server/run_request.h"
+#include "server/run_stream.h"
 
 namespace kt::server {
 
@@ -59,8 +63,20 @@ class DeviceExecutor final : public Device {
   BackendStats stats() override;
   int64_t open_ipc_events() const override { return events_.size(); }
   std::string failure() const override;
+  // A stream on a lane of its own; null when the device failed or the lane
+  // could not be made.
+  std::unique_ptr<RunStream> OpenRunStream() override;
 
  private:
+  class Stream;
+  // A Run launched on a lane's stream, not yet finished.
+  struct Started {
+    RunResult result;
+    std::unique_ptr<OperandStaging> staging;
+    TimedLaunch* timed = nullptr;
+    bool answer_early = false;  // done_event and nothing to copy back
+  };
+
   DeviceExecutor(kernels::DeviceInfo device, kernels::DeviceIdentity identity,
                  std::unique_ptr<LanePool> lanes, std::unique_ptr<ConfigCache> cache)
       : device_(std::move(device)),
@@ -69,9 +85,12 @@ class DeviceExecutor final : public Device {
         events_(device_.ordinal),
         lanes_(std::move(lanes)) {}
 
-  // One Run on a leased lane.
+  // One Run on a leased lane: Start, then the wait for the GPU.
   absl::StatusOr<RunResult> ExecuteOn(Lane& lane, const RunRequest& request,
                                       ExecuteTiming& timing);
+  // Everything before the GPU's end: the config lookup, the client's
+  // events, the staging of operands, the launch, the copies back.
+  absl::StatusOr<Started> Start(Lane& lane, const RunRequest& request, ExecuteTiming& timing);
   // Orders the lane's stream after the client's wait_event; returns its
   // done_event (null without one).
   absl::StatusOr<std::shared_ptr<IpcEvent>> AttachEvents(cudaStream_t stream,

@@ -160,6 +160,42 @@ absl::StatusOr<RunResult> GpuBackend::Execute(int device_index, const RunRequest
   return result;
 }
 
+// A device's stream with the router's bookkeeping, as Execute keeps it: the
+// device's load while a Run is in flight, and which device ran it.
+class GpuBackend::RoutedStream final : public RunStream {
+ public:
+  RoutedStream(const Device& device, Load& load, std::unique_ptr<RunStream> stream)
+      : device_(device), load_(load), stream_(std::move(stream)) {}
+
+  void Submit(const RunRequest& request, Done done) override {
+    load_.in_flight.fetch_add(1, std::memory_order_relaxed);
+    stream_->Submit(request, [this, done = std::move(done)](
+                                 absl::StatusOr<RunResult> result) mutable {
+      load_.in_flight.fetch_sub(1, std::memory_order_relaxed);
+      if (result.ok()) {
+        load_.runs.fetch_add(1, std::memory_order_relaxed);
+        result->device_ordinal = device_.info().ordinal;
+        result->device_uuid = device_.identity().uuid;
+      }
+      done(std::move(result));
+    });
+  }
+  void Flush() override { stream_->Flush(); }
+  int Poll() override { return stream_->Poll(); }
+
+ private:
+  const Device& device_;
+  Load& load_;
+  const std::unique_ptr<RunStream> stream_;
+};
+
+std::unique_ptr<RunStream> GpuBackend::OpenRunStream(int device_index) {
+  std::unique_ptr<RunStream> stream = devices_[device_index]->OpenRunStream();
+  if (stream == nullptr) return nullptr;
+  return std::make_unique<RoutedStream>(*devices_[device_index], load_[device_index],
+                                        std::move(stream));
+}
+
 absl::StatusOr<const ConfigCache*> GpuBackend::ConfigCacheFor(absl::string_view device) const {
   if (device.empty()) return &devices_.front()->config_cache();
   absl::StatusOr<int> index = Find(device, "device");

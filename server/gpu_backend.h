@@ -59,8 +59,10 @@ class GpuBackend final : public Backend {
       const std::string& handle, int device_ordinal) override;
   void Housekeep(absl::Time now, absl::FunctionRef<bool(const PeerProcess&)> is_alive) override;
   int64_t open_ipc_events() const override;
+  std::unique_ptr<RunStream> OpenRunStream(int device_index) override;
 
  private:
+  class RoutedStream;
   // Per device, beside it: counters the router reads without a lock.
   struct Load {
     std::atomic<int64_t> in_flight{0};

@@ -5,9 +5,6 @@
 #include "server/cuda_status.h"
 
 namespace kt::server {
-namespace {
-
-// The stream, timing ring, `passed` event and workspace of one lane.
 absl::Status CreateLane(Lane& lane) {
   absl::Status s = CudaError(cudaStreamCreateWithFlags(&lane.stream, cudaStreamNonBlocking),
                              "cudaStreamCreate");
@@ -28,7 +25,19 @@ absl::Status CreateLane(Lane& lane) {
   return s;
 }
 
-}  // namespace
+void DestroyLane(Lane& lane) {
+  if (lane.stream != nullptr) {
+    cudaStreamSynchronize(lane.stream);
+    cudaStreamDestroy(lane.stream);
+  }
+  for (const TimedLaunch& launch : lane.timing) {
+    if (launch.start != nullptr) cudaEventDestroy(launch.start);
+    if (launch.stop != nullptr) cudaEventDestroy(launch.stop);
+  }
+  if (lane.passed != nullptr) cudaEventDestroy(lane.passed);
+  if (lane.workspace != nullptr) cudaFree(lane.workspace);
+  lane = Lane();
+}
 
 absl::StatusOr<std::unique_ptr<LanePool>> LanePool::Create(int lanes) {
   if (lanes < 1) {
@@ -45,18 +54,7 @@ absl::StatusOr<std::unique_ptr<LanePool>> LanePool::Create(int lanes) {
 }
 
 LanePool::~LanePool() {
-  for (const Lane& lane : lanes_) {
-    if (lane.stream != nullptr) {
-      cudaStreamSynchronize(lane.stream);
-      cudaStreamDestroy(lane.stream);
-    }
-    for (const TimedLaunch& launch : lane.timing) {
-      if (launch.start != nullptr) cudaEventDestroy(launch.start);
-      if (launch.stop != nullptr) cudaEventDestroy(launch.stop);
-    }
-    if (lane.passed != nullptr) cudaEventDestroy(lane.passed);
-    if (lane.workspace != nullptr) cudaFree(lane.workspace);
-  }
+  for (Lane& lane : lanes_) DestroyLane(lane);
 }
 
 LanePool::Lease::Lease(LanePool& pool) : pool_(pool) {
@@ -126,6 +124,21 @@ double LanePool::ReadFinishedTimes(Lane& lane, const TimedLaunch* want) {
     stats_.kernel_us += read_us;
   }
   return wanted_us;
+}
+
+double LanePool::ReadTime(Lane& lane, TimedLaunch& launch) {
+  if (!launch.pending) return -1;
+  launch.pending = false;
+  --lane.pending;
+  float ms = 0;
+  if (cudaEventElapsedTime(&ms, launch.start, launch.stop) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  absl::MutexLock lock(&stats_mu_);
+  ++stats_.kernels_timed;
+  stats_.kernel_us += ms * 1e3;
+  return ms * 1e3;
 }
 
 void LanePool::Housekeep() {

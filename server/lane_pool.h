@@ -50,6 +50,12 @@ struct Lane {
   std::vector<std::shared_ptr<const ClientMemory>> in_flight;
 };
 
+// A lane's stream, timing ring, `passed` event and workspace on the current
+// device; DestroyLane (device set) frees what CreateLane made, also after
+// it failed halfway. The pool's lanes and RunStreams' lanes are made so.
+absl::Status CreateLane(Lane& lane);
+void DestroyLane(Lane& lane);
+
 class LanePool {
  public:
   // `lanes` streams with their events and workspaces on the current device
@@ -85,6 +91,10 @@ class LanePool {
   // returns the time of `want` (a pair of this lane) in microseconds when
   // it was among them, else -1. Needs the lane.
   double ReadFinishedTimes(Lane& lane, const TimedLaunch* want = nullptr);
+  // Reads the time of one finished launch of `lane` into the counters:
+  // microseconds, or -1 when its pair was read already. For lanes whose
+  // Runs finish out of the pool's sight (RunStreams).
+  double ReadTime(Lane& lane, TimedLaunch& launch);
   // Drops the memory of answered Runs once the lane's stream has passed
   // them. Needs the lane.
   static void ReleaseFinished(Lane& lane);

@@ -46,7 +46,7 @@ absl::Status ErrnoStatus(absl::string_view what, int error) {
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<RunQueue>> RunQueue::Create(const PeerProcess& owner,
-                                                           uint32_t entries) {
+                                                           uint32_t entries, uint64_t serial) {
   if (!layout::ValidEntries(entries)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "entries=", entries, " must be a power of two in [", layout::kMinEntries, ", ",
@@ -75,7 +75,8 @@ absl::StatusOr<std::shared_ptr<RunQueue>> RunQueue::Create(const PeerProcess& ow
   void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) return fail(ErrnoStatus("mmap of the queue", errno));
   std::shared_ptr<RunQueue> queue(
-      new RunQueue(std::move(id), std::move(name), owner, entries, static_cast<char*>(base), fd));
+      new RunQueue(std::move(id), std::move(name), owner, entries, serial,
+                   static_cast<char*>(base), fd));
   // The object is visible in /dev/shm from here on: another process of the
   // owner's uid could already truncate it.
   const absl::Status written = GuardClientHostAccess([&] {
@@ -96,11 +97,12 @@ absl::StatusOr<std::shared_ptr<RunQueue>> RunQueue::Create(const PeerProcess& ow
 }
 
 RunQueue::RunQueue(std::string id, std::string shm_name, const PeerProcess& owner,
-                   uint32_t entries, char* base, int fd)
+                   uint32_t entries, uint64_t serial, char* base, int fd)
     : id_(std::move(id)),
       shm_name_(std::move(shm_name)),
       owner_(owner),
       entries_(entries),
+      serial_(serial),
       region_bytes_(layout::RegionBytes(entries)),
       base_(base),
       fd_(fd) {}
@@ -323,7 +325,8 @@ absl::StatusOr<std::shared_ptr<RunQueue>> RunQueues::Open(const PeerProcess& own
           "the daemon has ", by_id_.size(), " queues open, its limit; use gRPC Runs"));
     }
   }
-  absl::StatusOr<std::shared_ptr<RunQueue>> queue = RunQueue::Create(owner, entries);
+  absl::StatusOr<std::shared_ptr<RunQueue>> queue =
+      RunQueue::Create(owner, entries, next_serial_.fetch_add(1, std::memory_order_relaxed));
   if (!queue.ok()) return queue.status();
   absl::MutexLock lock(&mu_);
   by_id_[(*queue)->id()] = *queue;
@@ -389,7 +392,7 @@ std::vector<std::shared_ptr<RunQueue>> RunQueues::Snapshot() const {
   for (const auto& [id, queue] : by_id_) out.push_back(queue);
   // A stable order, so that passes take queues in turn.
   std::sort(out.begin(), out.end(),
-            [](const auto& a, const auto& b) { return a->id() < b->id(); });
+            [](const auto& a, const auto& b) { return a->serial() < b->serial(); });
   return out;
 }
 

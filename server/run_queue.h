@@ -36,8 +36,9 @@ class RunQueue {
   // A new region for `owner` with `entries` slots per ring (a valid
   // proto::queue entry count): a fresh shm object, mode 0600, owned by the
   // owner's uid (fchown when the daemon runs as another user).
+  // `serial` orders queues by opening (RunQueues numbers them).
   static absl::StatusOr<std::shared_ptr<RunQueue>> Create(const PeerProcess& owner,
-                                                          uint32_t entries);
+                                                          uint32_t entries, uint64_t serial = 0);
   // Unmaps the region and removes its name if the client has not.
   ~RunQueue();
   RunQueue(const RunQueue&) = delete;
@@ -47,6 +48,7 @@ class RunQueue {
   const std::string& shm_name() const { return shm_name_; }
   const PeerProcess& owner() const { return owner_; }
   uint32_t entries() const { return entries_; }
+  uint64_t serial() const { return serial_; }
   uint64_t region_bytes() const { return region_bytes_; }
   // "queue 1f2e... of pid 123 (uid 1000)", for logs.
   std::string Describe() const;
@@ -88,7 +90,7 @@ class RunQueue {
 
  private:
   RunQueue(std::string id, std::string shm_name, const PeerProcess& owner, uint32_t entries,
-           char* base, int fd);
+           uint64_t serial, char* base, int fd);
   proto::queue::RegionHeader* header() const {
     return reinterpret_cast<proto::queue::RegionHeader*>(base_);
   }
@@ -103,6 +105,7 @@ class RunQueue {
   const std::string shm_name_;
   const PeerProcess owner_;
   const uint32_t entries_;
+  const uint64_t serial_;
   const uint64_t region_bytes_;
   char* const base_;
   const int fd_;  // kept to recognise the name as ours when unlinking it
@@ -138,7 +141,8 @@ class RunQueues {
   // Closes and removes every queue (shutdown).
   void Clear();
 
-  // The open queues, and a number that changes whenever they do.
+  // The open queues in the order they opened, and a number that changes
+  // whenever they do.
   std::vector<std::shared_ptr<RunQueue>> Snapshot() const;
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
   int64_t size() const;
@@ -148,6 +152,7 @@ class RunQueues {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<RunQueue>> by_id_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> generation_{0};
+  std::atomic<uint64_t> next_serial_{0};
 };
 
 }  // namespace kt::server

@@ -385,6 +385,13 @@ grpc::Status KernTuneService::Complete(absl::string_view peer, PreparedRun& prep
                                        pb::RunResponse* response) {
   const StageClock::time_point routed = StageClock::now();
   absl::StatusOr<RunResult> result = backend_.Execute(prepared.device, prepared.run);
+  return Respond(peer, prepared, routed, result, response);
+}
+
+grpc::Status KernTuneService::Respond(absl::string_view peer, const PreparedRun& prepared,
+                                      StageClock::time_point routed,
+                                      absl::StatusOr<RunResult>& result,
+                                      pb::RunResponse* response) {
   if (!result.ok()) return RunAnswered(peer, prepared, result.status(), nullptr);
   response->mutable_server_timing()->set_execute_us(MicrosSince(routed, StageClock::now()));
   const grpc::Status answered = RunAnswered(peer, prepared, absl::OkStatus(), &*result);
@@ -441,7 +448,12 @@ grpc::Status KernTuneService::HandleRun(absl::string_view peer, const pb::RunReq
   return Complete(peer, prepared, response);
 }
 
-void KernTuneService::RunQueued(const std::shared_ptr<RunQueue>& queue, RunQueue::Taken taken) {
+std::unique_ptr<QueueStreams> KernTuneService::OpenStreams() {
+  return std::make_unique<QueueStreams>(backend_);
+}
+
+void KernTuneService::RunQueued(const std::shared_ptr<RunQueue>& queue, RunQueue::Taken taken,
+                                QueueStreams& streams) {
   // Held until the completion is written: the request, the Run between its
   // stages and its response.
   struct Queued {
@@ -458,7 +470,7 @@ void KernTuneService::RunQueued(const std::shared_ptr<RunQueue>& queue, RunQueue
   if (!prepared.admission) {
     return queue->Complete(tag, absl::UnavailableError("kerntuned is shutting down"), nullptr);
   }
-  const std::string peer = queue->Describe();
+  std::string peer = queue->Describe();
   if (!taken.request.ok()) {
     RunAnswered(peer, prepared, taken.request.status(), nullptr);
     return queue->Complete(tag, taken.request.status(), nullptr);
@@ -471,16 +483,25 @@ void KernTuneService::RunQueued(const std::shared_ptr<RunQueue>& queue, RunQueue
     RunAnswered(peer, prepared, s, nullptr);
     return queue->Complete(tag, s, nullptr);
   }
-  auto complete = [this, queue, queued, tag, peer] {
-    const grpc::Status status = Complete(peer, queued->prepared, &queued->response);
+  auto answer = [this, queue, queued, tag, peer](const grpc::Status& status) {
     // grpc and absl number their codes alike.
     queue->Complete(tag,
                     absl::Status(static_cast<absl::StatusCode>(status.error_code()),
                                  status.error_message()),
                     &queued->response);
   };
-  // As a gRPC Run: small ones here, on the poller's thread; large ones on
-  // their device's workers, so that a long kernel holds no other queue.
+  // On the device's stream: the poller answers it once the GPU is done.
+  RunStream::Done done = [this, answer, queued, peer, routed = StageClock::now()](
+                             absl::StatusOr<RunResult> result) {
+    answer(Respond(peer, queued->prepared, routed, result, &queued->response));
+  };
+  if (streams.Submit(prepared.device, prepared.run, done)) return;
+  // A backend without streams (the CPU): as a gRPC Run, small ones here, on
+  // the poller's thread; large ones on their device's workers, so that a
+  // long Run holds no other queue.
+  auto complete = [this, answer, queued, peer] {
+    answer(Complete(peer, queued->prepared, &queued->response));
+  };
   if (RunsOnGrpcThread(queued->request)) return complete();
   device_workers_[prepared.device]->Submit(std::move(complete));
 }
@@ -655,6 +676,9 @@ grpc::Status KernTuneService::HandleListBuffers(absl::string_view peer,
 void KernTuneService::Housekeep(absl::Time now) {
   const BufferRegistry::Reaped reaped = registry_.Reap(now, IsAlive);
   const int queues_reaped = queues_.Reap(IsAlive);
+  // A poller asleep on its queues' doorbells looks at them once: a region
+  // broken meanwhile (truncated) is closed, and reaped at the next sweep.
+  if (queues_.size() > 0) poller_.Wake();
   if (queues_reaped > 0) {
     LogInfo(absl::StrFormat("closed %d queues of exited processes", queues_reaped));
   }

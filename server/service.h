@@ -9,11 +9,12 @@
 // A large Run is validated, resolved and routed on a shared worker, then
 // executed on the workers of its device, so a device busy with long
 // kernels holds only its own threads.
-// This is the daemon's one execution path. The opt-in alternatives that were
-// measured (a polling launcher thread, busy-polled completion queues:
-// bench/results/2026-11-21-h200-hot-launcher, 2026-11-22-h100-busy-poll)
-// made the handler cheaper but held a core each and left a small Run's round
-// trip far from its target.
+// Runs through a submission queue (queue_poller.h) take the other path: the
+// pollers validate and resolve them with the same code, then launch them on
+// the queue's stream of their device without waiting (run_stream.h). The
+// waiting mechanisms tried for gRPC before (a polling launcher thread,
+// busy-polled completion queues: bench/results/2026-11-21-h200-hot-launcher,
+// 2026-11-22-h100-busy-poll) left the code: gRPC itself was the floor.
 #ifndef KERNTUNE_SERVER_SERVICE_H_
 #define KERNTUNE_SERVER_SERVICE_H_
 
@@ -42,6 +43,7 @@
 #include "server/request_log.h"
 #include "server/run_counters.h"
 #include "server/run_queue.h"
+#include "server/stage_clock.h"
 #include "server/worker_pool.h"
 
 namespace kt::server {
@@ -124,8 +126,11 @@ class KernTuneService final : public kerntune::v1::KernTune::CallbackService,
                                 const kerntune::v1::CloseQueueRequest* request,
                                 kerntune::v1::CloseQueueResponse* response);
 
-  // QueuedRunSink: one descriptor of a queue.
-  void RunQueued(const std::shared_ptr<RunQueue>& queue, RunQueue::Taken taken) override;
+  // QueuedRunSink: a new queue's streams on the backend's devices, and one
+  // descriptor of a queue.
+  std::unique_ptr<QueueStreams> OpenStreams() override;
+  void RunQueued(const std::shared_ptr<RunQueue>& queue, RunQueue::Taken taken,
+                 QueueStreams& streams) override;
 
   // gRPC's callback API.
   grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* context,
@@ -190,6 +195,11 @@ class KernTuneService final : public kerntune::v1::KernTune::CallbackService,
   // Stage two: the backend on the routed device, and the response.
   grpc::Status Complete(absl::string_view peer, PreparedRun& prepared,
                         kerntune::v1::RunResponse* response);
+  // The backend's answer into the response (stage two's end, or a stream's
+  // answer); `routed` is when execution began.
+  grpc::Status Respond(absl::string_view peer, const PreparedRun& prepared,
+                       StageClock::time_point routed, absl::StatusOr<RunResult>& result,
+                       kerntune::v1::RunResponse* response);
   // Every Run's end: counted in the metrics; a failure logged and converted.
   grpc::Status RunAnswered(absl::string_view peer, const PreparedRun& prepared,
                            const absl::Status& status, const RunResult* result);

@@ -186,7 +186,9 @@ TEST_F(RunQueueTest, ErrorsComeBackWithGrpcsCodesAndMessages) {
   EXPECT_EQ(Status().open_queues(), 1);
 }
 
-TEST_F(RunQueueTest, ManyThreadsShareOneQueue) {
+// More threads than one client opens queues for (4): they take the idle
+// ones, open more, then share them; every answer is right.
+TEST_F(RunQueueTest, ManyThreadsShareAFewQueues) {
   constexpr int kThreads = 8, kRunsEach = 150, kCols = 16;
   std::mt19937_64 rng(5);
   const std::string x = RandomTensor(kernels::DType::kFloat32, kThreads * kCols, rng, 0.5);
@@ -220,7 +222,8 @@ TEST_F(RunQueueTest, ManyThreadsShareOneQueue) {
     EXPECT_EQ(wrong[t], 0) << "thread " << t;
   }
   const pb::GetStatusResponse status = Status();
-  EXPECT_EQ(status.open_queues(), 1);
+  EXPECT_GE(status.open_queues(), 1);
+  EXPECT_LE(status.open_queues(), 4);
   EXPECT_EQ(status.stats().runs(), kThreads + kThreads * kRunsEach);
 }
 

@@ -15,7 +15,9 @@
 
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <functional>
+#include <limits>
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
@@ -336,34 +338,122 @@ TEST(RunQueuesTest, OwnersCloseTheirOwnAndExitedOwnersAreReaped) {
 
 // ---------------------------------------------------------------- QueuePoller
 
-// Records what the poller hands over; the first one waits for a release.
+// A backend for the poller's tests: its devices' streams answer a Run after
+// `polls` Polls of the stream (or it has none when `polls` < 0), and count
+// what they hold.
+class StreamingBackend final : public Backend {
+ public:
+  explicit StreamingBackend(int polls) : polls_(polls) {}
+  std::string name() const override { return "fake"; }
+  absl::StatusOr<RunResult> Execute(int, const RunRequest&) override { return RunResult(); }
+  std::unique_ptr<RunStream> OpenRunStream(int) override {
+    if (polls_ < 0) return nullptr;
+    return std::make_unique<Stream>(*this);
+  }
+  int max_in_flight() const { return max_in_flight_.load(); }
+  int unflushed_polls() const { return unflushed_polls_.load(); }
+
+ private:
+  class Stream final : public RunStream {
+   public:
+    explicit Stream(StreamingBackend& backend) : backend_(backend) {}
+    ~Stream() override {
+      for (InFlight& run : runs_) run.done(absl::UnavailableError("stream closed"));
+    }
+    void Submit(const RunRequest&, Done done) override {
+      runs_.push_back({std::move(done), backend_.polls_, false});
+      int seen = backend_.max_in_flight_.load();
+      const int now = static_cast<int>(runs_.size());
+      while (now > seen && !backend_.max_in_flight_.compare_exchange_weak(seen, now)) {
+      }
+    }
+    void Flush() override {
+      for (InFlight& run : runs_) run.flushed = true;
+    }
+    int Poll() override {
+      for (InFlight& run : runs_) {
+        if (run.flushed) {
+          --run.polls_left;
+        } else {
+          ++backend_.unflushed_polls_;
+        }
+      }
+      while (!runs_.empty() && runs_.front().flushed && runs_.front().polls_left <= 0) {
+        Done done = std::move(runs_.front().done);
+        runs_.pop_front();
+        done(RunResult());
+      }
+      return static_cast<int>(runs_.size());
+    }
+
+   private:
+    struct InFlight {
+      Done done;
+      int polls_left;
+      bool flushed;
+    };
+    StreamingBackend& backend_;
+    std::deque<InFlight> runs_;
+  };
+
+  const int polls_;
+  std::atomic<int> max_in_flight_{0};
+  std::atomic<int> unflushed_polls_{0};
+};
+
+// Records what the poller hands over, in order, and answers it: on the
+// queue's stream when the backend has streams, else at once. The first one
+// can be held until a release.
 class RecordingSink final : public QueuedRunSink {
  public:
-  void RunQueued(const std::shared_ptr<RunQueue>& queue, RunQueue::Taken taken) override {
+  explicit RecordingSink(int polls = -1) : backend_(polls) {}
+  std::unique_ptr<QueueStreams> OpenStreams() override {
+    return std::make_unique<QueueStreams>(backend_);
+  }
+  void RunQueued(const std::shared_ptr<RunQueue>& queue, RunQueue::Taken taken,
+                 QueueStreams& streams) override {
     if (!first_.HasBeenNotified()) {
       first_.Notify();
       release_.WaitForNotification();
     }
-    absl::MutexLock lock(&mu_);
-    order_.push_back(taken.tag);
-    queue->Complete(taken.tag, absl::OkStatus(), nullptr);
+    {
+      absl::MutexLock lock(&mu_);
+      order_.push_back(taken.tag);
+    }
+    RunStream::Done done = [this, queue, tag = taken.tag](absl::StatusOr<RunResult> result) {
+      {
+        absl::MutexLock lock(&mu_);
+        answers_.push_back(result.status().code());
+      }
+      queue->Complete(tag, result.status(), nullptr);
+    };
+    if (!streams.Submit(0, request_, done)) done(RunResult());
   }
   std::vector<uint64_t> order() {
     absl::MutexLock lock(&mu_);
     return order_;
   }
+  std::vector<absl::StatusCode> answers() {
+    absl::MutexLock lock(&mu_);
+    return answers_;
+  }
+  const StreamingBackend& backend() const { return backend_; }
   absl::Notification first_;
   absl::Notification release_;
 
  private:
+  StreamingBackend backend_;
+  const RunRequest request_;  // the streams only hold on to it
   absl::Mutex mu_;
   std::vector<uint64_t> order_;
+  std::vector<absl::StatusCode> answers_;
 };
 
 TEST(QueuePollerTest, ABusyQueueDoesNotStarveAnother) {
   RunQueues queues(QueueLimits{});
   RecordingSink sink;
   PollerOptions options;
+  options.threads = 1;  // both queues on one poller
   options.max_per_queue_per_pass = 4;
   QueuePoller poller(queues, sink, options);
   std::shared_ptr<RunQueue> busy = *queues.Open(Self(), 64);
@@ -383,6 +473,87 @@ TEST(QueuePollerTest, ABusyQueueDoesNotStarveAnother) {
   const auto quiet_at = std::find(order.begin(), order.end(), 1000) - order.begin();
   // At most two passes of the busy queue before it: 2 x 4.
   EXPECT_LE(quiet_at, 8) << "the quiet queue's Run came " << quiet_at << "th";
+}
+
+TEST(QueuePollerTest, QueuesOnAnotherPollerAreNotHeldByABlockedOne) {
+  RunQueues queues(QueueLimits{});
+  RecordingSink sink;
+  PollerOptions options;
+  options.threads = 2;  // queues opened in turn go to pollers in turn
+  QueuePoller poller(queues, sink, options);
+  std::shared_ptr<RunQueue> blocked = *queues.Open(Self(), 8);
+  std::shared_ptr<RunQueue> other = *queues.Open(Self(), 8);
+  poller.Wake();
+  MappedQueue blocked_map(blocked->shm_name(), 8);
+  MappedQueue other_map(other->shm_name(), 8);
+  blocked_map.Submit(1, SoftmaxOnBuffer("b", 1, 4, 0, 64));
+  sink.first_.WaitForNotification();  // its poller is now stuck in the sink
+  for (uint64_t tag = 100; tag < 110; ++tag) {
+    other_map.Submit(tag, SoftmaxOnBuffer("b", 1, 4, 0, 64));
+    std::optional<MappedQueue::Completion> done = other_map.Next(absl::Seconds(5));
+    ASSERT_TRUE(done) << "the other poller did not answer tag " << tag;
+    EXPECT_EQ(done->tag, tag);
+  }
+  sink.release_.Notify();
+  std::optional<MappedQueue::Completion> done = blocked_map.Next(absl::Seconds(5));
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done->tag, 1u);
+}
+
+TEST(QueuePollerTest, StreamsAnswerAfterTheirBatchIsMarkedAndBoundWhatIsInFlight) {
+  RunQueues queues(QueueLimits{});
+  RecordingSink sink(/*polls=*/3);
+  sink.first_.Notify();
+  PollerOptions options;
+  options.threads = 1;
+  options.max_per_queue_per_pass = 32;
+  QueuePoller poller(queues, sink, options);
+  std::shared_ptr<RunQueue> queue = *queues.Open(Self(), 256);
+  poller.Wake();
+  MappedQueue mapped(queue->shm_name(), 256);
+  for (uint32_t i = 0; i < 256; ++i) mapped.Write(i, i, SoftmaxOnBuffer("b", 1, 4, 0, 64));
+  mapped.Publish(256);
+  std::vector<uint64_t> tags;
+  while (tags.size() < 256) {
+    std::optional<MappedQueue::Completion> done = mapped.Next(absl::Seconds(5));
+    ASSERT_TRUE(done) << "only " << tags.size() << " of 256 answered";
+    EXPECT_EQ(done->code, absl::StatusCode::kOk);
+    tags.push_back(done->tag);
+  }
+  for (uint64_t i = 0; i < 256; ++i) EXPECT_EQ(tags[i], i);  // one stream: in order
+  EXPECT_LE(sink.backend().max_in_flight(), kMaxQueueRunsInFlight);
+  EXPECT_GT(sink.backend().max_in_flight(), 1);  // batches were in flight together
+  // Every Poll came after the Flush of what it looked at.
+  EXPECT_EQ(sink.backend().unflushed_polls(), 0);
+}
+
+TEST(QueuePollerTest, RunsInFlightKeepThePollerAwakeAndAreAnsweredWhenItStops) {
+  RunQueues queues(QueueLimits{});
+  // Never done by themselves: only the streams' ends answer these Runs.
+  RecordingSink sink(/*polls=*/std::numeric_limits<int>::max());
+  sink.first_.Notify();
+  PollerOptions options;
+  options.threads = 1;
+  options.idle_spin = absl::Milliseconds(1);
+  auto poller = std::make_unique<QueuePoller>(queues, sink, options);
+  std::shared_ptr<RunQueue> queue = *queues.Open(Self(), 8);
+  poller->Wake();
+  MappedQueue mapped(queue->shm_name(), 8);
+  mapped.Submit(1, SoftmaxOnBuffer("b", 1, 4, 0, 64));
+  mapped.Submit(2, SoftmaxOnBuffer("b", 1, 4, 0, 64));
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (sink.order().size() < 2 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_EQ(sink.order().size(), 2u);
+  // In flight, well past idle_spin: the poller keeps looking, never sleeps.
+  absl::SleepFor(absl::Milliseconds(30));
+  EXPECT_EQ(poller->sleeps(), 0);
+  EXPECT_TRUE(sink.answers().empty());
+  // Stopping closes the queue and ends its streams, which answer their Runs.
+  poller.reset();
+  EXPECT_EQ(queue->close_reason(), layout::CloseReason::kShutdown);
+  EXPECT_EQ(mapped.header().closed, static_cast<uint32_t>(layout::CloseReason::kShutdown));
+  EXPECT_THAT(sink.answers(), ::testing::ElementsAre(absl::StatusCode::kUnavailable,
+                                                     absl::StatusCode::kUnavailable));
 }
 
 double ProcessCpuSeconds() {
