@@ -572,8 +572,10 @@ class DaemonGoneTest(unittest.TestCase):
             self.client.softmax(self.x, out=self.out)
         self.assertLess(time.monotonic() - start, 3.0)
         self.assertEqual(self.grpc_runs.calls, 1)
-        # A new daemon on the same socket gets a new queue.
+        # A new daemon on the same socket gets a new queue, once the channel
+        # is back (gRPC's reconnect backoff) and the OpenQueue retry is due.
         self.start_daemon(socket=self.daemon.socket)
+        self.client.wait_ready(timeout=30)
         time.sleep(kerntune._client._QUEUE_RETRY_S)
         self.out[...] = 0
         self.client.softmax(self.x, out=self.out)
