@@ -74,11 +74,14 @@ _SYS_FUTEX = 202
 _FUTEX_WAIT = 0
 _FUTEX_WAKE = 1
 
-# How long a waiting thread spins on the completion ring before it sleeps on
-# the futex (run_queue.cc kSpin): a small Run's answer comes within it. The
+# How a thread waits for its completion, as client/run_queue.cc does: it
+# spins (a small Run's answer comes within _SPIN_S), then keeps looking but
+# yields the core between looks (a large Run's answer is seen at once, not
+# a futex wake-up later), and past _YIELD_SPIN_S sleeps on the futex. The
 # longest single sleep: how soon a waiter sees a close the daemon wrote
 # while it was falling asleep, or its deadline.
 _SPIN_S = 30e-6
+_YIELD_SPIN_S = 2e-3
 _MAX_SLEEP_S = 0.1
 # A killed daemon writes nothing: after this long without a completion
 # while Runs wait, one waiter asks the daemon's socket whether anything
@@ -383,20 +386,25 @@ class RunQueue:
 
     def _wait(self, until):
         """Waits (self._lock held, released meanwhile) for a completion past
-        cq_head, a close or `until`, at most _MAX_SLEEP_S: spins briefly,
+        cq_head, a close or `until`, at most _MAX_SLEEP_S: spins, yields,
         then sleeps on the futex. Then, if the daemon has been silent for
         _PROBE_AFTER_S, asks whether it is still there."""
         seen = self._cq_head
         self._lock.release()
         try:
-            now = time.monotonic()
-            timeout_s = _MAX_SLEEP_S if until is None else min(until - now, _MAX_SLEEP_S)
-            spin_until = now + min(_SPIN_S, timeout_s)
+            start = time.monotonic()
+            timeout_s = _MAX_SLEEP_S if until is None else min(until - start, _MAX_SLEEP_S)
+            spin_until = start + min(_SPIN_S, timeout_s)
+            yield_until = start + min(_YIELD_SPIN_S, timeout_s)
             while self._load(_CQ_TAIL) == seen and not self.closed:
-                if time.monotonic() >= spin_until:
+                now = time.monotonic()
+                if now >= yield_until:
                     break
-            if self._load(_CQ_TAIL) == seen and not self.closed and timeout_s > _SPIN_S:
-                self._sleep(seen, timeout_s - _SPIN_S)
+                if now >= spin_until:
+                    os.sched_yield()  # releases the GIL too
+            if (self._load(_CQ_TAIL) == seen and not self.closed
+                    and timeout_s > _YIELD_SPIN_S):
+                self._sleep(seen, timeout_s - _YIELD_SPIN_S)
         finally:
             self._lock.acquire()
         if self._load(_CQ_TAIL) == seen and not self.closed:
