@@ -77,9 +77,10 @@ _FUTEX_WAKE = 1
 # How a thread waits for its completion, as client/run_queue.cc does: it
 # spins (a small Run's answer comes within _SPIN_S), then keeps looking but
 # yields the core between looks (a large Run's answer is seen at once, not
-# a futex wake-up later), and past _YIELD_SPIN_S sleeps on the futex. The
-# longest single sleep: how soon a waiter sees a close the daemon wrote
-# while it was falling asleep, or its deadline.
+# a futex wake-up later), and past _YIELD_SPIN_S sleeps on the futex; both
+# counted from the start of the wait, not of each sleep. The longest single
+# sleep: how soon a waiter sees a close the daemon wrote while it was
+# falling asleep, or its deadline.
 _SPIN_S = 30e-6
 _YIELD_SPIN_S = 2e-3
 _MAX_SLEEP_S = 0.1
@@ -384,27 +385,26 @@ class RunQueue:
         if self._load(_NEED_WAKEUP) != 0:
             self._ring_doorbell()
 
-    def _wait(self, until):
+    def _wait(self, since, until):
         """Waits (self._lock held, released meanwhile) for a completion past
-        cq_head, a close or `until`, at most _MAX_SLEEP_S: spins, yields,
-        then sleeps on the futex. Then, if the daemon has been silent for
-        _PROBE_AFTER_S, asks whether it is still there."""
+        cq_head, a close or `until`, at most _MAX_SLEEP_S: spins, then
+        yields, while the wait that began at `since` is young, then sleeps
+        on the futex; so a long Run costs at most _YIELD_SPIN_S of looking.
+        Then, if the daemon has been silent for _PROBE_AFTER_S, asks whether
+        it is still there."""
         seen = self._cq_head
         self._lock.release()
         try:
-            start = time.monotonic()
-            timeout_s = _MAX_SLEEP_S if until is None else min(until - start, _MAX_SLEEP_S)
-            spin_until = start + min(_SPIN_S, timeout_s)
-            yield_until = start + min(_YIELD_SPIN_S, timeout_s)
+            now = time.monotonic()
+            end = now + (_MAX_SLEEP_S if until is None else min(until - now, _MAX_SLEEP_S))
             while self._load(_CQ_TAIL) == seen and not self.closed:
                 now = time.monotonic()
-                if now >= yield_until:
+                if now >= end or now - since >= _YIELD_SPIN_S:
                     break
-                if now >= spin_until:
+                if now - since >= _SPIN_S:
                     os.sched_yield()  # releases the GIL too
-            if (self._load(_CQ_TAIL) == seen and not self.closed
-                    and timeout_s > _YIELD_SPIN_S):
-                self._sleep(seen, timeout_s - _YIELD_SPIN_S)
+            if self._load(_CQ_TAIL) == seen and not self.closed and now < end:
+                self._sleep(seen, end - now)
         finally:
             self._lock.acquire()
         if self._load(_CQ_TAIL) == seen and not self.closed:
@@ -477,7 +477,8 @@ class RunQueue:
             return Outcome(False, error=_errors.InvalidArgumentError(
                 "the request has %d bytes; a queue descriptor holds %d"
                 % (len(data), MAX_REQUEST_BYTES)))
-        until = None if timeout is None else time.monotonic() + timeout
+        since = time.monotonic()
+        until = None if timeout is None else since + timeout
         me = _Waiter()
         with self._lock:
             # A free descriptor slot: at most `entries` Runs unanswered.
@@ -490,7 +491,7 @@ class RunQueue:
                 if until is not None and time.monotonic() >= until:
                     return Outcome(False, error=_errors.DeadlineExceededError(
                         "the queue stayed full"))
-                self._wait(until)
+                self._wait(since, until)
             tag = self._next_tag
             self._next_tag += 1
             slot = RINGS_OFFSET + (self._sq_tail & self._mask) * SUBMISSION_SLOT_BYTES
@@ -509,6 +510,7 @@ class RunQueue:
             if self._load(_NEED_WAKEUP) != 0:
                 self._ring_doorbell()
 
+            since = time.monotonic()
             while True:
                 self._drain()
                 if me.done:
@@ -520,5 +522,5 @@ class RunQueue:
                 if me.error is not None:
                     self._waiting.pop(tag, None)
                     break
-                self._wait(until)
+                self._wait(since, until)
         return Outcome(True, me.response, me.error)
