@@ -411,7 +411,7 @@ QueueThroughput MeasureQueueThroughput(const std::string& socket, int local_devi
   for (int q = 0; q < queues; ++q) {
     stubs.push_back(pb::KernTune::NewStub(NewConnection(socket)));
     absl::StatusOr<std::unique_ptr<kt::client::RunQueueClient>> opened =
-        kt::client::RunQueueClient::Open(*stubs.back(), absl::Seconds(10));
+        kt::client::RunQueueClient::Open(*stubs.back(), socket, absl::Seconds(10));
     Check(opened.status(), "OpenQueue (throughput)");
     rings.push_back(*std::move(opened));
   }
@@ -510,6 +510,67 @@ QueueThroughput MeasureDaemonClientThroughput(const std::string& socket, int loc
   return result;
 }
 
+// Fair sharing (issue 25): a client's small Runs alone, then while another
+// client floods the GPU with large ones, each on its own queue (connection).
+struct Fairness {
+  Series alone, flooded;
+  int64_t flood_runs = 0;
+};
+
+Fairness MeasureFairness(const std::string& socket, int local_device, int daemon_device,
+                         int calls) {
+  constexpr int kFloodThreads = 2;
+  constexpr int64_t kRows = 49152, kCols = 4096;
+  auto small_stub = pb::KernTune::NewStub(NewConnection(socket));
+  absl::StatusOr<std::unique_ptr<kt::client::RunQueueClient>> small_queue =
+      kt::client::RunQueueClient::Open(*small_stub, socket, absl::Seconds(10));
+  Check(small_queue.status(), "OpenQueue (fairness)");
+  IpcBuffer small = RegisterNew(*small_stub, 2 * 1024 * 2, "fairness small", daemon_device);
+  FillRandom(small.device, 1024);
+  const pb::RunRequest small_run = SoftmaxRequest(small, 1, 1024);
+  auto series = [&] {
+    std::vector<double> us;
+    for (int i = 0; i < calls + 100; ++i) {
+      const auto start = Clock::now();
+      QueueRun(**small_queue, small_run, "Run 1x1024 (fairness)");
+      if (i >= 100) us.push_back(Us(Clock::now() - start));
+      // A client that sends now and then, not back to back.
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    return Summarize(us);
+  };
+  Fairness result;
+  result.alone = series();
+  auto flood_stub = pb::KernTune::NewStub(NewConnection(socket));
+  absl::StatusOr<std::unique_ptr<kt::client::RunQueueClient>> flood_queue =
+      kt::client::RunQueueClient::Open(*flood_stub, socket, absl::Seconds(10));
+  Check(flood_queue.status(), "OpenQueue (flood)");
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> flood_runs{0};
+  std::atomic<int> ready{0};
+  std::vector<std::thread> flooders;
+  for (int t = 0; t < kFloodThreads; ++t) {
+    flooders.emplace_back([&] {
+      Check(cudaSetDevice(local_device), "cudaSetDevice");
+      IpcBuffer big = RegisterNew(*flood_stub, 2 * kRows * kCols * 2, "flood", daemon_device);
+      FillRandom(big.device, kRows * kCols);
+      const pb::RunRequest run = SoftmaxRequest(big, kRows, kCols);
+      ready.fetch_add(1);
+      while (!stop.load()) {
+        QueueRun(**flood_queue, run, "Run 49152x4096 (flood)");
+        flood_runs.fetch_add(1);
+      }
+    });
+  }
+  while (ready.load() < kFloodThreads) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const int64_t before = flood_runs.load();
+  result.flooded = series();
+  result.flood_runs = flood_runs.load() - before;
+  stop = true;
+  for (std::thread& t : flooders) t.join();
+  return result;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -579,7 +640,7 @@ int main(int argc, char** argv) {
   std::string queue_error = "--noqueue";
   if (use_queue) {
     absl::StatusOr<std::unique_ptr<kt::client::RunQueueClient>> opened =
-        kt::client::RunQueueClient::Open(*stub, absl::Seconds(10));
+        kt::client::RunQueueClient::Open(*stub, socket, absl::Seconds(10));
     if (opened.ok()) {
       queue = *std::move(opened);
       std::printf("submission queue %s opened: measured beside gRPC\n", queue->id().c_str());
@@ -887,6 +948,22 @@ int main(int argc, char** argv) {
     }
   }
 
+  // --- fair sharing: a small-Run client alone and beside a large-Run flood.
+  std::string fairness_json;
+  if (queue != nullptr) {
+    const Fairness f = MeasureFairness(socket, local_device, daemon_device, 1000);
+    std::printf("fairness: a client's small Runs (queue) alone p50 %.1f us p99 %.1f us; while "
+                "another floods 49152x4096 Runs (%lld done meanwhile) p50 %.1f us p99 %.1f us: "
+                "p99 x%.2f\n",
+                f.alone.p50, f.alone.p99, static_cast<long long>(f.flood_runs), f.flooded.p50,
+                f.flooded.p99, f.flooded.p99 / f.alone.p99);
+    fairness_json = absl::StrFormat(
+        "{\"alone_p50_us\": %.2f, \"alone_p99_us\": %.2f, \"flooded_p50_us\": %.2f, "
+        "\"flooded_p99_us\": %.2f, \"p99_ratio\": %.3f, \"flood_runs\": %d}",
+        f.alone.p50, f.alone.p99, f.flooded.p50, f.flooded.p99, f.flooded.p99 / f.alone.p99,
+        f.flood_runs);
+  }
+
   // --- bandwidth: a large softmax through the daemon vs the kernel alone.
   {
     constexpr int64_t kRows = 49152, kCols = 4096;
@@ -948,17 +1025,26 @@ int main(int argc, char** argv) {
     if (queue != nullptr) {
       // Against the kernel time of its own Runs (the same config as the
       // gRPC ones, interleaved with them), and against theirs.
-      // Back to back, as a loop of synchronous Runs sends them.
+      // Back to back, as a loop of synchronous Runs sends them: untimed, as
+      // a user sends them (the timing events cost the round trip ~3 us),
+      // against the kernel time of the timed Runs just before them.
       std::vector<double> b2b_round_trip_us, b2b_kernel_us;
       Stages b2b_stages;
-      for (int i = 0; i < 60; ++i) {
+      pb::RunRequest untimed = base;
+      untimed.set_time_kernel(false);
+      for (int i = 0; i < 120; ++i) {
+        const bool timed_run = i < 60;
         const auto start = Clock::now();
-        const pb::RunResponse response = QueueRun(*queue, base, "Run 49152x4096 (queue, b2b)");
+        const pb::RunResponse response =
+            QueueRun(*queue, timed_run ? base : untimed, "Run 49152x4096 (queue, b2b)");
         const double us = Us(Clock::now() - start);
-        if (i < 10) continue;
-        b2b_round_trip_us.push_back(us);
-        b2b_kernel_us.push_back(response.kernel_time_us());
-        b2b_stages.Add(response, us);
+        if (i % 60 < 10) continue;
+        if (timed_run) {
+          b2b_kernel_us.push_back(response.kernel_time_us());
+        } else {
+          b2b_round_trip_us.push_back(us);
+          b2b_stages.Add(response, us);
+        }
       }
       const Series brt = Summarize(b2b_round_trip_us), bk = Summarize(b2b_kernel_us);
       const double b2b_pct = bk.p50 > 0 ? 100 * bk.p50 / brt.p50 : 0;
@@ -1148,9 +1234,10 @@ int main(int argc, char** argv) {
     absl::StrAppendFormat(&json,
                           ",\n  \"queue\": {\"available\": true, \"id\": \"%s\", "
                           "\"latency\": %s,\n    \"latency_back_to_back\": %s,\n"
-                          "    \"throughput\": [%s\n    ],\n    \"bandwidth\": %s}\n",
+                          "    \"throughput\": [%s\n    ],\n    \"bandwidth\": %s,\n"
+                          "    \"fairness\": %s}\n",
                           JsonEscape(queue->id()), queue_latency_json, queue_b2b_json,
-                          queue_throughput_json, queue_bandwidth_json);
+                          queue_throughput_json, queue_bandwidth_json, fairness_json);
   } else {
     absl::StrAppendFormat(&json, ",\n  \"queue\": {\"available\": false, \"error\": \"%s\"}\n",
                           JsonEscape(queue_error));

@@ -20,7 +20,11 @@
 # skips it): the summary's q_* columns are the small Run's p50/p99 through
 # the queue, Runs/s with 16 threads on one queue (q_rps16) and on several
 # (q_rps16N), and the synchronous 49152x4096 softmax as % of its kernel
-# (q_sync%); "-" where the daemon offered no queue. $BENCH_FLAGS go to
+# (q_sync%); "-" where the daemon offered no queue. After a "|": the small
+# Run back to back (b2b_p50, b2b_p99), 16 threads through one DaemonClient
+# (dc_rps16), synchronous 49152x4096 back to back (b2b_sync%) and the
+# small-Run p99 under a large-Run flood over alone (fair_p99x). The idle
+# daemon's CPU goes to daemon_idle_cpu.txt. $BENCH_FLAGS go to
 # kt_daemon_bench.
 # $KERNTUNED_FLAGS (e.g. --workers=16) go to every daemon the tests and the
 # sanitizer start.
@@ -165,10 +169,11 @@ if q.get("available"):
                 and t["threads"] == 16), default=0)
     b2b = q.get("latency_back_to_back", {})
     bw_b2b = q["bandwidth"].get("back_to_back", {})
-    print(" %7.1f %7.1f %8.0f %8.0f %7.1f | b2b_p50 %.1f b2b_p99 %.1f dc_rps16 %.0f b2b_sync%% %.1f" % (
+    fair = q.get("fairness", {})
+    print(" %7.1f %7.1f %8.0f %8.0f %7.1f | b2b_p50 %.1f b2b_p99 %.1f dc_rps16 %.0f b2b_sync%% %.1f fair_p99x %.2f" % (
         q["latency"]["run_p50_us"], q["latency"]["run_p99_us"], qrps.get((16, 1), 0), spread,
         q["bandwidth"]["sync_pct_of_kernel"], b2b.get("run_p50_us", 0), b2b.get("run_p99_us", 0),
-        dc16, bw_b2b.get("pct_of_kernel", 0)))
+        dc16, bw_b2b.get("pct_of_kernel", 0), fair.get("p99_ratio", 0)))
 else:
     print(" %7s %7s %8s %8s %7s" % ("-", "-", "-", "-", "-"))
 PY

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "client/run_queue.h"
 
@@ -31,6 +32,13 @@ struct internal::DaemonConnection {
   mutable size_t next_shared ABSL_GUARDED_BY(queue_mu) = 0;
   mutable bool queue_refused ABSL_GUARDED_BY(queue_mu) = false;
 
+  // The path of a "unix:PATH" or "unix:///PATH" target.
+  std::string SocketPath() const {
+    absl::string_view path = absl::StripPrefix(target, "unix:");
+    if (absl::StartsWith(path, "//")) path.remove_prefix(2);
+    return std::string(path);
+  }
+
   // A queue lent to one Run; an exclusive one goes back to the idle list.
   struct QueueLease {
     std::shared_ptr<RunQueueClient> queue;
@@ -50,14 +58,15 @@ struct internal::DaemonConnection {
     queues.erase(std::remove_if(queues.begin(), queues.end(), is_closed), queues.end());
     if (static_cast<int>(queues.size()) < kMaxQueues && !queue_refused) {
       absl::StatusOr<std::unique_ptr<RunQueueClient>> opened = RunQueueClient::Open(
-          *stub, std::min(deadline, absl::Seconds(10)));
+          *stub, SocketPath(), std::min(deadline, absl::Seconds(10)));
       if (opened.ok()) {
         queues.push_back(*std::move(opened));
         return {queues.back(), true};
       }
       // A daemon without queues (or that refuses one) is served over gRPC
-      // from now on, unless this connection already has queues to share.
-      queue_refused = queues.empty();
+      // from now on, unless this connection already has queues to share;
+      // one that is not there (yet) is asked again next time.
+      queue_refused = queues.empty() && !absl::IsUnavailable(opened.status());
     }
     if (queues.empty()) return {};
     return {queues[next_shared++ % queues.size()], false};
@@ -104,6 +113,34 @@ absl::Status UnregisterById(const Connection& connection, absl::Duration deadlin
   return Call(connection, deadline, "UnregisterBuffer", &pb::KernTune::Stub::UnregisterBuffer,
               request)
       .status();
+}
+
+// The channel credentials of `target`: plaintext, or TLS with the client's
+// certificate and the token when given.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentialsFor(
+    const std::string& target, const TcpCredentials& tcp) {
+  if (tcp.empty()) return grpc::InsecureChannelCredentials();
+  if (IsUnixTarget(target)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        target, ": TLS and tokens are for TCP targets; the Unix socket is guarded by its file "
+        "mode and the callers' credentials"));
+  }
+  if (tcp.root_certs.empty()) {
+    return absl::InvalidArgumentError(
+        "a client certificate or token needs TLS: give the CA certificates that sign the "
+        "daemon's (kerntune --tls_ca) too; gRPC sends tokens over TLS only");
+  }
+  if (tcp.cert_chain.empty() != tcp.private_key.empty()) {
+    return absl::InvalidArgumentError(
+        "a client certificate and its private key go together: give both or neither");
+  }
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = tcp.root_certs;
+  ssl.pem_cert_chain = tcp.cert_chain;
+  ssl.pem_private_key = tcp.private_key;
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::SslCredentials(ssl);
+  if (tcp.token.empty()) return credentials;
+  return grpc::CompositeChannelCredentials(credentials, grpc::AccessTokenCredentials(tcp.token));
 }
 
 }  // namespace
@@ -357,6 +394,9 @@ std::string RegisteredBuffer::Release() {
 absl::StatusOr<DaemonClient> DaemonClient::Connect(const DaemonClientOptions& options) {
   absl::StatusOr<std::string> target = ResolveTarget(options.target);
   if (!target.ok()) return target.status();
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      ChannelCredentialsFor(*target, options.tcp);
+  if (!credentials.ok()) return credentials.status();
   auto connection = std::make_shared<Connection>();
   connection->target = *target;
   connection->wait_for_ready = options.wait_for_ready;
@@ -367,8 +407,7 @@ absl::StatusOr<DaemonClient> DaemonClient::Connect(const DaemonClientOptions& op
   // refuse them.
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
-  connection->channel =
-      grpc::CreateCustomChannel(*target, grpc::InsecureChannelCredentials(), args);
+  connection->channel = grpc::CreateCustomChannel(*target, *credentials, args);
   connection->stub = pb::KernTune::NewStub(connection->channel);
   return DaemonClient(std::move(connection), options.deadline);
 }

@@ -100,9 +100,31 @@ pb::RunRequest MakeRunRequest(const RunArgs& args);
 absl::StatusOr<int32_t> DaemonOrdinalForUuid(const pb::GetStatusResponse& status,
                                              absl::string_view uuid, int32_t fallback);
 
+// How a TCP target is secured (kerntuned's --tls_cert, --tls_client_ca,
+// --token_file). A unix: target takes none: the socket's file mode decides
+// who may connect, and the daemon knows each caller's process.
+struct TcpCredentials {
+  // PEM of the CAs that sign the daemon's certificate; non-empty = TLS. The
+  // daemon's certificate must name the host of the target (IP or DNS SAN).
+  std::string root_certs;
+  // PEM certificate chain and private key of this client, for a daemon
+  // that asks for client certificates; both or neither.
+  std::string cert_chain;
+  std::string private_key;
+  // The bearer token sent with every call (needs TLS: gRPC sends tokens
+  // over TLS only).
+  std::string token;
+
+  bool empty() const {
+    return root_certs.empty() && cert_chain.empty() && private_key.empty() && token.empty();
+  }
+};
+
 struct DaemonClientOptions {
   // As for ResolveTarget; empty = the default socket.
   std::string target;
+  // TCP targets only; InvalidArgument from Connect on a unix: target.
+  TcpCredentials tcp;
   // Every call's deadline (DaemonClient::WithDeadline changes it).
   absl::Duration deadline = absl::Seconds(60);
   // false: a daemon that is not there fails the call at once (UNAVAILABLE)
@@ -165,7 +187,8 @@ class RegisteredBuffer {
 // e.g. "Run on unix:/run/kerntune/kerntune.sock: input.buffer ... not found".
 class DaemonClient {
  public:
-  // Checks the target; the connection itself is made by the first call.
+  // Checks the target and its credentials; the connection itself is made
+  // by the first call.
   static absl::StatusOr<DaemonClient> Connect(const DaemonClientOptions& options);
 
   // The same connection with another per-call deadline.

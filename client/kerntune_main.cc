@@ -84,6 +84,15 @@ ABSL_FLAG(bool, candidates, false,
 ABSL_FLAG(std::string, server, "",
           "the kerntuned to talk to: unix:PATH (or a path), or host:port; default "
           "$XDG_RUNTIME_DIR/kerntune.sock, else /run/kerntune/kerntune.sock");
+ABSL_FLAG(std::string, tls_ca, "",
+          "a --server=host:port that speaks TLS: PEM file of the CAs that sign its certificate "
+          "(which must name the host: IP or DNS subject alternative name)");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM client certificate (chain), for a kerntuned with --tls_client_ca; with --tls_key");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
+ABSL_FLAG(std::string, token_file, "",
+          "a file holding the bearer token of a kerntuned with --token_file, sent with every "
+          "call (over TLS only: with --tls_ca)");
 ABSL_FLAG(std::string, via, "auto",
           "how tensors reach the daemon: auto (ipc with a GPU here and a GPU daemon, else "
           "inline), ipc (registered cudaMalloc memory), shm (registered POSIX shared "
@@ -274,9 +283,16 @@ int Tune(const std::vector<std::string>&) {
   return kt::client::RunTuneCommand(o, std::cout, std::cerr);
 }
 
+// --tls_ca, --tls_cert, --tls_key, --token_file.
+kt::client::TcpCredentialFiles TcpCredentialFlags() {
+  return {absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_tls_cert),
+          absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_token_file)};
+}
+
 int RunVerb(const std::vector<std::string>& positional) {
   kt::client::RunCliOptions o;
   o.server = absl::GetFlag(FLAGS_server);
+  o.tcp = TcpCredentialFlags();
   o.op = positional.front();
   o.dtype = absl::GetFlag(FLAGS_dtype);
   o.rows = SingleIntFlag(absl::GetFlag(FLAGS_rows));
@@ -296,8 +312,11 @@ int RunVerb(const std::vector<std::string>& positional) {
 }
 
 int Status(const std::vector<std::string>&) {
-  return kt::client::RunStatusCommand({absl::GetFlag(FLAGS_server), FormatFlag()}, std::cout,
-                                      std::cerr);
+  kt::client::StatusCliOptions o;
+  o.server = absl::GetFlag(FLAGS_server);
+  o.tcp = TcpCredentialFlags();
+  o.format = FormatFlag();
+  return kt::client::RunStatusCommand(o, std::cout, std::cerr);
 }
 
 // --db of the verbs that only read the store.
@@ -375,7 +394,8 @@ const std::vector<Verb>& Verbs() {
        "nearest_tuned, heuristic, cpu), the kernel time and the round-trip time. Exit 1 on a "
        "mismatch or a failed call",
        {"server", "dtype", "rows", "cols", "inner", "via", "iterations", "epsilon", "mask",
-        "causal", "scale", "mask_rows", "device", "daemon_device", "format"},
+        "causal", "scale", "mask_rows", "device", "daemon_device", "format", "tls_ca",
+        "tls_cert", "tls_key", "token_file"},
        1, RunVerb, {"dtype", "rows", "cols"},
        {{"inner", "default 1; > 1 for softmax and log_softmax only"},
         {"device", "--via=ipc: the device to allocate on"}}},
@@ -383,7 +403,7 @@ const std::vector<Verb>& Verbs() {
        "what a running kerntuned reports: version, backend and why, every device with its "
        "health, tuned entries, buffers and Runs, store, registered buffers and owners, CUDA "
        "IPC mappings, uptime",
-       {"server", "format"}, 0, Status},
+       {"server", "format", "tls_ca", "tls_cert", "tls_key", "token_file"}, 0, Status},
   };
   return verbs;
 }

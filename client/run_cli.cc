@@ -89,14 +89,12 @@ Layout MakeLayout(const kernels::HostProblem& p) {
 }
 
 // What came back from one Run, wherever it was written.
-struct Outputs {
-  std::string y;
-  std::vector<float> mean, inv_std, row_scale;
+using Outputs = kernels::HostOutputs;
 
-  std::vector<float>& row_values(Operand operand) {
-    return operand == Operand::kMean ? mean : operand == Operand::kInvStd ? inv_std : row_scale;
-  }
-};
+std::vector<float>& RowValues(Outputs& out, Operand operand) {
+  return operand == Operand::kMean ? out.mean : operand == Operand::kInvStd ? out.inv_std
+                                                                           : out.row_scale;
+}
 
 // Puts one operand's reference into the Run where RunArgs names it:
 // `read` for an operand read, `written` for one written (the other unused).
@@ -282,7 +280,7 @@ class RegisteredTransport final : public Transport {
         out.y.resize(static_cast<size_t>(size));
         host = out.y.data();
       } else {
-        std::vector<float>& values = out.row_values(operand);
+        std::vector<float>& values = RowValues(out, operand);
         values.resize(static_cast<size_t>(size) / sizeof(float));
         host = values.data();
       }
@@ -448,68 +446,6 @@ absl::StatusOr<ViaChoice> ChooseVia(Via requested, const DaemonClient& client, i
   return ViaChoice{Via::kInline,
                    absl::StrCat("auto: --daemon_device=", daemon_device, " is the daemon's device ",
                                 *named, ", not this process's --device=", device)};
-}
-
-bool Within(double got, double want, const kernels::Tolerance& t) {
-  if (std::isnan(want)) return std::isnan(got);
-  if (std::isinf(want)) return got == want;
-  return std::fabs(got - want) <= t.atol + t.rtol * std::fabs(want);
-}
-
-struct Check {
-  int64_t bad = 0;
-  std::string first;  // the first bad element, or what else was wrong
-};
-
-void CheckFloats(absl::string_view name, const std::vector<float>& got,
-                 const std::vector<float>& want, Check& check) {
-  if (got.size() != want.size()) {
-    check.bad += static_cast<int64_t>(want.size());
-    if (check.first.empty()) {
-      check.first = absl::StrCat(name, ": ", got.size(), " values, want ", want.size());
-    }
-    return;
-  }
-  const kernels::Tolerance tolerance = kernels::StatsTolerance();
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (Within(got[i], want[i], tolerance)) continue;
-    if (check.bad++ == 0) {
-      check.first = absl::StrFormat("%s[%d] = %g, want %g", name, i, got[i], want[i]);
-    }
-  }
-}
-
-Check CheckOutputs(const kernels::HostProblem& p, const Outputs& got) {
-  Check check;
-  const int64_t n = p.shape.elements();
-  const size_t bytes = static_cast<size_t>(n) * kernels::DTypeSize(p.dtype);
-  if (got.y.size() != bytes) {
-    check.bad = n;
-    check.first = absl::StrCat("the output has ", got.y.size(), " bytes, want ", bytes);
-    return check;
-  }
-  const kernels::Tolerance tolerance = kernels::OutputTolerance(p.op, p.dtype);
-  const int64_t inner = p.shape.inner;
-  for (int64_t i = 0; i < n; ++i) {
-    const double value = kernels::LoadAsDouble(p.dtype, got.y.data(), i);
-    if (Within(value, p.y_ref[i], tolerance)) continue;
-    if (check.bad++ == 0) {
-      const int64_t row = i / (p.shape.cols * inner);
-      const int64_t col = i / inner % p.shape.cols;
-      check.first =
-          inner == 1
-              ? absl::StrFormat("y[%d, %d] = %g, want %g", row, col, value, p.y_ref[i])
-              : absl::StrFormat("y[%d, %d, %d] = %g, want %g", row, col, i % inner, value,
-                                p.y_ref[i]);
-    }
-  }
-  if (!p.mean_ref.empty()) CheckFloats("mean", got.mean, p.mean_ref, check);
-  if (!p.inv_std_ref.empty()) {
-    CheckFloats(p.op == kernels::Op::kRmsNorm ? "inv_rms" : "inv_std", got.inv_std,
-                p.inv_std_ref, check);
-  }
-  if (!p.row_scale_ref.empty()) CheckFloats("row_scale", got.row_scale, p.row_scale_ref, check);
-  return check;
 }
 
 double Median(std::vector<double> values) {
@@ -730,6 +666,9 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
   DaemonClientOptions client_options;
   client_options.target = o.server;
   client_options.deadline = o.deadline;
+  absl::StatusOr<TcpCredentials> tcp = ReadTcpCredentials(o.tcp);
+  if (!tcp.ok()) return ReportError(kRunVerb, tcp.status(), err, kExitUsage);
+  client_options.tcp = *std::move(tcp);
   absl::StatusOr<DaemonClient> client = DaemonClient::Connect(client_options);
   if (!client.ok()) return ReportError(kRunVerb, client.status(), err, kExitUsage);
 
@@ -782,7 +721,7 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
   }
   absl::StatusOr<Outputs> outputs = transport->Fetch(response);
   if (!outputs.ok()) return ReportError(kRunVerb, outputs.status(), err);
-  const Check check = CheckOutputs(*problem, *outputs);
+  const kernels::CheckReport check = kernels::CheckHostOutputs(*problem, *outputs);
   int64_t checked = shape.elements();
   for (kernels::Operand operand : kernels::kAllOperands) {
     if (kernels::IsRowStat(operand) && kernels::TakesOperand(*op, operand)) checked += shape.rows;
@@ -805,11 +744,11 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
          {"backend", response.backend()},
          {"device", DescribeDevice(response)},
          {"config", DescribeConfig(config)},
-         {"check", check.bad == 0
+         {"check", check.passed
                        ? absl::StrFormat("matches the fp64 reference (%d values; rtol %g, atol %g)",
                                          checked, tol.rtol, tol.atol)
-                       : absl::StrCat("MISMATCH: ", check.bad, " of ", checked,
-                                      " values outside the tolerance; first ", check.first)},
+                       : absl::StrCat("MISMATCH: ", check.bad_elements, " of ", checked,
+                                      " values outside the tolerance; first ", check.detail)},
          {"kernel", absl::StrFormat("%.1f us median of %d%s", Median(kernel_us), o.iterations,
                                     response.backend() == "cpu" ? " (the CPU reference)" : "")},
          {"round trip",
@@ -857,9 +796,9 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
                   tuned ? Cell::Int(config.tuned_shape().rows()) : Cell::Null(),
                   tuned ? Cell::Int(config.tuned_shape().cols()) : Cell::Null(),
                   tuned ? Cell::Real(config.tuned_median_us()) : Cell::Null(),
-                  Cell::Bool(check.bad == 0),
-                  Cell::Int(check.bad),
-                  check.first.empty() ? Cell::Null() : Cell::Text(check.first),
+                  Cell::Bool(check.passed),
+                  Cell::Int(check.bad_elements),
+                  check.detail.empty() ? Cell::Null() : Cell::Text(check.detail),
                   Cell::Int(o.iterations),
                   Cell::Real(Median(kernel_us)),
                   Cell::Real(Median(round_trip_us))});
@@ -869,11 +808,11 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
       Render(table, o.format, out);
     }
   }
-  if (check.bad != 0) {
+  if (!check.passed) {
     return ReportError(kRunVerb,
                        absl::DataLossError(absl::StrCat(
                            point, ": the output does not match the fp64 reference (",
-                           check.bad, " bad values; first ", check.first, ")")),
+                           check.bad_elements, " bad values; first ", check.detail, ")")),
                        err);
   }
   return kExitOk;

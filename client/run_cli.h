@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "client/daemon_cli_common.h"
 #include "client/output_format.h"
 
 namespace kt::client {
@@ -34,6 +35,7 @@ inline constexpr double kDefaultRunEpsilon = 1e-5;
 // missing one is a usage error naming the flag).
 struct RunCliOptions {
   std::string server;  // client::ResolveTarget; empty = the default socket
+  TcpCredentialFiles tcp;  // TLS and the token, for a TCP server
   std::string op;
   std::optional<std::string> dtype;
   std::optional<int64_t> rows;

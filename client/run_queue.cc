@@ -4,9 +4,12 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <linux/futex.h>
+#include <poll.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,6 +33,11 @@ namespace layout = ::kt::proto::queue;
 // bandwidth), and past kYieldSpin sleeps on the futex.
 constexpr absl::Duration kSpin = absl::Microseconds(30);
 constexpr absl::Duration kYieldSpin = absl::Milliseconds(2);
+// How long a Run waits before it checks that the daemon still runs, and
+// between two checks: answers take microseconds to milliseconds, so a Run
+// this late may well have lost its daemon, which is then noticed within
+// this plus one futex wait (100 ms).
+constexpr absl::Duration kDaemonCheckInterval = absl::Milliseconds(200);
 
 template <typename T>
 T Load(const T* word) {
@@ -48,6 +56,28 @@ void CloseOnDaemon(pb::KernTune::Stub& stub, const std::string& id) {
   request.set_queue_id(id);
   pb::CloseQueueResponse response;
   stub.CloseQueue(&context, request, &response);  // else it ends with this process
+}
+
+// A pidfd of the process listening on the Unix socket `path`, or -1 when
+// it cannot be known. The pid comes from the peer credentials of a
+// connection of our own (gRPC does not expose its socket): SO_PEERCRED
+// gives it as this process's pid namespace sees it, 0 when it cannot.
+int OpenDaemonPidfd(const std::string& path) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof(address.sun_path)) return -1;
+  std::memcpy(address.sun_path, path.data(), path.size());
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  ucred peer{};
+  socklen_t length = sizeof(peer);
+  const bool known =
+      connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0 &&
+      getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &length) == 0 && peer.pid > 0;
+  close(fd);
+  if (!known) return -1;
+  const long pidfd = syscall(SYS_pidfd_open, peer.pid, 0);
+  return pidfd >= 0 ? static_cast<int>(pidfd) : -1;
 }
 
 }  // namespace
@@ -76,8 +106,8 @@ bool QueueCarries(const pb::RunRequest& request) {
   return request.ByteSizeLong() <= layout::kMaxRequestBytes;
 }
 
-absl::StatusOr<std::unique_ptr<RunQueueClient>> RunQueueClient::Open(pb::KernTune::Stub& stub,
-                                                                     absl::Duration deadline) {
+absl::StatusOr<std::unique_ptr<RunQueueClient>> RunQueueClient::Open(
+    pb::KernTune::Stub& stub, const std::string& socket_path, absl::Duration deadline) {
   grpc::ClientContext context;
   if (deadline != absl::InfiniteDuration()) {
     context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
@@ -116,8 +146,8 @@ absl::StatusOr<std::unique_ptr<RunQueueClient>> RunQueueClient::Open(pb::KernTun
     return fail(absl::FailedPreconditionError(
         absl::StrCat("mapping the queue ", opened.shm_name(), " failed")));
   }
-  std::unique_ptr<RunQueueClient> queue(
-      new RunQueueClient(stub, opened.queue_id(), static_cast<char*>(base), entries));
+  std::unique_ptr<RunQueueClient> queue(new RunQueueClient(
+      stub, opened.queue_id(), static_cast<char*>(base), entries, OpenDaemonPidfd(socket_path)));
   const layout::RegionHeader& header = *queue->header();
   if (header.magic != layout::kQueueMagic || header.version != layout::kQueueLayoutVersion ||
       header.entries != entries) {
@@ -127,15 +157,29 @@ absl::StatusOr<std::unique_ptr<RunQueueClient>> RunQueueClient::Open(pb::KernTun
 }
 
 RunQueueClient::RunQueueClient(pb::KernTune::Stub& stub, std::string id, char* base,
-                               uint32_t entries)
-    : stub_(stub), id_(std::move(id)), base_(base), entries_(entries) {}
+                               uint32_t entries, int daemon_pidfd)
+    : stub_(stub), id_(std::move(id)), base_(base), entries_(entries),
+      daemon_pidfd_(daemon_pidfd) {}
 
 RunQueueClient::~RunQueueClient() {
-  CloseOnDaemon(stub_, id_);
+  if (!daemon_exited_.load()) CloseOnDaemon(stub_, id_);
   munmap(base_, layout::RegionBytes(entries_));
+  if (daemon_pidfd_ >= 0) close(daemon_pidfd_);
 }
 
-bool RunQueueClient::closed() const { return Load(&header()->closed) != 0; }
+bool RunQueueClient::closed() const {
+  return daemon_exited_.load(std::memory_order_relaxed) || Load(&header()->closed) != 0;
+}
+
+bool RunQueueClient::DaemonExited() {
+  if (daemon_exited_.load()) return true;
+  if (daemon_pidfd_ < 0) return false;
+  // A pidfd is readable once its process has exited.
+  pollfd exited{daemon_pidfd_, POLLIN, 0};
+  if (poll(&exited, 1, 0) != 1) return false;
+  daemon_exited_.store(true);
+  return true;
+}
 
 void RunQueueClient::DrainCompletions() {
   const uint32_t tail = Load(&header()->cq_tail);
@@ -207,24 +251,38 @@ RunQueueClient::Outcome RunQueueClient::Run(const pb::RunRequest& request,
   Waiter me;
   uint64_t tag = 0;
   bool ring = false;
+  // When this Run checks on the daemon next; unset (InfinitePast) until
+  // it has waited once, so a Run answered at once makes no such call.
+  absl::Time next_check = absl::InfinitePast();
+  const auto check_daemon = [&](absl::Time now) {
+    if (next_check == absl::InfinitePast()) {
+      next_check = now + kDaemonCheckInterval;
+    } else if (now >= next_check) {
+      next_check = now + kDaemonCheckInterval;
+      DaemonExited();
+    }
+  };
   mu_.Lock();
   // A free descriptor slot: at most `entries` Runs unanswered.
   while (true) {
     if (closed()) {
       mu_.Unlock();
-      outcome.response = absl::UnavailableError("the daemon closed the queue");
+      outcome.response = absl::UnavailableError(
+          daemon_exited_ ? "the daemon exited" : "the daemon closed the queue");
       return outcome;
     }
     DrainCompletions();
     if (sq_tail_ - cq_head_ < entries_) break;
-    if (absl::Now() >= until) {
+    const absl::Time now = absl::Now();
+    if (now >= until) {
       mu_.Unlock();
       outcome.response = absl::DeadlineExceededError("the queue stayed full");
       return outcome;
     }
+    check_daemon(now);
     const uint32_t seen = cq_head_;
     mu_.Unlock();
-    WaitForCompletions(seen, std::min(until - absl::Now(), absl::Milliseconds(100)));
+    WaitForCompletions(seen, std::min(until - now, absl::Milliseconds(100)));
     mu_.Lock();
   }
   tag = next_tag_++;
@@ -248,16 +306,20 @@ RunQueueClient::Outcome RunQueueClient::Run(const pb::RunRequest& request,
   while (true) {
     DrainCompletions();
     if (me.done) break;
-    if (closed() || absl::Now() >= until) {
+    const absl::Time now = absl::Now();
+    check_daemon(now);
+    if (closed() || now >= until) {
       waiting_.erase(tag);
-      me.status = closed() ? absl::UnavailableError(
-                                 "the daemon closed the queue with this Run in flight")
-                           : absl::DeadlineExceededError("no answer from the daemon in time");
+      me.status = daemon_exited_ ? absl::UnavailableError(
+                                       "the daemon exited with this Run in flight")
+                  : closed()     ? absl::UnavailableError(
+                                       "the daemon closed the queue with this Run in flight")
+                                 : absl::DeadlineExceededError("no answer from the daemon in time");
       break;
     }
     const uint32_t seen = cq_head_;
     mu_.Unlock();
-    WaitForCompletions(seen, std::min(until - absl::Now(), absl::Milliseconds(100)));
+    WaitForCompletions(seen, std::min(until - now, absl::Milliseconds(100)));
     mu_.Lock();
   }
   mu_.Unlock();

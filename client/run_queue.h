@@ -6,9 +6,15 @@
 //
 // Thread-safe: any number of threads submit; whichever waits reads the
 // completions and hands each to the thread that waits for it.
+//
+// A daemon that dies cannot say so in the region, so a Run waiting longer
+// than kDaemonCheckInterval checks that the daemon's process is still
+// there (a pidfd of the process listening on the socket), and fails with
+// UNAVAILABLE once it is not; a Run answered sooner makes no such call.
 #ifndef KERNTUNE_CLIENT_RUN_QUEUE_H_
 #define KERNTUNE_CLIENT_RUN_QUEUE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -30,10 +36,12 @@ bool QueueCarries(const kerntune::v1::RunRequest& request);
 
 class RunQueueClient {
  public:
-  // Opens a queue on `stub`'s daemon and maps it. UNIMPLEMENTED from a
-  // daemon without queues, FAILED_PRECONDITION over TCP, as the daemon says.
+  // Opens a queue on `stub`'s daemon, listening on the Unix socket
+  // `socket_path`, and maps it. UNIMPLEMENTED from a daemon without queues,
+  // FAILED_PRECONDITION over TCP, as the daemon says.
   static absl::StatusOr<std::unique_ptr<RunQueueClient>> Open(
-      kerntune::v1::KernTune::Stub& stub, absl::Duration deadline);
+      kerntune::v1::KernTune::Stub& stub, const std::string& socket_path,
+      absl::Duration deadline);
   // Closes the queue (CloseQueue; the daemon also ends it when this process
   // exits) and unmaps it.
   ~RunQueueClient();
@@ -51,13 +59,15 @@ class RunQueueClient {
   // gRPC Run.
   Outcome Run(const kerntune::v1::RunRequest& request, absl::Duration deadline);
 
-  // Whether the daemon closed the queue (then Run submits nothing).
+  // Whether the daemon closed the queue, or was found dead (then Run
+  // submits nothing).
   bool closed() const;
   const std::string& id() const { return id_; }
 
  private:
   struct Waiter;
-  RunQueueClient(kerntune::v1::KernTune::Stub& stub, std::string id, char* base, uint32_t entries);
+  RunQueueClient(kerntune::v1::KernTune::Stub& stub, std::string id, char* base, uint32_t entries,
+                 int daemon_pidfd);
   proto::queue::RegionHeader* header() const {
     return reinterpret_cast<proto::queue::RegionHeader*>(base_);
   }
@@ -66,11 +76,19 @@ class RunQueueClient {
   // Waits up to `timeout` for a completion past `seen` (cq_head_ when the
   // caller last drained): spins briefly, then sleeps on the futex.
   void WaitForCompletions(uint32_t seen, absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether the daemon's process has exited (false when unknown); once it
+  // has, closed() is true for good.
+  bool DaemonExited();
 
   kerntune::v1::KernTune::Stub& stub_;
   const std::string id_;
   char* const base_;
   const uint32_t entries_;
+  // A pidfd of the daemon's process, or -1 when it cannot be had (another
+  // pid namespace, a kernel before 5.3): a dead daemon then costs the
+  // Runs in flight their deadline.
+  const int daemon_pidfd_;
+  std::atomic<bool> daemon_exited_{false};
   mutable absl::Mutex mu_;
   uint32_t sq_tail_ ABSL_GUARDED_BY(mu_) = 0;
   uint32_t cq_head_ ABSL_GUARDED_BY(mu_) = 0;

@@ -104,6 +104,7 @@ void WriteText(const std::string& target, const pb::GetStatusResponse& s, std::o
                       ? std::string("none loaded")
                       : absl::StrCat(Plural(s.shipped_entries(), "entry", "entries"), " from ",
                                      absl::StrJoin(s.shipped_config_files(), ", "))});
+  if (!s.database_problem().empty()) lines.push_back({"store", s.database_problem()});
   if (s.stale_entries_skipped() > 0) {
     lines.push_back({"stale", absl::StrCat(Plural(s.stale_entries_skipped(), "entry", "entries"),
                                            " measured with another kernel library, not "
@@ -175,6 +176,7 @@ void WriteJson(const std::string& target, const pb::GetStatusResponse& s, std::o
       {"tuned_entries", absl::StrCat(s.tuned_entries())},
       {"database_path", JsonQuote(s.database_path())},
       {"database_data_version", absl::StrCat(s.database_data_version())},
+      {"database_problem", JsonQuote(s.database_problem())},
       {"shipped_entries", absl::StrCat(s.shipped_entries())},
       {"shipped_config_files", JsonList(s.shipped_config_files())},
       {"stale_entries_skipped", absl::StrCat(s.stale_entries_skipped())},
@@ -207,6 +209,9 @@ int RunStatusCommand(const StatusCliOptions& options, std::ostream& out, std::os
   DaemonClientOptions client_options;
   client_options.target = options.server;
   client_options.deadline = options.deadline;
+  absl::StatusOr<TcpCredentials> tcp = ReadTcpCredentials(options.tcp);
+  if (!tcp.ok()) return ReportError(kStatusVerb, tcp.status(), err, kExitUsage);
+  client_options.tcp = *std::move(tcp);
   absl::StatusOr<DaemonClient> client = DaemonClient::Connect(client_options);
   if (!client.ok()) return ReportError(kStatusVerb, client.status(), err, kExitUsage);
   absl::StatusOr<pb::GetStatusResponse> status = client->GetStatus();

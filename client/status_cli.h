@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "client/daemon_cli_common.h"
 #include "client/output_format.h"
 
 namespace kt::client {
@@ -18,6 +19,7 @@ struct StatusCliOptions {
   // table or json (one object); csv is a usage error (the devices nest).
   OutputFormat format = OutputFormat::kTable;
   absl::Duration deadline = absl::Seconds(10);
+  TcpCredentialFiles tcp;  // TLS and the token, for a TCP server
 };
 
 // kExitOk, kExitFailure when the daemon cannot be asked, kExitUsage.

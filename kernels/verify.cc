@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "kernels/host_dtype.h"
 #include "kernels/reference.h"
 
@@ -467,6 +468,90 @@ absl::StatusOr<CheckReport> CheckOutputs(const DeviceProblem& problem, bool chec
           o.inner > 1 ? absl::StrCat(", inner ", in_row % o.inner) : std::string(), "): got ",
           got, ", want ", want, " (rtol ", o.tolerance.rtol, ", atol ", o.tolerance.atol, ")");
     }
+  }
+  return report;
+}
+
+namespace {
+
+// One element of CompareKernel's rule (compare.cu), on the host.
+bool HostWithin(double got, float ref, DType dtype, const Tolerance& tolerance, double slack) {
+  // A reference beyond the output dtype's range must come out as the
+  // infinity it rounds to.
+  float rounded = ref;
+  if (dtype == DType::kFloat16) rounded = HalfBitsToFloat(FloatToHalfBits(ref));
+  if (dtype == DType::kBFloat16) rounded = BFloat16BitsToFloat(FloatToBFloat16Bits(ref));
+  const double want = std::isinf(rounded) ? rounded : ref;
+  if (std::isnan(want)) return std::isnan(got);
+  if (std::isinf(want)) return got == want;
+  if (!std::isfinite(slack)) slack = 0;  // a pathological row: the fixed tolerance only
+  return std::isfinite(got) &&
+         std::fabs(got - want) <= tolerance.atol + tolerance.rtol * std::fabs(want) + slack;
+}
+
+void CountBad(CheckReport& report, int64_t bad, const std::string& first) {
+  if (bad == 0) return;
+  report.passed = false;
+  report.bad_elements += bad;
+  if (report.detail.empty()) report.detail = first;
+}
+
+}  // namespace
+
+CheckReport CheckHostOutputs(const HostProblem& p, const HostOutputs& got) {
+  CheckReport report;
+  const Shape& shape = p.shape;
+  const int64_t n = shape.elements();
+  const size_t bytes = static_cast<size_t>(n) * DTypeSize(p.dtype);
+  if (got.y.size() != bytes || p.stored_rows != shape.rows) {
+    CountBad(report, n, absl::StrCat("the output has ", got.y.size(), " bytes, want ", bytes));
+    return report;
+  }
+  const Tolerance tolerance = OutputTolerance(p.op, p.dtype);
+  int64_t bad = 0;
+  std::string first;
+  for (int64_t i = 0; i < n; ++i) {
+    const double value = LoadAsDouble(p.dtype, got.y.data(), i);
+    double slack = 0;
+    if (p.op == Op::kLayerNorm) {  // verify.h LayerNormInputs
+      const int64_t row = i / shape.cols;
+      const double gamma =
+          p.gamma.empty() ? 1.0 : LoadAsDouble(p.dtype, p.gamma.data(), i % shape.cols);
+      slack = kLayerNormRoundings * 0x1p-24 *
+              (std::fabs(LoadAsDouble(p.dtype, p.x.data(), i)) + std::fabs(p.mean_ref[row])) *
+              p.inv_std_ref[row] * std::fabs(gamma);
+    }
+    if (HostWithin(value, p.y_ref[i], p.dtype, tolerance, slack)) continue;
+    if (bad++ > 0) continue;
+    const int64_t row = i / (shape.cols * shape.inner);
+    const int64_t col = i / shape.inner % shape.cols;
+    first = shape.inner == 1
+                ? absl::StrFormat("y[%d, %d] = %g, want %g", row, col, value, p.y_ref[i])
+                : absl::StrFormat("y[%d, %d, %d] = %g, want %g", row, col, i % shape.inner, value,
+                                  p.y_ref[i]);
+  }
+  CountBad(report, bad, first);
+  const char* inv_std_name = p.op == Op::kRmsNorm ? "inv_rms" : "inv_std";
+  for (const auto& [name, values, reference] :
+       {std::tuple{"mean", &got.mean, &p.mean_ref},
+        std::tuple{inv_std_name, &got.inv_std, &p.inv_std_ref},
+        std::tuple{"row_scale", &got.row_scale, &p.row_scale_ref}}) {
+    if (reference->empty()) continue;
+    if (values->size() != reference->size()) {
+      CountBad(report, static_cast<int64_t>(reference->size()),
+               absl::StrCat(name, ": ", values->size(), " values, want ", reference->size()));
+      continue;
+    }
+    bad = 0;
+    for (size_t r = 0; r < reference->size(); ++r) {
+      if (HostWithin((*values)[r], (*reference)[r], DType::kFloat32, StatsTolerance(), 0)) {
+        continue;
+      }
+      if (bad++ == 0) {
+        first = absl::StrFormat("%s[%d] = %g, want %g", name, r, (*values)[r], (*reference)[r]);
+      }
+    }
+    CountBad(report, bad, first);
   }
   return report;
 }

@@ -162,6 +162,21 @@ struct CheckReport {
 absl::StatusOr<CheckReport> CheckOutputs(const DeviceProblem& problem, bool check_stats,
                                          cudaStream_t stream);
 
+// Outputs read back on the host: from a daemon's reply, or copied out of the
+// memory a daemon wrote. Per-row outputs the caller did not get stay empty.
+struct HostOutputs {
+  std::string y;  // the storage dtype
+  std::vector<float> mean, inv_std, row_scale;
+};
+
+// CheckOutputs on the host, by the same rules (tolerances, the float16
+// overflow, LayerNorm's slack): y and every per-row reference the problem
+// has. `problem` must store every row (stored_rows == shape.rows); a wrong
+// size counts every value of that output as bad. The detail names the
+// first bad value only: "y[3, 17] = 0.25, want 0.5", "mean: 0 values, want
+// 16" (RMSNorm's inv_std is "inv_rms").
+CheckReport CheckHostOutputs(const HostProblem& problem, const HostOutputs& got);
+
 }  // namespace kt::kernels
 
 #endif  // KERNTUNE_KERNELS_VERIFY_H_

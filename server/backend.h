@@ -86,10 +86,12 @@ class Backend {
   // release memory that finished asynchronous Runs held.
   virtual void Housekeep(absl::Time now, absl::FunctionRef<bool(const PeerProcess&)> is_alive) {}
   virtual int64_t open_ipc_events() const { return 0; }
-  // A stream of device `device_index` whose Runs return before their
+  // A stream of device `device_index` (of `priority`) whose Runs return before their
   // kernels end (run_stream.h), or null when this backend runs Runs
   // synchronously only. Can fail (null) when the device cannot make one.
-  virtual std::unique_ptr<RunStream> OpenRunStream(int device_index) { return nullptr; }
+  virtual std::unique_ptr<RunStream> OpenRunStream(int device_index, RunPriority priority) {
+    return nullptr;
+  }
 };
 
 }  // namespace kt::server

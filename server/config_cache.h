@@ -1,8 +1,12 @@
 // ConfigCache: the daemon's tuned configs for its GPU's SKU, kept current.
 // The local tuning store's entries are reloaded whenever the store's data
-// changes; the shipped ones (deploy/configs) are given once at start. The
-// choice of a request's config is tuner::ConfigTable's (config_lookup.h):
-// local tuned, shipped, nearest tuned, heuristic; stale entries never.
+// changes or another file takes its path; the shipped ones (deploy/configs)
+// are given once at start. A store that cannot be read (deleted, damaged,
+// unreadable, on a filesystem that does not let SQLite open it) never stops
+// the daemon: the entries loaded last are served, store_problem() says
+// why, and the next readable store is loaded. The choice of a request's
+// config is tuner::ConfigTable's (config_lookup.h): local tuned, shipped,
+// nearest tuned, heuristic; stale entries never.
 #ifndef KERNTUNE_SERVER_CONFIG_CACHE_H_
 #define KERNTUNE_SERVER_CONFIG_CACHE_H_
 
@@ -11,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -29,9 +34,9 @@ class ConfigCache {
  public:
   // Loads the entries of `device`'s SKU from the store at `db_path`, opened
   // read-only, beside `shipped` (the shipped files' entries for the SKU;
-  // stale ones are counted, not served). A missing store means no local
-  // entries (the cache keeps looking for it); any other open or read error
-  // is returned.
+  // stale ones are counted, not served). A missing or unreadable store
+  // means no local entries until it can be read (store_problem() says why
+  // for an unreadable one).
   static absl::StatusOr<std::unique_ptr<ConfigCache>> Create(
       const std::string& db_path, kernels::DeviceInfo device,
       std::vector<tuner::TunedEntry> shipped = {});
@@ -44,9 +49,11 @@ class ConfigCache {
   // Stops and joins it; idempotent.
   void StopPolling();
 
-  // Reloads when the store's DataVersion changed (or the file appeared).
-  // Returns whether it reloaded. On error the old entries stay. Each load
-  // that leaves stale entries out says so once on stderr.
+  // Reloads when the store's DataVersion changed, the file appeared or
+  // another file took its path. Returns whether it reloaded. When the store
+  // is gone or cannot be read the entries loaded last stay, store_problem()
+  // says so, and an error is returned (none for a store that never was
+  // there). Each load that leaves stale entries out says so once on stderr.
   absl::StatusOr<bool> ReloadIfChanged();
 
   // The config to launch for a problem (shape.inner included). Errors only
@@ -62,6 +69,10 @@ class ConfigCache {
   tuner::StaleEntries stale() const;
   // DataVersion of the loaded data; 0 while no database is loaded.
   int64_t data_version() const;
+  // Why the store's current state is not what is served (it was deleted,
+  // or cannot be read), naming what is served instead; empty while the
+  // entries are the store's.
+  std::string store_problem() const;
   const std::string& db_path() const { return db_path_; }
   const kernels::DeviceInfo& device() const { return device_; }
   const db::GpuSku& sku() const { return sku_; }
@@ -69,8 +80,13 @@ class ConfigCache {
  private:
   ConfigCache(std::string db_path, kernels::DeviceInfo device,
               std::vector<tuner::TunedEntry> shipped);
-  // Opens the store when not yet open. False when the file does not exist.
-  absl::StatusOr<bool> EnsureOpen() ABSL_EXCLUSIVE_LOCKS_REQUIRED(store_mu_);
+  // Opens the store when not yet open, or again when another file now has
+  // its path; closes it when no file has.
+  enum class StoreFile { kMissing, kOpen, kOpenedNow };
+  absl::StatusOr<StoreFile> EnsureOpen() ABSL_EXCLUSIVE_LOCKS_REQUIRED(store_mu_);
+  // ReloadIfChanged's work; store_problem() is its outcome.
+  absl::StatusOr<bool> Reload() ABSL_EXCLUSIVE_LOCKS_REQUIRED(store_mu_);
+  void SetProblem(std::string problem);
   // Installs a table of the store's current rows and the shipped entries.
   absl::Status Load() ABSL_EXCLUSIVE_LOCKS_REQUIRED(store_mu_);
   // Installs a table of `rows` (the store's, for this SKU) and the shipped
@@ -88,12 +104,16 @@ class ConfigCache {
   // thread-safe): the creator, then the poller or a test calling Reload.
   absl::Mutex store_mu_;
   std::unique_ptr<db::TuningStore> store_ ABSL_GUARDED_BY(store_mu_);
+  // The file store_ was opened from (st_dev, st_ino, taken before the
+  // open: a file replaced in between is opened again next time).
+  std::pair<uint64_t, uint64_t> store_file_ ABSL_GUARDED_BY(store_mu_) = {0, 0};
 
   // Lookups copy the pointer and read the table outside the lock; a reload
   // swaps in a new one.
   mutable absl::Mutex mu_;
   std::shared_ptr<const tuner::ConfigTable> table_ ABSL_GUARDED_BY(mu_);
   int64_t data_version_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string store_problem_ ABSL_GUARDED_BY(mu_);
 
   absl::Mutex poll_mu_;
   bool stop_ ABSL_GUARDED_BY(poll_mu_) = false;

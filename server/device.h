@@ -51,7 +51,7 @@ class Device {
   virtual std::string failure() const = 0;
   // A stream whose Runs return before their kernels end (run_stream.h),
   // or null when this device runs Runs synchronously only.
-  virtual std::unique_ptr<RunStream> OpenRunStream() { return nullptr; }
+  virtual std::unique_ptr<RunStream> OpenRunStream(RunPriority priority) { return nullptr; }
 };
 
 }  // namespace kt::server

@@ -65,7 +65,7 @@ class DeviceExecutor final : public Device {
   std::string failure() const override;
   // A stream on a lane of its own; null when the device failed or the lane
   // could not be made.
-  std::unique_ptr<RunStream> OpenRunStream() override;
+  std::unique_ptr<RunStream> OpenRunStream(RunPriority priority) override;
 
  private:
   class Stream;

@@ -189,8 +189,8 @@ class GpuBackend::RoutedStream final : public RunStream {
   const std::unique_ptr<RunStream> stream_;
 };
 
-std::unique_ptr<RunStream> GpuBackend::OpenRunStream(int device_index) {
-  std::unique_ptr<RunStream> stream = devices_[device_index]->OpenRunStream();
+std::unique_ptr<RunStream> GpuBackend::OpenRunStream(int device_index, RunPriority priority) {
+  std::unique_ptr<RunStream> stream = devices_[device_index]->OpenRunStream(priority);
   if (stream == nullptr) return nullptr;
   return std::make_unique<RoutedStream>(*devices_[device_index], load_[device_index],
                                         std::move(stream));

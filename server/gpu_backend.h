@@ -59,7 +59,7 @@ class GpuBackend final : public Backend {
       const std::string& handle, int device_ordinal) override;
   void Housekeep(absl::Time now, absl::FunctionRef<bool(const PeerProcess&)> is_alive) override;
   int64_t open_ipc_events() const override;
-  std::unique_ptr<RunStream> OpenRunStream(int device_index) override;
+  std::unique_ptr<RunStream> OpenRunStream(int device_index, RunPriority priority) override;
 
  private:
   class RoutedStream;

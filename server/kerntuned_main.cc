@@ -18,12 +18,29 @@
 ABSL_FLAG(std::string, socket, "",
           "Unix socket to listen on (default $XDG_RUNTIME_DIR/kerntune.sock, else "
           "/run/kerntune/kerntune.sock)");
-ABSL_FLAG(std::string, tcp, "", "also listen on HOST:PORT, for inline tensors only (off unless "
-          "given)");
+ABSL_FLAG(std::string, tcp, "",
+          "also listen on HOST:PORT, for inline tensors only (off unless given); an address "
+          "other than loopback needs --tls_cert and --tls_key, or --insecure_tcp");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate (chain) of the --tcp listener, which then speaks TLS only; with "
+          "--tls_key");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM file of the CAs that sign client certificates: --tcp clients without one are "
+          "refused at the TLS handshake");
+ABSL_FLAG(std::string, token_file, "",
+          "a file holding the bearer token every --tcp call must carry (\"authorization: "
+          "Bearer <token>\", over TLS only). The Unix socket takes no token: its file mode "
+          "decides who connects and the daemon knows each caller's process");
+ABSL_FLAG(bool, insecure_tcp, false,
+          "serve --tcp in plaintext on an address other than loopback: anyone who reaches "
+          "the port can call it and read its traffic");
 ABSL_FLAG(std::string, metrics_address, kt::server::kDefaultMetricsAddress,
-          "HOST:PORT of the Prometheus endpoint (/metrics); empty turns it off");
+          "HOST:PORT of the Prometheus endpoint (/metrics, plain HTTP: counts and build "
+          "info, no tensors; loopback unless told otherwise); empty turns it off");
 ABSL_FLAG(std::string, db, "",
-          "tuning store, opened read-only and reloaded when it changes (default $KERNTUNE_DB, "
+          "tuning store, opened read-only and reloaded when it changes or is replaced; while it "
+          "cannot be read the configs loaded last serve (default $KERNTUNE_DB, "
           "else $XDG_DATA_HOME/kerntune/tuning.db, else ~/.local/share/kerntune/tuning.db)");
 ABSL_FLAG(std::string, configs, "",
           "directory of shipped tuned-config files (*.json, one per GPU SKU), served after the "
@@ -58,7 +75,9 @@ void ConfigureUsage() {
   absl::SetFlagsUsageConfig(config);
   absl::SetProgramUsageMessage(
       "the kerntune daemon: serves tuned row-wise GPU kernels over gRPC.\n"
-      "usage: kerntuned [--socket=PATH] [--tcp=HOST:PORT] [--metrics_address=HOST:PORT]\n"
+      "usage: kerntuned [--socket=PATH] [--metrics_address=HOST:PORT]\n"
+      "                 [--tcp=HOST:PORT [--tls_cert=PEM --tls_key=PEM [--tls_client_ca=PEM]\n"
+      "                  [--token_file=PATH] | --insecure_tcp]]\n"
       "                 [--db=PATH] [--configs=DIR]\n"
       "                 [--devices=all|LIST | --cpu] [--max_request_bytes=N] [--buffer_ttl_s=N]\n"
       "                 [--workers=N]");
@@ -71,6 +90,11 @@ kt::server::Options OptionsFromFlags(bool metrics_address_given) {
     options.listen.socket_path = kt::server::DefaultSocketPath();
   }
   options.listen.tcp_address = absl::GetFlag(FLAGS_tcp);
+  options.listen.tcp_security.cert_file = absl::GetFlag(FLAGS_tls_cert);
+  options.listen.tcp_security.key_file = absl::GetFlag(FLAGS_tls_key);
+  options.listen.tcp_security.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
+  options.listen.tcp_security.token_file = absl::GetFlag(FLAGS_token_file);
+  options.listen.tcp_security.insecure = absl::GetFlag(FLAGS_insecure_tcp);
   options.listen.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   options.listen.metrics_address_given = metrics_address_given;
   options.configs.db_path = absl::GetFlag(FLAGS_db);

@@ -5,9 +5,10 @@
 #include "server/cuda_status.h"
 
 namespace kt::server {
-absl::Status CreateLane(Lane& lane) {
-  absl::Status s = CudaError(cudaStreamCreateWithFlags(&lane.stream, cudaStreamNonBlocking),
-                             "cudaStreamCreate");
+absl::Status CreateLane(Lane& lane, int priority) {
+  absl::Status s = CudaError(
+      cudaStreamCreateWithPriority(&lane.stream, cudaStreamNonBlocking, priority),
+      "cudaStreamCreateWithPriority");
   lane.timing.resize(kTimingRing);
   for (TimedLaunch& launch : lane.timing) {
     if (s.ok()) s = CudaError(cudaEventCreate(&launch.start), "cudaEventCreate");

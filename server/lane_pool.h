@@ -53,7 +53,8 @@ struct Lane {
 // A lane's stream, timing ring, `passed` event and workspace on the current
 // device; DestroyLane (device set) frees what CreateLane made, also after
 // it failed halfway. The pool's lanes and RunStreams' lanes are made so.
-absl::Status CreateLane(Lane& lane);
+// `priority` as cudaStreamCreateWithPriority takes it (0: the default).
+absl::Status CreateLane(Lane& lane, int priority = 0);
 void DestroyLane(Lane& lane);
 
 class LanePool {

@@ -1,9 +1,11 @@
 // kerntuned's Prometheus metrics (see metrics.h).
 #include "server/metrics.h"
 
+#include <atomic>
 #include <exception>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "prometheus/exposer.h"
@@ -23,10 +25,16 @@ const prometheus::Histogram::BucketBoundaries& TimeBuckets() {
   return *buckets;
 }
 
+uint64_t NextInstance() {
+  static std::atomic<uint64_t> next{0};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
 }  // namespace
 
 Metrics::Metrics(absl::string_view version, absl::string_view kernel_version)
-    : registry_(std::make_shared<prometheus::Registry>()),
+    : instance_(NextInstance()),
+      registry_(std::make_shared<prometheus::Registry>()),
       runs_(prometheus::BuildCounter()
                 .Name("kerntune_runs_total")
                 .Help("Runs answered, by op, dtype, device, path and gRPC status code")
@@ -97,26 +105,52 @@ absl::Status Metrics::Serve(const std::string& address) {
   return absl::OkStatus();
 }
 
+Metrics::RunSeries& Metrics::SeriesFor(const RunLabels& labels, absl::StatusCode code) {
+  thread_local absl::flat_hash_map<std::string, RunSeries> cache;
+  thread_local std::string key;
+  key.clear();
+  absl::StrAppend(&key, instance_, "|", labels.op, "|", labels.dtype, "|", labels.device, "|",
+                  labels.path, "|", static_cast<int>(code));
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  RunSeries series;
+  series.runs = &runs_.Add({{"op", labels.op},
+                            {"dtype", labels.dtype},
+                            {"device", labels.device},
+                            {"path", labels.path},
+                            {"code", absl::StatusCodeToString(code)}});
+  return cache.emplace(key, series).first->second;
+}
+
 void Metrics::CountRun(const RunLabels& labels, absl::StatusCode code, double handler_seconds,
                        double kernel_seconds) {
-  runs_
-      .Add({{"op", labels.op},
-            {"dtype", labels.dtype},
-            {"device", labels.device},
-            {"path", labels.path},
-            {"code", absl::StatusCodeToString(code)}})
-      .Increment();
+  RunSeries& series = SeriesFor(labels, code);
+  series.runs->Increment();
   if (code != absl::StatusCode::kOk) return;
-  handler_seconds_.Add({{"op", labels.op}, {"device", labels.device}}, TimeBuckets())
-      .Observe(handler_seconds);
+  if (series.handler == nullptr) {
+    series.handler =
+        &handler_seconds_.Add({{"op", labels.op}, {"device", labels.device}}, TimeBuckets());
+  }
+  series.handler->Observe(handler_seconds);
   if (kernel_seconds >= 0) {
-    kernel_seconds_.Add({{"op", labels.op}, {"device", labels.device}}, TimeBuckets())
-        .Observe(kernel_seconds);
+    if (series.kernel == nullptr) {
+      series.kernel =
+          &kernel_seconds_.Add({{"op", labels.op}, {"device", labels.device}}, TimeBuckets());
+    }
+    series.kernel->Observe(kernel_seconds);
   }
 }
 
 void Metrics::CountLookup(absl::string_view device, absl::string_view source) {
-  lookups_.Add({{"device", std::string(device)}, {"source", std::string(source)}}).Increment();
+  thread_local absl::flat_hash_map<std::string, prometheus::Counter*> cache;
+  thread_local std::string key;
+  key.clear();
+  absl::StrAppend(&key, instance_, "|", device, "|", source);
+  prometheus::Counter*& counter = cache[key];
+  if (counter == nullptr) {
+    counter = &lookups_.Add({{"device", std::string(device)}, {"source", std::string(source)}});
+  }
+  counter->Increment();
 }
 
 void Metrics::CountReaped(absl::string_view reason, int count) {

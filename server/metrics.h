@@ -9,6 +9,7 @@
 #ifndef KERNTUNE_SERVER_METRICS_H_
 #define KERNTUNE_SERVER_METRICS_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -82,6 +83,19 @@ class Metrics {
   prometheus::Registry& registry() { return *registry_; }
 
  private:
+  // The series of one label set. Found through Family::Add the first time
+  // a thread counts that set, then from the thread's own cache: Add builds
+  // a label map and takes the family's lock, microseconds on every Run.
+  struct RunSeries {
+    prometheus::Counter* runs = nullptr;
+    prometheus::Histogram* handler = nullptr;  // made at the first OK Run
+    prometheus::Histogram* kernel = nullptr;   // at the first timed one
+  };
+  RunSeries& SeriesFor(const RunLabels& labels, absl::StatusCode code);
+
+  // Tells this instance's entries in the threads' caches from those of an
+  // earlier one at the same address.
+  const uint64_t instance_;
   const std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>& runs_;
   prometheus::Family<prometheus::Histogram>& handler_seconds_;

@@ -30,6 +30,10 @@ struct futex_waitv {
 
 // Without futex_waitv (Linux < 5.16) the poller wakes this often to look.
 constexpr timespec kFallbackSleep = {0, 1000 * 1000};
+// With Runs in flight and nothing else to do, a poller yields between looks
+// for this long, then pauses kLongRunPause between them.
+constexpr std::chrono::milliseconds kYieldFor{2};
+constexpr timespec kLongRunPause = {0, 50 * 1000};
 
 void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -89,8 +93,9 @@ void QueuePoller::Refresh(int index, std::vector<Served>& served) {
   served.swap(next);
 }
 
-int QueuePoller::Pass(std::vector<Served>& served, bool& took) {
-  took = false;
+int QueuePoller::Pass(std::vector<Served>& served, bool& active) {
+  bool took = false;
+  int submitted = 0;
   for (Served& one : served) {
     const int room = std::min(options_.max_per_queue_per_pass, one.streams->room());
     if (room <= 0) continue;
@@ -100,9 +105,13 @@ int QueuePoller::Pass(std::vector<Served>& served, bool& took) {
   }
   int in_flight = 0;
   for (Served& one : served) {
+    submitted += one.streams->in_flight();
     one.streams->Flush();
     in_flight += one.streams->Poll();
   }
+  // Taking or answering is activity: a client whose Run was just answered
+  // sends its next one within microseconds, to a poller still awake.
+  active = took || in_flight < submitted;
   return in_flight;
 }
 
@@ -117,9 +126,9 @@ void QueuePoller::Loop(int index) {
       generation = queues_.generation();
       Refresh(index, served);
     }
-    bool took = false;
-    const int in_flight = Pass(served, took);
-    if (took) {
+    bool active = false;
+    const int in_flight = Pass(served, active);
+    if (active) {
       busy_passes_.fetch_add(1, std::memory_order_relaxed);
       last_work = Clock::now();
       continue;
@@ -127,9 +136,14 @@ void QueuePoller::Loop(int index) {
     const Clock::duration idle = Clock::now() - last_work;
     if (idle < idle_spin) {
       CpuRelax();
-    } else if (in_flight > 0) {
+    } else if (in_flight > 0 && idle < kYieldFor) {
       // A long kernel: keep looking, but give the core away between looks.
       sched_yield();
+    } else if (in_flight > 0) {
+      // Longer still (a Run waiting on its client's event, say): look now
+      // and then, at a cost to the answer's latency that such a Run's
+      // length dwarfs.
+      nanosleep(&kLongRunPause, nullptr);
     } else {
       Sleep(served, generation);
       last_work = Clock::now();

@@ -7,8 +7,8 @@
 // batch and answers the Runs the GPUs have finished. No thread waits on a
 // GPU, so Runs of many queues and devices are in flight at once.
 //
-// While Runs come or are in flight a poller spins; after `idle_spin` with
-// neither it sleeps on its queues' doorbell words at once (futex_waitv),
+// While Runs come, finish or are in flight a poller spins; after
+// `idle_spin` with none of that it sleeps on its queues' doorbell words at once (futex_waitv),
 // so an idle daemon uses no CPU.
 #ifndef KERNTUNE_SERVER_QUEUE_POLLER_H_
 #define KERNTUNE_SERVER_QUEUE_POLLER_H_
@@ -82,9 +82,9 @@ class QueuePoller {
   // Brings `served` up to the open queues that are poller `index`'s.
   void Refresh(int index, std::vector<Served>& served);
   // One pass: takes descriptors, marks the streams' batches, answers what
-  // finished. `took` says whether anything was taken; returns the Runs
-  // still in flight.
-  int Pass(std::vector<Served>& served, bool& took);
+  // finished. `active` says whether anything was taken or answered;
+  // returns the Runs still in flight.
+  int Pass(std::vector<Served>& served, bool& active);
   // Arms the doorbells of `served` and sleeps unless work or a wake came.
   void Sleep(const std::vector<Served>& served, uint64_t generation);
 

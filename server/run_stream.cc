@@ -7,12 +7,14 @@
 
 namespace kt::server {
 
-bool QueueStreams::Submit(int device_index, const RunRequest& request, RunStream::Done& done) {
-  if (device_index >= static_cast<int>(slots_.size())) slots_.resize(device_index + 1);
-  Slot& slot = slots_[device_index];
+bool QueueStreams::Submit(int device_index, RunPriority priority, const RunRequest& request,
+                          RunStream::Done& done) {
+  const size_t index = 2 * static_cast<size_t>(device_index) + static_cast<size_t>(priority);
+  if (index >= slots_.size()) slots_.resize(index + 1);
+  Slot& slot = slots_[index];
   if (!slot.opened) {
     slot.opened = true;
-    slot.stream = backend_.OpenRunStream(device_index);
+    slot.stream = backend_.OpenRunStream(device_index, priority);
   }
   if (slot.stream == nullptr) return false;
   slot.stream->Submit(request, std::move(done));

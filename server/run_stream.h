@@ -22,6 +22,16 @@ namespace kt::server {
 
 class Backend;
 
+// The GPU priority of a stream. A queue's small Runs go on a high-priority
+// stream of their device and its large ones on a normal one: the GPU then
+// starts a small kernel's blocks before the waiting blocks of a large grid,
+// so a client flooding the GPU with large Runs holds another client's small
+// Run for one thread block, not a whole kernel (issue 25, fair sharing).
+// Runs of one queue are therefore not ordered among themselves (nor are
+// concurrent gRPC Runs): a client orders dependent Runs by waiting for the
+// first's answer, or with wait_event/done_event.
+enum class RunPriority { kNormal = 0, kHigh = 1 };
+
 class RunStream {
  public:
   // Called once per Run with its result: from Submit for a Run refused or
@@ -56,9 +66,10 @@ class QueueStreams {
   QueueStreams(const QueueStreams&) = delete;
   QueueStreams& operator=(const QueueStreams&) = delete;
 
-  // Submits on device `device_index`'s stream. False, and `done` not
-  // called, when the backend runs Runs synchronously only.
-  bool Submit(int device_index, const RunRequest& request, RunStream::Done& done);
+  // Submits on device `device_index`'s stream of `priority`. False, and
+  // `done` not called, when the backend runs Runs synchronously only.
+  bool Submit(int device_index, RunPriority priority, const RunRequest& request,
+              RunStream::Done& done);
   // Flush() of every stream that got Runs since the last call.
   void Flush();
   // Poll() of every stream; returns the Runs still in flight.
@@ -66,6 +77,7 @@ class QueueStreams {
   // How many more Runs may be submitted before the next Poll.
   int room() const { return kMaxQueueRunsInFlight - in_flight_; }
   bool idle() const { return in_flight_ == 0; }
+  int in_flight() const { return in_flight_; }
 
  private:
   struct Slot {
@@ -74,7 +86,7 @@ class QueueStreams {
     bool unflushed = false;             // Runs since the last Flush
   };
   Backend& backend_;
-  std::vector<Slot> slots_;  // by device index
+  std::vector<Slot> slots_;  // by device index, then priority
   int in_flight_ = 0;
 };
 

@@ -59,6 +59,16 @@ constexpr int kGrpcMaxPollers = 32;
 // How long the calls in flight at SIGTERM may take to finish: a large Run's
 // kernel is milliseconds; a client that still waits after this is cut off.
 constexpr absl::Duration kShutdownGrace = absl::Seconds(5);
+// A client that stops reading (a hung or stopped process) leaves its
+// answers unsent in the daemon, which holds an inline output about twice
+// (tests/client/daemon_faults_test.cc: 64 unread 8 MiB answers took 1.2 GB)
+// until the connection ends. With calls in flight on a connection that has
+// been silent this long the daemon pings it, and ends it when no answer
+// comes within the timeout. A live client answers pings in gRPC's own I/O,
+// whatever its application does (an otherwise idle one within gRPC's 5 s
+// backup poll).
+constexpr int kKeepaliveTimeMs = 5 * 1000;
+constexpr int kKeepaliveTimeoutMs = 10 * 1000;
 
 // Self-pipe: the handler only writes the signal number; the serve loop
 // reads it. Whichever thread the kernel picks runs the handler, so no
@@ -209,19 +219,22 @@ int MessageLimit(int64_t max_request_bytes) {
   return static_cast<int>(limit);
 }
 
-// The gRPC server: TCP when asked (the Unix socket is the daemon's own
-// listener), message limits, the service and reflection. Null when it
-// cannot listen.
-std::unique_ptr<grpc::Server> BuildGrpcServer(const Options& options,
-                                              KernTuneService& service) {
+// The gRPC server: TCP when asked, with `tcp_credentials` (the Unix socket
+// is the daemon's own listener), message limits, the service and
+// reflection. Null when it cannot listen.
+std::unique_ptr<grpc::Server> BuildGrpcServer(
+    const Options& options, KernTuneService& service,
+    const std::shared_ptr<grpc::ServerCredentials>& tcp_credentials) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int tcp_port = 0;
   const std::string& tcp = options.listen.tcp_address;
-  if (!tcp.empty()) builder.AddListeningPort(tcp, grpc::InsecureServerCredentials(), &tcp_port);
+  if (!tcp.empty()) builder.AddListeningPort(tcp, tcp_credentials, &tcp_port);
   builder.SetMaxReceiveMessageSize(MessageLimit(options.limits.max_request_bytes));
   builder.SetMaxSendMessageSize(MessageLimit(options.limits.max_request_bytes));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTimeMs);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
   builder.SetSyncServerOption(grpc::ServerBuilder::MIN_POLLERS, kGrpcMinPollers);
   builder.SetSyncServerOption(grpc::ServerBuilder::MAX_POLLERS, kGrpcMaxPollers);
   builder.RegisterService(&service);
@@ -257,9 +270,13 @@ void LogServing(const Options& options, const Backend& backend, const std::strin
                            ")");
   }
   const std::string note = backend.note();
-  LogInfo(absl::StrCat("serving on unix:", options.listen.socket_path,
-                       options.listen.tcp_address.empty() ? "" : " and ",
-                       options.listen.tcp_address, metrics_url.empty() ? "" : ", metrics on ",
+  const std::string tcp =
+      options.listen.tcp_address.empty()
+          ? ""
+          : absl::StrCat(" and ", options.listen.tcp_address, " (",
+                         DescribeTcpSecurity(options.listen.tcp_security), ")");
+  LogInfo(absl::StrCat("serving on unix:", options.listen.socket_path, tcp,
+                       metrics_url.empty() ? "" : ", metrics on ",
                        metrics_url, ", backend ", backend.name(), " (", reason, ")",
                        note.empty() ? ", " : ": ", note.empty() ? configs : note));
 }
@@ -329,7 +346,7 @@ absl::Status ValidateOptions(const Options& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("--workers=", options.execution.workers, " must be in [1, 1024]"));
   }
-  return absl::OkStatus();
+  return ValidateTcpSecurity(options.listen.tcp_address, options.listen.tcp_security);
 }
 
 absl::Status RunServer(const Options& options) {
@@ -363,16 +380,26 @@ absl::Status RunServer(const Options& options) {
     }
   }
   KernTuneService service(backend, std::move(service_options));
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> tcp_credentials =
+      MakeTcpCredentials(options.listen.tcp_security, service.request_log());
+  if (!tcp_credentials.ok()) return tcp_credentials.status();
 
   // The Unix socket is accepted by the daemon (peer credentials), TCP by gRPC.
   absl::StatusOr<std::unique_ptr<UnixListener>> listener =
       UnixListener::Listen(options.listen.socket_path);
   if (!listener.ok()) return listener.status();
-  std::unique_ptr<grpc::Server> server = BuildGrpcServer(options, service);
+  std::unique_ptr<grpc::Server> server = BuildGrpcServer(options, service, *tcp_credentials);
   if (server == nullptr) {
     unlink(options.listen.socket_path.c_str());
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on --tcp=", options.listen.tcp_address));
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on --tcp=", options.listen.tcp_address,
+        options.listen.tcp_security.tls()
+            ? " (or gRPC refused the TLS files: does --tls_key belong to --tls_cert?)"
+            : ""));
+  }
+  if (const std::optional<std::string> warning = TcpSecurityWarning(
+          options.listen.tcp_address, options.listen.tcp_security)) {
+    LogWarning(*warning);
   }
   (*listener)->Start(server.get(), &peers);
 

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "server/metrics.h"
 #include "server/service.h"
+#include "server/tcp_security.h"
 
 namespace kt::server {
 
@@ -23,6 +24,9 @@ struct Options {
     std::string socket_path;
     // --tcp: "host:port" to listen on as well; empty = no TCP.
     std::string tcp_address;
+    // --tls_cert, --tls_key, --tls_client_ca, --token_file, --insecure_tcp:
+    // how the TCP listener is secured (tcp_security.h).
+    TcpSecurity tcp_security;
     // --metrics_address: "host:port" of the Prometheus endpoint (/metrics);
     // empty = none.
     std::string metrics_address = kDefaultMetricsAddress;
@@ -34,7 +38,8 @@ struct Options {
   // Where the tuned configs come from (the GPU backend only).
   struct Configs {
     // --db: the tuning store, opened read-only; a missing file = no local
-    // entries until it appears.
+    // entries until it appears; one that cannot be read = the entries
+    // loaded last until it can (config_cache.h).
     std::string db_path;
     // --configs: shipped tuned-config files; those of the device's SKU are
     // served after the store's entries. Empty or missing = none.

@@ -96,6 +96,7 @@ void ConfigsToProto(const ConfigCache& cache, const std::vector<std::string>& sh
                     pb::GetStatusResponse* response) {
   response->set_tuned_entries(cache.local_entries());
   response->set_database_data_version(cache.data_version());
+  response->set_database_problem(cache.store_problem());
   response->set_shipped_entries(cache.shipped_entries());
   response->set_stale_entries_skipped(cache.stale().total());
   for (const std::string& file : shipped_files) response->add_shipped_config_files(file);
@@ -495,7 +496,9 @@ void KernTuneService::RunQueued(const std::shared_ptr<RunQueue>& queue, RunQueue
                              absl::StatusOr<RunResult> result) {
     answer(Respond(peer, queued->prepared, routed, result, &queued->response));
   };
-  if (streams.Submit(prepared.device, prepared.run, done)) return;
+  const RunPriority priority =
+      RunsOnGrpcThread(queued->request) ? RunPriority::kHigh : RunPriority::kNormal;
+  if (streams.Submit(prepared.device, priority, prepared.run, done)) return;
   // A backend without streams (the CPU): as a gRPC Run, small ones here, on
   // the poller's thread; large ones on their device's workers, so that a
   // long Run holds no other queue.
@@ -534,6 +537,7 @@ grpc::Status KernTuneService::HandleCloseQueue(absl::string_view peer,
   if (absl::Status s = queues_.Close(*caller, request->queue_id()); !s.ok()) {
     return Fail("CloseQueue", peer, s);
   }
+  poller_.Wake();  // a sleeping poller holds the queue (its region, its fd) until it looks again
   return grpc::Status::OK;
 }
 
@@ -675,10 +679,13 @@ grpc::Status KernTuneService::HandleListBuffers(absl::string_view peer,
 
 void KernTuneService::Housekeep(absl::Time now) {
   const BufferRegistry::Reaped reaped = registry_.Reap(now, IsAlive);
+  const uint64_t queues_before = queues_.generation();
   const int queues_reaped = queues_.Reap(IsAlive);
   // A poller asleep on its queues' doorbells looks at them once: a region
-  // broken meanwhile (truncated) is closed, and reaped at the next sweep.
-  if (queues_.size() > 0) poller_.Wake();
+  // broken meanwhile (truncated) is closed, and reaped at the next sweep;
+  // and it lets go of queues just removed, whose regions and descriptors
+  // it holds until it looks again.
+  if (queues_.size() > 0 || queues_.generation() != queues_before) poller_.Wake();
   if (queues_reaped > 0) {
     LogInfo(absl::StrFormat("closed %d queues of exited processes", queues_reaped));
   }

@@ -173,6 +173,10 @@ class KernTuneService final : public kerntune::v1::KernTune::CallbackService,
   // for the calls in flight to finish. True when none is left.
   bool Drain(absl::Duration timeout);
 
+  // Where failed calls are logged; the TCP listener's token check logs the
+  // calls it refuses here too, before they reach the service.
+  RequestLog& request_log() { return request_log_; }
+
  private:
   std::optional<PeerProcess> Caller(absl::string_view peer) const;
   // A failed call: logged (rate-limited, by caller) and converted.

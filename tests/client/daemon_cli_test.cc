@@ -155,7 +155,7 @@ TEST_F(KerntuneDaemonVerbsTest, StatusAsTextAndJson) {
   EXPECT_EQ(f.at("database_path").string_value(), dir_.File("none.db"));
   EXPECT_FALSE(f.at("cuda_ipc_supported").bool_value());
   for (const char* key : {"version", "kernel_library_version", "tuned_entries",
-                          "database_data_version", "registered_buffers", "registered_bytes",
+                          "database_data_version", "database_problem", "registered_buffers", "registered_bytes",
                           "buffer_owners", "open_ipc_mappings", "default_buffer_ttl_seconds",
                           "uptime_seconds", "shipped_entries", "shipped_config_files",
                           "stale_entries_skipped", "handler_us", "max_request_bytes"}) {

@@ -1,6 +1,6 @@
 // The client library's pieces that need no daemon: targets, the default
-// socket (the same as the daemon's), the status mapping, picking the
-// daemon's device by UUID, shared memory.
+// socket (the same as the daemon's), TCP credentials that do not fit, the
+// status mapping, picking the daemon's device by UUID, shared memory.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -74,6 +74,21 @@ TEST(DaemonClientTargetTest, ResolvesWhatUsersWrite) {
     EXPECT_THAT(target.status().message(), HasSubstr(absl::StrCat("--server=", bad))) << bad;
   }
   EXPECT_TRUE(absl::IsInvalidArgument(DaemonClient::Connect({"node7"}).status()));
+}
+
+TEST(DaemonClientConnectTest, TcpCredentialsThatCannotBeUsedAreRefusedUpFront) {
+  DaemonClientOptions options;
+  options.target = "unix:/tmp/kt.sock";
+  options.tcp.token = "t";
+  EXPECT_THAT(DaemonClient::Connect(options).status().message(),
+              HasSubstr("TLS and tokens are for TCP targets"));
+  options.target = "127.0.0.1:5000";
+  EXPECT_THAT(DaemonClient::Connect(options).status().message(),
+              HasSubstr("a client certificate or token needs TLS"));
+  options.tcp.root_certs = "-----BEGIN CERTIFICATE-----";
+  options.tcp.cert_chain = "-----BEGIN CERTIFICATE-----";
+  EXPECT_THAT(DaemonClient::Connect(options).status().message(),
+              HasSubstr("a client certificate and its private key go together"));
 }
 
 TEST(DaemonClientStatusTest, EveryGrpcCodeKeepsItsMeaning) {

@@ -8,11 +8,13 @@
 
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "client/daemon_client.h"
@@ -47,6 +49,18 @@ class RegisteredBufferTest : public CpuDaemonTest {
     absl::StatusOr<SharedMemory> shm = SharedMemory::Create(kShmBytes);
     ASSERT_TRUE(shm.ok()) << shm.status();
     shm_ = *std::move(shm);
+  }
+
+  // What the daemon's descriptors of queue regions point to.
+  std::vector<std::string> DaemonQueueDescriptors() const {
+    std::vector<std::string> found;
+    const std::string dir = absl::StrCat("/proc/", daemon_->pid(), "/fd");
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      std::error_code error;
+      const std::string target = std::filesystem::read_symlink(entry.path(), error).string();
+      if (target.find("/kerntune-queue-") != std::string::npos) found.push_back(target);
+    }
+    return found;
   }
 
   pb::GetStatusResponse Status() {
@@ -361,6 +375,15 @@ TEST_F(RegisteredBufferTest, AClientKilledWithRunsInFlightThroughItsQueueIsReape
   }
   EXPECT_EQ(now.open_queues(), 0) << "its queue still open 5 s after it was killed";
   EXPECT_EQ(now.registered_buffers(), 0);
+  // Its region is unmapped and its descriptor closed too, though the
+  // queue poller, idle since the kill, last saw the queue.
+  std::vector<std::string> queue_fds = DaemonQueueDescriptors();
+  while (!queue_fds.empty() &&
+         std::chrono::steady_clock::now() - killed < std::chrono::seconds(5)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    queue_fds = DaemonQueueDescriptors();
+  }
+  EXPECT_THAT(queue_fds, ::testing::IsEmpty());
   // The daemon serves on, through a queue of ours.
   absl::StatusOr<RegisteredBuffer> buffer = Client().RegisterHostShm(shm_.name(), 0, 0, "");
   ASSERT_TRUE(buffer.ok()) << buffer.status();

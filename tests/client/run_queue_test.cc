@@ -253,7 +253,7 @@ TEST_F(RunQueueTest, TheQueueItselfAnswersAndClosesWithItsClient) {
     auto channel = grpc::CreateChannel(target(), grpc::InsecureChannelCredentials());
     std::unique_ptr<pb::KernTune::Stub> stub = pb::KernTune::NewStub(channel);
     absl::StatusOr<std::unique_ptr<RunQueueClient>> queue =
-        RunQueueClient::Open(*stub, absl::Seconds(10));
+        RunQueueClient::Open(*stub, socket_, absl::Seconds(10));
     ASSERT_TRUE(queue.ok()) << queue.status();
     id = (*queue)->id();
     RunQueueClient::Outcome outcome = (*queue)->Run(

@@ -1,9 +1,12 @@
 // ConfigCache on a temp tuning store and a described H100: exact, nearest,
 // illegal nearest -> heuristic, other SKUs ignored, reload on change; shipped
-// entries after local ones; stale entries never served, and counted.
+// entries after local ones; stale entries never served, and counted; a store
+// unreadable, deleted, replaced or damaged under the cache.
 #include "server/config_cache.h"
 
 #include <chrono>
+#include <cstdio>
+#include <fstream>
 #include <optional>
 #include <set>
 #include <string>
@@ -19,6 +22,8 @@
 namespace kt::server {
 namespace {
 
+using ::testing::AllOf;
+using ::testing::HasSubstr;
 using kernels::DType;
 using kernels::Op;
 using kernels::Shape;
@@ -55,9 +60,13 @@ class ConfigCacheTest : public ::testing::Test {
  protected:
   void Import(const std::vector<db::BestConfig>& rows,
               const db::GpuSku& sku = tuner::SkuOf(kernels::DescribedH100())) {
+    ImportInto(path_, rows, sku);
+  }
+  void ImportInto(const std::string& path, const std::vector<db::BestConfig>& rows,
+                  const db::GpuSku& sku = tuner::SkuOf(kernels::DescribedH100())) {
     db::OpenOptions options;
     options.create_if_missing = true;
-    auto store = db::TuningStore::Open(path_, options);
+    auto store = db::TuningStore::Open(path, options);
     ASSERT_TRUE(store.ok()) << store.status();
     ASSERT_TRUE((*store)->ImportBestConfigs(sku, rows).ok());
   }
@@ -438,12 +447,118 @@ TEST_F(ConfigCacheTest, NearestTriesLocalEntriesThenShippedOnesThenTheHeuristic)
   EXPECT_EQ(choice->source, ConfigSource::kHeuristic);
 }
 
-TEST_F(ConfigCacheTest, DamagedDatabaseIsAnError) {
-  FILE* file = std::fopen(path_.c_str(), "w");
-  ASSERT_NE(file, nullptr);
-  std::fputs("this is not an sqlite file, not at all, not even close........", file);
-  std::fclose(file);
-  EXPECT_FALSE(ConfigCache::Create(path_, device_).ok());
+// The store's path holding something SQLite cannot read.
+void WriteGarbage(const std::string& path) {
+  std::ofstream(path) << "this is not an sqlite file, not at all, not even close........";
+}
+
+// Renames a store with its -wal and -shm, those it has. A store is moved
+// with them: SQLite reads a WAL left beside another file as that file's.
+void MoveStore(const std::string& from, const std::string& to) {
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    const int moved = std::rename((from + suffix).c_str(), (to + suffix).c_str());
+    if (*suffix == '\0') ASSERT_EQ(moved, 0) << from;
+  }
+}
+
+void RemoveStore(const std::string& path) {
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
+}
+
+TEST_F(ConfigCacheTest, AnUnreadableStoreServesTheShippedEntriesSaysWhyAndIsReadOnceItCanBe) {
+  const Shape shape{64, 1024};
+  const auto config = NonHeuristic(Op::kSoftmax, DType::kFloat16, shape);
+  WriteGarbage(path_);
+  // Not a reason to refuse the device: the shipped entries serve.
+  auto cache = MakeCache({Shipped(Row(Op::kSoftmax, DType::kFloat16, shape, config, 9))});
+  ASSERT_NE(cache, nullptr);
+  EXPECT_EQ(cache->Lookup(Op::kSoftmax, DType::kFloat16, shape)->source, ConfigSource::kShipped);
+  EXPECT_THAT(cache->store_problem(),
+              AllOf(HasSubstr("cannot read the tuning store " + path_),
+                    HasSubstr("serving no tuned configs from it until it can be read")));
+  EXPECT_FALSE(cache->ReloadIfChanged().ok());
+
+  RemoveStore(path_);
+  Import({Row(Op::kSoftmax, DType::kFloat16, shape, config, 5)});
+  auto reloaded = cache->ReloadIfChanged();
+  ASSERT_TRUE(reloaded.ok()) << reloaded.status();
+  EXPECT_TRUE(*reloaded);
+  EXPECT_EQ(cache->store_problem(), "");
+  EXPECT_EQ(cache->Lookup(Op::kSoftmax, DType::kFloat16, shape)->source, ConfigSource::kTuned);
+}
+
+TEST_F(ConfigCacheTest, ADeletedStoreKeepsItsConfigsServedUntilAStoreIsBack) {
+  const Shape shape{64, 1024}, other{32, 512};
+  Import({Row(Op::kSoftmax, DType::kFloat16, shape,
+              NonHeuristic(Op::kSoftmax, DType::kFloat16, shape), 5)});
+  auto cache = MakeCache();
+  ASSERT_NE(cache, nullptr);
+  ASSERT_EQ(cache->local_entries(), 1);
+  RemoveStore(path_);
+
+  const absl::StatusOr<bool> gone = cache->ReloadIfChanged();
+  EXPECT_TRUE(absl::IsNotFound(gone.status())) << gone.status();
+  EXPECT_EQ(cache->Lookup(Op::kSoftmax, DType::kFloat16, shape)->source, ConfigSource::kTuned);
+  EXPECT_THAT(cache->store_problem(),
+              AllOf(HasSubstr(path_ + " is gone"), HasSubstr("still serving the 1 tuned configs")));
+
+  // A new store at the path replaces what was served.
+  Import({Row(Op::kLogSoftmax, DType::kFloat16, other,
+              NonHeuristic(Op::kLogSoftmax, DType::kFloat16, other), 3)});
+  auto reloaded = cache->ReloadIfChanged();
+  ASSERT_TRUE(reloaded.ok()) << reloaded.status();
+  EXPECT_TRUE(*reloaded);
+  EXPECT_EQ(cache->store_problem(), "");
+  EXPECT_EQ(cache->Lookup(Op::kLogSoftmax, DType::kFloat16, other)->source, ConfigSource::kTuned);
+  EXPECT_NE(cache->Lookup(Op::kSoftmax, DType::kFloat16, shape)->source, ConfigSource::kTuned);
+}
+
+TEST_F(ConfigCacheTest, AStoreReplacedByAnotherFileIsReloadedWhateverItsDataVersion) {
+  const Shape shape{64, 1024}, other{32, 512};
+  Import({Row(Op::kSoftmax, DType::kFloat16, shape,
+              NonHeuristic(Op::kSoftmax, DType::kFloat16, shape), 5)});
+  auto cache = MakeCache();
+  ASSERT_NE(cache, nullptr);
+  // Made elsewhere with as many writes (the same data version), then
+  // moved over the store, as a deployment ships a file.
+  const std::string next = dir_.File("next.db");
+  ImportInto(next, {Row(Op::kLogSoftmax, DType::kFloat16, other,
+                        NonHeuristic(Op::kLogSoftmax, DType::kFloat16, other), 3)});
+  RemoveStore(path_);
+  MoveStore(next, path_);
+
+  auto reloaded = cache->ReloadIfChanged();
+  ASSERT_TRUE(reloaded.ok()) << reloaded.status();
+  EXPECT_TRUE(*reloaded);
+  EXPECT_EQ(cache->Lookup(Op::kLogSoftmax, DType::kFloat16, other)->source, ConfigSource::kTuned);
+  EXPECT_NE(cache->Lookup(Op::kSoftmax, DType::kFloat16, shape)->source, ConfigSource::kTuned);
+}
+
+TEST_F(ConfigCacheTest, AStoreDamagedWhileServedKeepsItsConfigsServedUntilItIsRepaired) {
+  const Shape shape{64, 1024};
+  const auto config = NonHeuristic(Op::kSoftmax, DType::kFloat16, shape);
+  Import({Row(Op::kSoftmax, DType::kFloat16, shape, config, 5)});
+  auto cache = MakeCache();
+  ASSERT_NE(cache, nullptr);
+  const std::string garbage = dir_.File("garbage");
+  WriteGarbage(garbage);
+  const std::string good = dir_.File("good.db");
+  MoveStore(path_, good);
+  MoveStore(garbage, path_);
+
+  EXPECT_FALSE(cache->ReloadIfChanged().ok());
+  EXPECT_EQ(cache->Lookup(Op::kSoftmax, DType::kFloat16, shape)->source, ConfigSource::kTuned);
+  EXPECT_THAT(cache->store_problem(),
+              AllOf(HasSubstr("cannot read the tuning store"),
+                    HasSubstr("still serving the 1 tuned configs loaded from it before")));
+  EXPECT_FALSE(cache->ReloadIfChanged().ok());  // and again, the same
+
+  RemoveStore(path_);
+  MoveStore(good, path_);
+  auto reloaded = cache->ReloadIfChanged();
+  ASSERT_TRUE(reloaded.ok()) << reloaded.status();
+  EXPECT_EQ(cache->store_problem(), "");
+  EXPECT_EQ(cache->Lookup(Op::kSoftmax, DType::kFloat16, shape)->source, ConfigSource::kTuned);
 }
 
 }  // namespace

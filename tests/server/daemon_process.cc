@@ -1,8 +1,11 @@
 // kerntuned child process helpers (see daemon_process.h).
 #include "tests/server/daemon_process.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -75,7 +78,8 @@ std::string Daemon::Log() const {
   return text.str();
 }
 
-std::shared_ptr<grpc::Channel> Connect(const std::string& target) {
+std::shared_ptr<grpc::Channel> Connect(const std::string& target,
+                                       std::shared_ptr<grpc::ChannelCredentials> credentials) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 10);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 10);
@@ -83,7 +87,20 @@ std::shared_ptr<grpc::Channel> Connect(const std::string& target) {
   // Inline outputs are as large as the inputs (the daemon allows up to
   // --max_request_bytes); gRPC's default client limit is 4 MiB.
   args.SetMaxReceiveMessageSize(-1);
-  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(target, credentials, args);
+}
+
+int FreeTcpPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  const bool bound = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+                     getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
+  close(fd);
+  return bound ? ntohs(address.sin_port) : 0;
 }
 
 grpc::health::v1::HealthCheckResponse::ServingStatus Health(

@@ -35,6 +35,7 @@ class Daemon {
   Daemon& operator=(const Daemon&) = delete;
 
   bool running() const { return pid_ > 0 && !exit_status_.has_value(); }
+  pid_t pid() const { return pid_; }
   // The wait status once it exited within `deadline`, else nullopt.
   std::optional<int> WaitExit(Clock::duration deadline);
   // Sends `signal_number`, then WaitExit(deadline).
@@ -48,8 +49,14 @@ class Daemon {
 };
 
 // A channel with a short reconnect backoff (the tests talk to daemons that
-// are just starting) and no limit on the size of responses.
-std::shared_ptr<grpc::Channel> Connect(const std::string& target);
+// are just starting) and no limit on the size of responses; plaintext
+// unless `credentials` are given.
+std::shared_ptr<grpc::Channel> Connect(
+    const std::string& target,
+    std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials());
+
+// A TCP port on 127.0.0.1 that was free a moment ago, for --tcp.
+int FreeTcpPort();
 
 // grpc.health.v1 Check of `service` ("" = the whole server).
 grpc::health::v1::HealthCheckResponse::ServingStatus Health(

@@ -8,8 +8,6 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -624,13 +622,14 @@ TEST_F(KerntunedTest, BadFlagsAreRefusedByName) {
   }
 }
 
-// --help lists the eight flags and no path of the machine that built it.
+// --help lists the flags and no path of the machine that built it.
 TEST_F(KerntunedTest, HelpListsTheFlagsWithoutABuildPath) {
   Daemon daemon(KerntunedBinary(), {"--help"}, dir_.File("help.log"));
   const std::optional<int> status = daemon.WaitExit(kStartDeadline);
   ASSERT_TRUE(status.has_value());
   const std::string help = daemon.Log();
-  for (const char* flag : {"--socket", "--tcp", "--db", "--configs", "--cpu",
+  for (const char* flag : {"--socket", "--tcp", "--tls_cert", "--tls_key", "--tls_client_ca",
+                           "--token_file", "--insecure_tcp", "--db", "--configs", "--cpu",
                            "--max_request_bytes", "--buffer_ttl_s", "--workers"}) {
     EXPECT_THAT(help, HasSubstr(std::string(flag) + " (")) << flag;
   }
@@ -656,17 +655,9 @@ TEST_F(KerntunedTest, WithoutCpuFlagFallsBackToTheCpuWhenThereIsNoGpu) {
 }
 
 TEST_F(KerntunedTest, ServesOverTcpWhenAsked) {
-  // Port 0 is refused: the daemon must be told a real port, so find a free one.
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-  socklen_t length = sizeof(address);
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
-  const int port = ntohs(address.sin_port);
-  close(fd);
+  // The test must know the port, so not port 0: a free one.
+  const int port = testing::FreeTcpPort();
+  ASSERT_GT(port, 0);
   const std::string target = "127.0.0.1:" + std::to_string(port);
   ASSERT_NO_FATAL_FAILURE(Start({"--tcp=" + target}));
   auto tcp = pb::KernTune::NewStub(Connect(target));
@@ -676,6 +667,8 @@ TEST_F(KerntunedTest, ServesOverTcpWhenAsked) {
   const grpc::Status got = tcp->GetStatus(&context, pb::GetStatusRequest(), &status);
   EXPECT_TRUE(got.ok()) << got.error_message();
   EXPECT_EQ(status.backend(), "cpu");
+  EXPECT_THAT(daemon_->Log(), HasSubstr("is plaintext and takes no token: every local user can "
+                                        "call it"));
 
   // No peer credentials over TCP: no registrations, inline tensors only.
   grpc::ClientContext register_context;

@@ -1,18 +1,22 @@
 // KernTuneService as a function: the drain used at shutdown lets calls in
 // flight finish and refuses new ones with UNAVAILABLE; a Run reports where
 // the daemon spent it and GetStatus counts it; devices carry their UUID and
-// PCI bus id.
+// PCI bus id; GetStatus says when the store cannot be read.
 #include "server/service.h"
 
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/device_info.h"
 #include "kernels/launch_config.h"
 #include "kernels/version.h"
 #include "server/config_cache.h"
 #include "tests/server/malformed_requests.h"
+#include "tests/testing/scoped_temp_dir.h"
 
 namespace kt::server {
 namespace {
@@ -177,11 +181,13 @@ TEST(KernTuneServiceTest, DevicesCarryTheirUuidAndPciBusIdWhenKnown) {
   EXPECT_EQ(status.devices(1).pci_bus_id(), "");
 }
 
-// A GPU-like backend whose config cache holds shipped entries only.
+// A GPU-like backend whose config cache holds shipped entries, and those of
+// the store at `db_path` when given.
 class ShippedConfigsBackend final : public Backend {
  public:
-  explicit ShippedConfigsBackend(std::vector<tuner::TunedEntry> shipped)
-      : cache_(*ConfigCache::Create("", kernels::DescribedH100(), std::move(shipped))) {}
+  explicit ShippedConfigsBackend(std::vector<tuner::TunedEntry> shipped,
+                                 const std::string& db_path = "")
+      : cache_(*ConfigCache::Create(db_path, kernels::DescribedH100(), std::move(shipped))) {}
   std::string name() const override { return "fake"; }
   absl::StatusOr<RunResult> Execute(int device_index, const RunRequest& request) override {
     return absl::UnimplementedError("not run here");
@@ -240,6 +246,22 @@ TEST(KernTuneServiceTest, ShippedAndStaleEntriesAreReportedAndListed) {
   config_request.mutable_shape()->set_rows(8192);  // stale there: the nearest current one
   ASSERT_TRUE(service.HandleGetConfig("test-peer", &config_request, &config).ok());
   EXPECT_EQ(config.config().source(), pb::CONFIG_SOURCE_NEAREST_TUNED);
+}
+
+TEST(KernTuneServiceTest, GetStatusSaysWhenTheStoreCannotBeRead) {
+  kt::testing::ScopedTempDir dir;
+  const std::string path = dir.File("tuning.db");
+  std::ofstream(path) << "not a tuning store, and long enough to look like a file header..";
+  ShippedConfigsBackend backend({}, path);
+  ServiceOptions options = TestOptions();
+  options.database_path = path;
+  KernTuneService service(backend, options);
+  pb::GetStatusRequest request;
+  pb::GetStatusResponse status;
+  ASSERT_TRUE(service.HandleGetStatus("test-peer", &request, &status).ok());
+  EXPECT_EQ(status.database_path(), path);
+  EXPECT_THAT(status.database_problem(),
+              ::testing::HasSubstr("cannot read the tuning store " + path));
 }
 
 TEST(KernTuneServiceTest, OnlySmallRunsStayOnGrpcThreads) {

@@ -17,6 +17,7 @@ import weakref
 import grpc
 import numpy as np
 
+from kerntune import _credentials
 from kerntune import _errors
 from kerntune import _queue
 from kerntune import _shared
@@ -343,6 +344,11 @@ class Client:
     default: the daemon's device with the same UUID (GetStatus), so processes
     with different CUDA_VISIBLE_DEVICES agree; the same index when the daemon
     or torch does not report UUIDs.
+    root_certificates, certificate_chain, private_key: PEM (bytes or str) of
+    the CAs that sign a TCP daemon's certificate (TLS; the certificate must
+    name the target's host), and this client's certificate and key for a
+    daemon with --tls_client_ca. token: the bearer token of a daemon with
+    --token_file, sent with every call (TLS only).
 
     use_queue: runs whose tensors are all in client memory (registered
     shared arrays, CUDA tensors) and that return nothing inline go through
@@ -354,7 +360,8 @@ class Client:
     """
 
     def __init__(self, target=None, timeout=DEFAULT_TIMEOUT_S, *, device_map=None,
-                 options=None, use_queue=True):
+                 options=None, root_certificates=None, certificate_chain=None,
+                 private_key=None, token=None, use_queue=True):
         self.target = _normalize_target(target)
         self.timeout = timeout
         self.use_queue = (bool(use_queue) and _queue.QUEUE_SUPPORTED
@@ -373,7 +380,8 @@ class Client:
             ("grpc.max_receive_message_length", -1),
         ]
         channel_options.extend(options or [])
-        self._channel = grpc.insecure_channel(self.target, options=channel_options)
+        self._channel = _credentials.channel(self.target, channel_options, root_certificates,
+                                             certificate_chain, private_key, token)
         self._stub = pb_grpc.KernTuneStub(self._channel)
         # How a queue's waiting Run asks whether a silent daemon is still there.
         self._health_check = self._channel.unary_unary(_queue.HEALTH_CHECK_METHOD)

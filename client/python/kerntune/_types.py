@@ -182,6 +182,8 @@ class Status:
     stale_entries_skipped: entries left out for their kernel library version.
     max_request_bytes: the largest tensor a request may carry inline.
     open_queues: submission queues open, of every client.
+    database_problem: set while the store is gone or cannot be read (why, and
+    what is served meanwhile); empty otherwise.
     """
 
     version: str
@@ -205,6 +207,7 @@ class Status:
     stale_entries_skipped: int = 0
     max_request_bytes: int = 0
     open_queues: int = 0
+    database_problem: str = ""
 
     @classmethod
     def from_proto(cls, m):
@@ -230,6 +233,7 @@ class Status:
             stale_entries_skipped=m.stale_entries_skipped,
             max_request_bytes=m.max_request_bytes,
             open_queues=m.open_queues,
+            database_problem=m.database_problem,
         )
 
 
