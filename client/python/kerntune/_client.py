@@ -8,8 +8,10 @@ Tensors reach the daemon three ways (see README.md):
 """
 
 import collections
+import math
 import os
 import threading
+import time
 import weakref
 
 import grpc
@@ -17,6 +19,7 @@ import numpy as np
 
 from kerntune import _credentials
 from kerntune import _errors
+from kerntune import _queue
 from kerntune import _shared
 from kerntune import _torch
 from kerntune import _types
@@ -25,6 +28,11 @@ from kerntune.v1 import kerntune_pb2_grpc as pb_grpc
 
 # Seconds every RPC may take; None = no deadline.
 DEFAULT_TIMEOUT_S = 60.0
+# After a daemon that could not open a queue for now (down, busy, at its
+# queue limit), Runs go over gRPC this long before the next OpenQueue.
+_QUEUE_RETRY_S = 1.0
+_QUEUE_RETRY_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
+                      grpc.StatusCode.RESOURCE_EXHAUSTED)
 # Inline tensors above this size are checked against the daemon's limit
 # before they are copied into a request (GetStatus once per client); smaller
 # ones are sent as they are.
@@ -342,14 +350,28 @@ class Client:
     daemon with --tls_client_ca. token: the bearer token of a daemon with
     --token_file, sent with every call (TLS only).
 
+    use_queue: runs whose tensors are all in client memory (registered
+    shared arrays, CUDA tensors) and that return nothing inline go through
+    the daemon's shared-memory submission queue when it offers one (a Unix
+    socket target; like the C++ DaemonClientOptions.use_queue), else over
+    gRPC; False: always gRPC. Results and errors are the same either way.
+
     Thread-safe. Create it after any fork(): gRPC channels do not survive one.
     """
 
     def __init__(self, target=None, timeout=DEFAULT_TIMEOUT_S, *, device_map=None,
                  options=None, root_certificates=None, certificate_chain=None,
-                 private_key=None, token=None):
+                 private_key=None, token=None, use_queue=True):
         self.target = _normalize_target(target)
         self.timeout = timeout
+        self.use_queue = (bool(use_queue) and _queue.QUEUE_SUPPORTED
+                          and _socket_path(self.target) is not None)
+        # The submission queue, opened on the first run it can carry and
+        # reopened after the daemon closed it, not before _queue_retry_at
+        # (monotonic; inf once a daemon without queues refused one).
+        self._queue_lock = threading.Lock()
+        self._queue = None
+        self._queue_retry_at = 0.0
         self._device_map = dict(device_map or {})
         # torch device index -> daemon ordinal found by UUID, once per index.
         self._found_ordinals = {}
@@ -361,6 +383,8 @@ class Client:
         self._channel = _credentials.channel(self.target, channel_options, root_certificates,
                                              certificate_chain, private_key, token)
         self._stub = pb_grpc.KernTuneStub(self._channel)
+        # How a queue's waiting Run asks whether a silent daemon is still there.
+        self._health_check = self._channel.unary_unary(_queue.HEALTH_CHECK_METHOD)
         self._lock = threading.RLock()
         # Buffers runs may use, by memory: ("shm", name) or ("cuda", ordinal, handle).
         self._registry = {}
@@ -395,6 +419,11 @@ class Client:
                 buffer.close()
             except _errors.KernTuneError:
                 pass
+        with self._queue_lock:
+            queue, self._queue = self._queue, None
+            self._queue_retry_at = math.inf
+        if queue is not None:
+            queue.close()
         self.closed = True
         self._channel.close()
 
@@ -413,14 +442,58 @@ class Client:
             return method(request, timeout=self.timeout)
         except grpc.RpcError as error:
             converted = _errors.from_rpc_error(error)
-        # Raised outside the handler, so no "during handling" chain; a
-        # connection failure says what to do next.
+        # Raised outside the handler, so no "during handling" chain.
+        self._raise(converted)
+
+    def _raise(self, converted):
+        """Raises a call's KernTuneError; a connection failure says what to do next."""
         if (isinstance(converted, _errors.UnavailableError)
-                and not converted.message.startswith("kerntuned is shutting down")):
+                and not converted.message.startswith(_queue.EXPLAINED_UNAVAILABLE)):
             converted = _errors.UnavailableError(
                 "%s: %s (%s)" % (self.target, _unavailable_hint(self.target),
                                  converted.message))
         raise converted
+
+    def _queue_for(self, request):
+        """The submission queue to send `request` through, or None: gRPC then."""
+        if not self.use_queue or not _queue.queue_carries(request):
+            return None
+        with self._queue_lock:
+            if self._queue is not None and self._queue.pid != os.getpid():
+                return None  # a forked child: the queue is its parent's
+            if self._queue is not None and self._queue.closed:
+                self._queue = None  # closed by the daemon, or the daemon died
+            if (self._queue is None and not self.closed
+                    and time.monotonic() >= self._queue_retry_at):
+                timeout = 10.0 if self.timeout is None else min(self.timeout, 10.0)
+                try:
+                    self._queue = _queue.RunQueue.open(self._stub, timeout,
+                                                       self._health_check)
+                except _errors.KernTuneError as error:
+                    # gRPC for now, or for good from a daemon without queues
+                    # (or that refuses one, as over TCP).
+                    self._queue_retry_at = (time.monotonic() + _QUEUE_RETRY_S
+                                            if error.code in _QUEUE_RETRY_CODES else math.inf)
+            return self._queue
+
+    def _run_request(self, request):
+        """Run: through the submission queue when it carries `request`, else gRPC."""
+        if self.closed:
+            raise _errors.FailedPreconditionError("the kerntune client is closed")
+        queue = self._queue_for(request)
+        if queue is not None:
+            outcome = queue.run(request, self.timeout)
+            if outcome.submitted or not isinstance(outcome.error, _errors.UnavailableError):
+                if outcome.error is not None:
+                    self._raise(outcome.error)
+                return outcome.response
+            # Never reached the daemon (the queue closed): gRPC is as good.
+        return self._call(self._stub.Run, request)
+
+    def _queue_id(self):
+        """The open submission queue's id, or None (for tests)."""
+        with self._queue_lock:
+            return None if self._queue is None else self._queue.id
 
     def _inline_limit(self):
         """The daemon's largest inline tensor in bytes (GetStatus, once); 0 when unknown."""
@@ -776,7 +849,7 @@ class Client:
 
         request, used = build()
         try:
-            response = self._call(self._stub.Run, request)
+            response = self._run_request(request)
         except _errors.NotFoundError:
             # An automatic registration whose lease ended: register again, once.
             stale = [b for b in used if b.auto]
@@ -786,7 +859,7 @@ class Client:
                 buffer.closed = True
                 self._forget(buffer)
             request, used = build()
-            response = self._call(self._stub.Run, request)
+            response = self._run_request(request)
 
         if out_segment is not None:
             y = out
@@ -919,7 +992,7 @@ class Client:
             # Inputs written by queued work must be in memory before the daemon reads.
             cuda_stream.synchronize()
 
-        response = self._call(self._stub.Run, request)
+        response = self._run_request(request)
 
         if stream_mode:
             cuda_stream.wait_event(done)

@@ -181,6 +181,7 @@ class Status:
     shipped_config_files: those of the shipped config files for the GPU;
     stale_entries_skipped: entries left out for their kernel library version.
     max_request_bytes: the largest tensor a request may carry inline.
+    open_queues: submission queues open, of every client.
     database_problem: set while the store is gone or cannot be read (why, and
     what is served meanwhile); empty otherwise.
     """
@@ -205,6 +206,7 @@ class Status:
     shipped_config_files: List[str] = dataclasses.field(default_factory=list)
     stale_entries_skipped: int = 0
     max_request_bytes: int = 0
+    open_queues: int = 0
     database_problem: str = ""
 
     @classmethod
@@ -230,6 +232,7 @@ class Status:
             shipped_config_files=list(m.shipped_config_files),
             stale_entries_skipped=m.stale_entries_skipped,
             max_request_bytes=m.max_request_bytes,
+            open_queues=m.open_queues,
             database_problem=m.database_problem,
         )
 

@@ -16,6 +16,9 @@ torch's float64 result of the same input:
   - a registered CUDA allocation used by buffer id;
   - freed tensors go back to torch's allocator (no IPC "limbo" leak);
   - client processes at once;
+  - runs through the submission queue (the default): no gRPC Run, the bytes
+    a use_queue=False client gets, stream mode, stats and scales to device
+    memory, four threads on one queue;
   - every run says it ran on the tensor's own GPU (RunResult.device_uuid).
 With two GPUs or more (skipped with one): tensors on cuda:0 and cuda:1 from
 one process (sync, stream mode and registered, each run where its memory
@@ -351,6 +354,64 @@ def check_no_ipc_leak(client, device):
                       "blocks are not being freed" % (after - before))
 
 
+def check_runs_take_the_queue(target, device):
+    """Torch runs go through the submission queue by default: no gRPC Run,
+    the bytes a use_queue=False client gets, threads sharing the queue."""
+    import threading
+
+    import torch
+
+    import kerntune
+
+    g = torch.Generator(device=device).manual_seed(23)
+    with kerntune.Client(target, timeout=120) as queued, \
+            kerntune.Client(target, timeout=120, use_queue=False) as plain:
+        over_grpc = []
+        grpc_run = queued._stub.Run
+
+        def counting_run(request, **kwargs):
+            over_grpc.append(request.op)
+            return grpc_run(request, **kwargs)
+
+        queued._stub.Run = counting_run
+        for name in DTYPE_NAMES:
+            for op in OPS:
+                x = random_input(op, (300, 1000), torch_dtype(name), g, device)
+                what = "%s %s through the queue" % (op, name)
+                y = run_and_check(queued, op, x, name, what=what)
+                if not torch.equal(y, run_and_check(plain, op, x, name, what=what + " (gRPC)")):
+                    raise Failure("%s: not the bytes the same run gives over gRPC" % what)
+                run_and_check(queued, op, x, name, stream=True, what=what + ", stream mode")
+            x = random_input("softmax", (64, 512), torch_dtype(name), g, device)
+            _, inv_rms = queued.rms_norm(x, torch.ones(512, dtype=x.dtype, device=device),
+                                         return_stats=True)
+            _, scale = queued.reduce_scale(x)
+            if not (inv_rms.is_cuda and scale.is_cuda):
+                raise Failure("rms_norm's inv_rms or reduce_scale's scale is not on the GPU")
+        failures = []
+
+        def work(seed):
+            try:
+                local = torch.Generator(device=device).manual_seed(seed)
+                for i in range(25):
+                    x = random_input("softmax", (128, 2048), torch.float16, local, device)
+                    run_and_check(queued, "softmax", x, "float16",
+                                  what="thread %d run %d" % (seed, i))
+            except Exception as error:  # pylint: disable=broad-except
+                failures.append(error)
+
+        threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if failures:
+            raise failures[0]
+        if over_grpc or queued._queue_id() is None:
+            raise Failure("%d runs went over gRPC (ops %s), queue %r"
+                          % (len(over_grpc), sorted(set(over_grpc)), queued._queue_id()))
+
+
 def check_client_processes(target):
     """Clients at once: two on GPU 0, or with two GPUs one on each and one on both."""
     import torch
@@ -566,6 +627,8 @@ def main():
                 ("a registered allocation", lambda: check_registered_allocation(client, device)),
                 ("no IPC leak", lambda: check_no_ipc_leak(client, device)),
                 ("client processes at once", lambda: check_client_processes(daemon.target)),
+                ("torch runs through the submission queue",
+                 lambda: check_runs_take_the_queue(daemon.target, device)),
             ]
             if torch.cuda.device_count() >= 2:
                 checks += [

@@ -75,11 +75,14 @@ def health(channel, service="", timeout=5.0, wait_for_ready=False):
 
 
 class Daemon:
-    """kerntuned --socket=<tmp>/run/kerntune.sock --db=<tmp>/missing.db [--cpu] args..."""
+    """kerntuned --socket=<tmp>/run/kerntune.sock --db=<tmp>/missing.db [--cpu] args...
 
-    def __init__(self, binary, args=(), cpu=True):
+    socket: another path, e.g. a daemon's that was killed, to restart it there.
+    """
+
+    def __init__(self, binary, args=(), cpu=True, socket=None):
         self.dir = tempfile.mkdtemp(prefix="kt_py_")
-        self.socket = os.path.join(self.dir, "run", "kerntune.sock")
+        self.socket = socket or os.path.join(self.dir, "run", "kerntune.sock")
         self.target = "unix:" + self.socket
         self.log_path = os.path.join(self.dir, "kerntuned.log")
         argv = [binary, "--socket=" + self.socket, "--db=" + os.path.join(self.dir, "missing.db")]
