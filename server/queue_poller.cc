@@ -46,8 +46,11 @@ void CpuRelax() {
 }  // namespace
 
 QueuePoller::QueuePoller(RunQueues& queues, QueuedRunSink& sink, PollerOptions options)
-    : queues_(queues), sink_(sink), options_(options) {
-  for (int i = 0; i < std::max(1, options_.threads); ++i) {
+    : queues_(queues),
+      sink_(sink),
+      options_(options),
+      thread_count_(std::max(1, options_.threads)) {
+  for (int i = 0; i < thread_count_; ++i) {
     threads_.emplace_back([this, i] { Loop(i); });
   }
 }
@@ -68,7 +71,7 @@ void QueuePoller::Stop() {
 }
 
 void QueuePoller::Refresh(int index, std::vector<Served>& served) {
-  const int threads = static_cast<int>(threads_.size());
+  const int threads = thread_count_;
   std::vector<std::shared_ptr<RunQueue>> open = queues_.Snapshot();
   std::vector<Served> next;
   next.reserve(served.size() + open.size());

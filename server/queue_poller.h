@@ -91,6 +91,8 @@ class QueuePoller {
   RunQueues& queues_;
   QueuedRunSink& sink_;
   const PollerOptions options_;
+  // Fixed before the threads start (they read it; threads_ still grows).
+  const int thread_count_;
   // The pollers' futex word: Wake() bumps it.
   alignas(64) uint32_t wake_word_ = 0;
   std::atomic<bool> stop_{false};
