@@ -28,16 +28,13 @@ absl::Status CheckSplitTwoPassKnobs(Op op, DType dtype, Shape shape, const Launc
                                     const DeviceInfo& device);
 // kSplitRow and kSplitGrid cache a slice of the row per block.
 int64_t SplitRowSharedMemoryBytes(Op op, DType dtype, Shape shape, const LaunchConfig& config);
-// Appends the split configs worth timing for the problem: of the three
-// impls for few long rows, of kSplitRow for many rows that one block per
-// row serves badly (too long for its shared memory, or cols off the pack);
-// none for short rows. Legality is checked by the caller.
+// Appends the split configs of the three impls worth timing for the problem
+// (none when rows are many or short); legality is checked by the caller.
 void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo& device,
                               std::vector<LaunchConfig>& candidates);
 // The default (of one of the split impls) when split rows should serve the
-// problem (few long rows; many rows too long for one block's shared memory
-// or, for the ops whose rows may start unaligned, off the pack), else
-// nullopt. The caller validates it and falls back if it is illegal.
+// problem (few long rows), else nullopt. The caller validates it and falls
+// back if it is illegal.
 std::optional<LaunchConfig> SplitRowHeuristic(Op op, DType dtype, Shape shape,
                                               const DeviceInfo& device,
                                               int64_t alignment_bytes);

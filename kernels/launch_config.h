@@ -28,9 +28,9 @@ enum class Impl {
   // `split` blocks (a thread-block cluster) share one row, each caching its
   // slice in shared memory and exchanging partial statistics through
   // distributed shared memory: for few, very long rows, where one block per
-  // row would leave most SMs idle, and for rows too long for one block's
-  // shared memory, which one block per row would read twice. Takes any cols
-  // at full pack width where PackMustDivideLength allows.
+  // row would leave most SMs idle. Takes any cols at full pack width where
+  // PackMustDivideLength allows (a scalar head and tail around each row's
+  // whole packs).
   kSplitRow,
   // Softmax / log-softmax along a middle axis (Shape::inner > 1): columns of
   // pack_size consecutive inner elements (outer and inner flattened), blockDim

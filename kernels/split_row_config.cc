@@ -74,18 +74,6 @@ constexpr int kTwoPassDefaultSplit = 32;
 constexpr double kMaxClusterWaves = 1.5;
 constexpr int kTwoPassDefaultBlock = 256;
 
-// Many rows (at least one per SM): the cluster default takes the smallest
-// split whose default block has at most kManyRowsMaxBlock threads and of
-// which kManyRowsBlocksPerSm fit an SM, so that one block loads while the
-// other waits at its cluster barrier (1000-1565 cycles at the median block,
-// bench/results/2026-11-25-h100-single-pass-split/). The kernel takes 48-64
-// registers at 512 threads and 16-byte packs (ptxas, sm_90), so two such
-// blocks fill three quarters to all of the register file; 1024 threads fit
-// one.
-// Not yet measured against one block per row.
-constexpr int kManyRowsMaxBlock = 512;
-constexpr int kManyRowsBlocksPerSm = 2;
-
 int64_t CacheElementBytes(Op op, DType dtype) {
   // The masked softmax caches x * scale + mask in float (MaskedScaleLoad).
   return op == Op::kScaledMaskedSoftmax ? static_cast<int64_t>(sizeof(float))
@@ -115,26 +103,6 @@ int SplitRowPack(Op op, DType dtype, Shape shape, int64_t alignment_bytes) {
 // SM count, where splitting may still win).
 bool FewLongRows(Shape shape, int64_t max_rows, int64_t min_cols = kSplitRowMinCols) {
   return shape.inner == 1 && shape.cols >= min_cols && shape.rows < max_rows;
-}
-
-// Many rows, each too long for one block to serve at the pack split_row
-// takes: one block per row would read it twice (block_uncached: it exceeds
-// a block's shared memory) or cache it at a narrower pack (cols not a
-// multiple of the pack, which split_row takes whole for the ops whose rows
-// may start unaligned: PackMustDivideLength). Also, for the tuner
-// (`or_one_per_sm`), rows whose cache fits only one block per SM.
-bool ManyRowsForClusters(Op op, DType dtype, Shape shape, const DeviceInfo& device,
-                         int64_t alignment_bytes, bool or_one_per_sm) {
-  if (shape.inner != 1 || shape.cols < kSplitRowMinCols ||
-      shape.rows < static_cast<int64_t>(device.sm_count)) {
-    return false;
-  }
-  const int block_pack = WidestPack(dtype, shape.cols, alignment_bytes);
-  const LaunchConfig block_smem{Impl::kBlockSmem, kBlockImplBlockSizes[0], block_pack, 32, 1, 0};
-  if (!ValidateConfig(op, dtype, shape, block_smem, device).ok()) return true;
-  if (SplitRowPack(op, dtype, shape, alignment_bytes) > block_pack) return true;
-  return or_one_per_sm &&
-         2 * SharedMemoryBytes(op, dtype, shape, block_smem) > device.max_smem_per_sm;
 }
 
 // Knobs the split impls share: block size, the row-kernel knobs that must
@@ -271,11 +239,7 @@ int64_t SplitRowSharedMemoryBytes(Op op, DType dtype, Shape shape, const LaunchC
 
 void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo& device,
                               std::vector<LaunchConfig>& candidates) {
-  const bool few_rows =
-      FewLongRows(shape, 2 * static_cast<int64_t>(device.sm_count), kSplitCandidateMinCols);
-  // Many rows: clusters only (the grid and two-pass splits exist for rows
-  // too few to fill the SMs).
-  if (!few_rows && !ManyRowsForClusters(op, dtype, shape, device, 16, /*or_one_per_sm=*/true)) {
+  if (!FewLongRows(shape, 2 * static_cast<int64_t>(device.sm_count), kSplitCandidateMinCols)) {
     return;
   }
   // The widest pack only: narrower ones only add loads per byte, and Launch
@@ -301,7 +265,6 @@ void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo&
   if (SupportsClusters(device)) {
     for (int split : kSplitRowSplits) append(Impl::kSplitRow, split);
   }
-  if (!few_rows) return;
   if (SupportsGridBarriers(device)) {
     int previous = 0;
     for (int per_sm : kGridBlocksPerSm) {
@@ -320,36 +283,6 @@ void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo&
   }
 }
 
-namespace {
-
-// Rows at least as many as SMs, on Hopper: clusters when one block per row
-// serves the row badly (ManyRowsForClusters), at the smallest split whose
-// default block has at most kManyRowsMaxBlock threads and fits
-// kManyRowsBlocksPerSm times on an SM; else at the smallest split whose
-// slice fits shared memory at all, since reading the row once beats
-// block_uncached reading it twice.
-std::optional<LaunchConfig> ManyRowsClusterHeuristic(Op op, DType dtype, Shape shape,
-                                                     const DeviceInfo& device,
-                                                     int64_t alignment_bytes) {
-  if (!SupportsClusters(device) ||
-      !ManyRowsForClusters(op, dtype, shape, device, alignment_bytes, /*or_one_per_sm=*/false)) {
-    return std::nullopt;
-  }
-  const int pack = SplitRowPack(op, dtype, shape, alignment_bytes);
-  std::optional<LaunchConfig> first_legal;
-  for (int split : kSplitRowSplits) {
-    const int block = DefaultSplitBlock(PacksPerBlock(shape.cols, pack, split));
-    LaunchConfig c{Impl::kSplitRow, block, pack, 32, 1, 0};
-    c.split = split;
-    if (!ValidateConfig(op, dtype, shape, c, device).ok()) continue;  // slice too big
-    if (!first_legal.has_value()) first_legal = c;
-    if (c.block_size > kManyRowsMaxBlock) continue;
-    const absl::StatusOr<int> active = ActiveBlocksPerSm(op, dtype, shape, c, device);
-    if (active.ok() && *active >= kManyRowsBlocksPerSm) return c;
-  }
-  return first_legal;
-}
-
 // Rows fewer than SMs and at least kSplitRowMinCols columns.
 // When rows * kTwoPassDefaultSplit <= 2 * SMs: kSplitTwoPass, split 32 (more
 // if the slice does not fit 256 threads' registers) with 256 threads (128
@@ -364,9 +297,9 @@ std::optional<LaunchConfig> ManyRowsClusterHeuristic(Op op, DType dtype, Shape s
 // grid: a grid barrier costs more than a cluster's. The slice must fit
 // shared memory. Nothing when no split keeps more SMs busy than one block
 // per row would.
-std::optional<LaunchConfig> FewRowsSplitHeuristic(Op op, DType dtype, Shape shape,
-                                                  const DeviceInfo& device,
-                                                  int64_t alignment_bytes) {
+std::optional<LaunchConfig> SplitRowHeuristic(Op op, DType dtype, Shape shape,
+                                              const DeviceInfo& device,
+                                              int64_t alignment_bytes) {
   if (!FewLongRows(shape, device.sm_count)) return std::nullopt;
   const int pack = WidestPack(dtype, shape.cols, alignment_bytes);
   if (shape.rows * kTwoPassDefaultSplit <= 2 * static_cast<int64_t>(device.sm_count)) {
@@ -437,16 +370,6 @@ std::optional<LaunchConfig> FewRowsSplitHeuristic(Op op, DType dtype, Shape shap
     }
   }
   return best.has_value() ? best : fewest_waves;
-}
-
-}  // namespace
-
-std::optional<LaunchConfig> SplitRowHeuristic(Op op, DType dtype, Shape shape,
-                                              const DeviceInfo& device, int64_t alignment_bytes) {
-  if (shape.rows < static_cast<int64_t>(device.sm_count)) {
-    return FewRowsSplitHeuristic(op, dtype, shape, device, alignment_bytes);
-  }
-  return ManyRowsClusterHeuristic(op, dtype, shape, device, alignment_bytes);
 }
 
 }  // namespace kt::kernels::internal

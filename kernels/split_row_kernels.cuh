@@ -3,8 +3,8 @@
 // memory, the blocks of a row exchange one partial statistic each, and each
 // writes its own slice, so global memory is read once.
 // kSplitRow: the blocks of a row form a thread-block cluster (Hopper, sm_90+,
-// at most 16 blocks) and exchange through distributed shared memory; also
-// for many rows too long for one block, and odd cols at full pack width.
+// at most 16 blocks) and exchange through distributed shared memory, at
+// full pack width for any cols where the functors allow (RowEdges).
 // kSplitGrid: any number of blocks per row, exchanging through global
 // memory across grid barriers (a cooperative launch).
 // kSplitTwoPass: any number of blocks per row and no barrier: one kernel

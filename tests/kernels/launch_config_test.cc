@@ -2,7 +2,6 @@
 // refused and why, the enumerated space and the heuristic default.
 #include "kernels/launch_config.h"
 
-#include <algorithm>
 #include <cstdint>
 #include <iterator>
 #include <limits>
@@ -342,10 +341,8 @@ TEST(LaunchConfigTest, HeuristicFollowsTheSeedRules) {
   EXPECT_EQ(ConfigKey(*c), "block_smem/b128/p8/g32/r1/w0");
   c = HeuristicConfig(Op::kLayerNorm, DType::kFloat16, {49152, 32768}, H100());
   EXPECT_EQ(ConfigKey(*c), "block_smem/b512/p8/g32/r1/w0");
-  // Beyond one block's shared memory, a cluster per row
-  // (HeuristicClustersRowsBeyondOneBlock).
   c = HeuristicConfig(Op::kSoftmax, DType::kFloat32, {49152, 131072}, H100());
-  EXPECT_EQ(ConfigKey(*c), "split_row/b512/p4/g32/r1/w0/s8");
+  EXPECT_EQ(ConfigKey(*c), "block_uncached/b1024/p4/g32/r1/w0");
   // Fewer rows than SMs: the row in registers, 16 elements a thread.
   c = HeuristicConfig(Op::kLayerNorm, DType::kFloat32, {8, 4096}, H100());
   EXPECT_EQ(ConfigKey(*c), "block_regs/b256/p4/g32/r1/w0");
@@ -379,10 +376,8 @@ TEST(LaunchConfigTest, HeuristicForTheNewOps) {
   absl::StatusOr<LaunchConfig> c =
       HeuristicConfig(Op::kRmsNorm, DType::kFloat16, {4096, 65536}, H100());
   EXPECT_EQ(ConfigKey(*c), "block_smem/b1024/p8/g32/r1/w0");
-  // Its float cache does not fit one block: a cluster of 4 per row, whose
-  // 64 KiB slices fit three blocks an SM (split 2's 128 KiB fit one).
   c = HeuristicConfig(Op::kScaledMaskedSoftmax, DType::kFloat16, {4096, 65536}, H100());
-  EXPECT_EQ(ConfigKey(*c), "split_row/b256/p8/g32/r1/w0/s4");
+  EXPECT_EQ(ConfigKey(*c), "block_uncached/b1024/p8/g32/r1/w0");
 }
 
 TEST(LaunchConfigTest, DescribedDeviceCannotLaunchButCanPlan) {
@@ -719,65 +714,6 @@ TEST(LaunchConfigTest, SplitRowOddColsNarrowForAlignmentOnly) {
   EXPECT_EQ(narrowed->pack_size, 1);
 }
 
-// Many rows (at least one per SM) that one block per row would read twice
-// (beyond its shared memory) or cache at a narrower pack (odd cols, for the
-// ops whose operands follow x) take a cluster per row: the smallest split
-// whose default block (at most 8 packs a thread) has at most 512 threads
-// and fits twice an SM.
-TEST(LaunchConfigTest, HeuristicClustersRowsBeyondOneBlock) {
-  struct Case {
-    Op op;
-    DType dtype;
-    Shape shape;
-    const char* key;
-  };
-  const Case cases[] = {
-      // The LLM vocabularies of PERF.md: 501-608 KiB float32 rows, 250-304
-      // KiB 16-bit ones.
-      {Op::kSoftmax, DType::kFloat32, {2048, 128256}, "split_row/b512/p4/g32/r1/w0/s8"},
-      {Op::kSoftmax, DType::kFloat32, {2048, 151936}, "split_row/b512/p4/g32/r1/w0/s16"},
-      {Op::kSoftmax, DType::kFloat16, {2048, 128256}, "split_row/b512/p8/g32/r1/w0/s4"},
-      {Op::kLogSoftmax, DType::kBFloat16, {2048, 151936}, "split_row/b512/p8/g32/r1/w0/s8"},
-      {Op::kSoftmax, DType::kBFloat16, {132, 128256}, "split_row/b512/p8/g32/r1/w0/s4"},
-      // Odd cols: full packs between a scalar head and tail, where one
-      // block per row would take pack 1.
-      {Op::kSoftmax, DType::kFloat16, {2048, 50257}, "split_row/b512/p8/g32/r1/w0/s2"},
-      {Op::kLogSoftmax, DType::kFloat32, {2048, 50257}, "split_row/b512/p4/g32/r1/w0/s4"},
-      {Op::kReduceScale, DType::kBFloat16, {4096, 16385}, "split_row/b128/p8/g32/r1/w0/s2"},
-      // Rows that one block caches at full width stay there.
-      {Op::kSoftmax, DType::kFloat16, {2048, 32000}, "block_smem/b256/p8/g32/r1/w0"},
-      {Op::kSoftmax, DType::kFloat32, {2048, 32000}, "block_smem/b512/p4/g32/r1/w0"},
-      // The norms' packs divide cols: clusters only beyond one block.
-      {Op::kLayerNorm, DType::kFloat16, {2048, 50257}, "block_smem/b1024/p1/g32/r1/w0"},
-      {Op::kRmsNorm, DType::kFloat32, {2048, 65536}, "split_row/b512/p4/g32/r1/w0/s4"},
-  };
-  for (const Case& t : cases) {
-    absl::StatusOr<LaunchConfig> c = HeuristicConfig(t.op, t.dtype, t.shape, H100());
-    ASSERT_TRUE(c.ok()) << c.status();
-    EXPECT_EQ(ConfigKey(*c), t.key) << OpName(t.op) << " " << DTypeName(t.dtype) << " "
-                                    << t.shape.rows << " x " << t.shape.cols;
-    absl::StatusOr<std::vector<LaunchConfig>> configs =
-        EnumerateConfigs(t.op, t.dtype, t.shape, H100());
-    ASSERT_TRUE(configs.ok()) << configs.status();
-    EXPECT_NE(std::find(configs->begin(), configs->end(), *c), configs->end())
-        << "heuristic " << t.key << " not enumerated";
-  }
-  // Operands aligned to 4 bytes narrow the pack to 2 (one block per row
-  // would take 1), and four times the packs take split 8 for 512 threads.
-  absl::StatusOr<LaunchConfig> c =
-      HeuristicConfig(Op::kSoftmax, DType::kFloat16, {2048, 50257}, H100(), 4);
-  ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(ConfigKey(*c), "split_row/b512/p2/g32/r1/w0/s8");
-  // Rows too long for any cluster's shared memory stay uncached; no
-  // clusters before Hopper.
-  c = HeuristicConfig(Op::kSoftmax, DType::kFloat32, {2048, 1 << 21}, H100());
-  ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->impl, Impl::kBlockUncached) << ConfigKey(*c);
-  c = HeuristicConfig(Op::kSoftmax, DType::kFloat32, {2048, 128256}, A100());
-  ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->impl, Impl::kBlockUncached) << ConfigKey(*c);
-}
-
 TEST(LaunchConfigTest, BlockRegsHoldsTheRowInRegisters) {
   // float16 packs of 8 at 4096 columns: 512 packs, two a thread at 256
   // threads; 128 threads would need four.
@@ -908,7 +844,7 @@ int CountSplitCandidates(Op op, DType dtype, Shape shape, const DeviceInfo& devi
   return count;
 }
 
-TEST(LaunchConfigTest, SplitRowCandidatesForFewLongRowsAndRowsBeyondOneBlock) {
+TEST(LaunchConfigTest, SplitRowCandidatesOnlyForFewLongRows) {
   for (Op op : kAllOps) {
     for (DType dtype : kAllDTypes) {
       // Few (fewer than twice the 132 SMs) rows of at least 4096 columns.
@@ -920,41 +856,15 @@ TEST(LaunchConfigTest, SplitRowCandidatesForFewLongRowsAndRowsBeyondOneBlock) {
                             << " cols=" << shape.cols;
         EXPECT_LE(count, 16 + 12 + 21) << "rows=" << shape.rows << " cols=" << shape.cols;
       }
-      // Many rows beyond one block's shared memory (2^18 float16 or float32
-      // columns): clusters only.
-      for (Shape shape : {Shape{264, 262144}, Shape{2048, 262144}}) {
-        absl::StatusOr<std::vector<LaunchConfig>> configs =
-            EnumerateConfigs(op, dtype, shape, H100());
-        ASSERT_TRUE(configs.ok()) << configs.status();
-        int clusters = 0;
-        for (const LaunchConfig& c : *configs) {
-          EXPECT_TRUE(c.impl == Impl::kSplitRow || !HasSplit(c.impl)) << ConfigKey(c);
-          clusters += c.impl == Impl::kSplitRow;
-        }
-        EXPECT_GT(clusters, 0) << OpName(op) << " " << DTypeName(dtype) << " rows=" << shape.rows;
-        EXPECT_LE(clusters, 16) << OpName(op) << " " << DTypeName(dtype);
-      }
-      // Many rows that one block caches at full pack width at least twice
-      // an SM (16384 float32 columns: 64 KiB); short rows: none.
-      for (Shape shape : {Shape{49152, 16384}, Shape{1, 4095}, Shape{8, 2048}}) {
+      // Many rows, or short ones: none.
+      for (Shape shape : {Shape{264, 131072}, Shape{49152, 32768}, Shape{1, 4095},
+                          Shape{8, 2048}}) {
         EXPECT_EQ(CountSplitCandidates(op, dtype, shape, H100()), 0)
             << OpName(op) << " " << DTypeName(dtype) << " rows=" << shape.rows
             << " cols=" << shape.cols;
       }
     }
-    // 32768 float16 columns: 64 KiB, but 128 KiB of the masked softmax's
-    // float cache.
-    EXPECT_EQ(CountSplitCandidates(op, DType::kFloat16, {49152, 32768}, H100()) > 0,
-              op == Op::kScaledMaskedSoftmax)
-        << OpName(op);
   }
-  // Rows one block caches once per SM (float32 32768: 128 KiB) are worth
-  // timing as clusters too; the default stays one block per row.
-  EXPECT_GT(CountSplitCandidates(Op::kSoftmax, DType::kFloat32, {49152, 32768}, H100()), 0);
-  absl::StatusOr<LaunchConfig> heuristic =
-      HeuristicConfig(Op::kSoftmax, DType::kFloat32, {49152, 32768}, H100());
-  ASSERT_TRUE(heuristic.ok()) << heuristic.status();
-  EXPECT_EQ(heuristic->impl, Impl::kBlockSmem) << ConfigKey(*heuristic);
   // No clusters before Hopper, but grid splits: one, two and four blocks per
   // SM of the A100's 108, with a block size from 128 up to a pack per thread.
   absl::StatusOr<std::vector<LaunchConfig>> configs =
@@ -985,9 +895,8 @@ TEST(LaunchConfigTest, HeuristicSplitsFewLongRows) {
             << ConfigKey(*c) << " rows=" << rows;
         EXPECT_EQ(c->split, rows <= 8 ? 32 : 16) << ConfigKey(*c) << " rows=" << rows;
       }
-      // Rows one block caches, and short ones, are not split (many rows
-      // beyond one block: HeuristicClustersRowsBeyondOneBlock).
-      for (Shape shape : {Shape{49152, 32768}, Shape{1, 8192}}) {
+      for (Shape shape : {Shape{49152, 131072}, Shape{49152, 32768}, Shape{132, 131072},
+                          Shape{1, 8192}}) {
         absl::StatusOr<LaunchConfig> c = HeuristicConfig(op, dtype, shape, H100());
         ASSERT_TRUE(c.ok()) << c.status();
         EXPECT_FALSE(HasSplit(c->impl))

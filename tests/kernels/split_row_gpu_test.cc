@@ -349,40 +349,6 @@ TEST_P(SplitRowGpuTest, HeuristicAndCandidatesRunCorrectly) {
   }
 }
 
-// Many rows (at least one per SM) beyond one block's shared memory, or at
-// odd cols for the ops whose operands follow x: the heuristic takes a
-// cluster per row, the enumeration offers clusters only, and all run
-// correctly.
-TEST_P(SplitRowGpuTest, ManyRowsHeuristicAndCandidatesRunCorrectly) {
-  for (Shape shape : {Shape{140, 128256}, Shape{300, 50257}}) {
-    SCOPED_TRACE(absl::StrCat("rows=", shape.rows, " cols=", shape.cols));
-    const bool clusters = shape.cols == 128256 || !PackMustDivideLength(op(), Impl::kSplitRow);
-    absl::StatusOr<HostProblem> host =
-        MakeProblem(op(), dtype(), shape, FreshSeed(), InputPattern::kNormal, true, 0, 0,
-                    FewRowsAttention(shape.rows));
-    ASSERT_TRUE(host.ok()) << host.status();
-    absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
-    ASSERT_TRUE(problem.ok()) << problem.status();
-    absl::StatusOr<std::vector<LaunchConfig>> enumerated =
-        EnumerateConfigs(op(), dtype(), shape, device_);
-    ASSERT_TRUE(enumerated.ok()) << enumerated.status();
-    std::vector<LaunchConfig> configs;
-    for (const LaunchConfig& c : *enumerated) {
-      if (!HasSplit(c.impl)) continue;
-      EXPECT_EQ(c.impl, Impl::kSplitRow) << ConfigKey(c);
-      configs.push_back(c);
-    }
-    if (clusters) {
-      EXPECT_FALSE(configs.empty());
-    }
-    absl::StatusOr<LaunchConfig> heuristic = HeuristicConfig(op(), dtype(), shape, device_);
-    ASSERT_TRUE(heuristic.ok()) << heuristic.status();
-    EXPECT_EQ(heuristic->impl == Impl::kSplitRow, clusters) << ConfigKey(*heuristic);
-    configs.push_back(*heuristic);
-    Sweep(*problem, configs, true, "many rows");
-  }
-}
-
 // Odd cols with pointers off the 16-byte grid: Launch narrows split_row's
 // pack to what the pointers allow (x and y share their offset here), and
 // each row's head still starts its packs on that grid.
