@@ -403,18 +403,12 @@ struct QueueThroughput {
   Series latency, handler;
 };
 
-QueueThroughput MeasureQueueThroughput(const std::string& socket, int local_device,
-                                       int daemon_device, int threads, int queues,
-                                       double seconds) {
-  std::vector<std::unique_ptr<pb::KernTune::Stub>> stubs;
-  std::vector<std::unique_ptr<kt::client::RunQueueClient>> rings;
-  for (int q = 0; q < queues; ++q) {
-    stubs.push_back(pb::KernTune::NewStub(NewConnection(socket)));
-    absl::StatusOr<std::unique_ptr<kt::client::RunQueueClient>> opened =
-        kt::client::RunQueueClient::Open(*stubs.back(), socket, absl::Seconds(10));
-    Check(opened.status(), "OpenQueue (throughput)");
-    rings.push_back(*std::move(opened));
-  }
+// Small Runs per second from `threads` threads, each set up by
+// `prepare(t)` (its buffer registered; returns how it sends its Run), timed
+// for `seconds` after a warm-up.
+using RunSender = std::function<pb::RunResponse()>;
+QueueThroughput TimeThreads(int threads, double seconds,
+                            const std::function<RunSender(int)>& prepare) {
   std::vector<std::thread> workers;
   std::atomic<int64_t> calls{0};
   std::atomic<int> ready{0};
@@ -422,15 +416,11 @@ QueueThroughput MeasureQueueThroughput(const std::string& socket, int local_devi
   std::vector<std::vector<double>> latencies(threads), handlers(threads);
   for (int t = 0; t < threads; ++t) {
     workers.emplace_back([&, t] {
-      Check(cudaSetDevice(local_device), "cudaSetDevice");
-      const int q = t % queues;
-      IpcBuffer buffer = RegisterNew(*stubs[q], 2 * 1024 * 2, "queue throughput", daemon_device);
-      FillRandom(buffer.device, 1024);  // this process's GPU work ends before the timing
-      const pb::RunRequest run = SoftmaxRequest(buffer, 1, 1024);
+      const RunSender send = prepare(t);
       ready.fetch_add(1);
       while (!stop.load()) {
         const auto start = Clock::now();
-        const pb::RunResponse response = QueueRun(*rings[q], run, "Run (queue throughput)");
+        const pb::RunResponse response = send();
         latencies[t].push_back(Us(Clock::now() - start));
         handlers[t].push_back(response.server_timing().handler_us());
         calls.fetch_add(1);
@@ -451,10 +441,35 @@ QueueThroughput MeasureQueueThroughput(const std::string& socket, int local_devi
   for (auto& h : handlers) all_handlers.insert(all_handlers.end(), h.begin(), h.end());
   QueueThroughput result;
   result.threads = threads;
-  result.queues = queues;
   result.runs_per_s = during / elapsed;
   result.latency = Summarize(all);
   result.handler = Summarize(all_handlers);
+  return result;
+}
+
+QueueThroughput MeasureQueueThroughput(const std::string& socket, int local_device,
+                                       int daemon_device, int threads, int queues,
+                                       double seconds) {
+  std::vector<std::unique_ptr<pb::KernTune::Stub>> stubs;
+  std::vector<std::unique_ptr<kt::client::RunQueueClient>> rings;
+  for (int q = 0; q < queues; ++q) {
+    stubs.push_back(pb::KernTune::NewStub(NewConnection(socket)));
+    absl::StatusOr<std::unique_ptr<kt::client::RunQueueClient>> opened =
+        kt::client::RunQueueClient::Open(*stubs.back(), socket, absl::Seconds(10));
+    Check(opened.status(), "OpenQueue (throughput)");
+    rings.push_back(*std::move(opened));
+  }
+  QueueThroughput result = TimeThreads(threads, seconds, [&](int t) -> RunSender {
+    Check(cudaSetDevice(local_device), "cudaSetDevice");
+    const int q = t % queues;
+    const IpcBuffer buffer =
+        RegisterNew(*stubs[q], 2 * 1024 * 2, "queue throughput", daemon_device);
+    FillRandom(buffer.device, 1024);  // this process's GPU work ends before the timing
+    return [&, q, run = SoftmaxRequest(buffer, 1, 1024)] {
+      return QueueRun(*rings[q], run, "Run (queue throughput)");
+    };
+  });
+  result.queues = queues;
   return result;  // the queues close here (CloseQueue), before their stubs go
 }
 
@@ -467,46 +482,18 @@ QueueThroughput MeasureDaemonClientThroughput(const std::string& socket, int loc
   absl::StatusOr<kt::client::DaemonClient> client = kt::client::DaemonClient::Connect(options);
   Check(client.status(), "DaemonClient::Connect");
   auto stub = pb::KernTune::NewStub(NewConnection(socket));
-  std::vector<std::thread> workers;
-  std::atomic<int64_t> calls{0};
-  std::atomic<int> ready{0};
-  std::atomic<bool> stop{false};
-  std::vector<std::vector<double>> latencies(threads), handlers(threads);
-  for (int t = 0; t < threads; ++t) {
-    workers.emplace_back([&, t] {
-      Check(cudaSetDevice(local_device), "cudaSetDevice");
-      IpcBuffer buffer = RegisterNew(*stub, 2 * 1024 * 2, "DaemonClient throughput", daemon_device);
-      FillRandom(buffer.device, 1024);
-      const pb::RunRequest run = SoftmaxRequest(buffer, 1, 1024);
-      ready.fetch_add(1);
-      while (!stop.load()) {
-        const auto start = Clock::now();
-        absl::StatusOr<pb::RunResponse> response = client->Run(run);
-        Check(response.status(), "Run (DaemonClient throughput)");
-        latencies[t].push_back(Us(Clock::now() - start));
-        handlers[t].push_back(response->server_timing().handler_us());
-        calls.fetch_add(1);
-      }
-    });
-  }
-  while (ready.load() < threads) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // warm up
-  const int64_t before = calls.load();
-  const auto start = Clock::now();
-  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-  const int64_t during = calls.load() - before;
-  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  stop = true;
-  for (auto& w : workers) w.join();
-  std::vector<double> all, all_handlers;
-  for (auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
-  for (auto& h : handlers) all_handlers.insert(all_handlers.end(), h.begin(), h.end());
-  QueueThroughput result;
-  result.threads = threads;
+  QueueThroughput result = TimeThreads(threads, seconds, [&](int) -> RunSender {
+    Check(cudaSetDevice(local_device), "cudaSetDevice");
+    const IpcBuffer buffer =
+        RegisterNew(*stub, 2 * 1024 * 2, "DaemonClient throughput", daemon_device);
+    FillRandom(buffer.device, 1024);
+    return [&, run = SoftmaxRequest(buffer, 1, 1024)] {
+      absl::StatusOr<pb::RunResponse> response = client->Run(run);
+      Check(response.status(), "Run (DaemonClient throughput)");
+      return *std::move(response);
+    };
+  });
   result.queues = 0;  // as many as the client opened
-  result.runs_per_s = during / elapsed;
-  result.latency = Summarize(all);
-  result.handler = Summarize(all_handlers);
   return result;
 }
 

@@ -96,36 +96,6 @@ std::vector<float>& RowValues(Outputs& out, Operand operand) {
                                                                            : out.row_scale;
 }
 
-// Puts one operand's reference into the Run where RunArgs names it:
-// `read` for an operand read, `written` for one written (the other unused).
-void SetOperandRef(Operand operand, pb::TensorRef read, pb::OutputRef written, RunArgs& args) {
-  switch (operand) {
-    case Operand::kInput:
-      args.input = std::move(read);
-      break;
-    case Operand::kOutput:
-      args.output = std::move(written);
-      break;
-    case Operand::kGamma:
-      args.gamma = std::move(read);
-      break;
-    case Operand::kBeta:
-      args.beta = std::move(read);
-      break;
-    case Operand::kMask:
-      args.mask = std::move(read);
-      break;
-    case Operand::kMean:
-      args.mean = std::move(written);
-      break;
-    case Operand::kInvStd:
-      args.inv_std = std::move(written);
-      break;
-    case Operand::kRowScale:
-      args.row_scale = std::move(written);
-      break;
-  }
-}
 
 // `device`: RunArgs::device (inline and shm Runs; empty for IPC ones, which
 // run where their memory is).
@@ -536,6 +506,35 @@ absl::Status CheckInlineLimit(const DaemonClient& client, kernels::Op op, kernel
 }
 
 }  // namespace
+
+void SetOperandRef(Operand operand, pb::TensorRef read, pb::OutputRef written, RunArgs& args) {
+  switch (operand) {
+    case Operand::kInput:
+      args.input = std::move(read);
+      break;
+    case Operand::kOutput:
+      args.output = std::move(written);
+      break;
+    case Operand::kGamma:
+      args.gamma = std::move(read);
+      break;
+    case Operand::kBeta:
+      args.beta = std::move(read);
+      break;
+    case Operand::kMask:
+      args.mask = std::move(read);
+      break;
+    case Operand::kMean:
+      args.mean = std::move(written);
+      break;
+    case Operand::kInvStd:
+      args.inv_std = std::move(written);
+      break;
+    case Operand::kRowScale:
+      args.row_scale = std::move(written);
+      break;
+  }
+}
 
 absl::StatusOr<Via> ParseVia(absl::string_view name) {
   for (Via via : {Via::kAuto, Via::kIpc, Via::kShm, Via::kInline}) {

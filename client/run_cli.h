@@ -15,7 +15,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "client/daemon_cli_common.h"
+#include "client/daemon_client.h"
 #include "client/output_format.h"
+#include "kernels/op_args.h"
 
 namespace kt::client {
 
@@ -69,6 +71,11 @@ struct RunCliOptions {
 // Exit kExitOk when the output matches, kExitFailure on a mismatch or a
 // failed call, kExitUsage for bad flags.
 int RunRunCommand(const RunCliOptions& options, std::ostream& out, std::ostream& err);
+
+// Puts one operand's reference into the Run where RunArgs names it: `read`
+// for an operand read, `written` for one written (the other unused).
+void SetOperandRef(kernels::Operand operand, pb::TensorRef read, pb::OutputRef written,
+                   RunArgs& args);
 
 }  // namespace kt::client
 

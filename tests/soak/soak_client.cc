@@ -20,6 +20,7 @@
 #include "absl/time/clock.h"
 #include "client/cuda_ipc.h"
 #include "client/daemon_client.h"
+#include "client/run_cli.h"
 #include "client/shared_memory.h"
 #include "kernels/op_args.h"
 #include "kernels/verify.h"
@@ -166,36 +167,6 @@ std::array<int64_t, kernels::kOperandCount> Layout(const kernels::HostProblem& p
     next += (bytes + 255) / 256 * 256;
   }
   return offsets;
-}
-
-// Puts a reference to one operand where RunArgs takes it.
-void Place(Operand operand, pb::TensorRef read, pb::OutputRef written, RunArgs& args) {
-  switch (operand) {
-    case Operand::kInput:
-      args.input = std::move(read);
-      break;
-    case Operand::kOutput:
-      args.output = std::move(written);
-      break;
-    case Operand::kGamma:
-      args.gamma = std::move(read);
-      break;
-    case Operand::kBeta:
-      args.beta = std::move(read);
-      break;
-    case Operand::kMask:
-      args.mask = std::move(read);
-      break;
-    case Operand::kMean:
-      args.mean = std::move(written);
-      break;
-    case Operand::kInvStd:
-      args.inv_std = std::move(written);
-      break;
-    case Operand::kRowScale:
-      args.row_scale = std::move(written);
-      break;
-  }
 }
 
 RunArgs BaseArgs(const kernels::HostProblem& p) {
@@ -348,8 +319,9 @@ class Client {
     RunArgs args = BaseArgs(p);
     for (Operand operand : kernels::kAllOperands) {
       if (const std::vector<uint8_t>* data = InputData(p, operand)) {
-        Place(operand, client::InlineTensor(std::string(data->begin(), data->end())),
-              client::InlineOutput(), args);
+        client::SetOperandRef(operand,
+                              client::InlineTensor(std::string(data->begin(), data->end())),
+                              client::InlineOutput(), args);
       }
     }
     args.want_mean_inv_std = p.op == kernels::Op::kLayerNorm;
@@ -382,7 +354,7 @@ class Client {
         written = data != nullptr ? memory.Write(offset, data->data(), OperandSize(p, operand))
                                   : memory.Fill(offset, kPoison, OperandSize(p, operand));
       }
-      Place(operand, slices.Tensor(offset), slices.Output(offset), args);
+      client::SetOperandRef(operand, slices.Tensor(offset), slices.Output(offset), args);
     }
     if (!written.ok()) {
       return Problem(kValidFailed, absl::StrCat("writing the inputs: ", written.ToString()));
@@ -507,7 +479,9 @@ class Client {
     const Slices slices = Slices::Registered(buffer.registration.id());
     for (Operand operand : kernels::kAllOperands) {
       const int64_t offset = offsets[static_cast<size_t>(operand)];
-      if (offset >= 0) Place(operand, slices.Tensor(offset), slices.Output(offset), args);
+      if (offset >= 0) {
+        client::SetOperandRef(operand, slices.Tensor(offset), slices.Output(offset), args);
+      }
     }
     absl::StatusCode want = absl::StatusCode::kInvalidArgument;
     std::string what;
