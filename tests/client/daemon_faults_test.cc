@@ -347,7 +347,18 @@ TEST_F(DaemonFaultsTest, AGrpcClientThatNeverReadsItsAnswersHurtsNobodyElse) {
   DeafGrpcClient deaf(socket_);
   constexpr int kCalls = 64;
   for (int i = 0; i < kCalls; ++i) deaf.Run(large_answer);
-  // While its answers wait, everybody else is served, on time.
+  // Once the daemon has computed them (on the CPU backend every caller
+  // shares the cores, which on a loaded 2-core CI machine took over 10 s),
+  // their answers wait unread; meanwhile everybody else is served, on time.
+  const Clock::time_point computing = Clock::now();
+  for (;;) {
+    const absl::StatusOr<pb::GetStatusResponse> status = client.GetStatus();
+    ASSERT_TRUE(status.ok()) << status.status();
+    if (status->stats().kernels_timed() >= kCalls) break;
+    ASSERT_LT(Clock::now() - computing, std::chrono::seconds(120))
+        << "the deaf client's Runs were not computed: " << status->stats().kernels_timed();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   const pb::RunRequest on_buffer = MakeRunRequest(LargeLayerNorm(*buffer));
   const DaemonClient hasty = client.WithDeadline(absl::Seconds(10));
   for (int i = 0; i < 20; ++i) {
