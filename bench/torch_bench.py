@@ -28,7 +28,8 @@ log_softmax, layer_norm, rms_norm, reduce_scale); "attention" (32*64*s, s)
 for s in {16,...,512}: softmax and scaled_masked_softmax; "axis" (outer, dim,
 inner) = (1, 128, 32768) and (512, 896, 48) (seed 001): softmax and
 log_softmax along dim; "llm" rows {1,16,2048} x vocab {32000,50257,128256,151936}:
-softmax and log_softmax over logits. Each in float32, float16 and bfloat16.
+softmax and log_softmax over logits, and rows {1,64,8192} x hidden
+{4096,5120,8192,12288}: layer_norm and rms_norm. Each in float32, float16 and bfloat16.
 
 Method (PERF.md):
   * Roofline: a 1 GiB device-to-device copy (dst.copy_(src), uint8), counting
@@ -101,7 +102,7 @@ GROUP_OPS = {
     "few_rows": ROW_OPS,
     "attention": ("softmax", "scaled_masked_softmax"),
     "axis": ("softmax", "log_softmax"),
-    "llm": ("softmax", "log_softmax"),
+    "llm": ("softmax", "log_softmax", "layer_norm", "rms_norm"),
 }
 
 MAIN_ROWS = 49152
@@ -113,6 +114,10 @@ ATTENTION_S = (16, 32, 64, 128, 512)
 AXIS_SHAPES = ((1, 128, 32768), (512, 896, 48))  # (outer, dim, inner), seed 001
 LLM_ROWS = (1, 16, 2048)
 LLM_VOCABS = (32000, 50257, 128256, 151936)
+LLM_LOGITS_OPS = ("softmax", "log_softmax")
+LLM_NORM_ROWS = (1, 64, 8192)
+LLM_HIDDEN = (4096, 5120, 8192, 12288)
+LLM_NORM_OPS = ("layer_norm", "rms_norm")
 
 LAYER_NORM_EPS = 1e-5
 RMS_NORM_EPS = 1e-6
@@ -207,8 +212,9 @@ def parse_args(argv):
 class Point:
     """One grid point: the kerntune view (rows, cols, inner) and the tensor torch sees."""
 
-    def __init__(self, group, rows, cols, inner=1):
+    def __init__(self, group, rows, cols, inner=1, ops=None):
         self.group, self.rows, self.cols, self.inner = group, rows, cols, inner
+        self.group_ops = ops or GROUP_OPS[group]  # a group's points may hold some of its ops
         if inner > 1:
             self.shape, self.dim = (rows, cols, inner), 1  # softmax along the middle axis
         elif group == "attention":
@@ -220,7 +226,7 @@ class Point:
         self.elements = rows * cols * inner
 
     def ops(self, wanted):
-        return [op for op in GROUP_OPS[self.group] if op in wanted]
+        return [op for op in self.group_ops if op in wanted]
 
 
 def grid_points(groups, rows_filter, cols_filter):
@@ -236,7 +242,8 @@ def grid_points(groups, rows_filter, cols_filter):
     if "axis" in groups:
         points += [Point("axis", *shape) for shape in AXIS_SHAPES]
     if "llm" in groups:
-        points += [Point("llm", r, v) for r in LLM_ROWS for v in LLM_VOCABS]
+        points += [Point("llm", r, v, ops=LLM_LOGITS_OPS) for r in LLM_ROWS for v in LLM_VOCABS]
+        points += [Point("llm", r, h, ops=LLM_NORM_OPS) for r in LLM_NORM_ROWS for h in LLM_HIDDEN]
     return [p for p in points
             if (not rows_filter or p.rows in rows_filter)
             and (not cols_filter or p.cols in cols_filter)]

@@ -63,8 +63,10 @@ ABSL_FLAG(std::string, groups, "main,few_rows,attention,axis,llm",
           "tune: groups of the standard grid: main (rows 49152, cols 32..32768) and few_rows "
           "(rows 1, 8, 64; cols 4096..131072) for the row ops; attention ((32*64*s, s), s in "
           "16..512) for softmax and scaled_masked_softmax (an (s, s) mask); axis (seed 001's "
-          "middle-axis shapes (1, 128, 32768) and (512, 896, 48)) and llm (rows 1, 16, 2048; "
-          "vocab 32000, 50257, 128256, 151936) for softmax and log_softmax");
+          "middle-axis shapes (1, 128, 32768) and (512, 896, 48)) for softmax and log_softmax; "
+          "llm: softmax and log_softmax over logits (rows 1, 16, 2048; vocab 32000, 50257, "
+          "128256, 151936) and layer_norm and rms_norm over hidden states (rows 1, 64, 8192; "
+          "hidden 4096, 5120, 8192, 12288)");
 ABSL_FLAG(bool, force, false,
           "tune: re-measure points the store already has for this GPU and kernel version");
 ABSL_FLAG(std::string, devices, "all",

@@ -27,10 +27,15 @@ int64_t DefaultQueryLength(int64_t rows, int64_t cols) {
   return 1;
 }
 
+// The llm group's two kinds of problem: softmax over a vocabulary of logits,
+// and the norms over a hidden state.
+bool IsLogitsOp(Op op) { return op == Op::kSoftmax || op == Op::kLogSoftmax; }
+bool IsHiddenNormOp(Op op) { return op == Op::kLayerNorm || op == Op::kRmsNorm; }
+
 bool InGroup(const std::string& group, Op op) {
   if (group == "attention") return op == Op::kSoftmax || op == Op::kScaledMaskedSoftmax;
   if (group == "axis") return kernels::SupportsInnerAxis(op);
-  if (group == "llm") return op == Op::kSoftmax || op == Op::kLogSoftmax;  // over logits
+  if (group == "llm") return IsLogitsOp(op) || IsHiddenNormOp(op);
   return op != Op::kScaledMaskedSoftmax;  // main, few_rows: the row ops
 }
 
@@ -80,13 +85,23 @@ absl::StatusOr<std::vector<GridPoint>> StandardGrid(const std::vector<std::strin
         points.push_back({"axis", op, dtype, {1, 128, 32768}});
         points.push_back({"axis", op, dtype, {512, 896, 48}});
       }
-      if (wants("llm", op)) {
+      if (wants("llm", op) && IsLogitsOp(op)) {
         // Decoding (1, 16 sequences) and prefill or training (2048 tokens)
         // over the vocabularies of Llama 2 and Mistral (32000), GPT-2
         // (50257, odd), Llama 3 (128256) and Qwen2 (151936).
         for (int64_t rows : {1, 16, 2048}) {
           for (int64_t vocab : {32000, 50257, 128256, 151936}) {
             points.push_back({"llm", op, dtype, {rows, vocab}});
+          }
+        }
+      }
+      if (wants("llm", op) && IsHiddenNormOp(op)) {
+        // One token, a decoding batch (64) and a prefill (8192 tokens) over
+        // the hidden sizes of 7B (4096), 13B (5120), 70B (8192) and 175B-class
+        // (12288) models.
+        for (int64_t rows : {1, 64, 8192}) {
+          for (int64_t hidden : {4096, 5120, 8192, 12288}) {
+            points.push_back({"llm", op, dtype, {rows, hidden}});
           }
         }
       }
@@ -99,7 +114,7 @@ absl::StatusOr<std::vector<GridPoint>> StandardGrid(const std::vector<std::strin
         "groups=", absl::StrJoin(groups, ","), " hold no point of ops=",
         absl::StrJoin(op_names, ","),
         " (main and few_rows: the row ops; attention: softmax and scaled_masked_softmax; "
-        "axis and llm: softmax and log_softmax)"));
+        "axis: softmax and log_softmax; llm: those and layer_norm, rms_norm)"));
   }
   return points;
 }

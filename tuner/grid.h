@@ -41,7 +41,9 @@ inline constexpr const char* kStandardGroups[] = {"main", "few_rows", "attention
 //  - "axis": softmax and log_softmax along a middle axis, seed 001's shapes:
 //    (outer 1, dim 128, inner 32768) and (outer 512, dim 896, inner 48).
 //  - "llm": softmax and log_softmax over LLM logits, rows {1, 16, 2048} x
-//    vocab {32000, 50257, 128256, 151936} (PERF.md's LLM softmax shapes).
+//    vocab {32000, 50257, 128256, 151936} (PERF.md's LLM softmax shapes),
+//    and layer_norm and rms_norm over hidden states, rows {1, 64, 8192} x
+//    hidden {4096, 5120, 8192, 12288}.
 // Unknown group names are an error, and so is a selection with no point
 // (ops that none of the groups holds).
 absl::StatusOr<std::vector<GridPoint>> StandardGrid(const std::vector<std::string>& groups,

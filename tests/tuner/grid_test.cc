@@ -51,24 +51,32 @@ TEST(GridTest, EveryOpLandsInTheGroupsOfItsKind) {
   EXPECT_EQ(grid->size(), 5u * (11 + 9) + 2 * 5 + 2 * 2);
 }
 
-TEST(GridTest, LlmShapesAreLogitsOfFourVocabularies) {
+TEST(GridTest, LlmShapesAreLogitsOfFourVocabulariesAndFourHiddenSizes) {
   absl::StatusOr<std::vector<GridPoint>> grid = StandardGrid(
       {"llm"}, std::vector<Op>(std::begin(kernels::kAllOps), std::end(kernels::kAllOps)),
       {DType::kFloat16});
   ASSERT_TRUE(grid.ok()) << grid.status();
-  // Softmax and log-softmax only, rows {1, 16, 2048} x 4 vocabularies.
-  ASSERT_EQ(grid->size(), 2u * 3 * 4);
-  std::set<int64_t> rows, cols;
+  // Softmax and log-softmax over rows {1, 16, 2048} x 4 vocabularies;
+  // LayerNorm and RMSNorm over rows {1, 64, 8192} x 4 hidden sizes.
+  ASSERT_EQ(grid->size(), 2u * 3 * 4 + 2u * 3 * 4);
+  std::set<int64_t> logit_rows, vocabs, norm_rows, hidden;
   for (const GridPoint& p : *grid) {
-    EXPECT_TRUE(p.op == Op::kSoftmax || p.op == Op::kLogSoftmax) << PointName(p);
     EXPECT_EQ(p.group, "llm");
-    rows.insert(p.shape.rows);
-    cols.insert(p.shape.cols);
+    if (p.op == Op::kSoftmax || p.op == Op::kLogSoftmax) {
+      logit_rows.insert(p.shape.rows);
+      vocabs.insert(p.shape.cols);
+    } else {
+      EXPECT_TRUE(p.op == Op::kLayerNorm || p.op == Op::kRmsNorm) << PointName(p);
+      norm_rows.insert(p.shape.rows);
+      hidden.insert(p.shape.cols);
+    }
   }
-  EXPECT_EQ(rows, (std::set<int64_t>{1, 16, 2048}));
-  EXPECT_EQ(cols, (std::set<int64_t>{32000, 50257, 128256, 151936}));
-  EXPECT_EQ(PointName(grid->back()), "log_softmax float16 2048x151936");
-  EXPECT_FALSE(StandardGrid({"llm"}, {Op::kLayerNorm}, {DType::kFloat16}).ok());
+  EXPECT_EQ(logit_rows, (std::set<int64_t>{1, 16, 2048}));
+  EXPECT_EQ(vocabs, (std::set<int64_t>{32000, 50257, 128256, 151936}));
+  EXPECT_EQ(norm_rows, (std::set<int64_t>{1, 64, 8192}));
+  EXPECT_EQ(hidden, (std::set<int64_t>{4096, 5120, 8192, 12288}));
+  EXPECT_EQ(PointName(grid->back()), "rms_norm float16 8192x12288");
+  EXPECT_FALSE(StandardGrid({"llm"}, {Op::kReduceScale}, {DType::kFloat16}).ok());
 }
 
 TEST(GridTest, AttentionShapes) {
