@@ -468,7 +468,8 @@ class Client:
                 timeout = 10.0 if self.timeout is None else min(self.timeout, 10.0)
                 try:
                     self._queue = _queue.RunQueue.open(self._stub, timeout,
-                                                       self._health_check)
+                                                       self._health_check,
+                                                       _socket_path(self.target))
                 except _errors.KernTuneError as error:
                     # gRPC for now, or for good from a daemon without queues
                     # (or that refuses one, as over TCP).

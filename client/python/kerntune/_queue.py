@@ -29,15 +29,21 @@ it, as the C++ client does.
 
 A daemon that closes the queue writes `closed` and wakes cq_tail: waiting
 Runs fail at once. One that dies writes nothing, so while Runs wait in
-silence one of them asks the daemon's socket (gRPC health) every
-_PROBE_AFTER_S, and a socket where nothing answers fails them all with
-UNAVAILABLE instead of at their deadlines.
+silence one of them checks every _PROBE_AFTER_S whether the daemon still
+runs: through a pidfd of the process that listened on the socket when the
+queue opened (readable once it exits; a daemon restarted on the same
+socket is a new process, as the C++ client sees it), else, where the pid
+cannot be known, by asking the socket (gRPC health) whether anything still
+answers. A daemon gone fails every waiting Run with UNAVAILABLE instead of
+at their deadlines.
 """
 
 import ctypes
 import mmap
 import os
 import platform
+import select
+import socket
 import struct
 import sys
 import threading
@@ -85,8 +91,8 @@ _SPIN_S = 30e-6
 _YIELD_SPIN_S = 2e-3
 _MAX_SLEEP_S = 0.1
 # A killed daemon writes nothing: after this long without a completion
-# while Runs wait, one waiter asks the daemon's socket whether anything
-# still answers (gRPC health), and again each time as long.
+# while Runs wait, one waiter checks whether the daemon still runs (its
+# pidfd, else the socket's gRPC health), and again each time as long.
 _PROBE_AFTER_S = 0.25
 _PROBE_TIMEOUT_S = 1.0
 
@@ -132,6 +138,25 @@ def _full_fence():
     orders every earlier store before every later load."""
     with _fence_lock:
         pass
+
+
+def daemon_pidfd(socket_path):
+    """A pidfd of the process listening on the Unix socket `socket_path`, or
+    None when it cannot be known (client/run_queue.cc OpenDaemonPidfd): the
+    pid from the peer credentials of a connection of our own (gRPC does not
+    expose its socket), 0 when the daemon is in a pid namespace we cannot
+    see."""
+    if not socket_path or not hasattr(os, "pidfd_open"):
+        return None
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+            connection.connect(socket_path)
+            credentials = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                struct.calcsize("3i"))
+        pid = struct.unpack("3i", credentials)[0]
+        return os.pidfd_open(pid) if pid > 0 else None
+    except OSError:
+        return None
 
 
 def _status_code(number):
@@ -215,17 +240,19 @@ class RunQueue:
     has no queues (UNIMPLEMENTED), refuses one (FAILED_PRECONDITION over
     TCP) or its layout is not this client's.
 
-    health_check: HEALTH_CHECK_METHOD on the daemon's channel (bytes in and
-    out), how a waiting Run notices a daemon that died without closing the
-    queue; None: never asked.
+    How a waiting Run notices a daemon that died without closing the queue:
+    daemon_pidfd, a pidfd of the daemon's process (daemon_pidfd(); the
+    queue owns it), else health_check, HEALTH_CHECK_METHOD on the daemon's
+    channel (bytes in and out); neither: never.
     """
 
-    def __init__(self, stub, queue_id, region, entries, health_check=None):
+    def __init__(self, stub, queue_id, region, entries, health_check=None, daemon_pidfd=None):
         self._stub = stub
         self.id = queue_id
         # A forked child inherits the mapping but must not write into it.
         self.pid = os.getpid()
         self._health_check = health_check
+        self._daemon_pidfd = daemon_pidfd
         # The region's address, for the futex calls.
         self._base = ctypes.addressof(ctypes.c_char.from_buffer(region))
         # The index words, each stored and loaded in one piece (see above).
@@ -249,7 +276,9 @@ class RunQueue:
         self._probing = False
 
     @classmethod
-    def open(cls, stub, timeout, health_check=None):
+    def open(cls, stub, timeout, health_check=None, socket_path=None):
+        """Opens a queue on the daemon behind `stub`; socket_path: its Unix
+        socket, whose listener's pidfd tells when the daemon exits."""
         try:
             opened = stub.OpenQueue(pb.OpenQueueRequest(), timeout=timeout)
         except grpc.RpcError as error:
@@ -289,7 +318,8 @@ class RunQueue:
         if region is None:
             raise fail(_errors.FailedPreconditionError(
                 "mapping the queue %s failed" % opened.shm_name))
-        queue = cls(stub, opened.queue_id, region, entries, health_check)
+        queue = cls(stub, opened.queue_id, region, entries, health_check,
+                    daemon_pidfd(socket_path))
         if (queue._load(_MAGIC) != QUEUE_MAGIC or queue._load(_VERSION) != LAYOUT_VERSION
                 or queue._load(_ENTRIES) != entries):
             queue.close()
@@ -304,7 +334,13 @@ class RunQueue:
             if self._closed_here:
                 return
             self._closed_here = True
-        _close_on_daemon(self._stub, self.id)
+        if self._gone is None:
+            _close_on_daemon(self._stub, self.id)
+
+    def __del__(self):
+        pidfd, self._daemon_pidfd = getattr(self, "_daemon_pidfd", None), None
+        if pidfd is not None:
+            os.close(pidfd)
 
     # -- the words ------------------------------------------------------------
 
@@ -432,11 +468,17 @@ class RunQueue:
 
     def _probe(self, until):
         """(self._lock held) After _PROBE_AFTER_S without news from the
-        daemon, one waiter asks whether it is still there; when nothing
-        answers, the queue is gone and every waiter fails."""
+        daemon, one waiter checks whether it is still there; when it is
+        not, the queue is gone and every waiter fails."""
         now = time.monotonic()
-        if (self._health_check is None or self._probing
-                or now - self._heard_at < _PROBE_AFTER_S):
+        if self._probing or now - self._heard_at < _PROBE_AFTER_S:
+            return
+        if self._daemon_pidfd is not None:
+            self._heard_at = now  # the next check is as far away
+            if select.select([self._daemon_pidfd], [], [], 0)[0]:
+                self._gone = _errors.UnavailableError("its process exited")
+            return
+        if self._health_check is None:
             return
         timeout = _PROBE_TIMEOUT_S if until is None else min(_PROBE_TIMEOUT_S, until - now)
         if timeout <= 0:

@@ -583,6 +583,24 @@ class DaemonGoneTest(unittest.TestCase):
         self.assertEqual(self.grpc_runs.calls, 1)
         self.assertNotIn(self.client._queue_id(), (None, self.queue.id))
 
+    def test_a_run_waiting_when_the_daemon_is_replaced_on_its_socket_fails_at_once(self):
+        # The new daemon answers on the socket, but the queue was the old
+        # one's: the waiting Run learns from the old process's exit.
+        self.stop_daemon()
+        waiting = self.run_in_thread(lambda: self.client.softmax(self.x, out=self.out))
+        self.wait_submitted(2)
+        killed_at = time.monotonic()
+        self.daemon.process.kill()
+        self.daemon.process.wait()
+        self.start_daemon(socket=self.daemon.socket)
+        waiting["thread"].join(30)
+        self.assertFalse(waiting["thread"].is_alive())
+        error = waiting.get("error")
+        self.assertIsInstance(error, kerntune.UnavailableError, repr(waiting))
+        self.assertIn("kerntuned went away; the Run was in flight (its process exited)",
+                      error.message)
+        self.assertLess(waiting["at"] - killed_at, 3.0, "failed at once, not at 60 s")
+
     def test_a_stopped_daemon_is_waited_for_until_the_deadline(self):
         # Stopped, it answers no probe; that is not gone.
         self.client.timeout = 1.5
