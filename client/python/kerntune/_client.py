@@ -244,8 +244,13 @@ def _host_array(value, what):
     return np.asarray(value)
 
 
+# NumPy's dtypes the daemon takes, by dtype (dtype.name is slow); a
+# bfloat16 (ml_dtypes) is found by its name.
+_HOST_DTYPES = {np.dtype(np.float32): "float32", np.dtype(np.float16): "float16"}
+
+
 def _host_dtype(array, what):
-    name = array.dtype.name
+    name = _HOST_DTYPES.get(array.dtype) or array.dtype.name
     if name not in DTYPES:
         raise _invalid(
             "%s has dtype %s: kerntune takes float32, float16 or bfloat16 "
@@ -280,6 +285,28 @@ def _host_param(value, what, dtype, cols):
         raise _invalid("%s has shape %s, want (%d,): one value per column"
                        % (what, tuple(array.shape), cols))
     return array
+
+
+def _cuda_outputs(torch, options, layout, x, out, cuda_stream):
+    """(out, mean, inv_std, row_scale): `out`, else a new tensor like x, and
+    the per-row float32 outputs the call returns (else None)."""
+    stats = options.return_stats
+    if out is not None and not stats and options.op != pb.OP_REDUCE_SCALE:
+        return out, None, None, None  # nothing new: the contexts cost microseconds
+    mean = inv_std = row_scale = None
+    # New tensors belong to x's device and the call's stream (the caching
+    # allocator's stream).
+    with torch.cuda.device(x.device), torch.cuda.stream(cuda_stream):
+        if out is None:
+            out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        rows = (layout.rows,)
+        if stats:
+            inv_std = torch.empty(rows, dtype=torch.float32, device=x.device)
+            if options.op == pb.OP_LAYER_NORM:
+                mean = torch.empty(rows, dtype=torch.float32, device=x.device)
+        if options.op == pb.OP_REDUCE_SCALE:
+            row_scale = torch.empty(rows, dtype=torch.float32, device=x.device)
+    return out, mean, inv_std, row_scale
 
 
 class Buffer:
@@ -458,6 +485,9 @@ class Client:
         """The submission queue to send `request` through, or None: gRPC then."""
         if not self.use_queue or not _queue.queue_carries(request):
             return None
+        queue = self._queue
+        if queue is not None and queue.pid == os.getpid() and not queue.closed:
+            return queue  # the common case, without the lock
         with self._queue_lock:
             if self._queue is not None and self._queue.pid != os.getpid():
                 return None  # a forked child: the queue is its parent's
@@ -484,11 +514,13 @@ class Client:
         queue = self._queue_for(request)
         if queue is not None:
             outcome = queue.run(request, self.timeout)
-            if outcome.submitted or not isinstance(outcome.error, _errors.UnavailableError):
+            if outcome.submitted or (outcome.error is not None and
+                                     not isinstance(outcome.error, _errors.UnavailableError)):
                 if outcome.error is not None:
                     self._raise(outcome.error)
                 return outcome.response
-            # Never reached the daemon (the queue closed): gRPC is as good.
+            # Never reached the daemon (too large for a descriptor, or the
+            # queue closed): gRPC is as good.
         return self._call(self._stub.Run, request)
 
     def _queue_id(self):
@@ -663,11 +695,11 @@ class Client:
 
     def softmax(self, x, out=None, *, dim=-1, stream=None, device=None):
         """Softmax of x along `dim` (default the last); returns the result (`out` when given)."""
-        return self.run("softmax", x, out, dim=dim, stream=stream, device=device).output
+        return self._run("softmax", x, out, dim=dim, stream=stream, device=device).output
 
     def log_softmax(self, x, out=None, *, dim=-1, stream=None, device=None):
         """Log-softmax of x along `dim` (default the last); returns the result."""
-        return self.run("log_softmax", x, out, dim=dim, stream=stream, device=device).output
+        return self._run("log_softmax", x, out, dim=dim, stream=stream, device=device).output
 
     def layer_norm(self, x, weight=None, bias=None, eps=1e-5, return_stats=False, out=None,
                    *, stream=None, device=None):
@@ -677,8 +709,8 @@ class Client:
         return_stats, returns (y, mean, inv_std), the statistics float32 of
         shape x.shape[:-1]; else y.
         """
-        result = self.run("layer_norm", x, out, weight=weight, bias=bias, eps=eps,
-                          return_stats=return_stats, stream=stream, device=device)
+        result = self._run("layer_norm", x, out, weight=weight, bias=bias, eps=eps,
+                           return_stats=return_stats, stream=stream, device=device)
         if return_stats:
             return result.output, result.mean, result.inv_std
         return result.output
@@ -691,8 +723,8 @@ class Client:
         returns (y, inv_rms), inv_rms = 1/sqrt(mean(x^2) + eps) float32 of
         shape x.shape[:-1]; else y.
         """
-        result = self.run("rms_norm", x, out, weight=weight, eps=eps,
-                          return_stats=return_stats, stream=stream, device=device)
+        result = self._run("rms_norm", x, out, weight=weight, eps=eps,
+                           return_stats=return_stats, stream=stream, device=device)
         if return_stats:
             return result.output, result.inv_std
         return result.output
@@ -703,7 +735,7 @@ class Client:
         scale is float32 of shape x.shape[:-1] + (1,), each row's max|x|, so
         that x == y * scale; an all-zero row gives zeros and scale 0.
         """
-        result = self.run("reduce_scale", x, out, stream=stream, device=device)
+        result = self._run("reduce_scale", x, out, stream=stream, device=device)
         return result.output, result.row_scale
 
     def scaled_masked_softmax(self, x, mask=None, scale=None, causal=False, out=None, *,
@@ -716,8 +748,8 @@ class Client:
         scale: multiplies x first (None: 1). causal: column c of query q is
         masked when c > q, as PyTorch's is_causal=True. Returns the result.
         """
-        return self.run("scaled_masked_softmax", x, out, mask=mask, scale=scale, causal=causal,
-                        stream=stream, device=device).output
+        return self._run("scaled_masked_softmax", x, out, mask=mask, scale=scale, causal=causal,
+                         stream=stream, device=device).output
 
     def run(self, op, x, out=None, *, dim=None, weight=None, bias=None, eps=None,
             return_stats=False, mask=None, scale=None, causal=False, stream=None,
@@ -739,6 +771,15 @@ class Client:
         one. CUDA tensors run on their own GPU (a device naming another is
         refused). RunResult.device_ordinal / device_uuid say which ran it.
         """
+        return self._run(op, x, out, dim=dim, weight=weight, bias=bias, eps=eps,
+                         return_stats=return_stats, mask=mask, scale=scale, causal=causal,
+                         stream=stream, time_kernel=time_kernel, device=device, with_config=True)
+
+    def _run(self, op, x, out=None, *, dim=None, weight=None, bias=None, eps=None,
+             return_stats=False, mask=None, scale=None, causal=False, stream=None,
+             time_kernel=False, device=None, with_config=False):
+        """run(); with_config=False (the ops' methods, which return only
+        tensors) leaves RunResult.config None instead of converting it."""
         op_enum = _op_enum(op)
         name = _OP_NAMES[op_enum]
         takes = _OP_ARGUMENTS[op_enum]
@@ -757,12 +798,22 @@ class Client:
         options = _Options(op_enum, dim, weight, bias, eps, bool(return_stats), mask, scale,
                            bool(causal), bool(time_kernel), _device_selector(device))
         self._drain_dead()
-        self._reap_pending(wait=False)
+        if self._pending:
+            self._reap_pending(wait=False)
         if _torch.is_tensor(x) and x.is_cuda:
-            return self._run_cuda(options, x, out, stream)
-        if stream is not None:
+            response, result = self._run_cuda(options, x, out, stream)
+        elif stream is not None:
             raise _invalid("stream= orders a call on a CUDA stream: it takes torch CUDA tensors")
-        return self._run_host(options, x, out)
+        else:
+            response, result = self._run_host(options, x, out)
+        # The rest of what run() returns: the config and where it ran.
+        if with_config:
+            result.config = _types.ConfigChoice.from_proto(response.config)
+        result.kernel_time_us = response.kernel_time_us
+        result.backend = response.backend
+        result.device_ordinal = response.device_ordinal
+        result.device_uuid = response.device_uuid
+        return result
 
     def _params(self, request, options, layout, ref):
         """Fills the op's parameter message; `ref(field, tensor)` points a TensorRef."""
@@ -794,16 +845,19 @@ class Client:
 
     # -- NumPy ----------------------------------------------------------------
 
-    def _host_ref(self, ref, array, used):
-        """Points a TensorRef at `array`: its shared memory, else inline bytes."""
-        segment = _shared.segment_of(array)
-        if segment is None:
+    def _host_ref(self, ref, array, used, place=False):
+        """Points a TensorRef at `array`: its shared memory (place: its
+        _shared.place_of when known), else inline bytes."""
+        if place is False:
+            place = _shared.place_of(array)
+        if place is None:
             ref.inline_data = np.ascontiguousarray(array).tobytes()
             return
+        segment, offset = place
         buffer = self._segment_buffer(segment)
         used.append(buffer)
         ref.buffer.buffer_id = buffer.id
-        ref.buffer.offset_bytes = segment.offset_of(array)
+        ref.buffer.offset_bytes = offset
 
     def _run_host(self, options, x, out):
         x = _host_array(x, "x")
@@ -821,22 +875,20 @@ class Client:
             weight=_host_param(options.weight, "weight", x.dtype, layout.cols),
             bias=_host_param(options.bias, "bias", x.dtype, layout.cols),
             mask=_host_mask(options.mask, x.dtype, layout))
-        out_segment = _shared.segment_of(out) if out is not None else None
-        if _shared.segment_of(x) is None:
+        x_place = _shared.place_of(x)
+        out_place = _shared.place_of(out) if out is not None else None
+        if x_place is None:
             self._check_inline("x", layout, x.dtype)
-        elif out_segment is None:
+        elif out_place is None:
             self._check_inline("the output", layout, x.dtype)
 
         def build():
             used = []
             request = pb.RunRequest(op=options.op, dtype=DTYPES[dtype], shape=layout.proto(),
                                     time_kernel=options.time_kernel, device=options.device)
-            self._host_ref(request.input, x, used)
-            if out_segment is not None:
-                buffer = self._segment_buffer(out_segment)
-                used.append(buffer)
-                request.output.buffer.buffer_id = buffer.id
-                request.output.buffer.offset_bytes = out_segment.offset_of(out)
+            self._host_ref(request.input, x, used, x_place)
+            if out_place is not None:
+                self._host_ref(request.output, out, used, out_place)
             else:
                 request.output.return_inline = True
             self._params(request, options, layout,
@@ -862,7 +914,7 @@ class Client:
             request, used = build()
             response = self._run_request(request)
 
-        if out_segment is not None:
+        if out_place is not None:
             y = out
         else:
             flat = np.frombuffer(response.output_data, dtype=x.dtype)
@@ -883,9 +935,7 @@ class Client:
         if options.op == pb.OP_REDUCE_SCALE:
             row_scale = layout.row_values(np.array(response.row_scale, dtype=np.float32),
                                           "row_scale", keepdim=True)
-        return _types.RunResult(y, mean, inv_std, _types.ConfigChoice.from_proto(response.config),
-                                response.kernel_time_us, response.backend, row_scale,
-                                response.device_ordinal, response.device_uuid)
+        return response, _types.RunResult(y, mean, inv_std, row_scale=row_scale)
 
     # -- PyTorch CUDA ---------------------------------------------------------
 
@@ -955,16 +1005,8 @@ class Client:
         else:
             cuda_stream = torch.cuda.current_stream(device)
 
-        mean = inv_std = row_scale = None
-        with torch.cuda.device(device), torch.cuda.stream(cuda_stream):
-            if out is None:
-                out = torch.empty(x.shape, dtype=x.dtype, device=device)
-            if options.return_stats:
-                inv_std = torch.empty((layout.rows,), dtype=torch.float32, device=device)
-                if options.op == pb.OP_LAYER_NORM:
-                    mean = torch.empty((layout.rows,), dtype=torch.float32, device=device)
-            if options.op == pb.OP_REDUCE_SCALE:
-                row_scale = torch.empty((layout.rows,), dtype=torch.float32, device=device)
+        out, mean, inv_std, row_scale = _cuda_outputs(torch, options, layout, x, out,
+                                                      cuda_stream)
 
         request = pb.RunRequest(op=options.op, dtype=DTYPES[dtype], shape=layout.proto(),
                                 time_kernel=options.time_kernel, device=options.device)
@@ -1009,9 +1051,7 @@ class Client:
             inv_std = inv_std.view(row_shape)
         if row_scale is not None:
             row_scale = row_scale.view(row_shape + (1,))
-        return _types.RunResult(out, mean, inv_std, _types.ConfigChoice.from_proto(response.config),
-                                response.kernel_time_us, response.backend, row_scale,
-                                response.device_ordinal, response.device_uuid)
+        return response, _types.RunResult(out, mean, inv_std, row_scale=row_scale)
 
     def _reap_pending(self, wait):
         while True:

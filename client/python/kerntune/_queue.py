@@ -173,8 +173,9 @@ def _in_memory(message, field=None):
 
 def queue_carries(request):
     """Whether a queue can carry `request` (run_queue.cc QueueCarries): every
-    tensor in client memory, no output returned inline, and small enough
-    for a descriptor. The daemon refuses the others; they go over gRPC."""
+    tensor in client memory and no output returned inline; RunQueue.run
+    checks that it fits a descriptor. The daemon refuses the others; they
+    go over gRPC."""
     if not _in_memory(request.input) or not _in_memory(request.output):
         return False
     ln = request.layer_norm
@@ -190,7 +191,7 @@ def queue_carries(request):
     masked = request.scaled_masked_softmax
     if masked.HasField("mask") and not _in_memory(masked.mask):
         return False
-    return request.ByteSize() <= MAX_REQUEST_BYTES
+    return True
 
 
 def _valid_entries(entries):
@@ -222,10 +223,11 @@ class _Waiter:
 
 
 class Outcome:
-    """submitted: False when the request never reached the queue: it is
-    closed (an UnavailableError; the caller may send it another way) or
-    stayed full until the deadline. True once it may have run. Then
-    response (a RunResponse) or error (a KernTuneError)."""
+    """submitted: False when the request never reached the queue: it does
+    not fit a descriptor (no error) or the queue is closed (an
+    UnavailableError): the caller may send it another way; or the queue
+    stayed full until the deadline (a DeadlineExceededError). True once it
+    may have run. Then response (a RunResponse) or error (a KernTuneError)."""
 
     __slots__ = ("submitted", "response", "error")
 
@@ -516,9 +518,7 @@ class RunQueue:
         same code and message as a gRPC Run. Returns an Outcome."""
         data = request.SerializeToString()
         if len(data) > MAX_REQUEST_BYTES:
-            return Outcome(False, error=_errors.InvalidArgumentError(
-                "the request has %d bytes; a queue descriptor holds %d"
-                % (len(data), MAX_REQUEST_BYTES)))
+            return Outcome(False)
         since = time.monotonic()
         until = None if timeout is None else since + timeout
         me = _Waiter()

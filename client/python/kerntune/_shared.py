@@ -107,18 +107,15 @@ class SharedArray(np.ndarray):
             segment.unlink()
 
 
-def segment_of(array):
-    """The _Segment holding `array` when the daemon can address it in place.
-
-    That is a SharedArray inside its object, C-contiguous (rows back to back),
-    else None.
-    """
+def place_of(array):
+    """(the _Segment holding `array`, its byte offset there) when the daemon
+    can address it in place: a SharedArray inside its object, C-contiguous
+    (rows back to back); else None."""
     segment = getattr(array, "_kt_segment", None)
     if segment is None or not array.flags.c_contiguous:
         return None
-    if segment.offset_of(array) is None:
-        return None
-    return segment
+    offset = segment.offset_of(array)
+    return None if offset is None else (segment, offset)
 
 
 def shared_empty(shape, dtype=np.float32):

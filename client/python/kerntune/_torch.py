@@ -109,8 +109,6 @@ class StorageShares:
         self._lookups = 0
 
     def get(self, storage):
-        from torch.multiprocessing.reductions import StorageWeakRef
-
         key = storage._cdata
         with self._lock:
             self._lookups += 1
@@ -130,6 +128,8 @@ class StorageShares:
             if ref_counter:
                 torch_module().UntypedStorage._release_ipc_counter_cuda(
                     ref_counter, ref_counter_offset)
+            from torch.multiprocessing.reductions import StorageWeakRef
+
             entry = Share(StorageWeakRef(storage), int(device), mem_handle(handle),
                           int(offset_bytes))
             self._entries[key] = entry

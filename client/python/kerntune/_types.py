@@ -326,9 +326,9 @@ class RunResult:
     output: object
     mean: object
     inv_std: object
-    config: ConfigChoice
-    kernel_time_us: float
-    backend: str
+    config: Optional[ConfigChoice] = None
+    kernel_time_us: float = 0.0
+    backend: str = ""
     row_scale: object = None
     device_ordinal: int = -1
     device_uuid: str = ""

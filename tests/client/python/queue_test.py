@@ -464,6 +464,20 @@ class QueueTest(DaemonTestCase, CloseMixin):
         self.queued.close()
         self.assertEqual(self.open_queues(), 0, "close() closes the queue")
 
+    def test_a_request_too_large_for_a_descriptor_goes_over_grpc(self):
+        x = kerntune.shared_array(np.ones((2, 4), np.float32))
+        out = kerntune.shared_empty((2, 4), np.float32)
+        self.queued.softmax(x, out=out)  # the queue is open
+        request = _host_request(self.queued, pb.OP_SOFTMAX, x, out)
+        # A device selector no daemon has, long enough to overflow a slot.
+        request.device = "GPU-" + "f" * _queue.MAX_REQUEST_BYTES
+        with self.assertRaises(kerntune.KernTuneError) as raised:
+            self.queued._run_request(request)
+        self.assertIn("got 1012 bytes", raised.exception.message)
+        self.assertEqual(self.queued_grpc_runs.calls, 1)
+        self.queued.softmax(x, out=out)
+        self.assertEqual(self.queued_grpc_runs.calls, 1, "the queue still serves")
+
     def test_a_forked_child_leaves_its_parents_queue_alone(self):
         x = kerntune.shared_array(np.ones((2, 4), np.float32))
         out = kerntune.shared_empty((2, 4), np.float32)
