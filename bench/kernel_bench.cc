@@ -4,7 +4,9 @@
 // (and, for --sweep-dtypes, every enumerated config), on the GPU.
 // Every timed variant is first checked against the fp64 reference; figures
 // are GB/s of the minimum bytes moved and % of the measured copy roofline.
-// Launch-bound points (under 20 us) are also timed under graph replay, beside
+// Every point is timed two ways, as bench/torch_bench.py times the PyTorch
+// peers: events around each launch, and replays of one CUDA graph of
+// launches (the comparison's basis: host overhead never counts), each beside
 // a copy of the same bytes timed the same way ("copy-same").
 #include <cuda_runtime_api.h>
 
@@ -109,6 +111,16 @@ absl::StatusOr<std::map<std::string, LaunchConfig>> LoadTunedConfigs(
 
 // The tuner's figure: minimum bytes (the mask, ReduceScale's scales and the
 // norms' weights included: tuner::PointBytes) over time.
+// Graph replays per measurement: `reps`, fewer for long launches (about
+// 0.2 s of replays of 20 launches), never under 10 (torch_bench.py's
+// graph_reps).
+int GraphRepetitions(int reps, double launch_us) {
+  constexpr double kBudgetUs = 200000;
+  constexpr int kLaunchesPerGraph = 20, kMinReps = 10;
+  const double affordable = kBudgetUs / std::max(kLaunchesPerGraph * launch_us, 1e-3);
+  return std::max(kMinReps, std::min(reps, static_cast<int>(affordable)));
+}
+
 double Gbps(const tuner::GridPoint& p, double us) {
   return static_cast<double>(tuner::PointBytes(p)) / (us * 1e3);
 }
@@ -204,10 +216,13 @@ absl::Status Run(const Options& o) {
     if (!measurer.ok()) return measurer.status();
     absl::StatusOr<tuner::CandidateMeasurement> m = (*measurer)->Measure(*config, timing);
     if (!m.ok()) return m.status();
-    // Launches of a few microseconds: also time them the way a graph runs them.
+    // Under graph replay too, with fewer replays for long launches.
     std::optional<tuner::CandidateMeasurement> graph;
-    if (m->timing && m->timing->median_us < 20.0) {
-      absl::StatusOr<tuner::CandidateMeasurement> g = (*measurer)->Measure(*config, graph_timing);
+    tuner::MeasureOptions point_graph_timing = graph_timing;
+    if (m->timing) {
+      point_graph_timing.repetitions = GraphRepetitions(o.reps, m->timing->median_us);
+      absl::StatusOr<tuner::CandidateMeasurement> g =
+          (*measurer)->Measure(*config, point_graph_timing);
       if (!g.ok()) return g.status();
       graph = *g;
     }
@@ -223,7 +238,7 @@ absl::Status Run(const Options& o) {
                                             p.shape.rows, p.shape.cols, p.shape.inner));
     if (found != tuned->end()) {
       absl::StatusOr<tuner::CandidateMeasurement> t =
-          (*measurer)->Measure(found->second, has_graph ? graph_timing : timing);
+          (*measurer)->Measure(found->second, has_graph ? point_graph_timing : timing);
       if (!t.ok()) return t.status();
       const bool ok = t->correct && t->timing.has_value();
       if (!ok) ++failures;
@@ -234,11 +249,12 @@ absl::Status Run(const Options& o) {
                                 ",\"graph_replay\":", has_graph ? "true" : "false",
                                 ",\"gbps\":", JsonNumber(tuned_gbps), "}");
     }
-    // Launch-bound points: the copy of the same bytes, timed the same way,
-    // is the ceiling they can be held to (PERF.md's 1 GiB copy is not).
+    // The copy of the same bytes, timed the same way, is the ceiling a
+    // point can be held to (for launch-bound points PERF.md's 1 GiB copy
+    // is not).
     double copy_same_gbps = NAN;
     if (has_graph) {
-      absl::StatusOr<tuner::TimingStats> copy = (*measurer)->TimeInputCopy(graph_timing);
+      absl::StatusOr<tuner::TimingStats> copy = (*measurer)->TimeInputCopy(point_graph_timing);
       if (!copy.ok()) return copy.status();
       copy_same_gbps = 2.0 * static_cast<double>(p.shape.elements() *
                                                  kernels::DTypeSize(p.dtype)) /

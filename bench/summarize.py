@@ -5,10 +5,10 @@ Reads the two JSON files of one GPU run (same machine, same copy roofline)
 and prints, per grid point (op, dtype, rows, cols, inner), kerntune's
 heuristic config and GB/s, its tuned config when the run had a tuning store,
 and PyTorch eager and torch.compile; then kerntune's best (tuned, else the
-heuristic) over the best peer of the point. Launch-bound points (under ~20
-us) are compared on CUDA-graph replay figures where both sides have them,
-since the per-launch figures of the two tools time host overhead
-differently. Both tools count the same bytes (tuner::PointBytes), so every
+heuristic) over the best peer of the point. Points are compared on
+CUDA-graph replay figures where both sides have them (both tools time every
+point that way since 2026-11-26; older files only launch-bound ones), else
+on the per-launch events figures. Both tools count the same bytes (tuner::PointBytes), so every
 GB/s ratio is a time ratio. Both tools keep all device work on one stream
 ("streams": "one"): a process that has used a second stream can launch
 ~0.35 us slower (tuner/measure.h). kt_kernel_bench files from before that
@@ -96,7 +96,7 @@ def main():
               + f"; streams: {streams[0]} / {streams[1]}\n\n")
     out.write("GB/s = (bytes read + bytes written) / median time, the same bytes for both "
               "tools. `vs eager` and `vs compile` are our heuristic's GB/s over theirs on the "
-              "same basis (graph replay for launch-bound points, marked g); `best vs peer` is "
+              "same basis (graph replay where both have it, marked g); `best vs peer` is "
               "kerntune's best (tuned when the run had a store, else the heuristic) over the "
               "faster peer that passed its check.\n\n")
 

@@ -40,18 +40,28 @@ Method (PERF.md):
     layer_norm, the weight for rms_norm, the mask for scaled_masked_softmax,
     and rows float32 scales for reduce_scale (mean/rstd are not counted: the
     forwards do not return them).
-  * Timing: CUDA events around each launch after a warm-up; median, p10 and
-    p90 over the repetitions. Launches go back to back, so for tiny points
-    median_us includes host launch overhead (for torch.compile: guards and
-    the Inductor wrapper); graph_median_us is the device time.
+  * Timing, as kt_kernel_bench times kerntune (tuner/measure.h), two ways at
+    every point, each with a spin kernel (torch.cuda._sleep) queued first so
+    that every timed launch is queued before the GPU reaches it and host
+    overhead (for torch.compile: guards and the Inductor wrapper) never
+    shows as GPU time:
+      - graph (the headline, graph_*): one CUDA graph of S = max(sets, 20)
+        launches over the rotating sets, replayed between a pair of events,
+        time divided by S; repetitions scaled down for long launches (at
+        least 10, about 0.2 s of replays);
+      - events (for reference, median_us, p10_us, p90_us, gbps): CUDA events
+        around each launch after a warm-up.
+    A failed capture gives graph_median_us = null.
+  * The same-size copy, timed both ways on the same sets (x.clone(): the
+    input read and written once), is each point's ceiling under the same
+    method: copy_same_bytes_gbps and copy_same_bytes_graph_gbps, and
+    graph_pct_copy_same = graph_gbps as % of the latter.
   * L2: inputs are random normal views into one pool; when one input/output
-    set is under 256 MiB the views rotate over enough sets that
-    sets * bytes >= 4 x L2 (L2 taken as at least 60 MB), so every launch reads
-    from DRAM; outputs rotate with them (each is kept alive for a full turn).
-  * Tiny points (median or ideal copy-speed time under --graph-below-us) are
-    also timed under CUDA-graph replay: one graph of 20 launches on distinct
-    inputs, L2 flushed by reading a 4 x L2 buffer before each replay, time
-    divided by 20. A failed capture gives graph_median_us = null.
+    set is under 256 MiB the views rotate over enough sets (at most 64) that
+    sets * bytes >= 4 x L2 (L2 taken as at least 60 MB); outputs rotate with
+    them (each is kept alive for a full turn). Sets that together stay under
+    4 x L2 would be read from L2: then L2 is flushed (a 4 x L2 buffer read)
+    before each timed launch and each replay, outside the events.
   * Correctness: each peer's output (both outputs of reduce_scale) is
     compared with the same op computed by torch in float64 on the GPU from
     the same input, before its time is trusted: pass when |out - ref| <= atol
@@ -130,7 +140,14 @@ COPY_BYTES = 1 << 30
 L2_FLOOR_BYTES = 60 * 10**6
 ROTATE_BELOW_BYTES = 256 * MIB
 ALIGN_ELEMS = 128  # pool views start 256-byte aligned (inductor copies misaligned inputs)
-GRAPH_LAUNCHES = 20
+GRAPH_LAUNCHES = 20  # at least; tuner/gpu_backend.cc kLaunchesPerGraph
+MAX_ROTATION_SETS = 64  # tuner/gpu_backend.cc kMaxRotationSets
+MIN_GRAPH_REPS = 10
+GRAPH_BUDGET_US = 200_000  # replays per measurement: about this long
+# The spin kernel before timed launches: cycles (~2 GHz) for the host to
+# queue each repetition (a Python-level call, events, a flush), plus a base.
+HOLD_BASE_CYCLES = 2_000_000
+HOLD_CYCLES_PER_REP = 400_000
 REF_CHUNK_BYTES = 256 * MIB  # float64 bytes per reference chunk
 MEMORY_MARGIN_BYTES = 2 << 30
 
@@ -192,9 +209,6 @@ def parse_args(argv):
     p.add_argument("--warmup", type=int, help=f"warm-up launches (default {DEFAULT_WARMUP}, "
                                               f"--quick {QUICK_WARMUP})")
     p.add_argument("--quick", action="store_true", help="fewer repetitions, for smoke runs")
-    p.add_argument("--graph-below-us", type=float, default=20.0,
-                   help="also time under CUDA-graph replay when the median or the ideal "
-                        "copy-speed time is below this (default 20)")
     p.add_argument("--causal", action="store_true",
                    help="scaled_masked_softmax: add the causal mask to the additive one "
                         "(as kt_kernel_bench --causal)")
@@ -268,11 +282,20 @@ def bytes_moved(op, point, dtype, masked=True):
 
 
 def rotation_sets(set_bytes, l2_bytes, free_bytes):
-    """How many input/output sets to rotate over so repeated launches miss an L2 of l2_bytes."""
+    """How many input/output sets to rotate over so repeated launches miss an
+    L2 of l2_bytes (at most MAX_ROTATION_SETS: smaller sets get L2 flushes)."""
     if set_bytes >= ROTATE_BELOW_BYTES:
         return 1
     wanted = max(2, math.ceil(4 * l2_bytes / set_bytes))
-    return max(2, min(wanted, free_bytes // (4 * set_bytes)))
+    return max(2, min(wanted, MAX_ROTATION_SETS, free_bytes // (4 * set_bytes)))
+
+
+def graph_reps(reps, launches, median_us):
+    """Replays of a graph of `launches` launches of about median_us each:
+    `reps`, fewer for long launches (GRAPH_BUDGET_US), never under
+    MIN_GRAPH_REPS."""
+    affordable = int(GRAPH_BUDGET_US / max(launches * median_us, 1e-3))
+    return max(MIN_GRAPH_REPS, min(reps, affordable))
 
 
 def percentiles(samples):
@@ -343,15 +366,18 @@ def make_extra(op, point, dtype):
 
 
 class InputRing:
-    """Random-normal inputs of one shape: `sets` aligned views into one pool, used in turn."""
+    """Random-normal inputs of one shape: `sets` aligned views into one pool,
+    used in turn. flush: the sets together fit in 4 x L2, so L2 is flushed
+    before each timed launch."""
 
-    def __init__(self, shape, dtype, sets):
+    def __init__(self, shape, dtype, sets, flush):
         import torch
         n = math.prod(shape)
         stride = -(-n // ALIGN_ELEMS) * ALIGN_ELEMS
         self.pool = torch.randn(sets * stride, dtype=dtype, device="cuda")
         self.xs = [self.pool[k * stride:k * stride + n].view(shape) for k in range(sets)]
         self.sets = sets
+        self.flush = flush
         self._next = 0
 
     def advance(self):
@@ -403,8 +429,13 @@ class PeerBench:
         torch.cuda.empty_cache()
         return 2 * COPY_BYTES / (median_ms * 1e-3) / 1e9
 
+    def hold_stream(self, reps):
+        """Queues a spin kernel long enough for the host to queue `reps`
+        repetitions behind it (tuner/measure.h's SpinKernel)."""
+        self.torch.cuda._sleep(HOLD_BASE_CYCLES + HOLD_CYCLES_PER_REP * reps)
+
     def time_launches(self, fn, ring, extra):
-        """Per-launch times in us, back-to-back launches over the rotating sets."""
+        """Per-launch times in us: events around each launch over the rotating sets."""
         torch = self.torch
         outs = [None] * ring.sets  # keeps each output alive for a full turn, so outputs rotate too
         for _ in range(self.args.warmup):
@@ -413,8 +444,11 @@ class PeerBench:
         torch.cuda.synchronize()
         reps = self.args.reps
         starts, ends = self.events(reps), self.events(reps)
+        self.hold_stream(reps)
         for r in range(reps):
             k = ring.advance()
+            if ring.flush:
+                self.flush_l2()
             starts[r].record()
             outs[k] = fn(ring.xs[k], *extra)
             ends[r].record()
@@ -424,32 +458,44 @@ class PeerBench:
     def flush_l2(self):
         self.flush_buf.sum()
 
-    def time_graph(self, fn, ring, extra):
-        """Median per-launch time in us under replay of a graph of GRAPH_LAUNCHES launches."""
+    def time_graph(self, fn, ring, extra, median_us):
+        """Per-launch times in us under replay of one graph of S = max(sets,
+        GRAPH_LAUNCHES) launches over the rotating sets; median_us (the
+        events figure) sets how many replays."""
         torch = self.torch
-        xs = [ring.xs[ring.advance()] for _ in range(GRAPH_LAUNCHES)]
+        launches = max(ring.sets, GRAPH_LAUNCHES)
+        xs = [ring.xs[ring.advance()] for _ in range(launches)]
         # Warm up on the current stream, not a side one as the graph docs
         # suggest: work on a second stream can change every later launch's
         # cost (see "One stream" above). The op already ran here eagerly.
         fn(xs[0], *extra)
         torch.cuda.synchronize()
         graph = torch.cuda.CUDAGraph()
+        outs = []
         with torch.cuda.graph(graph):
-            outs = [fn(x, *extra) for x in xs]
+            for x in xs:
+                out = fn(x, *extra)
+                # Rotating sets keep their outputs (written in turn, as
+                # kerntune's); one large set rewrites one output.
+                if ring.sets > 1:
+                    outs.append(out)
+                del out
         for _ in range(max(self.args.warmup, 1)):
             graph.replay()
         torch.cuda.synchronize()
-        reps = self.args.reps
+        reps = graph_reps(self.args.reps, GRAPH_LAUNCHES, median_us)
         starts, ends = self.events(reps), self.events(reps)
+        self.hold_stream(reps)
         for r in range(reps):
-            self.flush_l2()
+            if ring.flush:
+                self.flush_l2()
             starts[r].record()
             graph.replay()
             ends[r].record()
         torch.cuda.synchronize()
-        times = [s.elapsed_time(e) * 1e3 / GRAPH_LAUNCHES for s, e in zip(starts, ends)]
+        times = [s.elapsed_time(e) * 1e3 / launches for s, e in zip(starts, ends)]
         del graph, outs
-        return statistics.median(times)
+        return times
 
     # --- correctness -------------------------------------------------------
 
@@ -503,16 +549,20 @@ class PeerBench:
         result.update(median_us=round(median, 3), p10_us=round(p10, 3), p90_us=round(p90, 3),
                       gbps=round(moved / (median * 1e-6) / 1e9, 1))
         result["pct_copy"] = round(100 * result["gbps"] / self.copy_gbps, 1)
+        try:
+            graph_us = statistics.median(self.time_graph(fn, ring, extra, median))
+            result["graph_median_us"] = round(graph_us, 3)
+            result["graph_gbps"] = round(moved / (graph_us * 1e-6) / 1e9, 1)
+        except Exception as exc:  # capture unsupported: keep the events figures
+            result["graph_error"] = short_error(exc)
+            torch.cuda.synchronize()
 
-        ideal_us = moved / (self.copy_gbps * 1e9) * 1e6
-        if min(median, ideal_us) < self.args.graph_below_us:
-            try:
-                graph_us = self.time_graph(fn, ring, extra)
-                result["graph_median_us"] = round(graph_us, 3)
-                result["graph_gbps"] = round(moved / (graph_us * 1e-6) / 1e9, 1)
-            except Exception as exc:  # capture unsupported: keep the launch figures
-                result["graph_error"] = short_error(exc)
-                torch.cuda.synchronize()
+    def time_copy_same(self, ring):
+        """(events, graph) median us of x.clone() on the ring: the point's
+        input read and written once, timed as the peers are."""
+        copy = self.torch.clone
+        median = statistics.median(self.time_launches(copy, ring, ()))
+        return median, statistics.median(self.time_graph(copy, ring, (), median))
 
     # --- grid --------------------------------------------------------------
 
@@ -526,6 +576,8 @@ class PeerBench:
                 "bytes": bytes_moved(op, point, dtype), "mode": mode,
                 "median_us": None, "p10_us": None, "p90_us": None,
                 "graph_median_us": None, "graph_gbps": None, "gbps": None, "pct_copy": None,
+                "copy_same_bytes_gbps": None, "copy_same_bytes_graph_gbps": None,
+                "graph_pct_copy_same": None,
                 "max_abs_err": None, "passed": None, "compile_s": None, "error": None,
                 "graph_error": None}
 
@@ -538,15 +590,19 @@ class PeerBench:
         torch.cuda.empty_cache()
         free = torch.cuda.mem_get_info()[0]
         sets = rotation_sets(2 * n * size, self.l2_bytes, free)
-        graph_bytes = GRAPH_LAUNCHES * n * size if 2 * n * size < ROTATE_BELOW_BYTES else 0
+        # The graph's outputs: one per launch when the sets rotate.
+        graph_bytes = max(sets, GRAPH_LAUNCHES) * n * size if sets > 1 else n * size
         need = ((2 * sets + 1) * n * size + graph_bytes + 6 * REF_CHUNK_BYTES
                 + MEMORY_MARGIN_BYTES)
         skip = None
+        copy_same = None
         if need > free:
             skip = f"skipped: needs ~{need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free"
         else:
             try:
-                ring = InputRing(point.shape, getattr(torch, dtype), sets)
+                ring = InputRing(point.shape, getattr(torch, dtype), sets,
+                                 flush=sets * 2 * n * size < 4 * self.l2_bytes)
+                copy_same = self.time_copy_same(ring)
             except torch.OutOfMemoryError as exc:
                 skip = f"skipped: {short_error(exc)}"
 
@@ -556,9 +612,16 @@ class PeerBench:
                 if skip is not None:
                     result["error"] = skip
                 else:
+                    copied = 2 * n * size
+                    result["copy_same_bytes_gbps"] = round(copied / copy_same[0] / 1e3, 1)
+                    result["copy_same_bytes_graph_gbps"] = round(copied / copy_same[1] / 1e3, 1)
                     try:
                         extra = make_extra(op, point, getattr(torch, dtype))
                         self.measure(op, point, dtype, mode, ring, extra, result)
+                        if result["graph_gbps"] is not None:
+                            result["graph_pct_copy_same"] = round(
+                                100 * result["graph_gbps"] / result["copy_same_bytes_graph_gbps"],
+                                1)
                     except Exception as exc:
                         result["error"] = short_error(exc)
                         torch.cuda.empty_cache()
@@ -582,7 +645,8 @@ def format_progress(r):
             f"{r['gbps']:.0f} GB/s {r['pct_copy']:.0f}% err {err} "
             f"{'ok' if r['passed'] else 'FAIL'}")
     if r["graph_median_us"] is not None:
-        text += f" graph {r['graph_median_us']:.2f}us {r['graph_gbps']:.0f} GB/s"
+        text += (f" graph {r['graph_median_us']:.2f}us {r['graph_gbps']:.0f} GB/s "
+                 f"{r['graph_pct_copy_same']:.0f}% of copy-same")
     elif r["graph_error"]:
         text += f" graph failed: {r['graph_error']}"
     return text
@@ -600,11 +664,13 @@ def format_table(results, copy_gbps):
             return "-"
         if r["gbps"] is None:
             return "skip" if (r["error"] or "").startswith("skipped") else "err"
-        return f"{r['gbps']:.0f}" + ("" if r["passed"] else "!")
+        graph = r["graph_gbps"] is not None
+        return (f"{r['graph_gbps'] if graph else r['gbps']:.0f}" + ("" if graph else "e")
+                + ("" if r["passed"] else "!"))
 
     order = {name: i for names in (GROUPS, OPS, DTYPES) for i, name in enumerate(names)}
-    lines = [f"GB/s (copy roofline {copy_gbps:.0f} GB/s); '!' = failed fp64 check, "
-             "err/skip: see JSON; graph-replay figures in JSON",
+    lines = [f"GB/s under graph replay (copy roofline {copy_gbps:.0f} GB/s); 'e' = events "
+             "figure (the capture failed), '!' = failed fp64 check, err/skip: see JSON",
              f"{'grp':<4} {'op':<5} {'dt':<4} {'rows':>7} {'cols':>6} {'inner':>6} "
              f"{'eager':>6} {'compl':>6}"]
     for key in sorted(by_key, key=lambda k: (order[k[0]], order[k[1]], order[k[2]], k[3], k[4],
