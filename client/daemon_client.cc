@@ -462,6 +462,11 @@ absl::StatusOr<pb::GetStatusResponse> DaemonClient::GetStatus() const {
               pb::GetStatusRequest());
 }
 
+absl::StatusOr<pb::ListServedShapesResponse> DaemonClient::ListServedShapes() const {
+  return Call(*connection_, deadline_, "ListServedShapes", &pb::KernTune::Stub::ListServedShapes,
+              pb::ListServedShapesRequest());
+}
+
 absl::StatusOr<int32_t> DaemonClient::DeviceOrdinalFor(absl::string_view uuid,
                                                         int32_t fallback) const {
   if (uuid.empty()) return fallback;

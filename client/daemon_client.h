@@ -208,6 +208,8 @@ class DaemonClient {
                                              absl::string_view device = "") const;
   absl::StatusOr<pb::ListConfigsResponse> ListConfigs(absl::string_view device = "") const;
   absl::StatusOr<pb::GetStatusResponse> GetStatus() const;
+  // The problems the daemon served without a tuned entry for exactly them.
+  absl::StatusOr<pb::ListServedShapesResponse> ListServedShapes() const;
   // DaemonOrdinalForUuid on this daemon's GetStatus.
   absl::StatusOr<int32_t> DeviceOrdinalFor(absl::string_view uuid, int32_t fallback) const;
   // This process's registrations.

@@ -80,6 +80,14 @@ ABSL_FLAG(std::string, daemon_device, "",
           "status lists them); default: the least-loaded one for inline and shm, and for ipc "
           "the daemon's device with --device's UUID, whatever each CUDA_VISIBLE_DEVICES");
 ABSL_FLAG(int, reps, 30, "tune: timed repetitions per candidate (median kept)");
+ABSL_FLAG(bool, served, false,
+          "tune: instead of a grid, the problems the running kerntuned (--server) served "
+          "without a tuned entry for exactly them, on this machine's GPU models, into the store "
+          "the daemon reads (--ops and --dtypes filter them)");
+ABSL_FLAG(bool, dry_run, false,
+          "tune --served: list the problems it would tune, with their Runs, when last served "
+          "and the config source they got, and tune nothing (on a machine without a GPU: those "
+          "of every GPU model the daemon serves)");
 ABSL_FLAG(bool, cpu, false, "use the CPU reference backend even if a GPU is present");
 ABSL_FLAG(bool, candidates, false,
           "also list every candidate measured for the point");
@@ -252,6 +260,12 @@ int ConfigsImport(const std::vector<std::string>& positional) {
       {absl::GetFlag(FLAGS_db), FormatFlag(), positional.front()}, std::cout, std::cerr);
 }
 
+// --tls_ca, --tls_cert, --tls_key, --token_file.
+kt::client::TcpCredentialFiles TcpCredentialFlags() {
+  return {absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_tls_cert),
+          absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_token_file)};
+}
+
 int Tune(const std::vector<std::string>&) {
   kt::client::TuneCliOptions o;
   o.db_path = absl::GetFlag(FLAGS_db);
@@ -282,13 +296,17 @@ int Tune(const std::vector<std::string>&) {
     return kExitUsage;
   }
   o.command_line = g_command_line;
+  o.served = absl::GetFlag(FLAGS_served);
+  o.dry_run = absl::GetFlag(FLAGS_dry_run);
+  o.server = absl::GetFlag(FLAGS_server);
+  o.tcp = TcpCredentialFlags();
+  if (const absl::CommandLineFlag* groups = absl::FindCommandLineFlag("groups");
+      o.served && groups->CurrentValue() != groups->DefaultValue()) {
+    std::cerr << "kerntune tune: --served tunes the problems the daemon served; it takes no "
+                 "--groups\n";
+    return kExitUsage;
+  }
   return kt::client::RunTuneCommand(o, std::cout, std::cerr);
-}
-
-// --tls_ca, --tls_cert, --tls_key, --token_file.
-kt::client::TcpCredentialFiles TcpCredentialFlags() {
-  return {absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_tls_cert),
-          absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_token_file)};
 }
 
 int RunVerb(const std::vector<std::string>& positional) {
@@ -340,10 +358,14 @@ const std::vector<Verb>& Verbs() {
        "tune on this machine's GPUs (every visible one at once, or --devices): every "
        "config of every point of the standard grid (or --rows x --cols [x --inner]), "
        "checked against the fp64 reference and timed; results go to the tuning store. "
-       "Interrupted runs resume where they stopped. Exit 130 when interrupted by Ctrl-C",
-       {"db", "ops", "dtypes", "groups", "rows", "cols", "inner", "force", "devices", "reps"}, 0,
-       Tune, {},
-       {{"db", "created when missing"},
+       "Interrupted runs resume where they stopped. With --served, the problems the running "
+       "kerntuned served untuned instead (--dry_run lists them). Exit 130 when interrupted by "
+       "Ctrl-C",
+       {"db", "ops", "dtypes", "groups", "rows", "cols", "inner", "force", "devices", "reps",
+        "served", "dry_run", "server", "tls_ca", "tls_cert", "tls_key", "token_file"},
+       0, Tune, {},
+       {{"db", "created when missing; with --served, default the store the daemon reads"},
+        {"server", "--served only"},
         {"rows", "a comma list; with --cols (and --inner), instead of the standard grid"},
         {"cols", "a comma list"},
         {"inner", "a comma list"},

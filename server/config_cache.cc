@@ -31,6 +31,11 @@ std::string ReadOnlyHint(const std::string& path) {
          "a WAL-mode store there)";
 }
 
+// Served by the entry of exactly this problem.
+bool ServedByExactEntry(tuner::ConfigSource source) {
+  return source == tuner::ConfigSource::kTuned || source == tuner::ConfigSource::kShipped;
+}
+
 }  // namespace
 
 ConfigCache::ConfigCache(std::string db_path, kernels::DeviceInfo device,
@@ -156,9 +161,20 @@ void ConfigCache::Install(const std::vector<db::BestConfig>& rows, int64_t data_
   if (const std::string stale = tuner::DescribeStale(table->stale()); !stale.empty()) {
     LogWarning(stale);
   }
-  absl::MutexLock lock(&mu_);
-  table_ = std::move(table);
-  data_version_ = data_version;
+  int64_t generation = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    table_ = table;
+    data_version_ = data_version;
+    generation = ++generation_;
+  }
+  served_.Prune(
+      [&](const ServedKey& key) {
+        absl::StatusOr<tuner::ConfigChoice> choice =
+            table->Lookup(key.op, key.dtype, key.shape, device_);
+        return choice.ok() && ServedByExactEntry(choice->source);
+      },
+      generation);
 }
 
 std::shared_ptr<const tuner::ConfigTable> ConfigCache::table() const {
@@ -166,28 +182,61 @@ std::shared_ptr<const tuner::ConfigTable> ConfigCache::table() const {
   return table_;
 }
 
-absl::StatusOr<tuner::ConfigChoice> ConfigCache::Lookup(kernels::Op op, kernels::DType dtype,
-                                                        kernels::Shape shape) const {
-  // The last answer of each thread, for the table it came from: a client
-  // sending the same Run again (the common case) skips the table's search
-  // (~1 us on an H100 host, a tenth of a small Run's daemon time). A
-  // reloaded table is another table.
-  struct Memo {
-    std::shared_ptr<const tuner::ConfigTable> table;
-    kernels::Op op;
-    kernels::DType dtype;
-    kernels::Shape shape;
-    absl::StatusOr<tuner::ConfigChoice> choice;
-  };
+// The last answer of each thread, for the table it came from: a client
+// sending the same Run again (the common case) skips the table's search
+// (~1 us on an H100 host, a tenth of a small Run's daemon time). A reloaded
+// table is another table.
+struct ConfigCache::Memo {
+  std::shared_ptr<const tuner::ConfigTable> table;
+  int64_t generation = 0;
+  kernels::Op op;
+  kernels::DType dtype;
+  kernels::Shape shape;
+  absl::StatusOr<tuner::ConfigChoice> choice;
+  // Where LookupForRun counts the problem when served untuned; null until
+  // it first does.
+  std::shared_ptr<ServedShapes::Slot> served;
+};
+
+ConfigCache::Memo& ConfigCache::Remember(kernels::Op op, kernels::DType dtype,
+                                         kernels::Shape shape) const {
   thread_local Memo memo;
-  std::shared_ptr<const tuner::ConfigTable> current = table();
+  std::shared_ptr<const tuner::ConfigTable> current;
+  int64_t generation = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    current = table_;
+    generation = generation_;
+  }
   if (memo.table != current || memo.op != op || memo.dtype != dtype || memo.shape != shape) {
     memo.choice = current->Lookup(op, dtype, shape, device_);
     memo.table = std::move(current);
+    memo.generation = generation;
     memo.op = op;
     memo.dtype = dtype;
     memo.shape = shape;
+    memo.served.reset();
   }
+  return memo;
+}
+
+absl::StatusOr<tuner::ConfigChoice> ConfigCache::Lookup(kernels::Op op, kernels::DType dtype,
+                                                        kernels::Shape shape) const {
+  return Remember(op, dtype, shape).choice;
+}
+
+absl::StatusOr<tuner::ConfigChoice> ConfigCache::LookupForRun(kernels::Op op,
+                                                              kernels::DType dtype,
+                                                              kernels::Shape shape) {
+  Memo& memo = Remember(op, dtype, shape);
+  // A problem no kernel runs cannot be tuned either.
+  if (!memo.choice.ok() || ServedByExactEntry(memo.choice->source)) return memo.choice;
+  // The table's lock only when the problem is new to this thread, or left
+  // the table (evicted) while the thread still served it.
+  if (memo.served == nullptr || memo.served->dropped()) {
+    memo.served = served_.Find({op, dtype, shape}, memo.generation);
+  }
+  if (memo.served != nullptr) memo.served->Count(memo.choice->source, absl::Now());
   return memo.choice;
 }
 

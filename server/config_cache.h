@@ -6,7 +6,10 @@
 // the daemon: the entries loaded last are served, store_problem() says
 // why, and the next readable store is loaded. The choice of a request's
 // config is tuner::ConfigTable's (config_lookup.h): local tuned, shipped,
-// nearest tuned, heuristic; stale entries never.
+// nearest tuned, heuristic; stale entries never. The problems Runs got
+// served by anything but an exact tuned entry are recorded (served_shapes.h)
+// for `kerntune tune --served`, and leave the record once the store or the
+// shipped files hold a current entry for them.
 #ifndef KERNTUNE_SERVER_CONFIG_CACHE_H_
 #define KERNTUNE_SERVER_CONFIG_CACHE_H_
 
@@ -26,6 +29,7 @@
 #include "db/tuning_store.h"
 #include "kernels/device_info.h"
 #include "kernels/types.h"
+#include "server/served_shapes.h"
 #include "tuner/config_lookup.h"
 
 namespace kt::server {
@@ -60,6 +64,13 @@ class ConfigCache {
   // when even the heuristic has none (a shape no kernel can run).
   absl::StatusOr<tuner::ConfigChoice> Lookup(kernels::Op op, kernels::DType dtype,
                                              kernels::Shape shape) const;
+  // Lookup for a Run about to be launched: a choice other than an exact
+  // current entry (tuned or shipped) is counted in served_untuned(). A
+  // thread sending the same problem again counts it without a lock.
+  absl::StatusOr<tuner::ConfigChoice> LookupForRun(kernels::Op op, kernels::DType dtype,
+                                                   kernels::Shape shape);
+  // The problems Runs were served untuned, those tuned since left out.
+  const ServedShapes& served_untuned() const { return served_; }
 
   // The entries that may be served, local then shipped.
   std::vector<tuner::TunedEntry> Entries() const;
@@ -93,6 +104,10 @@ class ConfigCache {
   // entries.
   void Install(const std::vector<db::BestConfig>& rows, int64_t data_version);
   std::shared_ptr<const tuner::ConfigTable> table() const;
+  struct Memo;
+  // The calling thread's last lookup, made again unless it was of this
+  // problem in the current table.
+  Memo& Remember(kernels::Op op, kernels::DType dtype, kernels::Shape shape) const;
   void PollLoop(absl::Duration interval);
 
   const std::string db_path_;
@@ -109,11 +124,14 @@ class ConfigCache {
   std::pair<uint64_t, uint64_t> store_file_ ABSL_GUARDED_BY(store_mu_) = {0, 0};
 
   // Lookups copy the pointer and read the table outside the lock; a reload
-  // swaps in a new one.
+  // swaps in a new one, of the next generation.
   mutable absl::Mutex mu_;
   std::shared_ptr<const tuner::ConfigTable> table_ ABSL_GUARDED_BY(mu_);
+  int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t data_version_ ABSL_GUARDED_BY(mu_) = 0;
   std::string store_problem_ ABSL_GUARDED_BY(mu_);
+
+  ServedShapes served_;
 
   absl::Mutex poll_mu_;
   bool stop_ ABSL_GUARDED_BY(poll_mu_) = false;

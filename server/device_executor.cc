@@ -241,7 +241,7 @@ absl::StatusOr<DeviceExecutor::Started> DeviceExecutor::Start(Lane& lane,
                                                                 ExecuteTiming& timing) {
   const StageClock::time_point start = StageClock::now();
   absl::StatusOr<tuner::ConfigChoice> choice =
-      cache_->Lookup(request.op, request.dtype, request.shape);
+      cache_->LookupForRun(request.op, request.dtype, request.shape);
   if (!choice.ok()) return choice.status();
   timing.lookup_us = MicrosSince(start, StageClock::now());
 

@@ -1,6 +1,7 @@
 // KernTune service handlers (see service.h).
 #include "server/service.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -10,6 +11,7 @@
 #include "proto/convert.h"
 #include "server/log.h"
 #include "server/run_request.h"
+#include "server/served_shapes.h"
 #include "server/stage_clock.h"
 #include "tuner/backend.h"
 
@@ -324,6 +326,12 @@ grpc::ServerUnaryReactor* KernTuneService::ListConfigs(grpc::CallbackServerConte
   return Answer(context, false, &KernTuneService::HandleListConfigs, request, response);
 }
 
+grpc::ServerUnaryReactor* KernTuneService::ListServedShapes(
+    grpc::CallbackServerContext* context, const pb::ListServedShapesRequest* request,
+    pb::ListServedShapesResponse* response) {
+  return Answer(context, false, &KernTuneService::HandleListServedShapes, request, response);
+}
+
 grpc::ServerUnaryReactor* KernTuneService::GetStatus(grpc::CallbackServerContext* context,
                                                      const pb::GetStatusRequest* request,
                                                      pb::GetStatusResponse* response) {
@@ -578,6 +586,41 @@ grpc::Status KernTuneService::HandleListConfigs(absl::string_view peer,
   *response->mutable_sku() = proto::SkuToProto((*cache)->sku());
   for (const tuner::TunedEntry& entry : (*cache)->Entries()) {
     *response->add_entries() = proto::TunedEntryToProto(entry);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status KernTuneService::HandleListServedShapes(absl::string_view peer,
+                                                     const pb::ListServedShapesRequest* request,
+                                                     pb::ListServedShapesResponse* response) {
+  const DrainGuard::Admission admission = drain_.Admit();
+  if (!admission) return ShuttingDown();
+  // Devices of one SKU are one list: tuning is per SKU.
+  std::vector<db::GpuSku> skus;
+  std::vector<std::vector<ServedShape>> lists;
+  for (const BackendDevice& device : backend_.devices()) {
+    if (device.config_cache == nullptr) continue;
+    const ConfigCache& cache = *device.config_cache;
+    response->set_evicted(response->evicted() + cache.served_untuned().evicted());
+    const size_t at = std::find(skus.begin(), skus.end(), cache.sku()) - skus.begin();
+    if (at == skus.size()) {
+      skus.push_back(cache.sku());
+      lists.emplace_back();
+    }
+    for (const ServedShape& shape : cache.served_untuned().List()) lists[at].push_back(shape);
+  }
+  for (size_t i = 0; i < skus.size(); ++i) {
+    for (const ServedShape& shape : MergeServedShapes(std::move(lists[i]))) {
+      pb::ServedShape* out = response->add_shapes();
+      *out->mutable_sku() = proto::SkuToProto(skus[i]);
+      out->set_op(proto::OpToProto(shape.key.op));
+      out->set_dtype(proto::DTypeToProto(shape.key.dtype));
+      *out->mutable_shape() = proto::ShapeToProto(shape.key.shape);
+      out->set_runs(shape.runs);
+      out->set_first_seen_unix_ms(absl::ToUnixMillis(shape.first_seen));
+      out->set_last_seen_unix_ms(absl::ToUnixMillis(shape.last_seen));
+      out->set_source(proto::ConfigSourceToProto(shape.source));
+    }
   }
   return grpc::Status::OK;
 }

@@ -107,6 +107,9 @@ class KernTuneService final : public kerntune::v1::KernTune::CallbackService,
   grpc::Status HandleListConfigs(absl::string_view peer,
                                  const kerntune::v1::ListConfigsRequest* request,
                                  kerntune::v1::ListConfigsResponse* response);
+  grpc::Status HandleListServedShapes(absl::string_view peer,
+                                      const kerntune::v1::ListServedShapesRequest* request,
+                                      kerntune::v1::ListServedShapesResponse* response);
   grpc::Status HandleGetStatus(absl::string_view peer,
                                const kerntune::v1::GetStatusRequest* request,
                                kerntune::v1::GetStatusResponse* response);
@@ -142,6 +145,9 @@ class KernTuneService final : public kerntune::v1::KernTune::CallbackService,
   grpc::ServerUnaryReactor* ListConfigs(grpc::CallbackServerContext* context,
                                         const kerntune::v1::ListConfigsRequest* request,
                                         kerntune::v1::ListConfigsResponse* response) override;
+  grpc::ServerUnaryReactor* ListServedShapes(
+      grpc::CallbackServerContext* context, const kerntune::v1::ListServedShapesRequest* request,
+      kerntune::v1::ListServedShapesResponse* response) override;
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
                                       const kerntune::v1::GetStatusRequest* request,
                                       kerntune::v1::GetStatusResponse* response) override;

@@ -1,7 +1,8 @@
 // ConfigCache on a temp tuning store and a described H100: exact, nearest,
 // illegal nearest -> heuristic, other SKUs ignored, reload on change; shipped
 // entries after local ones; stale entries never served, and counted; a store
-// unreadable, deleted, replaced or damaged under the cache.
+// unreadable, deleted, replaced or damaged under the cache; the problems
+// Runs were served untuned, recorded until the store holds their entry.
 #include "server/config_cache.h"
 
 #include <chrono>
@@ -12,6 +13,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -559,6 +561,100 @@ TEST_F(ConfigCacheTest, AStoreDamagedWhileServedKeepsItsConfigsServedUntilItIsRe
   ASSERT_TRUE(reloaded.ok()) << reloaded.status();
   EXPECT_EQ(cache->store_problem(), "");
   EXPECT_EQ(cache->Lookup(Op::kSoftmax, DType::kFloat16, shape)->source, ConfigSource::kTuned);
+}
+
+// What a cache recorded, as (op, rows, runs, source) for short expectations.
+std::vector<std::tuple<Op, int64_t, int64_t, ConfigSource>> Served(const ConfigCache& cache) {
+  std::vector<std::tuple<Op, int64_t, int64_t, ConfigSource>> out;
+  for (const ServedShape& shape : cache.served_untuned().List()) {
+    out.emplace_back(shape.key.op, shape.key.shape.rows, shape.runs, shape.source);
+  }
+  return out;
+}
+
+TEST_F(ConfigCacheTest, RunsServedUntunedAreRecordedAndThoseServedTheirEntryAreNot) {
+  const Shape tuned{4096, 1024};
+  const Shape shipped{2048, 1024};
+  Import({Row(Op::kSoftmax, DType::kFloat16, tuned,
+              NonHeuristic(Op::kSoftmax, DType::kFloat16, tuned), 10)});
+  auto cache = MakeCache({Shipped(Row(Op::kSoftmax, DType::kFloat16, shipped,
+                                      NonHeuristic(Op::kSoftmax, DType::kFloat16, shipped), 6))});
+  ASSERT_NE(cache, nullptr);
+  const absl::Time before = absl::Now();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(cache->LookupForRun(Op::kSoftmax, DType::kFloat16, tuned)->source,
+              ConfigSource::kTuned);
+    EXPECT_EQ(cache->LookupForRun(Op::kSoftmax, DType::kFloat16, shipped)->source,
+              ConfigSource::kShipped);
+    // The same thread again and again: the memo's path counts every Run.
+    EXPECT_EQ(cache->LookupForRun(Op::kSoftmax, DType::kFloat16, {4000, 1024})->source,
+              ConfigSource::kNearestTuned);
+  }
+  EXPECT_EQ(cache->LookupForRun(Op::kLayerNorm, DType::kFloat16, tuned)->source,
+            ConfigSource::kHeuristic);
+  // A question (GetConfig), not a Run: not recorded.
+  EXPECT_EQ(cache->Lookup(Op::kRmsNorm, DType::kFloat16, tuned)->source,
+            ConfigSource::kHeuristic);
+
+  EXPECT_THAT(Served(*cache),
+              ::testing::ElementsAre(
+                  std::make_tuple(Op::kSoftmax, 4000, 3, ConfigSource::kNearestTuned),
+                  std::make_tuple(Op::kLayerNorm, 4096, 1, ConfigSource::kHeuristic)));
+  const ServedShape first = cache->served_untuned().List()[0];
+  EXPECT_EQ(first.key.dtype, DType::kFloat16);
+  EXPECT_EQ(first.key.shape, (Shape{4000, 1024, 1}));
+  EXPECT_GE(first.last_seen, before);
+  EXPECT_LE(first.first_seen, first.last_seen);
+  EXPECT_LE(first.last_seen, absl::Now());
+}
+
+TEST_F(ConfigCacheTest, AProblemLeavesTheRecordOnceTheStoreHoldsItsEntry) {
+  const Shape shape{4096, 1000};
+  const Shape other{64, 1000};
+  auto cache = MakeCache();
+  ASSERT_NE(cache, nullptr);
+  EXPECT_EQ(cache->LookupForRun(Op::kSoftmax, DType::kFloat32, shape)->source,
+            ConfigSource::kHeuristic);
+  EXPECT_EQ(cache->LookupForRun(Op::kSoftmax, DType::kFloat32, other)->source,
+            ConfigSource::kHeuristic);
+  ASSERT_EQ(Served(*cache).size(), 2u);
+
+  // `kerntune tune --served` writes the first one; the cache reloads.
+  Import({Row(Op::kSoftmax, DType::kFloat32, shape,
+              NonHeuristic(Op::kSoftmax, DType::kFloat32, shape), 8)});
+  ASSERT_TRUE(*cache->ReloadIfChanged());
+  // The other one is now served the nearest entry: still recorded.
+  EXPECT_THAT(Served(*cache), ::testing::ElementsAre(std::make_tuple(
+                                  Op::kSoftmax, 64, 1, ConfigSource::kHeuristic)));
+  EXPECT_EQ(cache->LookupForRun(Op::kSoftmax, DType::kFloat32, shape)->source,
+            ConfigSource::kTuned);
+  EXPECT_EQ(cache->LookupForRun(Op::kSoftmax, DType::kFloat32, other)->source,
+            ConfigSource::kNearestTuned);
+  EXPECT_THAT(Served(*cache), ::testing::ElementsAre(std::make_tuple(
+                                  Op::kSoftmax, 64, 2, ConfigSource::kNearestTuned)));
+  EXPECT_EQ(cache->served_untuned().evicted(), 0);
+}
+
+TEST_F(ConfigCacheTest, RunsOfSeveralThreadsAreCountedOnceEach) {
+  auto cache = MakeCache();
+  ASSERT_NE(cache, nullptr);
+  constexpr int kThreads = 4, kRuns = 5000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&cache] {
+      for (int i = 0; i < kRuns; ++i) {
+        // Two problems in turn: every Run misses the thread's memo.
+        cache->LookupForRun(Op::kSoftmax, DType::kFloat16, {128, 4096});
+        cache->LookupForRun(Op::kLogSoftmax, DType::kFloat16, {128, 4096});
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_THAT(Served(*cache),
+              ::testing::ElementsAre(
+                  std::make_tuple(Op::kSoftmax, 128, kThreads * kRuns, ConfigSource::kHeuristic),
+                  std::make_tuple(Op::kLogSoftmax, 128, kThreads * kRuns,
+                                  ConfigSource::kHeuristic)));
 }
 
 }  // namespace

@@ -339,6 +339,11 @@ TEST_F(KerntunedTest, GetConfigListConfigsAndGetStatusOnTheCpu) {
   pb::ListConfigsResponse list;
   ASSERT_TRUE(Call(&pb::KernTune::Stub::ListConfigs, pb::ListConfigsRequest(), &list).ok());
   EXPECT_EQ(list.entries_size(), 0);
+  // The CPU reference launches no config: nothing is served untuned.
+  pb::ListServedShapesResponse served;
+  ASSERT_TRUE(
+      Call(&pb::KernTune::Stub::ListServedShapes, pb::ListServedShapesRequest(), &served).ok());
+  EXPECT_EQ(served.shapes_size(), 0);
 
   pb::GetStatusResponse status;
   ASSERT_TRUE(Call(&pb::KernTune::Stub::GetStatus, pb::GetStatusRequest(), &status).ok());
@@ -528,7 +533,8 @@ TEST_F(KerntunedTest, ReflectionListsAndDescribesTheService) {
   EXPECT_THAT(methods,
               ::testing::UnorderedElementsAre("Run", "RegisterBuffer", "UnregisterBuffer",
                                               "ListBuffers", "GetConfig", "ListConfigs",
-                                              "GetStatus", "OpenQueue", "CloseQueue"));
+                                              "GetStatus", "OpenQueue", "CloseQueue",
+                                              "ListServedShapes"));
   stream->WritesDone();
   EXPECT_TRUE(stream->Finish().ok());
 }

@@ -1,7 +1,8 @@
 // KernTuneService as a function: the drain used at shutdown lets calls in
 // flight finish and refuses new ones with UNAVAILABLE; a Run reports where
 // the daemon spent it and GetStatus counts it; devices carry their UUID and
-// PCI bus id; GetStatus says when the store cannot be read.
+// PCI bus id; GetStatus says when the store cannot be read;
+// ListServedShapes lists each SKU's problems served untuned.
 #include "server/service.h"
 
 #include <fstream>
@@ -262,6 +263,82 @@ TEST(KernTuneServiceTest, GetStatusSaysWhenTheStoreCannotBeRead) {
   EXPECT_EQ(status.database_path(), path);
   EXPECT_THAT(status.database_problem(),
               ::testing::HasSubstr("cannot read the tuning store " + path));
+}
+
+// Devices with config caches of their own: two of one SKU, one of another.
+class ServedShapesBackend final : public Backend {
+ public:
+  ServedShapesBackend() {
+    kernels::DeviceInfo other = kernels::DescribedH100();
+    other.name = "NVIDIA H200";
+    for (const kernels::DeviceInfo& info :
+         {kernels::DescribedH100(), kernels::DescribedH100(), other}) {
+      caches_.push_back(*ConfigCache::Create("", info));
+    }
+  }
+  std::string name() const override { return "fake"; }
+  absl::StatusOr<RunResult> Execute(int device_index, const RunRequest& request) override {
+    return absl::UnimplementedError("not run here");
+  }
+  std::vector<BackendDevice> devices() const override {
+    std::vector<BackendDevice> out;
+    for (size_t i = 0; i < caches_.size(); ++i) {
+      BackendDevice device;
+      device.info = caches_[i]->device();
+      device.info.ordinal = static_cast<int>(i);
+      device.config_cache = caches_[i].get();
+      out.push_back(device);
+    }
+    return out;
+  }
+  std::vector<std::unique_ptr<ConfigCache>> caches_;
+};
+
+TEST(KernTuneServiceTest, ListServedShapesSumsEachSkusDevices) {
+  ServedShapesBackend backend;
+  KernTuneService service(backend, TestOptions());
+  const absl::Time before = absl::Now();
+  auto& caches = backend.caches_;
+  // Runs as the devices' executors look their configs up.
+  for (int i = 0; i < 2; ++i) {
+    caches[0]->LookupForRun(kernels::Op::kSoftmax, kernels::DType::kFloat16, {4096, 1000, 1});
+  }
+  caches[1]->LookupForRun(kernels::Op::kSoftmax, kernels::DType::kFloat16, {4096, 1000, 1});
+  caches[1]->LookupForRun(kernels::Op::kLogSoftmax, kernels::DType::kBFloat16, {1, 128, 32768});
+  caches[2]->LookupForRun(kernels::Op::kLayerNorm, kernels::DType::kFloat32, {8, 768, 1});
+
+  pb::ListServedShapesRequest request;
+  pb::ListServedShapesResponse response;
+  ASSERT_TRUE(service.HandleListServedShapes("test-peer", &request, &response).ok());
+  ASSERT_EQ(response.shapes_size(), 3);
+  const pb::ServedShape& first = response.shapes(0);
+  EXPECT_EQ(first.sku().name(), kernels::DescribedH100().name);
+  EXPECT_EQ(first.sku().sm_count(), kernels::DescribedH100().sm_count);
+  EXPECT_EQ(first.op(), pb::OP_SOFTMAX);
+  EXPECT_EQ(first.dtype(), pb::DTYPE_FLOAT16);
+  EXPECT_EQ(first.shape().rows(), 4096);
+  EXPECT_EQ(first.shape().cols(), 1000);
+  EXPECT_EQ(first.runs(), 3);  // both H100s
+  EXPECT_EQ(first.source(), pb::CONFIG_SOURCE_HEURISTIC);
+  EXPECT_GE(first.last_seen_unix_ms(), absl::ToUnixMillis(before));
+  EXPECT_LE(first.first_seen_unix_ms(), first.last_seen_unix_ms());
+  const pb::ServedShape& second = response.shapes(1);
+  EXPECT_EQ(second.op(), pb::OP_LOG_SOFTMAX);
+  EXPECT_EQ(second.shape().inner(), 32768);
+  EXPECT_EQ(second.runs(), 1);
+  const pb::ServedShape& third = response.shapes(2);  // the other SKU comes after
+  EXPECT_EQ(third.sku().name(), "NVIDIA H200");
+  EXPECT_EQ(third.op(), pb::OP_LAYER_NORM);
+  EXPECT_EQ(response.evicted(), 0);
+}
+
+TEST(KernTuneServiceTest, ListServedShapesIsEmptyWithoutConfigCaches) {
+  FakeGpuBackend backend;  // no config caches, as the CPU backend
+  KernTuneService service(backend, TestOptions());
+  pb::ListServedShapesRequest request;
+  pb::ListServedShapesResponse response;
+  ASSERT_TRUE(service.HandleListServedShapes("test-peer", &request, &response).ok());
+  EXPECT_EQ(response.shapes_size(), 0);
 }
 
 TEST(KernTuneServiceTest, OnlySmallRunsStayOnGrpcThreads) {

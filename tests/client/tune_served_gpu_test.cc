@@ -1,0 +1,127 @@
+// `kerntune tune --served` on a real GPU (CTest label gpu): a kerntuned with
+// an empty store serves two problems with the heuristic and records them;
+// `tune --served` tunes exactly those into the store the daemon reads; once
+// it has reloaded, both are served their exact tuned entry and nothing is
+// left to tune.
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/daemon_client.h"
+#include "db/tuning_store.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/device_info.h"
+#include "tests/client/cpu_daemon.h"
+#include "tests/server/daemon_process.h"
+#include "tests/testing/scoped_temp_dir.h"
+
+namespace kt::client {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::ProcessResult;
+using testing::RunProcess;
+
+ProcessResult KerntuneCli(std::vector<std::string> args) {
+  args.insert(args.begin(), KT_KERNTUNE_BINARY);
+  return RunProcess(args);
+}
+
+class TuneServedGpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_GT(kernels::CudaDeviceCount(), 0) << "this test needs a GPU";
+    daemon_ = std::make_unique<server::testing::Daemon>(
+        server::testing::KerntunedBinary(),
+        std::vector<std::string>{"--socket=" + socket_, "--db=" + db_,
+                                 "--configs=" + dir_.File("no_shipped_configs")},
+        dir_.File("kerntuned.log"));
+    const absl::Status serving =
+        server::testing::WaitUntilServing(*daemon_, socket_, std::chrono::seconds(30));
+    ASSERT_TRUE(serving.ok()) << serving;
+    DaemonClientOptions options;
+    options.target = target();
+    options.deadline = absl::Seconds(30);
+    absl::StatusOr<DaemonClient> client = DaemonClient::Connect(options);
+    ASSERT_TRUE(client.ok()) << client.status();
+    client_ = std::make_unique<DaemonClient>(*std::move(client));
+  }
+  void TearDown() override {
+    if (HasFailure() && daemon_ != nullptr) std::cerr << "kerntuned log:\n" << daemon_->Log();
+  }
+
+  std::string target() const { return "unix:" + socket_; }
+  // `kerntune run` of one problem; its output names the config's source.
+  ProcessResult Run(const std::string& op, const std::string& dtype, const std::string& rows,
+                    const std::string& cols) {
+    return KerntuneCli({"run", op, "--dtype=" + dtype, "--rows=" + rows, "--cols=" + cols,
+                     "--via=inline", "--iterations=3", "--server=" + target()});
+  }
+
+  kt::testing::ScopedTempDir dir_;
+  const std::string socket_ = dir_.File("kerntune.sock");
+  const std::string db_ = dir_.File("tuning.db");
+  std::unique_ptr<server::testing::Daemon> daemon_;
+  std::unique_ptr<DaemonClient> client_;
+};
+
+TEST_F(TuneServedGpuTest, TunesExactlyTheServedProblemsWhichAreThenServedTuned) {
+  for (int i = 0; i < 2; ++i) {
+    const ProcessResult softmax = Run("softmax", "fp16", "64", "1000");
+    ASSERT_EQ(softmax.code, 0) << softmax.out << softmax.err;
+    EXPECT_THAT(softmax.out, HasSubstr("(source: heuristic)"));
+  }
+  const ProcessResult norm = Run("layer_norm", "fp32", "32", "768");
+  ASSERT_EQ(norm.code, 0) << norm.out << norm.err;
+
+  absl::StatusOr<pb::ListServedShapesResponse> served = client_->ListServedShapes();
+  ASSERT_TRUE(served.ok()) << served.status();
+  ASSERT_EQ(served->shapes_size(), 2) << served->DebugString();
+  EXPECT_EQ(served->shapes(0).op(), pb::OP_SOFTMAX);
+  EXPECT_EQ(served->shapes(0).shape().cols(), 1000);
+  EXPECT_GE(served->shapes(0).runs(), 2 * served->shapes(1).runs());
+  EXPECT_EQ(served->shapes(0).source(), pb::CONFIG_SOURCE_HEURISTIC);
+  EXPECT_EQ(served->shapes(1).op(), pb::OP_LAYER_NORM);
+
+  const ProcessResult listed = KerntuneCli({"tune", "--served", "--dry_run", "--server=" + target()});
+  ASSERT_EQ(listed.code, 0) << listed.err;
+  EXPECT_THAT(listed.out, HasSubstr("2 problems served untuned"));
+  EXPECT_THAT(listed.out, HasSubstr("softmax float16 64x1000"));
+  EXPECT_THAT(listed.out, HasSubstr("layer_norm float32 32x768"));
+
+  // Into the daemon's store (its --db), found through GetStatus.
+  const ProcessResult tune = KerntuneCli({"tune", "--served", "--reps=5", "--server=" + target()});
+  ASSERT_EQ(tune.code, 0) << tune.out << tune.err;
+  EXPECT_THAT(tune.err, HasSubstr("database " + db_));
+  {
+    auto store = db::TuningStore::Open(db_, {});
+    ASSERT_TRUE(store.ok()) << store.status();
+    auto gpus = (*store)->ListGpus();
+    ASSERT_TRUE(gpus.ok()) << gpus.status();
+    ASSERT_EQ(gpus->size(), 1u);
+    auto best = (*store)->BestConfigsForSku(gpus->front().gpu.sku);
+    ASSERT_TRUE(best.ok()) << best.status();
+    EXPECT_EQ(best->size(), 2u);  // exactly the served problems
+  }
+
+  // The daemon reloads within seconds; then nothing is left.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (client_->ListServedShapes()->shapes_size() > 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_EQ(client_->ListServedShapes()->shapes_size(), 0);
+  EXPECT_THAT(Run("softmax", "fp16", "64", "1000").out, HasSubstr("(source: tuned)"));
+  EXPECT_THAT(Run("layer_norm", "fp32", "32", "768").out, HasSubstr("(source: tuned)"));
+  EXPECT_EQ(client_->ListServedShapes()->shapes_size(), 0);
+
+  const ProcessResult again = KerntuneCli({"tune", "--served", "--server=" + target()});
+  EXPECT_EQ(again.code, 0) << again.err;
+  EXPECT_THAT(again.err, HasSubstr("nothing to tune"));
+}
+
+}  // namespace
+}  // namespace kt::client
