@@ -287,6 +287,55 @@ def _host_param(value, what, dtype, cols):
     return array
 
 
+# At most this many prepared calls per client (Client._prepared); then the
+# memo starts afresh.
+_MAX_PREPARED = 256
+_KEY_SCALARS = (bool, int, float, str, type(None))
+
+
+def _memory_key(t):
+    """What pins down an array's or a CUDA tensor's memory and layout: (id,
+    address, shape, strides, dtype); () for None; None when `t` is neither
+    (its request is built anew each call)."""
+    if t is None:
+        return ()
+    if isinstance(t, np.ndarray):
+        return (id(t), t.__array_interface__["data"][0], t.shape, t.strides, t.dtype,
+                t.flags.writeable)
+    if _torch.is_tensor(t) and t.is_cuda:
+        return (id(t), t.data_ptr(), t.shape, t.stride(), t.dtype)
+    return None
+
+
+def _prepared_key(op, arrays, scalars):
+    """The memo key of a call: its op, its arrays' _memory_key and its other
+    arguments, or None when one of them is not a plain value (a tensor
+    passed as a scale could change between calls)."""
+    keys = tuple(_memory_key(t) for t in arrays)
+    if None in keys or not all(isinstance(v, _KEY_SCALARS) for v in scalars):
+        return None
+    return (op, keys, scalars)
+
+
+class _Prepared:
+    """A call's request, built and checked once, for the same call again:
+    the same op and arguments on the same objects, whose memory and layout
+    have not changed (_prepared_key), while no registration changed
+    (generation) and the objects live (refs; an id alone could be reused)."""
+
+    __slots__ = ("generation", "refs", "request", "device")
+
+    def __init__(self, generation, arrays, request, device):
+        self.generation = generation
+        self.refs = tuple(None if t is None else weakref.ref(t) for t in arrays)
+        self.request = request
+        self.device = device  # a CUDA tensor's torch.device, None for NumPy
+
+    def holds(self, arrays):
+        return all((ref is None and t is None) or (ref is not None and ref() is t)
+                   for ref, t in zip(self.refs, arrays))
+
+
 def _cuda_outputs(torch, options, layout, x, out, cuda_stream):
     """(out, mean, inv_std, row_scale): `out`, else a new tensor like x, and
     the per-row float32 outputs the call returns (else None)."""
@@ -415,6 +464,11 @@ class Client:
         self._lock = threading.RLock()
         # Buffers runs may use, by memory: ("shm", name) or ("cuda", ordinal, handle).
         self._registry = {}
+        # Counts changes of _registry: a prepared request from before one
+        # may name a buffer that is gone, or miss one that is new.
+        self._registry_generation = 0
+        # _prepared_key -> _Prepared: calls whose request is reused as it is.
+        self._prepared = {}
         # Every open Buffer, so close() can unregister them all.
         self._open = set()
         # Ids of automatic registrations whose shared memory is gone.
@@ -623,6 +677,7 @@ class Client:
         with self._lock:
             previous = self._registry.get(key)
             self._registry[key] = buffer
+            self._registry_generation += 1
             self._open.add(buffer)
         if previous is not None and previous.auto:
             previous.close()
@@ -639,6 +694,7 @@ class Client:
         with self._lock:
             if self._registry.get(buffer._key) is buffer:
                 del self._registry[buffer._key]
+                self._registry_generation += 1
             self._open.discard(buffer)
 
     def _segment_buffer(self, segment):
@@ -659,6 +715,7 @@ class Client:
         buffer = Buffer(self, info, key, keep, auto=True)
         with self._lock:
             self._registry[key] = buffer
+            self._registry_generation += 1
             self._open.add(buffer)
         return buffer
 
@@ -779,7 +836,26 @@ class Client:
              return_stats=False, mask=None, scale=None, causal=False, stream=None,
              time_kernel=False, device=None, with_config=False):
         """run(); with_config=False (the ops' methods, which return only
-        tensors) leaves RunResult.config None instead of converting it."""
+        tensors) leaves RunResult.config None instead of converting it.
+
+        A call into `out` that returns nothing else (no stream, stats or
+        scales) keeps its request when every tensor is in client memory
+        (_Prepared): the same call again skips the checks and the building,
+        the client's largest cost per small call."""
+        self._drain_dead()
+        if self._pending:
+            self._reap_pending(wait=False)
+        arrays = (x, out, weight, bias, mask)
+        key = None
+        if out is not None and stream is None and not return_stats and op != "reduce_scale":
+            key = _prepared_key(op, arrays, (dim, eps, scale, causal, time_kernel, device))
+        if key is not None:
+            prepared = self._prepared.get(key)
+            if (prepared is not None and prepared.generation == self._registry_generation
+                    and prepared.holds(arrays)):
+                response = self._run_prepared(prepared, key)
+                if response is not None:
+                    return self._result(_types.RunResult(out, None, None), response, with_config)
         op_enum = _op_enum(op)
         name = _OP_NAMES[op_enum]
         takes = _OP_ARGUMENTS[op_enum]
@@ -797,16 +873,39 @@ class Client:
             scale = float(scale)
         options = _Options(op_enum, dim, weight, bias, eps, bool(return_stats), mask, scale,
                            bool(causal), bool(time_kernel), _device_selector(device))
-        self._drain_dead()
-        if self._pending:
-            self._reap_pending(wait=False)
         if _torch.is_tensor(x) and x.is_cuda:
-            response, result = self._run_cuda(options, x, out, stream)
+            response, result, reusable = self._run_cuda(options, x, out, stream)
+            device_of_x = x.device
         elif stream is not None:
             raise _invalid("stream= orders a call on a CUDA stream: it takes torch CUDA tensors")
         else:
-            response, result = self._run_host(options, x, out)
-        # The rest of what run() returns: the config and where it ran.
+            response, result, reusable = self._run_host(options, x, out)
+            device_of_x = None
+        if key is not None and reusable is not None:
+            if len(self._prepared) >= _MAX_PREPARED:
+                self._prepared.clear()
+            # The generation after the build, which may have registered the
+            # memory itself. (A registration another thread changed meanwhile
+            # costs at most a refused send: _run_prepared builds anew.)
+            self._prepared[key] = _Prepared(self._registry_generation, arrays, reusable,
+                                            device_of_x)
+        return self._result(result, response, with_config)
+
+    def _run_prepared(self, prepared, key):
+        """Sends a prepared call's request; None when the daemon no longer
+        knows a buffer it names (a lease ended): then the call is built anew."""
+        if prepared.device is not None:
+            # Inputs written by queued work must be in memory before the daemon reads.
+            _torch.torch_module().cuda.current_stream(prepared.device).synchronize()
+        try:
+            return self._run_request(prepared.request)
+        except _errors.NotFoundError:
+            self._prepared.pop(key, None)
+            return None
+
+    @staticmethod
+    def _result(result, response, with_config):
+        """`result` with the rest of what run() returns: the config and where it ran."""
         if with_config:
             result.config = _types.ConfigChoice.from_proto(response.config)
         result.kernel_time_us = response.kernel_time_us
@@ -935,7 +1034,10 @@ class Client:
         if options.op == pb.OP_REDUCE_SCALE:
             row_scale = layout.row_values(np.array(response.row_scale, dtype=np.float32),
                                           "row_scale", keepdim=True)
-        return response, _types.RunResult(y, mean, inv_std, row_scale=row_scale)
+        # Reusable as it is when it returns nothing inline (every tensor in
+        # shared memory): then it depends only on the arrays' places.
+        reusable = request if _queue.queue_carries(request) else None
+        return response, _types.RunResult(y, mean, inv_std, row_scale=row_scale), reusable
 
     # -- PyTorch CUDA ---------------------------------------------------------
 
@@ -965,6 +1067,7 @@ class Client:
         if x.numel() == 0:
             raise _invalid("x has shape %s: every dimension must be >= 1" % (tuple(x.shape),))
         device = x.device
+        given = (x, options.weight, options.bias, options.mask)
         # The daemon reads the tensor in C order; a strided x is copied first.
         if not x.is_contiguous():
             x = x.contiguous()
@@ -1037,6 +1140,11 @@ class Client:
 
         response = self._run_request(request)
 
+        # Reusable as it is unless it names a copy made for this call or
+        # outputs allocated for it.
+        unchanged = all(a is b for a, b in zip(given, (x, weight, bias, mask)))
+        reusable = (request if unchanged and not stream_mode
+                    and mean is None and inv_std is None and row_scale is None else None)
         if stream_mode:
             cuda_stream.wait_event(done)
             # The daemon may still be reading and writing: keep every tensor
@@ -1051,7 +1159,7 @@ class Client:
             inv_std = inv_std.view(row_shape)
         if row_scale is not None:
             row_scale = row_scale.view(row_shape + (1,))
-        return response, _types.RunResult(out, mean, inv_std, row_scale=row_scale)
+        return response, _types.RunResult(out, mean, inv_std, row_scale=row_scale), reusable
 
     def _reap_pending(self, wait):
         while True:

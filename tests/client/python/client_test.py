@@ -991,6 +991,23 @@ class LeaseTest(DaemonTestCase, CloseMixin):
         self.assertEqual(len(second), 1)
         self.assertNotEqual(first, second)
 
+    def test_a_prepared_call_registers_again_after_its_lease(self):
+        data = np.arange(12, dtype=np.float32).reshape(3, 4)
+        x = kerntune.shared_array(data)
+        out = kerntune.shared_empty((3, 4), np.float32)
+        with kerntune.Client(self.daemon.target, timeout=30) as client:
+            for _ in range(2):  # the second from the memo
+                client.softmax(x, out=out)
+            self.assertEqual(len(client._prepared), 1)
+            deadline = time.monotonic() + 10
+            while client.list_buffers() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            self.assertEqual(client.list_buffers(), [], "the 1 s lease did not end")
+            out[...] = 0
+            self.assertClose(client.softmax(x, out=out), ref_softmax(data),
+                             TOLERANCE[("float32", "softmax")], "after the lease")
+            self.assertEqual(len(client.list_buffers()), 2)
+
     def test_an_explicit_registration_past_its_lease_is_not_found(self):
         x = kerntune.shared_array(np.ones((2, 2), np.float32))
         buffer = self.client.register(x, ttl=1)
@@ -1001,6 +1018,120 @@ class LeaseTest(DaemonTestCase, CloseMixin):
             self.client.softmax(x)
         buffer.close()  # quiet: the lease already ended
         np.testing.assert_allclose(self.client.softmax(x), 0.5)  # registered afresh
+
+
+class _Counting:
+    """Wraps a client method to count its calls."""
+
+    def __init__(self, client, name):
+        self.calls = 0
+        self._method = getattr(client, name)
+        setattr(client, name, self)
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        return self._method(*args, **kwargs)
+
+
+class PreparedCallTest(DaemonTestCase, CloseMixin):
+    """The same call again reuses its request (Client._prepared) exactly
+    while nothing it depends on changed."""
+
+    def setUp(self):
+        _skip_without_buffers(self.client)
+        self.rng = np.random.default_rng(7)
+        self.prepared = kerntune.Client(self.daemon.target, timeout=30)
+        self.builds = _Counting(self.prepared, "_run_host")
+        self.sends = _Counting(self.prepared, "_run_request")
+
+    def tearDown(self):
+        self.prepared.close()
+        gc.collect()
+
+    def softmax_close(self, got, data, what):
+        self.assertClose(got, ref_softmax(data.astype(np.float64)),
+                         TOLERANCE[("float32", "softmax")], what)
+
+    def test_a_repeated_call_is_built_once_and_reads_the_data_of_the_moment(self):
+        data = self.rng.standard_normal((3, 40)).astype(np.float32)
+        x = kerntune.shared_array(data)
+        out = kerntune.shared_empty((3, 40), np.float32)
+        self.softmax_close(self.prepared.softmax(x, out=out), data, "first")
+        self.softmax_close(self.prepared.softmax(x, out=out), data, "again")
+        fresh = self.rng.standard_normal((3, 40)).astype(np.float32)
+        x[...] = fresh
+        self.assertIs(self.prepared.softmax(x, out=out), out)
+        self.softmax_close(out, fresh, "new data in place")
+        result = self.prepared.run("softmax", x, out=out, dim=-1)  # softmax()'s arguments
+        self.assertEqual(result.config.source, "cpu_reference")  # run() still says how
+        self.assertEqual((self.builds.calls, self.sends.calls), (1, 4))
+        self.assertEqual(len(self.prepared._prepared), 1)
+
+    def test_other_objects_options_or_layouts_are_built_anew(self):
+        data = self.rng.standard_normal((4, 16)).astype(np.float32)
+        x = kerntune.shared_array(data)
+        out, other_out = (kerntune.shared_empty((4, 16), np.float32) for _ in range(2))
+        self.prepared.softmax(x, out=out)
+        self.softmax_close(self.prepared.softmax(x, out=other_out), data, "another out")
+        self.prepared.log_softmax(x, out=out)
+        np.testing.assert_allclose(out, np.log(ref_softmax(data.astype(np.float64))),
+                                   rtol=1e-4, atol=1e-5)
+        rows = x[1:3]
+        self.softmax_close(self.prepared.softmax(rows, out=out[1:3]), data[1:3], "a view")
+        self.softmax_close(self.prepared.softmax(x, out=out, dim=0).T, data.T, "dim=0")
+        self.assertEqual(self.builds.calls, 5)
+        x.shape = (2, 32)  # the same object, another layout
+        self.softmax_close(self.prepared.softmax(x, out=out.reshape(2, 32)),
+                           data.reshape(2, 32), "reshaped in place")
+        self.assertEqual(self.builds.calls, 6)
+
+    def test_a_new_registration_of_the_memory_is_used_at_once(self):
+        data = self.rng.standard_normal((2, 8)).astype(np.float32)
+        x = kerntune.shared_array(data)
+        out = kerntune.shared_empty((2, 8), np.float32)
+        self.prepared.softmax(x, out=out)  # x's and out's memory registered automatically
+        with self.prepared.register(x) as explicit:  # ends x's automatic registration
+            self.softmax_close(self.prepared.softmax(x, out=out), data, "after register")
+            # Built anew, so sent once (a stale id would be sent, refused and
+            # sent again), naming the new registration.
+            self.assertEqual((self.builds.calls, self.sends.calls), (2, 2))
+            (prepared,) = self.prepared._prepared.values()
+            self.assertEqual(prepared.request.input.buffer.buffer_id, explicit.id)
+        self.softmax_close(self.prepared.softmax(x, out=out), data, "after unregister")
+        self.assertEqual((self.builds.calls, self.sends.calls), (3, 3))
+
+    def test_calls_that_send_or_return_data_inline_are_not_prepared(self):
+        data = self.rng.standard_normal((2, 8)).astype(np.float32)
+        plain_out = np.empty((2, 8), np.float32)
+        for _ in range(2):
+            self.softmax_close(self.prepared.softmax(data, out=plain_out), data, "inline")
+            self.softmax_close(self.prepared.softmax(kerntune.shared_array(data), out=plain_out),
+                               data, "output inline")
+            self.prepared.layer_norm(kerntune.shared_array(data), return_stats=True,
+                                     out=kerntune.shared_empty((2, 8), np.float32))
+        self.assertEqual(self.prepared._prepared, {})
+        self.assertEqual(self.builds.calls, 6)
+
+    def test_a_prepared_call_holds_only_while_its_objects_live(self):
+        # An id alone could be reused by a new object at the same address
+        # (a CUDA tensor in another allocation segment, say).
+        x, out = np.ones(4, np.float32), np.ones(4, np.float32)
+        prepared = kerntune._client._Prepared(0, (x, out, None, None, None), None, None)
+        self.assertTrue(prepared.holds((x, out, None, None, None)))
+        self.assertFalse(prepared.holds((x, out.copy(), None, None, None)))
+        self.assertFalse(prepared.holds((x, out, x, None, None)))
+        del out
+        gc.collect()
+        self.assertFalse(prepared.holds((x, np.ones(4, np.float32), None, None, None)))
+
+    def test_the_memo_is_bounded(self):
+        x = kerntune.shared_array(np.ones((1, 4), np.float32))
+        out = kerntune.shared_empty((1, 4), np.float32)
+        views = [out.view() for _ in range(kerntune._client._MAX_PREPARED + 10)]
+        for view in views:
+            self.prepared.softmax(x, out=view)
+        self.assertLessEqual(len(self.prepared._prepared), kerntune._client._MAX_PREPARED)
+        np.testing.assert_allclose(out, 0.25)
 
 
 def _free_tcp_port():
