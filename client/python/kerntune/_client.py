@@ -323,12 +323,13 @@ class _Prepared:
     have not changed (_prepared_key), while no registration changed
     (generation) and the objects live (refs; an id alone could be reused)."""
 
-    __slots__ = ("generation", "refs", "request", "device")
+    __slots__ = ("generation", "refs", "request", "data", "device")
 
     def __init__(self, generation, arrays, request, device):
         self.generation = generation
         self.refs = tuple(None if t is None else weakref.ref(t) for t in arrays)
         self.request = request
+        self.data = request.SerializeToString() if request is not None else None
         self.device = device  # a CUDA tensor's torch.device, None for NumPy
 
     def holds(self, arrays):
@@ -535,9 +536,10 @@ class Client:
                                  converted.message))
         raise converted
 
-    def _queue_for(self, request):
-        """The submission queue to send `request` through, or None: gRPC then."""
-        if not self.use_queue or not _queue.queue_carries(request):
+    def _queue_for(self, request, carried=False):
+        """The submission queue to send `request` through, or None: gRPC then.
+        carried: queue_carries(request) is known to hold."""
+        if not self.use_queue or not (carried or _queue.queue_carries(request)):
             return None
         queue = self._queue
         if queue is not None and queue.pid == os.getpid() and not queue.closed:
@@ -561,13 +563,15 @@ class Client:
                                             if error.code in _QUEUE_RETRY_CODES else math.inf)
             return self._queue
 
-    def _run_request(self, request):
-        """Run: through the submission queue when it carries `request`, else gRPC."""
+    def _run_request(self, request, data=None):
+        """Run: through the submission queue when it carries `request`, else
+        gRPC. data: the request serialized, from a call that the queue
+        carries (a _Prepared's)."""
         if self.closed:
             raise _errors.FailedPreconditionError("the kerntune client is closed")
-        queue = self._queue_for(request)
+        queue = self._queue_for(request, carried=data is not None)
         if queue is not None:
-            outcome = queue.run(request, self.timeout)
+            outcome = queue.run(request, self.timeout, data)
             if outcome.submitted or (outcome.error is not None and
                                      not isinstance(outcome.error, _errors.UnavailableError)):
                 if outcome.error is not None:
@@ -898,7 +902,7 @@ class Client:
             # Inputs written by queued work must be in memory before the daemon reads.
             _torch.torch_module().cuda.current_stream(prepared.device).synchronize()
         try:
-            return self._run_request(prepared.request)
+            return self._run_request(prepared.request, prepared.data)
         except _errors.NotFoundError:
             self._prepared.pop(key, None)
             return None

@@ -512,11 +512,13 @@ class RunQueue:
 
     # -- runs -----------------------------------------------------------------
 
-    def run(self, request, timeout):
-        """Submits `request` (queue_carries) and waits up to `timeout` seconds
-        (None: no limit) for its completion: the daemon's answer with the
-        same code and message as a gRPC Run. Returns an Outcome."""
-        data = request.SerializeToString()
+    def run(self, request, timeout, data=None):
+        """Submits `request` (queue_carries; data: it serialized, when the
+        caller has it) and waits up to `timeout` seconds (None: no limit)
+        for its completion: the daemon's answer with the same code and
+        message as a gRPC Run. Returns an Outcome."""
+        if data is None:
+            data = request.SerializeToString()
         if len(data) > MAX_REQUEST_BYTES:
             return Outcome(False)
         since = time.monotonic()
