@@ -125,6 +125,7 @@ bool IdleTuner::Idle(size_t index, absl::Time now) const {
 }
 
 std::optional<IdleTuner::Job> IdleTuner::Pick(absl::Time now) {
+  absl::erase_if(left_alone_until_, [now](const auto& entry) { return entry.second <= now; });
   // Per SKU (its first device's index), its devices' records as one.
   std::vector<size_t> sku_of(devices_.size());
   for (size_t i = 0; i < devices_.size(); ++i) {
