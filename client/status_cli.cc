@@ -132,6 +132,15 @@ void WriteText(const std::string& target, const pb::GetStatusResponse& s, std::o
                             stats.runs() > 0 ? absl::StrFormat("; handler mean %.1f us",
                                                                stats.handler_us() / stats.runs())
                                              : "")});
+  if (const pb::IdleTuning& idle = s.idle_tuning(); idle.enabled()) {
+    lines.push_back(
+        {"idle tuner", absl::StrCat(Plural(idle.problems_tuned(), "problem", "problems"),
+                                    " tuned, ", idle.problems_failed(), " failed; ",
+                                    idle.tuning().empty() ? "waiting for an idle GPU and a "
+                                                            "problem served untuned"
+                                                          : absl::StrCat("tuning ", idle.tuning()),
+                                    idle.paused() ? " (paused: Runs came)" : "")});
+  }
   lines.push_back({"uptime", FormatUptime(s.uptime_seconds())});
   WriteLabelledLines(lines, out);
 }
@@ -187,6 +196,12 @@ void WriteJson(const std::string& target, const pb::GetStatusResponse& s, std::o
       {"default_buffer_ttl_seconds", absl::StrCat(s.default_buffer_ttl_seconds())},
       {"max_request_bytes", absl::StrCat(s.max_request_bytes())},
       {"cuda_ipc_supported", s.cuda_ipc_supported() ? "true" : "false"},
+      {"idle_tuning",
+       absl::StrCat("{\"enabled\": ", s.idle_tuning().enabled() ? "true" : "false",
+                    ", \"tuning\": ", JsonQuote(s.idle_tuning().tuning()),
+                    ", \"paused\": ", s.idle_tuning().paused() ? "true" : "false",
+                    ", \"problems_tuned\": ", s.idle_tuning().problems_tuned(),
+                    ", \"problems_failed\": ", s.idle_tuning().problems_failed(), "}")},
       {"uptime_seconds", absl::StrCat(s.uptime_seconds())},
       {"runs", absl::StrCat(s.stats().runs())},
       {"runs_answered_early", absl::StrCat(s.stats().runs_answered_early())},

@@ -324,13 +324,9 @@ class DeviceExecutor::Stream final : public RunStream {
         !s.ok()) {
       return s;
     }
-    int lowest = 0, highest = 0;
-    if (absl::Status s = CudaError(cudaDeviceGetStreamPriorityRange(&lowest, &highest),
-                                   "cudaDeviceGetStreamPriorityRange");
-        !s.ok()) {
-      return s;
-    }
-    return CreateLane(lane_, priority == RunPriority::kHigh ? highest : lowest);
+    absl::StatusOr<int> stream_priority = RunStreamPriority(priority);
+    if (!stream_priority.ok()) return stream_priority.status();
+    return CreateLane(lane_, *stream_priority);
   }
 
   void Submit(const RunRequest& request, Done done) override;

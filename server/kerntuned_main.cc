@@ -51,6 +51,10 @@ ABSL_FLAG(std::string, devices, "all",
           "as nvidia-smi -L prints them); with no GPU, the CPU reference");
 ABSL_FLAG(bool, cpu, false,
           "use the CPU reference backend even when a GPU is present (it uses no tuned configs)");
+ABSL_FLAG(bool, tune_idle, false,
+          "tune the problems Runs were served untuned (kerntune tune --served --dry_run lists "
+          "them) while their GPU has had no Runs for a while, pausing when Runs come, into --db; "
+          "the results are served once the store is reloaded. GPU backend only");
 ABSL_FLAG(int64_t, max_request_bytes, kt::server::kDefaultMaxRequestBytes,
           "largest tensor (rows * cols * inner * dtype size) a request may carry inline");
 ABSL_FLAG(int64_t, buffer_ttl_s, 3600,
@@ -79,8 +83,8 @@ void ConfigureUsage() {
       "                 [--tcp=HOST:PORT [--tls_cert=PEM --tls_key=PEM [--tls_client_ca=PEM]\n"
       "                  [--token_file=PATH] | --insecure_tcp]]\n"
       "                 [--db=PATH] [--configs=DIR]\n"
-      "                 [--devices=all|LIST | --cpu] [--max_request_bytes=N] [--buffer_ttl_s=N]\n"
-      "                 [--workers=N]");
+      "                 [--devices=all|LIST [--tune_idle] | --cpu] [--max_request_bytes=N]\n"
+      "                 [--buffer_ttl_s=N] [--workers=N]");
 }
 
 kt::server::Options OptionsFromFlags(bool metrics_address_given) {
@@ -108,6 +112,7 @@ kt::server::Options OptionsFromFlags(bool metrics_address_given) {
   options.execution.force_cpu = absl::GetFlag(FLAGS_cpu);
   options.execution.devices = absl::GetFlag(FLAGS_devices);
   options.execution.workers = absl::GetFlag(FLAGS_workers);
+  options.tuning.tune_idle = absl::GetFlag(FLAGS_tune_idle);
   options.limits.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
   options.limits.buffer_ttl_s = absl::GetFlag(FLAGS_buffer_ttl_s);
   return options;

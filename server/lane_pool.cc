@@ -1,10 +1,25 @@
 // The GPU lane pool (lane_pool.h).
 #include "server/lane_pool.h"
 
+#include <algorithm>
+
 #include "kernels/launch_config.h"
 #include "server/cuda_status.h"
 
 namespace kt::server {
+
+absl::StatusOr<int> RunStreamPriority(RunPriority priority) {
+  int lowest = 0, highest = 0;
+  if (absl::Status s = CudaError(cudaDeviceGetStreamPriorityRange(&lowest, &highest),
+                                 "cudaDeviceGetStreamPriorityRange");
+      !s.ok()) {
+    return s;
+  }
+  // Smaller numbers are greater priorities.
+  if (priority == RunPriority::kHigh) return highest;
+  return std::max(highest, lowest - 1);
+}
+
 absl::Status CreateLane(Lane& lane, int priority) {
   absl::Status s = CudaError(
       cudaStreamCreateWithPriority(&lane.stream, cudaStreamNonBlocking, priority),
@@ -44,10 +59,12 @@ absl::StatusOr<std::unique_ptr<LanePool>> LanePool::Create(int lanes) {
   if (lanes < 1) {
     return absl::InvalidArgumentError(absl::StrCat("lanes=", lanes, " must be >= 1"));
   }
+  absl::StatusOr<int> priority = RunStreamPriority(RunPriority::kNormal);
+  if (!priority.ok()) return priority.status();
   std::unique_ptr<LanePool> pool(new LanePool());
   pool->lanes_.resize(lanes);  // destroyed by ~LanePool even on error
   for (int i = 0; i < lanes; ++i) {
-    if (absl::Status s = CreateLane(pool->lanes_[i]); !s.ok()) return s;
+    if (absl::Status s = CreateLane(pool->lanes_[i], *priority); !s.ok()) return s;
     absl::MutexLock lock(&pool->mu_);
     pool->free_lanes_.push_back(i);
   }

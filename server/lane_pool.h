@@ -50,6 +50,14 @@ struct Lane {
   std::vector<std::shared_ptr<const ClientMemory>> in_flight;
 };
 
+// The stream priority (as cudaStreamCreateWithPriority takes it) of the
+// lanes of Runs of `priority` on the current device: kHigh the device's
+// greatest, kNormal one level above the lowest, which is left to
+// background work (the idle tuner's measuring stream, idle_tuner.h), so
+// the block scheduler starts any Run's blocks before the tuner's. A
+// device with fewer levels gives what it has.
+absl::StatusOr<int> RunStreamPriority(RunPriority priority);
+
 // A lane's stream, timing ring, `passed` event and workspace on the current
 // device; DestroyLane (device set) frees what CreateLane made, also after
 // it failed halfway. The pool's lanes and RunStreams' lanes are made so.

@@ -34,10 +34,12 @@
 #include "server/config_cache.h"
 #include "server/cpu_backend.h"
 #include "server/gpu_backend.h"
+#include "server/idle_tuner.h"
 #include "server/log.h"
 #include "server/service.h"
 #include "server/unix_listener.h"
 #include "tuner/backend.h"
+#include "tuner/gpu_backend.h"
 
 namespace kt::server {
 namespace {
@@ -56,6 +58,11 @@ constexpr int kGpuStreams = 4;
 // request under concurrent clients.
 constexpr int kGrpcMinPollers = 2;
 constexpr int kGrpcMaxPollers = 32;
+// The idle tuner's device memory: the L2 flush buffer (4 x L2: 200 MB on
+// an H100 or H200, 504 MB on a B200) and a problem with its rotation sets
+// (4 x L2 for small problems). 1 GiB is about 1% of those GPUs' memory;
+// larger problems are left to `kerntune tune --served`.
+constexpr int64_t kIdleTunerMemoryBytes = int64_t{1} << 30;
 // How long the calls in flight at SIGTERM may take to finish: a large Run's
 // kernel is milliseconds; a client that still waits after this is cut off.
 constexpr absl::Duration kShutdownGrace = absl::Seconds(5);
@@ -192,6 +199,44 @@ absl::StatusOr<Backends> MakeBackend(const Options& options) {
   std::string reason = absl::StrCat(names.size() == 1 ? "CUDA device " : "CUDA devices ",
                                     absl::StrJoin(names, ", "));
   return Backends{*std::move(gpu), std::move(reason), std::move(shipped_files)};
+}
+
+// --tune_idle's tuner over the GPU backend's devices: each device's Runs
+// and record of problems served untuned, and a low-priority,
+// memory-bounded tuner backend.
+absl::StatusOr<std::unique_ptr<IdleTuner>> MakeIdleTuner(const Options& options,
+                                                         Backend& backend,
+                                                         const std::string& reason) {
+  if (backend.name() != "gpu") {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--tune_idle tunes GPU kernels, and this daemon runs the ", backend.name(),
+        " backend (", reason, "): start it on a GPU, or without --tune_idle"));
+  }
+  std::vector<IdleTuner::Device> devices;
+  for (const BackendDevice& device : backend.devices()) {
+    devices.push_back({device.info.ordinal, tuner::SkuOf(device.info),
+                       &device.config_cache->served_untuned()});
+  }
+  const IdleTuner::ActivityOf activity = [&backend](size_t index) {
+    const std::vector<BackendDevice> devices = backend.devices();
+    return IdleTuner::Activity{devices[index].runs, devices[index].runs_in_flight};
+  };
+  const IdleTuner::OpenBackend open_backend =
+      [](int ordinal) -> absl::StatusOr<std::unique_ptr<tuner::Backend>> {
+    tuner::GpuBackendOptions gpu;
+    gpu.low_priority = true;
+    gpu.memory_limit_bytes = kIdleTunerMemoryBytes;
+    absl::StatusOr<std::unique_ptr<tuner::GpuBackend>> made =
+        tuner::GpuBackend::Create(ordinal, gpu);
+    if (!made.ok()) return made.status();
+    return std::unique_ptr<tuner::Backend>(*std::move(made));
+  };
+  IdleTuner::Options tuner_options;
+  tuner_options.db_path = options.configs.db_path;
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  tuner_options.host = host;
+  return IdleTuner::Create(std::move(devices), activity, open_backend, tuner_options);
 }
 
 // The health service per device: "kerntune.v1.KernTune/<uuid>" (or
@@ -343,6 +388,15 @@ absl::Status ValidateOptions(const Options& options) {
         "--cpu and --devices=", options.execution.devices, " exclude each other: the CPU "
         "backend serves no GPU"));
   }
+  if (options.tuning.tune_idle && options.execution.force_cpu) {
+    return absl::InvalidArgumentError(
+        "--tune_idle and --cpu exclude each other: the CPU backend launches no tuned configs, "
+        "so there is nothing to tune");
+  }
+  if (options.tuning.tune_idle && options.configs.db_path.empty()) {
+    return absl::InvalidArgumentError(
+        "--tune_idle writes what it tunes to the tuning store, and there is none: give --db");
+  }
   if (options.execution.workers < 1 || options.execution.workers > 1024) {
     return absl::InvalidArgumentError(
         absl::StrCat("--workers=", options.execution.workers, " must be in [1, 1024]"));
@@ -356,6 +410,13 @@ absl::Status RunServer(const Options& options) {
   absl::StatusOr<Backends> backends = MakeBackend(options);
   if (!backends.ok()) return backends.status();
   Backend& backend = *backends->backend;
+  std::unique_ptr<IdleTuner> idle_tuner;
+  if (options.tuning.tune_idle) {
+    absl::StatusOr<std::unique_ptr<IdleTuner>> made =
+        MakeIdleTuner(options, backend, backends->reason);
+    if (!made.ok()) return made.status();
+    idle_tuner = *std::move(made);
+  }
 
   PeerTable peers;
   ServiceOptions service_options;
@@ -368,6 +429,7 @@ absl::Status RunServer(const Options& options) {
     return peers.Lookup(grpc_peer);
   };
   service_options.workers = options.execution.workers;
+  service_options.idle_tuner = idle_tuner.get();
   std::unique_ptr<Metrics> metrics;
   if (!options.listen.metrics_address.empty()) {
     metrics = std::make_unique<Metrics>(KT_PROJECT_VERSION, kernels::kKernelLibraryVersion);
@@ -419,10 +481,19 @@ absl::Status RunServer(const Options& options) {
   LogServing(options, backend, backends->reason,
              metrics ? absl::StrCat("http://", options.listen.metrics_address, "/metrics") : "",
              (*listener)->memory_access());
+  if (idle_tuner != nullptr) {
+    idle_tuner->Start();
+    LogInfo(absl::StrCat("idle tuner on: tunes the problems served untuned while their GPU has "
+                         "no Runs, into ",
+                         options.configs.db_path, ", in at most ",
+                         kIdleTunerMemoryBytes >> 20, " MiB of device memory"));
+  }
 
   const int signal_number = WaitForStopSignal();
   const absl::Time stop_started = absl::Now();
   LogInfo(absl::StrCat(strsignal(signal_number), " received, draining requests in flight"));
+  // Stops within a measurement, while the Runs in flight drain.
+  if (idle_tuner != nullptr) idle_tuner->RequestStop();
   server->GetHealthCheckService()->SetServingStatus(false);
   // Refuse new calls and let the ones in flight finish; then shut down at
   // once, so idle client connections do not hold the exit back.
@@ -435,6 +506,7 @@ absl::Status RunServer(const Options& options) {
   server->Wait();
   stop_housekeeping.Notify();
   housekeeper.join();
+  if (idle_tuner != nullptr) idle_tuner->Stop();
   service.CloseClientMemory();
   unlink(options.listen.socket_path.c_str());
   LogInfo(absl::StrFormat(

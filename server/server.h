@@ -58,6 +58,12 @@ struct Options {
     // callback threads.
     int workers = 8;
   } execution;
+  // Tuning by the daemon itself.
+  struct Tuning {
+    // --tune_idle: tune the problems Runs were served untuned while their
+    // GPU has no Runs, into --db (idle_tuner.h). GPU backend only.
+    bool tune_idle = false;
+  } tuning;
   // What one client may ask of the daemon.
   struct Limits {
     // --max_request_bytes: the largest tensor (rows * cols * inner * dtype

@@ -653,6 +653,15 @@ grpc::Status KernTuneService::HandleGetStatus(absl::string_view peer,
   response->set_max_request_bytes(options_.max_request_bytes);
   response->set_cuda_ipc_supported(backend_.supports_cuda_ipc());
   response->set_open_queues(queues_.size());
+  pb::IdleTuning* idle = response->mutable_idle_tuning();
+  if (options_.idle_tuner != nullptr) {
+    const IdleTuner::Status tuner = options_.idle_tuner->status();
+    idle->set_enabled(true);
+    idle->set_tuning(tuner.tuning);
+    idle->set_paused(tuner.paused);
+    idle->set_problems_tuned(tuner.problems_tuned);
+    idle->set_problems_failed(tuner.problems_failed);
+  }
   StatsToProto(backend_.stats(), run_counters_.totals(), response->mutable_stats());
   return grpc::Status::OK;
 }

@@ -37,6 +37,7 @@
 #include "server/client_memory.h"
 #include "server/client_tensors.h"
 #include "server/drain_guard.h"
+#include "server/idle_tuner.h"
 #include "server/metrics.h"
 #include "server/peer_credentials.h"
 #include "server/queue_poller.h"
@@ -78,6 +79,9 @@ struct ServiceOptions {
   // Submission queues (OpenQueue) and their poller.
   QueueLimits queues;
   PollerOptions poller;
+  // kerntuned --tune_idle's tuner, for GetStatus; null = off. Must outlive
+  // the service.
+  const IdleTuner* idle_tuner = nullptr;
 };
 
 // Small Runs, of at most kMaxGrpcThreadRunElements, are answered on gRPC's

@@ -2,12 +2,15 @@
 #include "tuner/gpu_backend.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/launch.h"
+#include "kernels/launch_config.h"
+#include "kernels/types.h"
 #include "kernels/verify.h"
 #include "kernels/version.h"
 
@@ -22,6 +25,33 @@ constexpr int64_t kDistinctRows = 256;
 constexpr int kL2Multiple = 4;
 constexpr int kMaxRotationSets = 64;
 constexpr int kLaunchesPerGraph = 20;
+// The copy roofline's size (source and target each), as PERF.md measures it;
+// a memory limit may make it smaller.
+constexpr int64_t kCopyRooflineBytes = int64_t{1} << 30;
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+// An upper bound of the device bytes kernels::Upload takes for `point`:
+// input, output and (with a mask) a mask as large as the input, the fp32
+// reference of the output, up to three fp32 per-row outputs with their
+// references, gamma and beta, and the workspace. Known before anything is
+// allocated.
+int64_t ProblemBytesBound(const GridPoint& point) {
+  const int64_t elements = point.shape.rows * point.shape.cols * point.shape.inner;
+  const int64_t dtype_bytes = static_cast<int64_t>(kernels::DTypeSize(point.dtype));
+  return elements * (dtype_bytes * (point.with_mask ? 3 : 2) + 4) + point.shape.rows * 24 +
+         2 * point.shape.cols * point.shape.inner * dtype_bytes + kernels::kMaxWorkspaceBytes;
+}
+
+// What the problem took on the device.
+int64_t DeviceBytes(const kernels::DeviceProblem& p) {
+  size_t bytes = 0;
+  for (const kernels::DeviceBuffer* b :
+       {&p.x, &p.y, &p.gamma, &p.beta, &p.mask, &p.mean, &p.inv_std, &p.row_scale, &p.y_ref,
+        &p.mean_ref, &p.inv_std_ref, &p.row_scale_ref, &p.workspace}) {
+    bytes += b->bytes();
+  }
+  return static_cast<int64_t>(bytes);
+}
 
 // A problem on the device plus extra input/output sets to rotate through.
 class GpuPointMeasurer final : public PointMeasurer {
@@ -35,7 +65,9 @@ class GpuPointMeasurer final : public PointMeasurer {
         problem_(std::move(problem)),
         l2_flusher_(l2_flusher) {}
 
-  absl::Status AddRotationSets() {
+  // Rotation sets in at most half of the free memory and `memory_left`
+  // bytes.
+  absl::Status AddRotationSets(int64_t memory_left) {
     const size_t set_bytes = problem_.x.bytes() + problem_.y.bytes();
     size_t free_bytes = 0, total_bytes = 0;
     if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
@@ -44,7 +76,9 @@ class GpuPointMeasurer final : public PointMeasurer {
     }
     const size_t wanted =
         (kL2Multiple * static_cast<size_t>(device_.l2_bytes) + set_bytes - 1) / set_bytes;
-    const size_t affordable = free_bytes / 2 / set_bytes;
+    const size_t affordable =
+        std::min(free_bytes / 2, static_cast<size_t>(std::max<int64_t>(memory_left, 0))) /
+        set_bytes;
     const int sets =
         static_cast<int>(std::clamp<size_t>(std::min(wanted, affordable), 1, kMaxRotationSets));
     for (int i = 1; i < sets; ++i) {
@@ -186,7 +220,8 @@ db::ConfigRecord ConfigRecordOf(const kernels::LaunchConfig& c) {
           c.split};
 }
 
-absl::StatusOr<std::unique_ptr<GpuBackend>> GpuBackend::Create(int ordinal) {
+absl::StatusOr<std::unique_ptr<GpuBackend>> GpuBackend::Create(int ordinal,
+                                                               const GpuBackendOptions& options) {
   if (kernels::CudaDeviceCount() == 0) {
     return absl::FailedPreconditionError("no CUDA device found: tuning needs a GPU");
   }
@@ -200,8 +235,21 @@ absl::StatusOr<std::unique_ptr<GpuBackend>> GpuBackend::Create(int ordinal) {
   cudaDriverGetVersion(&environment.driver_version);
   cudaRuntimeGetVersion(&environment.runtime_version);
   environment.kernel_version = kernels::kKernelLibraryVersion;
+  const int64_t flush_bytes = device->l2_bytes * kL2Multiple;
+  if (options.memory_limit_bytes > 0 && flush_bytes > options.memory_limit_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the L2 flush buffer alone takes ", flush_bytes / kMiB, " MiB, over the memory limit of ",
+        options.memory_limit_bytes / kMiB, " MiB"));
+  }
+  // Priority 0 is the default and, on current GPUs, also the lowest; asked
+  // for by name all the same.
+  int lowest = 0, highest = 0;
+  if (options.low_priority && cudaDeviceGetStreamPriorityRange(&lowest, &highest) != cudaSuccess) {
+    cudaGetLastError();
+    return absl::InternalError("cudaDeviceGetStreamPriorityRange failed");
+  }
   cudaStream_t stream = nullptr;
-  if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
+  if (cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, lowest) != cudaSuccess) {
     cudaGetLastError();
     return absl::InternalError("cudaStreamCreate failed");
   }
@@ -211,8 +259,14 @@ absl::StatusOr<std::unique_ptr<GpuBackend>> GpuBackend::Create(int ordinal) {
     cudaStreamDestroy(stream);
     return l2_flusher.status();
   }
-  return std::unique_ptr<GpuBackend>(new GpuBackend(
-      *std::move(device), std::move(environment), stream, *std::move(l2_flusher)));
+  return std::unique_ptr<GpuBackend>(
+      new GpuBackend(*std::move(device), std::move(environment), stream, *std::move(l2_flusher),
+                     options.memory_limit_bytes));
+}
+
+int64_t GpuBackend::MemoryLeft() const {
+  if (memory_limit_bytes_ <= 0) return std::numeric_limits<int64_t>::max();
+  return memory_limit_bytes_ - device_.l2_bytes * kL2Multiple;
 }
 
 GpuBackend::~GpuBackend() {
@@ -220,7 +274,12 @@ GpuBackend::~GpuBackend() {
 }
 
 absl::StatusOr<double> GpuBackend::MeasureCopyGbps() {
-  return tuner::MeasureCopyGbps(size_t{1} << 30, 20, stream_);
+  // Under a memory limit a smaller copy, whole MiB: still far larger than L2.
+  const int64_t bytes = std::min(kCopyRooflineBytes, MemoryLeft() / 2 / kMiB * kMiB);
+  if (bytes < kMiB) {
+    return absl::ResourceExhaustedError("the memory limit leaves no room for the copy roofline");
+  }
+  return tuner::MeasureCopyGbps(static_cast<size_t>(bytes), 20, stream_);
 }
 
 kernels::AttentionOptions AttentionOf(const GridPoint& point) {
@@ -232,6 +291,13 @@ kernels::AttentionOptions AttentionOf(const GridPoint& point) {
 }
 
 absl::StatusOr<std::unique_ptr<PointMeasurer>> GpuBackend::Prepare(const GridPoint& point) {
+  const int64_t memory_left = MemoryLeft();
+  if (const int64_t needs = ProblemBytesBound(point); needs > memory_left) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the problem needs up to ", (needs + kMiB - 1) / kMiB,
+                     " MiB of device memory; the memory limit of ", memory_limit_bytes_ / kMiB,
+                     " MiB leaves ", memory_left / kMiB, " MiB beside the L2 flush buffer"));
+  }
   // Distinct rows of a middle-axis problem are outer slices of cols * inner
   // elements: fewer of them keep the reference as cheap.
   const int64_t distinct_rows =
@@ -245,9 +311,10 @@ absl::StatusOr<std::unique_ptr<PointMeasurer>> GpuBackend::Prepare(const GridPoi
   if (!host.ok()) return host.status();
   absl::StatusOr<kernels::DeviceProblem> problem = kernels::Upload(*host, stream_);
   if (!problem.ok()) return problem.status();
+  const int64_t problem_bytes = DeviceBytes(*problem);
   auto measurer = std::make_unique<GpuPointMeasurer>(point, device_, stream_,
                                                      *std::move(problem), *l2_flusher_);
-  if (absl::Status s = measurer->AddRotationSets(); !s.ok()) return s;
+  if (absl::Status s = measurer->AddRotationSets(memory_left - problem_bytes); !s.ok()) return s;
   return measurer;
 }
 

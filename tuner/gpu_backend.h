@@ -7,6 +7,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <memory>
 
 #include "absl/status/statusor.h"
@@ -20,11 +21,27 @@ namespace kt::tuner {
 // kernels::MakeProblem takes them.
 kernels::AttentionOptions AttentionOf(const GridPoint& point);
 
+// For a backend that shares its GPU with serving (kerntuned's idle tuner).
+struct GpuBackendOptions {
+  // The measuring stream at the device's lowest priority, so the block
+  // scheduler starts other streams' blocks first.
+  bool low_priority = false;
+  // At most this many bytes of device memory (the L2 flush buffer, the
+  // copy roofline's buffers, a problem and its rotation sets); 0: no
+  // limit (rotation sets then take up to half of the free memory).
+  // Prepare refuses a problem that does not fit with ResourceExhausted,
+  // before allocating it; fewer rotation sets are made when they do not
+  // all fit (the L2 flush then covers for them).
+  int64_t memory_limit_bytes = 0;
+};
+
 class GpuBackend final : public Backend {
  public:
   // Makes `ordinal` the calling thread's current device and creates a stream.
-  // FailedPrecondition when there is no CUDA device.
-  static absl::StatusOr<std::unique_ptr<GpuBackend>> Create(int ordinal);
+  // FailedPrecondition when there is no CUDA device; ResourceExhausted when
+  // the L2 flush buffer alone is over the memory limit.
+  static absl::StatusOr<std::unique_ptr<GpuBackend>> Create(int ordinal,
+                                                            const GpuBackendOptions& options = {});
   ~GpuBackend() override;
 
   const kernels::DeviceInfo& device() const override { return device_; }
@@ -34,16 +51,21 @@ class GpuBackend final : public Backend {
 
  private:
   GpuBackend(kernels::DeviceInfo device, db::Environment environment, cudaStream_t stream,
-             std::unique_ptr<L2Flusher> l2_flusher)
+             std::unique_ptr<L2Flusher> l2_flusher, int64_t memory_limit_bytes)
       : device_(std::move(device)),
         environment_(std::move(environment)),
         stream_(stream),
-        l2_flusher_(std::move(l2_flusher)) {}
+        l2_flusher_(std::move(l2_flusher)),
+        memory_limit_bytes_(memory_limit_bytes) {}
+  // Bytes the copy roofline or a problem may take beside the L2 flush
+  // buffer; unlimited without a limit.
+  int64_t MemoryLeft() const;
 
   kernels::DeviceInfo device_;
   db::Environment environment_;
   cudaStream_t stream_;
   std::unique_ptr<L2Flusher> l2_flusher_;  // for problems that fit in L2
+  const int64_t memory_limit_bytes_;       // 0: none
 };
 
 }  // namespace kt::tuner

@@ -198,6 +198,20 @@ bool Stopping(const SweepOptions& o) {
   return o.stop != nullptr && o.stop->load(std::memory_order_relaxed);
 }
 
+// `measure`'s result once SweepOptions::yield says nobody else used the
+// device while it ran (taken again until then); nullopt when stopped while
+// waiting for the device.
+template <typename T>
+absl::StatusOr<std::optional<T>> Undisturbed(const SweepOptions& options,
+                                             absl::FunctionRef<absl::StatusOr<T>()> measure) {
+  while (true) {
+    absl::StatusOr<T> result = measure();
+    if (!result.ok()) return result.status();
+    if (!options.yield || !options.yield()) return std::optional<T>(*std::move(result));
+    if (Stopping(options)) return std::optional<T>();
+  }
+}
+
 db::Candidate MakeCandidate(int64_t run_id, const db::PointKey& key,
                             const kernels::LaunchConfig& config, const CandidateMeasurement& m,
                             const GridPoint& point, double copy_gbps) {
@@ -273,9 +287,14 @@ absl::StatusOr<Confirmation> Confirm(PointMeasurer& measurer,
         confirmation.stopped = true;
         return confirmation;
       }
-      absl::StatusOr<CandidateMeasurement> m = measurer.Measure(configs[contenders[c]], timing);
+      absl::StatusOr<std::optional<CandidateMeasurement>> m = Undisturbed<CandidateMeasurement>(
+          options, [&] { return measurer.Measure(configs[contenders[c]], timing); });
       if (!m.ok()) return m.status();
-      if (m->correct && m->timing) rounds[c].push_back(m->timing->median_us);
+      if (!m->has_value()) {
+        confirmation.stopped = true;
+        return confirmation;
+      }
+      if ((*m)->correct && (*m)->timing) rounds[c].push_back((*m)->timing->median_us);
     }
   }
   if (rounds[0].size() != static_cast<size_t>(options.confirm_rounds)) {
@@ -319,15 +338,24 @@ absl::StatusOr<std::optional<PointOutcome>> TunePoint(
   absl::StatusOr<std::unique_ptr<PointMeasurer>> measurer = backend.Prepare(point);
   if (!measurer.ok()) return measurer.status();
 
+  // Each measurement as the device's own (SweepOptions::yield); nullopt
+  // when stopped meanwhile.
+  const auto measure = [&](const kernels::LaunchConfig& config, const MeasureOptions& timing) {
+    return Undisturbed<CandidateMeasurement>(
+        options, [&] { return (*measurer)->Measure(config, timing); });
+  };
+
   // The heuristic first, fully timed: the baseline for pruning and speedup.
   MeasureOptions timing = options.timing;
   timing.prune_above_us.reset();
-  absl::StatusOr<CandidateMeasurement> baseline = (*measurer)->Measure(*heuristic, timing);
+  absl::StatusOr<std::optional<CandidateMeasurement>> baseline = measure(*heuristic, timing);
   if (!baseline.ok()) return baseline.status();
-  if (IsTimedAndCorrect(*baseline) && baseline->timing->median_us < options.graph_below_us) {
+  if (!baseline->has_value()) return std::optional<PointOutcome>();
+  if (IsTimedAndCorrect(**baseline) && (*baseline)->timing->median_us < options.graph_below_us) {
     timing.graph_replay = true;  // launch-bound: rank every candidate by graph replay
-    baseline = (*measurer)->Measure(*heuristic, timing);
+    baseline = measure(*heuristic, timing);
     if (!baseline.ok()) return baseline.status();
+    if (!baseline->has_value()) return std::optional<PointOutcome>();
   }
 
   PointOutcome outcome;
@@ -352,8 +380,8 @@ absl::StatusOr<std::optional<PointOutcome>> TunePoint(
       best = candidates.size() - 1;
     }
   };
-  consider(*heuristic, *baseline);
-  if (IsTimedAndCorrect(*baseline)) outcome.heuristic_us = baseline->timing->median_us;
+  consider(*heuristic, **baseline);
+  if (IsTimedAndCorrect(**baseline)) outcome.heuristic_us = (*baseline)->timing->median_us;
   on_candidate(1, static_cast<int>(configs->size()));
 
   int done = 1;
@@ -362,12 +390,13 @@ absl::StatusOr<std::optional<PointOutcome>> TunePoint(
     if (Stopping(options)) return std::optional<PointOutcome>();
     MeasureOptions candidate_timing = timing;
     if (best) candidate_timing.prune_above_us = *candidates[*best].median_us * options.prune_factor;
-    absl::StatusOr<CandidateMeasurement> m = (*measurer)->Measure(config, candidate_timing);
+    absl::StatusOr<std::optional<CandidateMeasurement>> m = measure(config, candidate_timing);
     if (!m.ok()) {
       return absl::Status(m.status().code(),
                           absl::StrCat(kernels::ConfigKey(config), ": ", m.status().message()));
     }
-    consider(config, *m);
+    if (!m->has_value()) return std::optional<PointOutcome>();
+    consider(config, **m);
     on_candidate(++done, static_cast<int>(configs->size()));
   }
   if (!best) {
@@ -450,13 +479,16 @@ absl::Status PlanPool(db::TuningStore& store, const std::vector<GridPoint>& grid
 }
 
 // Measures the copy roofline on `backend` and creates the pool's run, once:
-// the first device of the pool to get here does it, the others wait.
-absl::Status StartPool(db::TuningStore& store, Backend& backend, Pool& pool,
+// the first device of the pool to get here does it, the others wait. False
+// when stopped before the roofline could be measured.
+absl::StatusOr<bool> StartPool(db::TuningStore& store, Backend& backend, Pool& pool,
                        const SweepOptions& options, Progress& progress) {
   std::lock_guard<std::mutex> lock(pool.start_mu);
-  if (pool.started) return absl::OkStatus();
-  absl::StatusOr<double> copy_gbps = backend.MeasureCopyGbps();
+  if (pool.started) return true;
+  absl::StatusOr<std::optional<double>> copy_gbps =
+      Undisturbed<double>(options, [&] { return backend.MeasureCopyGbps(); });
   if (!copy_gbps.ok()) return copy_gbps.status();
+  if (!copy_gbps->has_value()) return false;
   db::TuningRun run;
   run.gpu_id = pool.gpu_id;
   run.started_at = static_cast<int64_t>(std::time(nullptr));
@@ -465,15 +497,15 @@ absl::Status StartPool(db::TuningStore& store, Backend& backend, Pool& pool,
   run.command_line = options.command_line;
   run.grid = pool.grid;
   run.points_total = static_cast<int64_t>(pool.todo.size());
-  run.copy_gbps = *copy_gbps;
+  run.copy_gbps = **copy_gbps;
   run.env = pool.env;
   absl::StatusOr<int64_t> run_id = store.CreateRun(run);
   if (!run_id.ok()) return run_id.status();
   pool.run_id = *run_id;
-  pool.copy_gbps = *copy_gbps;
+  pool.copy_gbps = **copy_gbps;
   pool.started = true;
   progress.PoolStarted(pool);
-  return absl::OkStatus();
+  return true;
 }
 
 // What one device did; `tuned` holds its points by index into the pool's todo.
@@ -494,8 +526,13 @@ WorkResult Work(db::TuningStore& store, Backend& backend, Pool& pool, int device
       result.outcome.interrupted = true;
       break;
     }
-    if (absl::Status s = StartPool(store, backend, pool, options, progress); !s.ok()) {
-      result.outcome.status = s;
+    absl::StatusOr<bool> started = StartPool(store, backend, pool, options, progress);
+    if (!started.ok()) {
+      result.outcome.status = started.status();
+      break;
+    }
+    if (!*started) {  // stopped while waiting to measure the roofline
+      result.outcome.interrupted = true;
       break;
     }
     const size_t i = pool.next.fetch_add(1);

@@ -49,6 +49,14 @@ struct SweepOptions {
   // Set (e.g. by a SIGINT handler) to stop between candidates, on every
   // device: the current points are dropped, the runs marked interrupted.
   const std::atomic<bool>* stop = nullptr;
+  // For a device the sweep shares (kerntuned's idle tuner): called on the
+  // measuring thread after each measurement (a candidate, a confirmation
+  // round, the copy roofline). True means others used the device meanwhile:
+  // the callback has already waited until it is free again (or `stop` was
+  // set), and the measurement is dropped and taken again, so no timing
+  // disturbed by other work is ever kept. Empty: the device is the sweep's
+  // own.
+  std::function<bool()> yield;
   // Progress: a line per point, or a live line on a terminal.
   std::ostream* progress = nullptr;
   bool progress_is_terminal = false;

@@ -68,6 +68,9 @@ struct FakeDevice {
   // Measurements begun after *stop was set.
   const std::atomic<bool>* stop = nullptr;
   int measures_after_stop = 0;
+  // Set (by on_measure): this measurement shares the device and comes out
+  // a hundred times too fast, as SweepOptions::yield is told.
+  bool disturbed = false;
 };
 
 double ModelTime(const std::string& key, double scale) {
@@ -100,6 +103,7 @@ class FakeMeasurer final : public PointMeasurer {
     TimingStats t;
     t.median_us = ModelTime(key, device_.scale_us);
     if (key == device_.lucky_key) t.median_us *= device_.measures[key] == 1 ? 0.1 : 10.0;
+    if (device_.disturbed) t.median_us *= 0.01;
     t.min_us = t.median_us * 0.99;
     t.p10_us = t.min_us;
     t.p90_us = t.median_us * 1.01;
@@ -369,6 +373,74 @@ TEST_F(SweepTest, AStopDuringTheConfirmationDropsThePoint) {
   EXPECT_EQ(fake_.total_measures, first_confirmation) << "no re-timing after the stop";
   EXPECT_TRUE(Best().empty()) << "a point stopped in its confirmation is not written";
   EXPECT_EQ(store_->GetRun(summary->run_id)->status, db::RunStatus::kInterrupted);
+}
+
+// A measurement others disturbed (SweepOptions::yield says so) is taken
+// again: its timing is never stored, wherever it falls (a candidate, the
+// heuristic, a confirmation round), and every other measurement is as
+// without the callback.
+TEST_F(SweepTest, ADisturbedMeasurementIsTakenAgainAndNeverStored) {
+  const GridPoint point = grid_[0];
+  FakeDevice undisturbed;
+  {
+    FakeBackend backend(undisturbed);
+    kt::testing::ScopedTempDir other;
+    db::OpenOptions open;
+    open.create_if_missing = true;
+    auto store = db::TuningStore::Open(other.File("tuning.db"), open);
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE(RunSweep(**store, backend, {point}, {}).ok());
+  }
+  const int total = undisturbed.total_measures;
+  for (const int disturbed_at : {1, 2, 7, total - 1}) {
+    SCOPED_TRACE(disturbed_at);
+    FakeDevice fake;
+    fake.on_measure = [&](int n) { fake.disturbed = n == disturbed_at; };
+    int yields = 0, disturbances = 0;
+    SweepOptions options;
+    options.force = true;
+    options.yield = [&] {
+      ++yields;
+      if (!fake.disturbed) return false;
+      ++disturbances;
+      fake.disturbed = false;
+      return true;
+    };
+    FakeBackend backend(fake);
+    absl::StatusOr<SweepSummary> summary = RunSweep(*store_, backend, {point}, options);
+    ASSERT_TRUE(summary.ok()) << summary.status();
+    EXPECT_EQ(disturbances, 1);
+    EXPECT_EQ(fake.total_measures, total + 1) << "the disturbed one again, nothing else";
+    EXPECT_EQ(yields, total + 1 + 1) << "after every measurement and the copy roofline";
+    const std::vector<db::BestConfig> best = Best();
+    ASSERT_EQ(best.size(), 1u);
+    absl::StatusOr<std::vector<db::Candidate>> candidates =
+        store_->ListCandidates(best[0].point, summary->run_id);
+    ASSERT_TRUE(candidates.ok());
+    for (const db::Candidate& c : *candidates) {
+      if (c.median_us) EXPECT_GE(*c.median_us, fake.scale_us) << c.config.key;
+    }
+    EXPECT_GE(best[0].median_us, fake.scale_us);
+  }
+}
+
+// A stop while the callback waits for the device ends the point unwritten.
+TEST_F(SweepTest, AStopWhileWaitingForTheDeviceDropsThePoint) {
+  std::atomic<bool> stop{false};
+  SweepOptions options;
+  options.stop = &stop;
+  fake_.on_measure = [&](int n) { fake_.disturbed = n == 4; };
+  options.yield = [&] {
+    if (!fake_.disturbed) return false;
+    stop = true;  // stopped while it waited
+    return true;
+  };
+  FakeBackend backend(fake_);
+  absl::StatusOr<SweepSummary> summary = RunSweep(*store_, backend, {grid_[0]}, options);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_TRUE(summary->interrupted);
+  EXPECT_EQ(fake_.total_measures, 4);
+  EXPECT_TRUE(Best().empty());
 }
 
 TEST_F(SweepTest, TunesTheNewRowOpsAndRecordsTheirConfigsWhole) {
