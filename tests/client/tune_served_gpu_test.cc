@@ -1,9 +1,11 @@
-// `kerntune tune --served` on a real GPU (CTest label gpu): a kerntuned with
-// an empty store serves two problems with the heuristic and records them;
-// `tune --served` tunes exactly those into the store the daemon reads; once
+// Tuning what the daemon served untuned, on a real GPU (CTest label gpu): a
+// kerntuned with an empty store serves two problems with the heuristic and
+// records them; `kerntune tune --served`, or the daemon itself while idle
+// (--tune_idle), tunes exactly those into the store the daemon reads; once
 // it has reloaded, both are served their exact tuned entry and nothing is
 // left to tune.
 #include <chrono>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -32,13 +34,16 @@ ProcessResult KerntuneCli(std::vector<std::string> args) {
 
 class TuneServedGpuTest : public ::testing::Test {
  protected:
+  // kerntuned's flags beyond its socket, store and (no) shipped configs.
+  virtual std::vector<std::string> ExtraFlags() const { return {}; }
+
   void SetUp() override {
     ASSERT_GT(kernels::CudaDeviceCount(), 0) << "this test needs a GPU";
-    daemon_ = std::make_unique<server::testing::Daemon>(
-        server::testing::KerntunedBinary(),
-        std::vector<std::string>{"--socket=" + socket_, "--db=" + db_,
-                                 "--configs=" + dir_.File("no_shipped_configs")},
-        dir_.File("kerntuned.log"));
+    std::vector<std::string> flags = {"--socket=" + socket_, "--db=" + db_,
+                                      "--configs=" + dir_.File("no_shipped_configs")};
+    for (const std::string& flag : ExtraFlags()) flags.push_back(flag);
+    daemon_ = std::make_unique<server::testing::Daemon>(server::testing::KerntunedBinary(),
+                                                        flags, dir_.File("kerntuned.log"));
     const absl::Status serving =
         server::testing::WaitUntilServing(*daemon_, socket_, std::chrono::seconds(30));
     ASSERT_TRUE(serving.ok()) << serving;
@@ -121,6 +126,53 @@ TEST_F(TuneServedGpuTest, TunesExactlyTheServedProblemsWhichAreThenServedTuned) 
   const ProcessResult again = KerntuneCli({"tune", "--served", "--server=" + target()});
   EXPECT_EQ(again.code, 0) << again.err;
   EXPECT_THAT(again.err, HasSubstr("nothing to tune"));
+}
+
+class TuneIdleGpuTest : public TuneServedGpuTest {
+ protected:
+  std::vector<std::string> ExtraFlags() const override { return {"--devices=0", "--tune_idle"}; }
+};
+
+TEST_F(TuneIdleGpuTest, TheDaemonTunesTheProblemsItServedUntunedWhileIdle) {
+  absl::StatusOr<pb::GetStatusResponse> status = client_->GetStatus();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_TRUE(status->idle_tuning().enabled());
+
+  const ProcessResult softmax = Run("softmax", "fp16", "64", "1000");
+  ASSERT_EQ(softmax.code, 0) << softmax.out << softmax.err;
+  EXPECT_THAT(softmax.out, HasSubstr("(source: heuristic)"));
+  const ProcessResult norm = Run("layer_norm", "fp32", "32", "768");
+  ASSERT_EQ(norm.code, 0) << norm.out << norm.err;
+  EXPECT_THAT(norm.out, HasSubstr("(source: heuristic)"));
+
+  // Tuned once the GPU is idle, then reloaded (every 2 s) and dropped from
+  // the record.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
+  bool seen_tuning = false;
+  while (std::chrono::steady_clock::now() < deadline) {
+    status = client_->GetStatus();
+    ASSERT_TRUE(status.ok()) << status.status();
+    seen_tuning = seen_tuning || !status->idle_tuning().tuning().empty();
+    absl::StatusOr<pb::ListServedShapesResponse> served = client_->ListServedShapes();
+    ASSERT_TRUE(served.ok()) << served.status();
+    if (status->idle_tuning().problems_tuned() == 2 && served->shapes_size() == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_TRUE(seen_tuning);
+  EXPECT_EQ(status->idle_tuning().problems_tuned(), 2) << status->idle_tuning().DebugString();
+  EXPECT_EQ(status->idle_tuning().problems_failed(), 0);
+  EXPECT_EQ(client_->ListServedShapes()->shapes_size(), 0);
+  {
+    auto store = db::TuningStore::Open(db_, {});
+    ASSERT_TRUE(store.ok()) << store.status();
+    auto best = (*store)->ListBestConfigs({});
+    ASSERT_TRUE(best.ok()) << best.status();
+    EXPECT_EQ(best->size(), 2u);  // exactly the served problems
+  }
+  EXPECT_THAT(Run("softmax", "fp16", "64", "1000").out, HasSubstr("(source: tuned)"));
+  EXPECT_THAT(Run("layer_norm", "fp32", "32", "768").out, HasSubstr("(source: tuned)"));
+  EXPECT_EQ(client_->ListServedShapes()->shapes_size(), 0);
+  EXPECT_THAT(daemon_->Log(), HasSubstr("idle tuner: tuned softmax float16 64x1000 on GPU 0"));
 }
 
 }  // namespace
