@@ -44,6 +44,15 @@ struct ProcessResult {
 // Runs `argv` (argv[0] a path) to completion, capturing stdout and stderr.
 ProcessResult RunProcess(const std::vector<std::string>& argv);
 
+#ifdef KT_KERNTUNE_BINARY
+// The kerntune CLI built with these tests (its target defines the path),
+// run with `args`.
+inline ProcessResult RunKerntune(std::vector<std::string> args) {
+  args.insert(args.begin(), KT_KERNTUNE_BINARY);
+  return RunProcess(args);
+}
+#endif
+
 using server::testing::RandomTensor;
 using server::testing::ToKernels;
 

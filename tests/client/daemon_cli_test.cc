@@ -26,12 +26,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using testing::CpuDaemonTest;
 using testing::ProcessResult;
-using testing::RunProcess;
-
-ProcessResult Kerntune(std::vector<std::string> args) {
-  args.insert(args.begin(), KT_KERNTUNE_BINARY);
-  return RunProcess(args);
-}
+using testing::RunKerntune;
 
 // Parses one JSON object; fails the test when it is not one.
 google::protobuf::Struct ParseJson(const std::string& text) {
@@ -48,7 +43,7 @@ TEST_F(KerntuneDaemonVerbsTest, RunChecksEveryOpAndDtypeInline) {
   for (const char* op : {"softmax", "log_softmax", "layer_norm"}) {
     for (const char* dtype : {"float32", "float16", "bfloat16"}) {
       const ProcessResult run =
-          Kerntune({"run", op, std::string("--dtype=") + dtype, "--rows=33", "--cols=1000",
+          RunKerntune({"run", op, std::string("--dtype=") + dtype, "--rows=33", "--cols=1000",
                     "--server=" + target(), "--via=inline", "--iterations=3"});
       SCOPED_TRACE(std::string(op) + " " + dtype + "\n" + run.out + run.err);
       EXPECT_EQ(run.code, 0);
@@ -80,7 +75,7 @@ TEST_F(KerntuneDaemonVerbsTest, RunChecksTheNewOpsInlineAndThroughSharedMemory) 
       args.push_back("--server=" + target());
       args.push_back("--via=" + via);
       args.push_back("--iterations=2");
-      const ProcessResult run = Kerntune(args);
+      const ProcessResult run = RunKerntune(args);
       SCOPED_TRACE(absl::StrJoin(args, " ") + "\n" + run.out + run.err);
       EXPECT_EQ(run.code, 0);
       EXPECT_THAT(run.out, HasSubstr("matches the fp64 reference"));
@@ -88,16 +83,16 @@ TEST_F(KerntuneDaemonVerbsTest, RunChecksTheNewOpsInlineAndThroughSharedMemory) 
     }
   }
   const ProcessResult masked =
-      Kerntune({"run", "scaled_masked_softmax", "--dtype=fp32", "--rows=48", "--cols=40",
+      RunKerntune({"run", "scaled_masked_softmax", "--dtype=fp32", "--rows=48", "--cols=40",
                 "--mask", "--mask_rows=8", "--server=" + target(), "--via=inline"});
   EXPECT_THAT(masked.out, HasSubstr("mask of 8 rows"));
-  const ProcessResult axis = Kerntune({"run", "softmax", "--dtype=fp32", "--rows=4",
+  const ProcessResult axis = RunKerntune({"run", "softmax", "--dtype=fp32", "--rows=4",
                                        "--cols=5", "--inner=6", "--server=" + target(),
                                        "--format=json"});
   ASSERT_EQ(axis.code, 0) << axis.out << axis.err;
   EXPECT_EQ(ParseJson(axis.out).fields().at("inner").number_value(), 6);
   // The scales (and RMSNorm's 1/rms) are checked too: 64 rows beyond the output.
-  const ProcessResult scale = Kerntune({"run", "reduce_scale", "--dtype=fp32", "--rows=64",
+  const ProcessResult scale = RunKerntune({"run", "reduce_scale", "--dtype=fp32", "--rows=64",
                                         "--cols=10", "--server=" + target()});
   EXPECT_THAT(scale.out, HasSubstr("(704 values;"));
 }
@@ -106,7 +101,7 @@ TEST_F(KerntuneDaemonVerbsTest, RunJsonAndAutoWithACpuDaemon) {
   ASSERT_NO_FATAL_FAILURE(Start());
   // auto: a CPU daemon takes no CUDA IPC, so inline whether or not a GPU is here.
   const ProcessResult run =
-      Kerntune({"run", "layer_norm", "--dtype=bf16", "--rows=5", "--cols=77", "--epsilon=0.5",
+      RunKerntune({"run", "layer_norm", "--dtype=bf16", "--rows=5", "--cols=77", "--epsilon=0.5",
                 "--server=" + target(), "--format=json", "--iterations=2"});
   ASSERT_EQ(run.code, 0) << run.out << run.err;
   const google::protobuf::Struct json = ParseJson(run.out);
@@ -127,7 +122,7 @@ TEST_F(KerntuneDaemonVerbsTest, RunJsonAndAutoWithACpuDaemon) {
 
 TEST_F(KerntuneDaemonVerbsTest, StatusAsTextAndJson) {
   ASSERT_NO_FATAL_FAILURE(Start());
-  const ProcessResult text = Kerntune({"status", "--server=" + socket_});
+  const ProcessResult text = RunKerntune({"status", "--server=" + socket_});
   ASSERT_EQ(text.code, 0) << text.out << text.err;
   for (const char* line :
        {"kerntuned  ", "backend    cpu: --cpu given (the fp64 reference on the CPU; GPU tuned "
@@ -145,7 +140,7 @@ TEST_F(KerntuneDaemonVerbsTest, StatusAsTextAndJson) {
   }
   EXPECT_THAT(text.out, HasSubstr(" at " + target()));
 
-  const ProcessResult json = Kerntune({"status", "--server=" + target(), "--format=json"});
+  const ProcessResult json = RunKerntune({"status", "--server=" + target(), "--format=json"});
   ASSERT_EQ(json.code, 0) << json.out << json.err;
   const google::protobuf::Struct parsed = ParseJson(json.out);
   const auto& f = parsed.fields();
@@ -170,14 +165,14 @@ TEST_F(KerntuneDaemonVerbsTest, StatusAsTextAndJson) {
 // The Runs served, after a Run.
 TEST_F(KerntuneDaemonVerbsTest, StatusShowsTheRunsServed) {
   ASSERT_NO_FATAL_FAILURE(Start());
-  const ProcessResult run = Kerntune({"run", "softmax", "--dtype=fp16", "--rows=2", "--cols=8",
+  const ProcessResult run = RunKerntune({"run", "softmax", "--dtype=fp16", "--rows=2", "--cols=8",
                                       "--iterations=1", "--server=" + target()});
   ASSERT_EQ(run.code, 0) << run.out << run.err;
-  const ProcessResult text = Kerntune({"status", "--server=" + target()});
+  const ProcessResult text = RunKerntune({"status", "--server=" + target()});
   ASSERT_EQ(text.code, 0) << text.out << text.err;
   EXPECT_THAT(text.out, HasSubstr("runs       1 answered, 0 of them before the GPU finished; "
                                   "handler mean "));
-  const ProcessResult json = Kerntune({"status", "--server=" + target(), "--format=json"});
+  const ProcessResult json = RunKerntune({"status", "--server=" + target(), "--format=json"});
   ASSERT_EQ(json.code, 0) << json.out << json.err;
   const google::protobuf::Struct parsed = ParseJson(json.out);
   const auto& f = parsed.fields();
@@ -195,7 +190,7 @@ TEST_F(KerntuneDaemonVerbsTest, RunChecksTheInlineLimitFirstAndNamesViaShm) {
                                          "--server=" + target()};
   std::vector<std::string> inline_args = args;
   inline_args.push_back("--via=inline");
-  const ProcessResult refused = Kerntune(inline_args);
+  const ProcessResult refused = RunKerntune(inline_args);
   EXPECT_EQ(refused.code, 1) << refused.out << refused.err;
   EXPECT_EQ(refused.err,
             "kerntune run: softmax float32 1024x1024 is 4194304 bytes per tensor, over the "
@@ -206,7 +201,7 @@ TEST_F(KerntuneDaemonVerbsTest, RunChecksTheInlineLimitFirstAndNamesViaShm) {
   EXPECT_THAT(daemon_->Log(), Not(HasSubstr("RESOURCE_EXHAUSTED")));
   std::vector<std::string> shm_args = args;
   shm_args.push_back("--via=shm");
-  const ProcessResult shm = Kerntune(shm_args);
+  const ProcessResult shm = RunKerntune(shm_args);
   EXPECT_EQ(shm.code, 0) << shm.out << shm.err;
   EXPECT_THAT(shm.out, HasSubstr("matches the fp64 reference"));
 }
@@ -216,7 +211,7 @@ TEST_F(KerntuneDaemonVerbsTest, NoDaemonIsAClearFailure) {
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"status", nobody},
         {"run", "softmax", "--dtype=fp16", "--rows=2", "--cols=8", nobody}}) {
-    const ProcessResult run = Kerntune(args);
+    const ProcessResult run = RunKerntune(args);
     EXPECT_EQ(run.code, 1) << args[0];
     EXPECT_THAT(run.err, HasSubstr(dir_.File("nobody.sock"))) << args[0];
     EXPECT_THAT(run.err, HasSubstr("is kerntuned running there?")) << args[0];
@@ -270,7 +265,7 @@ TEST_F(KerntuneDaemonVerbsTest, UsageErrorsExitTwo) {
       {{"status", "--db=x"}, "--db is not a flag of `kerntune status`"},
   };
   for (const auto& c : cases) {
-    const ProcessResult run = Kerntune(c.args);
+    const ProcessResult run = RunKerntune(c.args);
     EXPECT_EQ(run.code, 2) << c.args[0] << " " << c.message << "\n" << run.err;
     EXPECT_THAT(run.err, HasSubstr(c.message));
   }
@@ -280,7 +275,7 @@ TEST_F(KerntuneDaemonVerbsTest, IpcWithoutAGpuDaemonFails) {
   // No GPU here: "needs CUDA device 0"; with one, the CPU daemon refuses the
   // CUDA IPC registration. Either way a failure, never a silent fallback.
   ASSERT_NO_FATAL_FAILURE(Start());
-  const ProcessResult run = Kerntune({"run", "softmax", "--dtype=fp32", "--rows=2", "--cols=8",
+  const ProcessResult run = RunKerntune({"run", "softmax", "--dtype=fp32", "--rows=2", "--cols=8",
                                       "--via=ipc", "--server=" + target()});
   EXPECT_EQ(run.code, 1) << run.out << run.err;
   EXPECT_THAT(run.out, Not(HasSubstr("matches")));

@@ -20,26 +20,21 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using testing::CpuDaemonTest;
 using testing::ProcessResult;
-using testing::RunProcess;
-
-ProcessResult KerntuneCli(std::vector<std::string> args) {
-  args.insert(args.begin(), KT_KERNTUNE_BINARY);
-  return RunProcess(args);
-}
+using testing::RunKerntune;
 
 class TuneServedTest : public CpuDaemonTest {};
 
 TEST_F(TuneServedTest, ACpuDaemonHasNothingToTune) {
   ASSERT_NO_FATAL_FAILURE(Start());
   // A Run first: the CPU reference launches no config, so none is recorded.
-  const ProcessResult run = KerntuneCli({"run", "softmax", "--dtype=fp32", "--rows=3",
+  const ProcessResult run = RunKerntune({"run", "softmax", "--dtype=fp32", "--rows=3",
                                       "--cols=100", "--via=inline", "--server=" + target()});
   ASSERT_EQ(run.code, 0) << run.err;
   absl::StatusOr<pb::ListServedShapesResponse> served = Client().ListServedShapes();
   ASSERT_TRUE(served.ok()) << served.status();
   EXPECT_EQ(served->shapes_size(), 0);
 
-  const ProcessResult tune = KerntuneCli({"tune", "--served", "--server=" + target()});
+  const ProcessResult tune = RunKerntune({"tune", "--served", "--server=" + target()});
   EXPECT_EQ(tune.code, 1) << tune.err;
   EXPECT_THAT(tune.err, HasSubstr("runs the CPU backend, which launches no tuned configs"));
   EXPECT_EQ(tune.out, "");
@@ -47,7 +42,7 @@ TEST_F(TuneServedTest, ACpuDaemonHasNothingToTune) {
 
 TEST_F(TuneServedTest, NoDaemonIsAClearFailure) {
   const ProcessResult tune =
-      KerntuneCli({"tune", "--served", "--server=unix:" + dir_.File("nobody.sock")});
+      RunKerntune({"tune", "--served", "--server=unix:" + dir_.File("nobody.sock")});
   EXPECT_EQ(tune.code, 1);
   EXPECT_THAT(tune.err, HasSubstr("is kerntuned running there?"));
 }
@@ -63,7 +58,7 @@ TEST_F(TuneServedTest, UsageErrorsExitTwo) {
       {{"tune", "--served", "--ops=softmx"}, "softmx"},
   };
   for (const auto& c : cases) {
-    const ProcessResult tune = KerntuneCli(c.args);
+    const ProcessResult tune = RunKerntune(c.args);
     EXPECT_EQ(tune.code, 2) << c.message << "\n" << tune.err;
     EXPECT_THAT(tune.err, HasSubstr(c.message));
   }
@@ -121,7 +116,7 @@ class TuneServedFakeDaemonTest : public ::testing::Test {
 };
 
 TEST_F(TuneServedFakeDaemonTest, NothingServedUntunedIsNothingToTune) {
-  const ProcessResult tune = KerntuneCli({"tune", "--served", "--server=" + target_});
+  const ProcessResult tune = RunKerntune({"tune", "--served", "--server=" + target_});
   EXPECT_EQ(tune.code, 0) << tune.err;
   EXPECT_THAT(tune.err, HasSubstr("nothing to tune"));
   EXPECT_EQ(tune.out, "");
@@ -134,7 +129,7 @@ TEST_F(TuneServedFakeDaemonTest, TheDryRunWithoutAGpuListsEveryModelsProblems) {
   Add("NVIDIA H100 80GB HBM3", pb::OP_SOFTMAX, pb::DTYPE_FLOAT16, 4096, 1000, 7);
   Add("NVIDIA H200", pb::OP_LAYER_NORM, pb::DTYPE_FLOAT32, 8, 768, 3);
   Add("NVIDIA H100 80GB HBM3", pb::OP_RMS_NORM, pb::DTYPE_BFLOAT16, 16, 5120, 1);
-  const ProcessResult listed = KerntuneCli({"tune", "--served", "--dry_run", "--server=" + target_});
+  const ProcessResult listed = RunKerntune({"tune", "--served", "--dry_run", "--server=" + target_});
   EXPECT_EQ(listed.code, 0) << listed.err;
   EXPECT_THAT(listed.err, HasSubstr("no CUDA device here"));
   EXPECT_THAT(listed.out, HasSubstr("NVIDIA H100 80GB HBM3 (cc 9.0, 132 SMs, 80.0 GiB): 2 "
@@ -146,7 +141,7 @@ TEST_F(TuneServedFakeDaemonTest, TheDryRunWithoutAGpuListsEveryModelsProblems) {
   EXPECT_THAT(listed.out, HasSubstr("layer_norm float32 8x768"));
 
   // --ops and --dtypes filter.
-  const ProcessResult filtered = KerntuneCli(
+  const ProcessResult filtered = RunKerntune(
       {"tune", "--served", "--dry_run", "--ops=softmax", "--server=" + target_});
   EXPECT_EQ(filtered.code, 0) << filtered.err;
   EXPECT_THAT(filtered.out, HasSubstr("softmax float16 4096x1000"));
@@ -154,7 +149,7 @@ TEST_F(TuneServedFakeDaemonTest, TheDryRunWithoutAGpuListsEveryModelsProblems) {
   EXPECT_THAT(filtered.out, Not(HasSubstr("H200")));
 
   // Tuning them needs a GPU.
-  const ProcessResult tune = KerntuneCli({"tune", "--served", "--server=" + target_});
+  const ProcessResult tune = RunKerntune({"tune", "--served", "--server=" + target_});
   EXPECT_EQ(tune.code, 1);
   EXPECT_THAT(tune.err, HasSubstr("no CUDA device found: tuning needs a GPU"));
 }

@@ -25,12 +25,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing::ProcessResult;
-using testing::RunProcess;
-
-ProcessResult KerntuneCli(std::vector<std::string> args) {
-  args.insert(args.begin(), KT_KERNTUNE_BINARY);
-  return RunProcess(args);
-}
+using testing::RunKerntune;
 
 class TuneServedGpuTest : public ::testing::Test {
  protected:
@@ -62,7 +57,7 @@ class TuneServedGpuTest : public ::testing::Test {
   // `kerntune run` of one problem; its output names the config's source.
   ProcessResult Run(const std::string& op, const std::string& dtype, const std::string& rows,
                     const std::string& cols) {
-    return KerntuneCli({"run", op, "--dtype=" + dtype, "--rows=" + rows, "--cols=" + cols,
+    return RunKerntune({"run", op, "--dtype=" + dtype, "--rows=" + rows, "--cols=" + cols,
                      "--via=inline", "--iterations=3", "--server=" + target()});
   }
 
@@ -91,14 +86,14 @@ TEST_F(TuneServedGpuTest, TunesExactlyTheServedProblemsWhichAreThenServedTuned) 
   EXPECT_EQ(served->shapes(0).source(), pb::CONFIG_SOURCE_HEURISTIC);
   EXPECT_EQ(served->shapes(1).op(), pb::OP_LAYER_NORM);
 
-  const ProcessResult listed = KerntuneCli({"tune", "--served", "--dry_run", "--server=" + target()});
+  const ProcessResult listed = RunKerntune({"tune", "--served", "--dry_run", "--server=" + target()});
   ASSERT_EQ(listed.code, 0) << listed.err;
   EXPECT_THAT(listed.out, HasSubstr("2 problems served untuned"));
   EXPECT_THAT(listed.out, HasSubstr("softmax float16 64x1000"));
   EXPECT_THAT(listed.out, HasSubstr("layer_norm float32 32x768"));
 
   // Into the daemon's store (its --db), found through GetStatus.
-  const ProcessResult tune = KerntuneCli({"tune", "--served", "--reps=5", "--server=" + target()});
+  const ProcessResult tune = RunKerntune({"tune", "--served", "--reps=5", "--server=" + target()});
   ASSERT_EQ(tune.code, 0) << tune.out << tune.err;
   EXPECT_THAT(tune.err, HasSubstr("database " + db_));
   {
@@ -123,7 +118,7 @@ TEST_F(TuneServedGpuTest, TunesExactlyTheServedProblemsWhichAreThenServedTuned) 
   EXPECT_THAT(Run("layer_norm", "fp32", "32", "768").out, HasSubstr("(source: tuned)"));
   EXPECT_EQ(client_->ListServedShapes()->shapes_size(), 0);
 
-  const ProcessResult again = KerntuneCli({"tune", "--served", "--server=" + target()});
+  const ProcessResult again = RunKerntune({"tune", "--served", "--server=" + target()});
   EXPECT_EQ(again.code, 0) << again.err;
   EXPECT_THAT(again.err, HasSubstr("nothing to tune"));
 }
