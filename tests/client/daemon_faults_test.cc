@@ -187,14 +187,21 @@ TEST_F(DaemonFaultsTest, AKilledDaemonFailsRunsInFlightAtOnceAndANewOneTakesTheS
   // same clients are served by it: the gRPC channel reconnects, the queue
   // client opens a new queue. Registrations died with the old daemon.
   ASSERT_NO_FATAL_FAILURE(Start());
-  absl::StatusOr<pb::RunResponse> again = grpc.Run(inline_request);
-  for (const Clock::time_point until = Clock::now() + std::chrono::seconds(10);
-       absl::IsUnavailable(again.status()) && Clock::now() < until;
-       again = grpc.Run(inline_request)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  // Each client's channel reconnects on its own schedule (gRPC's backoff,
+  // longer on a loaded machine): UNAVAILABLE until then.
+  const auto once_reconnected = [](const DaemonClient& client, const pb::RunRequest& request) {
+    absl::StatusOr<pb::RunResponse> response = client.Run(request);
+    for (const Clock::time_point until = Clock::now() + std::chrono::seconds(20);
+         absl::IsUnavailable(response.status()) && Clock::now() < until;
+         response = client.Run(request)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return response;
+  };
+  const absl::StatusOr<pb::RunResponse> again = once_reconnected(grpc, inline_request);
   EXPECT_TRUE(again.ok()) << again.status();
-  EXPECT_TRUE(absl::IsNotFound(queued.Run(on_buffer).status()));
+  const absl::StatusOr<pb::RunResponse> stale = once_reconnected(queued, on_buffer);
+  EXPECT_TRUE(absl::IsNotFound(stale.status())) << stale.status();
   absl::StatusOr<RegisteredBuffer> renewed = queued.RegisterHostShm(shm_.name(), 0, 0, "again");
   ASSERT_TRUE(renewed.ok()) << renewed.status();
   const absl::StatusOr<pb::RunResponse> through_queue =
