@@ -3,8 +3,9 @@
 
 A 1 x 1024 float16 softmax on CUDA tensors in a registered allocation, sent
 back to back through the daemon's submission queue (the client's default)
-and over gRPC (use_queue=False), each series twice, alternating; prints
-p50/p99 per series and writes them as JSON.
+into `out` (a prepared call: the same request again) and into a new tensor
+each call, and over gRPC (use_queue=False), each series twice, alternating;
+prints p50/p99 per series and writes them as JSON.
 
     python3 bench/python_queue_bench.py --socket=/tmp/kt.sock [--calls=3000] [--out=FILE]
 
@@ -23,7 +24,8 @@ import kerntune
 
 
 def series(client, x, out, calls):
-    """Microseconds per Run, after 200 untimed ones."""
+    """Microseconds per Run, after 200 untimed ones; out=None: a new output
+    tensor each call (a call the client cannot prepare)."""
     times = []
     for i in range(calls + 200):
         start = time.perf_counter()
@@ -53,10 +55,12 @@ def main():
             kerntune.Client("unix:" + args.socket, use_queue=False) as grpc_only:
         buffers = [queued.register(storage), grpc_only.register(storage)]
         for round_ in (1, 2):
-            for name, client in (("queue", queued), ("grpc", grpc_only)):
+            for name, client, into in (("queue", queued, out), ("queue_new_out", queued, None),
+                                       ("grpc", grpc_only, out)):
                 out.zero_()
-                result = series(client, x, out, args.calls)
-                error = (out.float() - want).abs().max().item()
+                result = series(client, x, into, args.calls)
+                got = client.softmax(x) if into is None else out
+                error = (got.float() - want).abs().max().item()
                 if error > 1e-3:
                     raise SystemExit(f"{name}: wrong result, max error {error}")
                 results[f"{name}_{round_}"] = result
