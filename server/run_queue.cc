@@ -101,6 +101,7 @@ RunQueue::RunQueue(std::string id, std::string shm_name, const PeerProcess& owne
     : id_(std::move(id)),
       shm_name_(std::move(shm_name)),
       owner_(owner),
+      description_(absl::StrCat("queue ", id_, " of ", owner_.Describe())),
       entries_(entries),
       serial_(serial),
       region_bytes_(layout::RegionBytes(entries)),
@@ -121,10 +122,6 @@ RunQueue::~RunQueue() {
     close(named_fd);
   }
   close(fd_);
-}
-
-std::string RunQueue::Describe() const {
-  return absl::StrCat("queue ", id_, " of ", owner_.Describe());
 }
 
 bool RunQueue::Guarded(absl::FunctionRef<void()> access) {

@@ -50,8 +50,9 @@ class RunQueue {
   uint32_t entries() const { return entries_; }
   uint64_t serial() const { return serial_; }
   uint64_t region_bytes() const { return region_bytes_; }
-  // "queue 1f2e... of pid 123 (uid 1000)", for logs.
-  std::string Describe() const;
+  // "queue 1f2e... of pid 123 (uid 1000)", for logs (made once: every
+  // queued Run carries it).
+  const std::string& Describe() const { return description_; }
 
   // One descriptor taken from the ring, copied out: the request bytes, or
   // why the slot itself is unusable (the completion then says so).
@@ -104,6 +105,7 @@ class RunQueue {
   const std::string id_;
   const std::string shm_name_;
   const PeerProcess owner_;
+  const std::string description_;
   const uint32_t entries_;
   const uint64_t serial_;
   const uint64_t region_bytes_;
