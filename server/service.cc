@@ -479,7 +479,7 @@ void KernTuneService::RunQueued(const std::shared_ptr<RunQueue>& queue, RunQueue
   if (!prepared.admission) {
     return queue->Complete(tag, absl::UnavailableError("kerntuned is shutting down"), nullptr);
   }
-  std::string peer = queue->Describe();
+  const std::string& peer = queue->Describe();  // lives as long as `queue`
   if (!taken.request.ok()) {
     RunAnswered(peer, prepared, taken.request.status(), nullptr);
     return queue->Complete(tag, taken.request.status(), nullptr);
@@ -492,7 +492,7 @@ void KernTuneService::RunQueued(const std::shared_ptr<RunQueue>& queue, RunQueue
     RunAnswered(peer, prepared, s, nullptr);
     return queue->Complete(tag, s, nullptr);
   }
-  auto answer = [this, queue, queued, tag, peer](const grpc::Status& status) {
+  auto answer = [queue, queued, tag](const grpc::Status& status) {
     // grpc and absl number their codes alike.
     queue->Complete(tag,
                     absl::Status(static_cast<absl::StatusCode>(status.error_code()),
@@ -500,9 +500,9 @@ void KernTuneService::RunQueued(const std::shared_ptr<RunQueue>& queue, RunQueue
                     &queued->response);
   };
   // On the device's stream: the poller answers it once the GPU is done.
-  RunStream::Done done = [this, answer, queued, peer, routed = StageClock::now()](
+  RunStream::Done done = [this, answer, queue, queued, routed = StageClock::now()](
                              absl::StatusOr<RunResult> result) {
-    answer(Respond(peer, queued->prepared, routed, result, &queued->response));
+    answer(Respond(queue->Describe(), queued->prepared, routed, result, &queued->response));
   };
   const RunPriority priority =
       RunsOnGrpcThread(queued->request) ? RunPriority::kHigh : RunPriority::kNormal;
@@ -510,8 +510,8 @@ void KernTuneService::RunQueued(const std::shared_ptr<RunQueue>& queue, RunQueue
   // A backend without streams (the CPU): as a gRPC Run, small ones here, on
   // the poller's thread; large ones on their device's workers, so that a
   // long Run holds no other queue.
-  auto complete = [this, answer, queued, peer] {
-    answer(Complete(peer, queued->prepared, &queued->response));
+  auto complete = [this, answer, queue, queued] {
+    answer(Complete(queue->Describe(), queued->prepared, &queued->response));
   };
   if (RunsOnGrpcThread(queued->request)) return complete();
   device_workers_[prepared.device]->Submit(std::move(complete));
