@@ -3,7 +3,7 @@
 # kernel benchmark on the standard grid, and the PyTorch peers in the same
 # run. Results go to $OUT (or ./gpu-results).
 #
-#   bin/run_gpu_suite.sh [tests|kernel-tests|daemon|daemon-bench|bench|all|tune] [extra kt_kernel_bench flags...]
+#   bin/run_gpu_suite.sh [tests|kernel-tests|daemon|daemon-bench|idle-tuning|bench|all|tune] [extra kt_kernel_bench flags...]
 #
 # tests: the kernel and the daemon gpu-labelled tests (kernel-tests: the
 # kernel suites only, each under $KERNEL_TEST_TIMEOUT_S, default 300 s); daemon: the latter,
@@ -38,6 +38,9 @@
 # with several GPUs, tune_summary.txt ends with a line per GPU giving the
 # points and candidates it measured, and tune.log names the GPU of each
 # point.
+# idle-tuning: kt_daemon_bench --idle_tuning against a kerntuned --tune_idle
+# started here on an empty store (idle_tuning.json, kerntuned_idle_tuning.log):
+# small-Run p50/p99 with nothing to tune and while it tunes (issue 26).
 # bench: the kernel benchmark and the PyTorch peers in one run, over
 # $BENCH_GROUPS and $BENCH_OPS (default: all, the attention group's
 # scaled_masked_softmax and the axis group included; ATTENTION_CAUSAL=1 adds
@@ -178,6 +181,22 @@ else:
     print(" %7s %7s %8s %8s %7s" % ("-", "-", "-", "-", "-"))
 PY
   cat "$out/daemon_bench_summary.txt"
+fi
+
+if [ "$what" = idle-tuning ]; then
+  # A daemon with --tune_idle and an empty store of its own: a client's
+  # small-Run latency with nothing to tune, then with problems waiting.
+  echo "== the idle tuner's effect on small Runs (kt_daemon_bench --idle_tuning)"
+  socket=$(mktemp -u /tmp/kerntune-idle.XXXXXX.sock)
+  store=$(mktemp -u /tmp/kerntune-idle.XXXXXX.db)
+  "$here/kerntuned" --socket="$socket" --db="$store" --tune_idle --devices=0 \
+    > "$out/kerntuned_idle_tuning.log" 2>&1 &
+  daemon=$!
+  for _ in $(seq 100); do [ -S "$socket" ] && break; sleep 0.1; done
+  timeout 420 "$here/kt_daemon_bench" --socket="$socket" --idle_tuning \
+    --out="$out/idle_tuning.json" || status=1
+  kill -TERM "$daemon"; wait "$daemon" || status=1
+  rm -f "$store"
 fi
 
 bench_flags=()
