@@ -32,6 +32,10 @@ ABSL_FLAG(std::string, token_file, "",
           "a file holding the bearer token every --tcp call must carry (\"authorization: "
           "Bearer <token>\", over TLS only). The Unix socket takes no token: its file mode "
           "decides who connects and the daemon knows each caller's process");
+ABSL_FLAG(int, tls_reload_s, 60,
+          "read --tls_cert, --tls_key, --tls_client_ca and --token_file again this often, so "
+          "rotated files serve new connections and calls without a restart; 0: once, at the "
+          "start");
 ABSL_FLAG(bool, insecure_tcp, false,
           "serve --tcp in plaintext on an address other than loopback: anyone who reaches "
           "the port can call it and read its traffic");
@@ -81,7 +85,7 @@ void ConfigureUsage() {
       "the kerntune daemon: serves tuned row-wise GPU kernels over gRPC.\n"
       "usage: kerntuned [--socket=PATH] [--metrics_address=HOST:PORT]\n"
       "                 [--tcp=HOST:PORT [--tls_cert=PEM --tls_key=PEM [--tls_client_ca=PEM]\n"
-      "                  [--token_file=PATH] | --insecure_tcp]]\n"
+      "                  [--token_file=PATH] [--tls_reload_s=N] | --insecure_tcp]]\n"
       "                 [--db=PATH] [--configs=DIR]\n"
       "                 [--devices=all|LIST [--tune_idle] | --cpu] [--max_request_bytes=N]\n"
       "                 [--buffer_ttl_s=N] [--workers=N]");
@@ -99,6 +103,7 @@ kt::server::Options OptionsFromFlags(bool metrics_address_given) {
   options.listen.tcp_security.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
   options.listen.tcp_security.token_file = absl::GetFlag(FLAGS_token_file);
   options.listen.tcp_security.insecure = absl::GetFlag(FLAGS_insecure_tcp);
+  options.listen.tcp_security.reload_seconds = absl::GetFlag(FLAGS_tls_reload_s);
   options.listen.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   options.listen.metrics_address_given = metrics_address_given;
   options.configs.db_path = absl::GetFlag(FLAGS_db);

@@ -3,6 +3,12 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <utility>
@@ -16,7 +22,10 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "grpc/grpc_security_constants.h"
+#include "grpcpp/security/tls_certificate_provider.h"
+#include "grpcpp/security/tls_credentials_options.h"
 #include "proto/credentials.h"
+#include "server/log.h"
 #include "server/service.h"
 
 namespace kt::server {
@@ -90,6 +99,10 @@ bool IsLoopbackAddress(absl::string_view host_port) {
 }
 
 absl::Status ValidateTcpSecurity(absl::string_view tcp_address, const TcpSecurity& security) {
+  if (security.reload_seconds < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tls_reload_s=", security.reload_seconds, " must be >= 0 (0: read the files once)"));
+  }
   if (tcp_address.empty()) {
     if (const std::optional<std::string> flag = FirstTcpFlag(security)) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -154,43 +167,137 @@ std::string DescribeTcpSecurity(const TcpSecurity& security) {
   return absl::StrJoin(parts, ", ");
 }
 
+namespace {
+
+// InvalidArgument naming both files unless `key_pem`'s private key is the
+// one whose public key `cert_pem`'s first certificate holds.
+absl::Status CheckKeyBelongsToCertificate(const TcpSecurity& security, const std::string& cert_pem,
+                                          const std::string& key_pem) {
+  BIO* cert_bio = BIO_new_mem_buf(cert_pem.data(), static_cast<int>(cert_pem.size()));
+  BIO* key_bio = BIO_new_mem_buf(key_pem.data(), static_cast<int>(key_pem.size()));
+  X509* cert = cert_bio != nullptr ? PEM_read_bio_X509(cert_bio, nullptr, nullptr, nullptr)
+                                   : nullptr;
+  EVP_PKEY* key = key_bio != nullptr
+                      ? PEM_read_bio_PrivateKey(key_bio, nullptr, nullptr, nullptr)
+                      : nullptr;
+  const bool belongs = cert != nullptr && key != nullptr && X509_check_private_key(cert, key) == 1;
+  EVP_PKEY_free(key);
+  X509_free(cert);
+  BIO_free(key_bio);
+  BIO_free(cert_bio);
+  ERR_clear_error();  // OpenSSL's queue is per thread; leave nothing in it
+  if (belongs) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--tls_key=", security.key_file, " does not belong to --tls_cert=", security.cert_file,
+      ": the certificate holds another public key"));
+}
+
+}  // namespace
+
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeTcpCredentials(
     const TcpSecurity& security, RequestLog& refusals) {
   if (!security.tls()) return grpc::InsecureServerCredentials();
+  // Read here whatever gRPC reads later: a start with unusable files fails
+  // naming the flag and the file.
   absl::StatusOr<std::string> cert =
       proto::ReadPemFile("--tls_cert", security.cert_file, proto::PemKind::kCertificate);
   if (!cert.ok()) return cert.status();
   absl::StatusOr<std::string> key =
       proto::ReadPemFile("--tls_key", security.key_file, proto::PemKind::kPrivateKey);
   if (!key.ok()) return key.status();
-  grpc::SslServerCredentialsOptions options(
-      security.client_ca_file.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
-                                      : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  if (!security.client_ca_file.empty()) {
-    absl::StatusOr<std::string> client_ca = proto::ReadPemFile(
+  if (absl::Status s = CheckKeyBelongsToCertificate(security, *cert, *key); !s.ok()) return s;
+  const bool client_certs = !security.client_ca_file.empty();
+  std::string client_ca;
+  if (client_certs) {
+    absl::StatusOr<std::string> read = proto::ReadPemFile(
         "--tls_client_ca", security.client_ca_file, proto::PemKind::kCertificate);
-    if (!client_ca.ok()) return client_ca.status();
-    options.pem_root_certs = *std::move(client_ca);
+    if (!read.ok()) return read.status();
+    client_ca = *std::move(read);
   }
-  options.pem_key_cert_pairs.push_back({*std::move(key), *std::move(cert)});
-  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::SslServerCredentials(options);
+  const grpc_ssl_client_certificate_request_type request_type =
+      client_certs ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                   : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE;
+  std::shared_ptr<grpc::ServerCredentials> credentials;
+  if (security.reload_seconds > 0) {
+    auto files = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+        security.key_file, security.cert_file, security.client_ca_file,
+        static_cast<unsigned>(security.reload_seconds));
+    grpc::experimental::TlsServerCredentialsOptions options(files);
+    options.watch_identity_key_cert_pairs();
+    if (client_certs) options.watch_root_certs();
+    options.set_cert_request_type(request_type);
+    credentials = grpc::experimental::TlsServerCredentials(options);
+  } else {
+    grpc::SslServerCredentialsOptions options(request_type);
+    options.pem_root_certs = std::move(client_ca);
+    options.pem_key_cert_pairs.push_back({*std::move(key), *std::move(cert)});
+    credentials = grpc::SslServerCredentials(options);
+  }
   if (!security.token_file.empty()) {
     absl::StatusOr<std::string> token = proto::ReadTokenFile("--token_file", security.token_file);
     if (!token.ok()) return token.status();
-    credentials->SetAuthMetadataProcessor(
-        std::make_shared<BearerTokenChecker>(*std::move(token), refusals));
+    credentials->SetAuthMetadataProcessor(std::make_shared<BearerTokenChecker>(
+        *std::move(token), refusals, security.token_file,
+        absl::Seconds(security.reload_seconds)));
   }
   return credentials;
+}
+
+namespace {
+
+// What tells that a file changed: its inode (a file renamed into place),
+// size and modification time; empty when it cannot be looked at.
+std::string FileState(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return "";
+  return absl::StrCat(st.st_dev, ":", st.st_ino, ":", st.st_size, ":", st.st_mtim.tv_sec, ".",
+                      st.st_mtim.tv_nsec);
+}
+
+}  // namespace
+
+BearerTokenChecker::BearerTokenChecker(std::string token, RequestLog& refusals,
+                                       std::string token_file, absl::Duration reload)
+    : refusals_(refusals),
+      token_file_(std::move(token_file)),
+      reload_(reload),
+      token_(std::move(token)),
+      next_look_(absl::Now() + reload),
+      file_state_(token_file_.empty() ? "" : FileState(token_file_)) {}
+
+std::string BearerTokenChecker::CurrentToken(absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  if (token_file_.empty() || reload_ <= absl::ZeroDuration() || now < next_look_) return token_;
+  next_look_ = now + reload_;
+  const std::string state = FileState(token_file_);
+  if (state == file_state_) return token_;
+  absl::StatusOr<std::string> read = proto::ReadTokenFile("--token_file", token_file_);
+  if (!read.ok()) {
+    // Mid-rotation, say: the token in use stays until the file reads again.
+    if (!said_unreadable_) {
+      LogWarning(absl::StrCat(read.status().message(), "; the TCP listener keeps its token"));
+      said_unreadable_ = true;
+    }
+    return token_;
+  }
+  said_unreadable_ = false;
+  file_state_ = state;
+  if (*read != token_) {
+    token_ = *std::move(read);
+    LogInfo(absl::StrCat("--token_file=", token_file_, ": a new token, in use from now on"));
+  }
+  return token_;
 }
 
 grpc::Status BearerTokenChecker::Process(const InputMetadata& auth_metadata,
                                          grpc::AuthContext* context,
                                          OutputMetadata* consumed_auth_metadata,
                                          OutputMetadata* /*response_metadata*/) {
+  const std::string token = CurrentToken(absl::Now());
   const auto header = auth_metadata.find(proto::kAuthorizationKey);
   if (header != auth_metadata.end()) {
     absl::string_view value(header->second.data(), header->second.size());
-    if (absl::ConsumePrefix(&value, proto::kBearerPrefix) && SameSecret(value, token_)) {
+    if (absl::ConsumePrefix(&value, proto::kBearerPrefix) && SameSecret(value, token)) {
       // The handlers never see the token.
       consumed_auth_metadata->emplace(proto::kAuthorizationKey,
                                       std::string(header->second.data(), header->second.size()));

@@ -16,6 +16,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/security/auth_metadata_processor.h"
 #include "server/request_log.h"
@@ -36,6 +38,11 @@ struct TcpSecurity {
   std::string token_file;
   // --insecure_tcp: serve plaintext TCP on an address other than loopback.
   bool insecure = false;
+  // --tls_reload_s: how often the TLS files and the token file are read
+  // again, so that rotated ones (a renewed certificate, a Kubernetes Secret
+  // swapped in place) serve new connections and calls without a restart;
+  // 0: read once, at the start.
+  int reload_seconds = 60;
 
   bool tls() const { return !cert_file.empty(); }
 };
@@ -64,6 +71,9 @@ std::string DescribeTcpSecurity(const TcpSecurity& security);
 // The TCP listener's credentials: plaintext, or TLS from the PEM files
 // with the token checker on every call. Reads the files: an error names
 // the flag and the file ("--tls_key=/etc/k.pem: cannot open it: ...").
+// With reload_seconds, gRPC reads the TLS files again that often (a new
+// handshake gets what they hold then; gRPC keeps the last good ones while
+// they are unreadable) and the checker its token file.
 // Refused calls go to `refusals`, which must outlive the server.
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeTcpCredentials(
     const TcpSecurity& security, RequestLog& refusals);
@@ -73,20 +83,36 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeTcpCredentials(
 // request log (by client certificate CN when there is one: gRPC does not
 // tell this check the peer's address). The token is compared in constant
 // time, removed from the call's metadata once accepted, and never logged.
+//
+// With a token file and a reload period, the file is looked at again at
+// most that often (its inode, size and modification time) and read when it
+// changed; a file that cannot be read or holds no token keeps the token in
+// use, said once in the log.
 class BearerTokenChecker final : public grpc::AuthMetadataProcessor {
  public:
-  BearerTokenChecker(std::string token, RequestLog& refusals)
-      : token_(std::move(token)), refusals_(refusals) {}
+  BearerTokenChecker(std::string token, RequestLog& refusals, std::string token_file = "",
+                     absl::Duration reload = absl::ZeroDuration());
 
-  // Run on gRPC's thread: a compare costs less than a hand-off.
+  // Run on gRPC's thread: a compare (and, once a period, a stat) costs less
+  // than a hand-off.
   bool IsBlocking() const override { return false; }
   grpc::Status Process(const InputMetadata& auth_metadata, grpc::AuthContext* context,
                        OutputMetadata* consumed_auth_metadata,
                        OutputMetadata* response_metadata) override;
 
  private:
-  const std::string token_;
+  // The token to compare with, read again when the period has passed and
+  // the file changed.
+  std::string CurrentToken(absl::Time now);
+
   RequestLog& refusals_;
+  const std::string token_file_;
+  const absl::Duration reload_;
+  absl::Mutex mu_;
+  std::string token_ ABSL_GUARDED_BY(mu_);
+  absl::Time next_look_ ABSL_GUARDED_BY(mu_);
+  std::string file_state_ ABSL_GUARDED_BY(mu_);  // inode, size, mtime when last read
+  bool said_unreadable_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace kt::server

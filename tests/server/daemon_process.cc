@@ -84,6 +84,9 @@ std::shared_ptr<grpc::Channel> Connect(const std::string& target,
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 10);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 10);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 100);
+  // A connection of its own: a channel made after the daemon changed (its
+  // certificate, say) never rides an older channel's connection.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   // Inline outputs are as large as the inputs (the daemon allows up to
   // --max_request_bytes); gRPC's default client limit is 4 MiB.
   args.SetMaxReceiveMessageSize(-1);

@@ -4,6 +4,8 @@
 // loopback refused unless --insecure_tcp; TCP flags that do not fit, and
 // TLS files that cannot be used, refused by name.
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <sys/wait.h>
 
 #include <chrono>
@@ -11,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
@@ -61,7 +64,7 @@ enum class Token { kNone, kRight, kWrong, kOtherScheme };
 // `method` with an empty request (a valid message of every type): the
 // status is all that matters.
 grpc::Status CallEmpty(const std::shared_ptr<grpc::Channel>& channel, const std::string& method,
-                       Token token) {
+                       Token token, const char* right_token = kToken) {
   grpc::GenericStub stub(channel);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
@@ -69,7 +72,7 @@ grpc::Status CallEmpty(const std::shared_ptr<grpc::Channel>& channel, const std:
     case Token::kNone:
       break;
     case Token::kRight:
-      context.set_credentials(grpc::AccessTokenCredentials(kToken));
+      context.set_credentials(grpc::AccessTokenCredentials(right_token));
       break;
     case Token::kWrong:
       context.set_credentials(grpc::AccessTokenCredentials(kWrongToken));
@@ -195,6 +198,54 @@ TEST_F(KerntunedTlsTest, RefusalsAreLoggedByMethodWithoutTheToken) {
   EXPECT_THAT(log, Not(HasSubstr(kWrongToken)));
 }
 
+TEST_F(KerntunedTlsTest, RotatedFilesServeNewConnectionsWithoutARestart) {
+  // As a Kubernetes Secret volume: the daemon reads secret/current/..., and
+  // a rotation swaps `current` to a new directory in one rename.
+  const std::string secret = dir_.File("secret");
+  const auto version = [&](const std::string& name, const std::string& cert,
+                           const std::string& key, const std::string& token) {
+    const std::string path = secret + "/" + name;
+    ASSERT_EQ(mkdir(path.c_str(), 0700), 0) << path;
+    std::ofstream(path + "/tls.crt") << TestCertificates::Read(cert);
+    std::ofstream(path + "/tls.key") << TestCertificates::Read(key);
+    std::ofstream(path + "/token") << token << "\n";
+  };
+  ASSERT_EQ(mkdir(secret.c_str(), 0700), 0);
+  ASSERT_NO_FATAL_FAILURE(version("v1", certs_->server_cert(), certs_->server_key(), kToken));
+  ASSERT_EQ(symlink("v1", (secret + "/current").c_str()), 0);
+  const int port = testing::FreeTcpPort();
+  ASSERT_GT(port, 0);
+  target_ = "127.0.0.1:" + std::to_string(port);
+  ASSERT_NO_FATAL_FAILURE(Start({"--tcp=" + target_, "--tls_cert=" + secret + "/current/tls.crt",
+                                 "--tls_key=" + secret + "/current/tls.key",
+                                 "--token_file=" + secret + "/current/token",
+                                 "--tls_reload_s=1"}));
+  constexpr char kGetStatus[] = "/kerntune.v1.KernTune/GetStatus";
+  EXPECT_TRUE(CallEmpty(TlsChannel(certs_->ca()), kGetStatus, Token::kRight).ok());
+
+  // Renewed by another CA, with a new token.
+  constexpr char kRotatedToken[] = "kt-test-token-rotated-3c1d";
+  ASSERT_NO_FATAL_FAILURE(version("v2", certs_->other_server_cert(),
+                                  certs_->other_server_key(), kRotatedToken));
+  ASSERT_EQ(symlink("v2", (secret + "/next").c_str()), 0);
+  ASSERT_EQ(rename((secret + "/next").c_str(), (secret + "/current").c_str()), 0);
+  grpc::Status rotated;
+  for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+       std::chrono::steady_clock::now() < until;) {
+    rotated = CallEmpty(TlsChannel(certs_->other_ca()), kGetStatus, Token::kRight, kRotatedToken);
+    if (rotated.ok()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_TRUE(rotated.ok()) << rotated.error_message();
+  // A new connection no longer verifies with the old CA, and the old token
+  // is refused.
+  EXPECT_EQ(CallEmpty(TlsChannel(certs_->ca()), kGetStatus, Token::kRight).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(CallEmpty(TlsChannel(certs_->other_ca()), kGetStatus, Token::kRight).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(LogAfterStop(), HasSubstr("a new token, in use from now on"));
+}
+
 TEST_F(KerntunedTlsTest, PlaintextClientsAndClientsTrustingAnotherCaCannotConnect) {
   ASSERT_NO_FATAL_FAILURE(StartTls());
   for (const std::shared_ptr<grpc::Channel>& channel :
@@ -288,7 +339,8 @@ TEST_F(KerntunedTlsTest, UnusableTlsFilesStopTheStartNamingTheFile) {
        "--tls_cert=" + certs_->server_key() + " holds no PEM certificate"},
       {{cert, key, "--tls_client_ca=" + missing}, "--tls_client_ca=" + missing + ": cannot open"},
       {{cert, key, "--token_file=" + empty}, "--token_file=" + empty + " holds no token"},
-      {{cert, "--tls_key=" + certs_->client_key()}, "does --tls_key belong to --tls_cert?"},
+      {{cert, "--tls_key=" + certs_->client_key()},
+       "--tls_key=" + certs_->client_key() + " does not belong to --tls_cert="},
   };
   for (const auto& [flags, message] : bad) {
     SCOPED_TRACE(message);

@@ -25,6 +25,9 @@ class TestCertificates {
   std::string server_key() const { return dir_.File("server.key"); }
   std::string client_cert() const { return dir_.File("client.pem"); }
   std::string client_key() const { return dir_.File("client.key"); }
+  // The daemon's renewed certificate: the same names, signed by other_ca.
+  std::string other_server_cert() const { return dir_.File("other_server.pem"); }
+  std::string other_server_key() const { return dir_.File("other_server.key"); }
 
   // The text of one of them (or of any file).
   static std::string Read(const std::string& path);
