@@ -83,6 +83,9 @@ constexpr absl::Duration kClientStop = absl::Seconds(20);
 // Descriptors the idle daemon may hold beyond its idle count before the
 // soak: none. (Raise with a reason if gRPC is found to keep one lazily.)
 constexpr int kFdSlack = 0;
+// How long the idle daemon's fds may take to come back to their number
+// before the soak, once every client is reaped.
+constexpr absl::Duration kFdsSettleWithin = absl::Seconds(3);
 // Seconds of RSS samples whose median stands for the RSS after the warm-up
 // and at the end.
 constexpr size_t kRssWindow = 10;
@@ -478,7 +481,15 @@ int Soak::Run() {
   StopClients();
   if (daemon_ > 0 && DaemonAlive()) {
     WaitReaped();
-    idle_after_ = SampleProcess(daemon_, Elapsed());
+    // A queue leaves the count when it is closed and its last fd when its
+    // poller next looks (a poller woken on a loaded machine may take a few
+    // milliseconds more): a leak is an fd that stays.
+    const absl::Time reaped = absl::Now();
+    do {
+      idle_after_ = SampleProcess(daemon_, Elapsed());
+      if (idle_before_ && idle_after_ && idle_after_->fds <= idle_before_->fds + kFdSlack) break;
+      absl::SleepFor(absl::Milliseconds(100));
+    } while (absl::Now() - reaped < kFdsSettleWithin);
     kill(daemon_, SIGTERM);
     int status = 0;
     waitpid(daemon_, &status, 0);
