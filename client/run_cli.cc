@@ -31,23 +31,6 @@ constexpr char kLabel[] = "kerntune run";
 
 using kernels::Operand;
 
-// The data of one of the problem's inputs; null for an output or an input
-// it does not have.
-const std::vector<uint8_t>* InputData(const kernels::HostProblem& p, Operand operand) {
-  switch (operand) {
-    case Operand::kInput:
-      return &p.x;
-    case Operand::kGamma:
-      return p.gamma.empty() ? nullptr : &p.gamma;
-    case Operand::kBeta:
-      return p.beta.empty() ? nullptr : &p.beta;
-    case Operand::kMask:
-      return p.mask.empty() ? nullptr : &p.mask;
-    default:
-      return nullptr;
-  }
-}
-
 // The reference of one of the problem's per-row outputs; null for the
 // others and for one it does not check.
 const std::vector<float>* RowReference(const kernels::HostProblem& p, Operand operand) {
@@ -56,36 +39,6 @@ const std::vector<float>* RowReference(const kernels::HostProblem& p, Operand op
                                         : operand == Operand::kRowScale ? &p.row_scale_ref
                                                                         : nullptr;
   return reference != nullptr && !reference->empty() ? reference : nullptr;
-}
-
-// Bytes of an operand of the problem; 0 for one it does not have.
-int64_t SizeOf(const kernels::HostProblem& p, Operand operand) {
-  if (const std::vector<uint8_t>* data = InputData(p, operand)) {
-    return static_cast<int64_t>(data->size());
-  }
-  if (operand == Operand::kOutput) return static_cast<int64_t>(p.x.size());
-  const std::vector<float>* reference = RowReference(p, operand);
-  return reference != nullptr ? static_cast<int64_t>(reference->size() * sizeof(float)) : 0;
-}
-
-// Byte offsets of every operand in one registered buffer (shm or IPC), by
-// kernels::Operand, -1 for one the problem does not have. 256-byte aligned:
-// any dtype offset rule and the kernels' widest packs are met.
-struct Layout {
-  std::array<int64_t, kernels::kOperandCount> offset;
-  int64_t total = 0;
-
-  int64_t at(Operand operand) const { return offset[static_cast<size_t>(operand)]; }
-};
-
-Layout MakeLayout(const kernels::HostProblem& p) {
-  Layout layout;
-  for (Operand operand : kernels::kAllOperands) {
-    const int64_t bytes = SizeOf(p, operand);
-    layout.offset[static_cast<size_t>(operand)] = bytes > 0 ? layout.total : -1;
-    if (bytes > 0) layout.total += (bytes + 255) / 256 * 256;
-  }
-  return layout;
 }
 
 // What came back from one Run, wherever it was written.
@@ -100,20 +53,9 @@ std::vector<float>& RowValues(Outputs& out, Operand operand) {
 // `device`: RunArgs::device (inline and shm Runs; empty for IPC ones, which
 // run where their memory is).
 RunArgs BaseArgs(const kernels::HostProblem& p, const std::string& device) {
-  RunArgs args;
+  RunArgs args = ProblemRunArgs(p);
   args.device = device;
-  args.op = proto::OpToProto(p.op);
-  args.dtype = proto::DTypeToProto(p.dtype);
-  args.rows = p.shape.rows;
-  args.cols = p.shape.cols;
-  args.inner = p.shape.inner;
-  args.epsilon = p.params.epsilon;
   args.time_kernel = true;  // the CLI prints the kernel's time
-  if (p.op == kernels::Op::kScaledMaskedSoftmax) {
-    args.scale = p.params.scale;
-    args.mask_rows = p.params.mask_rows;
-    args.causal = p.params.causal;
-  }
   return args;
 }
 
@@ -134,7 +76,7 @@ class InlineTransport final : public Transport {
   InlineTransport(const kernels::HostProblem& p, const std::string& device) {
     RunArgs args = BaseArgs(p, device);
     for (Operand operand : kernels::kAllOperands) {
-      if (const std::vector<uint8_t>* data = InputData(p, operand)) {
+      if (const std::vector<uint8_t>* data = ProblemInput(p, operand)) {
         SetOperandRef(operand, InlineTensor(std::string(data->begin(), data->end())),
                       InlineOutput(), args);
       }
@@ -217,15 +159,16 @@ class RegisteredTransport final : public Transport {
   // `registration`; `layout` places every operand in it; `device` as for
   // BaseArgs.
   static absl::StatusOr<std::unique_ptr<RegisteredTransport>> Create(
-      const kernels::HostProblem& p, const Layout& layout, std::unique_ptr<BufferBytes> bytes,
-      RegisteredBuffer registration, const std::string& device) {
+      const kernels::HostProblem& p, const OperandLayout& layout,
+      std::unique_ptr<BufferBytes> bytes, RegisteredBuffer registration,
+      const std::string& device) {
     for (Operand operand : kernels::kAllOperands) {
       const int64_t offset = layout.at(operand);
       if (offset < 0) continue;
-      const std::vector<uint8_t>* data = InputData(p, operand);
-      const absl::Status s = data != nullptr
-                                 ? bytes->CopyIn(offset, data->data(), SizeOf(p, operand))
-                                 : bytes->Fill(offset, kPoison, SizeOf(p, operand));
+      const std::vector<uint8_t>* data = ProblemInput(p, operand);
+      const int64_t size = ProblemOperandBytes(p, operand);
+      const absl::Status s = data != nullptr ? bytes->CopyIn(offset, data->data(), size)
+                                             : bytes->Fill(offset, kPoison, size);
       if (!s.ok()) return s;
     }
     RunArgs args = BaseArgs(p, device);
@@ -260,16 +203,16 @@ class RegisteredTransport final : public Transport {
   }
 
  private:
-  RegisteredTransport(pb::RunRequest request, const kernels::HostProblem& p, Layout layout,
+  RegisteredTransport(pb::RunRequest request, const kernels::HostProblem& p, OperandLayout layout,
                       std::unique_ptr<BufferBytes> bytes, RegisteredBuffer registration)
       : layout_(layout), bytes_(std::move(bytes)), registration_(std::move(registration)) {
     request_ = std::move(request);
     for (Operand operand : kernels::kAllOperands) {
-      sizes_[static_cast<size_t>(operand)] = SizeOf(p, operand);
+      sizes_[static_cast<size_t>(operand)] = ProblemOperandBytes(p, operand);
     }
   }
 
-  Layout layout_;
+  OperandLayout layout_;
   std::array<int64_t, kernels::kOperandCount> sizes_;
   // Declared before the registration: unregistered first, then unmapped or
   // freed.
@@ -282,7 +225,7 @@ class RegisteredTransport final : public Transport {
 absl::StatusOr<std::unique_ptr<Transport>> ShmTransport(const DaemonClient& client,
                                                         const kernels::HostProblem& p,
                                                         const std::string& device) {
-  const Layout layout = MakeLayout(p);
+  const OperandLayout layout = LayOutOperands(p);
   absl::StatusOr<SharedMemory> shm = SharedMemory::Create(layout.total);
   if (!shm.ok()) return shm.status();
   auto bytes = std::make_unique<ShmBytes>(*std::move(shm));
@@ -298,7 +241,7 @@ absl::StatusOr<std::unique_ptr<Transport>> ShmTransport(const DaemonClient& clie
 absl::StatusOr<std::unique_ptr<Transport>> IpcTransport(const DaemonClient& client,
                                                         const kernels::HostProblem& p,
                                                         int device, int daemon_device) {
-  const Layout layout = MakeLayout(p);
+  const OperandLayout layout = LayOutOperands(p);
   absl::StatusOr<IpcAllocation> memory = IpcAllocation::Allocate(device, layout.total);
   if (!memory.ok()) return memory.status();
   auto bytes = std::make_unique<IpcBytes>(*std::move(memory));
@@ -506,6 +449,56 @@ absl::Status CheckInlineLimit(const DaemonClient& client, kernels::Op op, kernel
 }
 
 }  // namespace
+
+const std::vector<uint8_t>* ProblemInput(const kernels::HostProblem& p, Operand operand) {
+  switch (operand) {
+    case Operand::kInput:
+      return &p.x;
+    case Operand::kGamma:
+      return p.gamma.empty() ? nullptr : &p.gamma;
+    case Operand::kBeta:
+      return p.beta.empty() ? nullptr : &p.beta;
+    case Operand::kMask:
+      return p.mask.empty() ? nullptr : &p.mask;
+    default:
+      return nullptr;
+  }
+}
+
+int64_t ProblemOperandBytes(const kernels::HostProblem& p, Operand operand) {
+  if (const std::vector<uint8_t>* data = ProblemInput(p, operand)) {
+    return static_cast<int64_t>(data->size());
+  }
+  if (operand == Operand::kOutput) return static_cast<int64_t>(p.x.size());
+  const std::vector<float>* reference = RowReference(p, operand);
+  return reference != nullptr ? static_cast<int64_t>(reference->size() * sizeof(float)) : 0;
+}
+
+OperandLayout LayOutOperands(const kernels::HostProblem& p) {
+  OperandLayout layout;
+  for (Operand operand : kernels::kAllOperands) {
+    const int64_t bytes = ProblemOperandBytes(p, operand);
+    layout.offset[static_cast<size_t>(operand)] = bytes > 0 ? layout.total : -1;
+    if (bytes > 0) layout.total += (bytes + 255) / 256 * 256;
+  }
+  return layout;
+}
+
+RunArgs ProblemRunArgs(const kernels::HostProblem& p) {
+  RunArgs args;
+  args.op = proto::OpToProto(p.op);
+  args.dtype = proto::DTypeToProto(p.dtype);
+  args.rows = p.shape.rows;
+  args.cols = p.shape.cols;
+  args.inner = p.shape.inner;
+  args.epsilon = p.params.epsilon;
+  if (p.op == kernels::Op::kScaledMaskedSoftmax) {
+    args.scale = p.params.scale;
+    args.mask_rows = p.params.mask_rows;
+    args.causal = p.params.causal;
+  }
+  return args;
+}
 
 void SetOperandRef(Operand operand, pb::TensorRef read, pb::OutputRef written, RunArgs& args) {
   switch (operand) {

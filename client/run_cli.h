@@ -6,10 +6,12 @@
 #ifndef KERNTUNE_CLIENT_RUN_CLI_H_
 #define KERNTUNE_CLIENT_RUN_CLI_H_
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -18,6 +20,7 @@
 #include "client/daemon_client.h"
 #include "client/output_format.h"
 #include "kernels/op_args.h"
+#include "kernels/verify.h"
 
 namespace kt::client {
 
@@ -76,6 +79,26 @@ int RunRunCommand(const RunCliOptions& options, std::ostream& out, std::ostream&
 // for an operand read, `written` for one written (the other unused).
 void SetOperandRef(kernels::Operand operand, pb::TensorRef read, pb::OutputRef written,
                    RunArgs& args);
+
+// A random problem (kernels::MakeHostProblem) as a Run sends it, for
+// `kerntune run` and kt_soak:
+// - the data of one of its inputs; null for an output or an input it does
+//   not have;
+const std::vector<uint8_t>* ProblemInput(const kernels::HostProblem& p, kernels::Operand operand);
+// - the bytes of one of its operands; 0 for one it does not have;
+int64_t ProblemOperandBytes(const kernels::HostProblem& p, kernels::Operand operand);
+// - every operand's byte offset in one registered buffer (shm or IPC), -1
+//   for one it does not have: 256-byte aligned, so any dtype offset rule
+//   and the kernels' widest packs are met;
+struct OperandLayout {
+  std::array<int64_t, kernels::kOperandCount> offset;
+  int64_t total = 0;  // the buffer's bytes
+
+  int64_t at(kernels::Operand operand) const { return offset[static_cast<size_t>(operand)]; }
+};
+OperandLayout LayOutOperands(const kernels::HostProblem& p);
+// - its op, dtype, shape and parameters, without any tensor.
+RunArgs ProblemRunArgs(const kernels::HostProblem& p);
 
 }  // namespace kt::client
 

@@ -130,61 +130,6 @@ struct Slices {
   }
 };
 
-const std::vector<uint8_t>* InputData(const kernels::HostProblem& p, Operand operand) {
-  const std::vector<uint8_t>* data = operand == Operand::kInput   ? &p.x
-                                     : operand == Operand::kGamma ? &p.gamma
-                                     : operand == Operand::kBeta  ? &p.beta
-                                     : operand == Operand::kMask  ? &p.mask
-                                                                  : nullptr;
-  return data != nullptr && !data->empty() ? data : nullptr;
-}
-
-const std::vector<float>* RowReference(const kernels::HostProblem& p, Operand operand) {
-  const std::vector<float>* reference = operand == Operand::kMean       ? &p.mean_ref
-                                        : operand == Operand::kInvStd   ? &p.inv_std_ref
-                                        : operand == Operand::kRowScale ? &p.row_scale_ref
-                                                                        : nullptr;
-  return reference != nullptr && !reference->empty() ? reference : nullptr;
-}
-
-// Bytes of an operand the problem has; 0 for one it does not.
-int64_t OperandSize(const kernels::HostProblem& p, Operand operand) {
-  if (const std::vector<uint8_t>* data = InputData(p, operand)) {
-    return static_cast<int64_t>(data->size());
-  }
-  if (operand == Operand::kOutput) return static_cast<int64_t>(p.x.size());
-  const std::vector<float>* reference = RowReference(p, operand);
-  return reference != nullptr ? static_cast<int64_t>(reference->size() * sizeof(float)) : 0;
-}
-
-// Every operand's offset in a buffer, 256-byte aligned; -1 for the others.
-std::array<int64_t, kernels::kOperandCount> Layout(const kernels::HostProblem& p) {
-  std::array<int64_t, kernels::kOperandCount> offsets;
-  int64_t next = 0;
-  for (Operand operand : kernels::kAllOperands) {
-    const int64_t bytes = OperandSize(p, operand);
-    offsets[static_cast<size_t>(operand)] = bytes > 0 ? next : -1;
-    next += (bytes + 255) / 256 * 256;
-  }
-  return offsets;
-}
-
-RunArgs BaseArgs(const kernels::HostProblem& p) {
-  RunArgs args;
-  args.op = proto::OpToProto(p.op);
-  args.dtype = proto::DTypeToProto(p.dtype);
-  args.rows = p.shape.rows;
-  args.cols = p.shape.cols;
-  args.inner = p.shape.inner;
-  args.epsilon = p.params.epsilon;
-  if (p.op == kernels::Op::kScaledMaskedSoftmax) {
-    args.scale = p.params.scale;
-    args.mask_rows = p.params.mask_rows;
-    args.causal = p.params.causal;
-  }
-  return args;
-}
-
 class Client {
  public:
   Client(const ClientOptions& options, DaemonClient queued, DaemonClient grpc)
@@ -316,9 +261,9 @@ class Client {
 
   void ValidInline() {
     const kernels::HostProblem p = RandomProblem();
-    RunArgs args = BaseArgs(p);
+    RunArgs args = client::ProblemRunArgs(p);
     for (Operand operand : kernels::kAllOperands) {
-      if (const std::vector<uint8_t>* data = InputData(p, operand)) {
+      if (const std::vector<uint8_t>* data = client::ProblemInput(p, operand)) {
         client::SetOperandRef(operand,
                               client::InlineTensor(std::string(data->begin(), data->end())),
                               client::InlineOutput(), args);
@@ -343,16 +288,17 @@ class Client {
   // through `via`, the outputs read back and checked.
   void ValidInMemory(Memory& memory, const Slices& slices, const DaemonClient& via, Counter path) {
     const kernels::HostProblem p = RandomProblem();
-    const auto offsets = Layout(p);
-    RunArgs args = BaseArgs(p);
+    const client::OperandLayout layout = client::LayOutOperands(p);
+    RunArgs args = client::ProblemRunArgs(p);
     absl::Status written = absl::OkStatus();
     for (Operand operand : kernels::kAllOperands) {
-      const int64_t offset = offsets[static_cast<size_t>(operand)];
+      const int64_t offset = layout.at(operand);
       if (offset < 0) continue;
-      const std::vector<uint8_t>* data = InputData(p, operand);
+      const std::vector<uint8_t>* data = client::ProblemInput(p, operand);
+      const int64_t size = client::ProblemOperandBytes(p, operand);
       if (written.ok()) {
-        written = data != nullptr ? memory.Write(offset, data->data(), OperandSize(p, operand))
-                                  : memory.Fill(offset, kPoison, OperandSize(p, operand));
+        written = data != nullptr ? memory.Write(offset, data->data(), size)
+                                  : memory.Fill(offset, kPoison, size);
       }
       client::SetOperandRef(operand, slices.Tensor(offset), slices.Output(offset), args);
     }
@@ -367,9 +313,9 @@ class Client {
     kernels::HostOutputs got;
     absl::Status read = absl::OkStatus();
     for (Operand operand : kernels::kAllOperands) {
-      const int64_t offset = offsets[static_cast<size_t>(operand)];
+      const int64_t offset = layout.at(operand);
       if (offset < 0 || !kernels::IsOutput(operand)) continue;
-      const int64_t bytes = OperandSize(p, operand);
+      const int64_t bytes = client::ProblemOperandBytes(p, operand);
       void* host = nullptr;
       if (operand == Operand::kOutput) {
         got.y.resize(static_cast<size_t>(bytes));
@@ -474,11 +420,11 @@ class Client {
     const Buffer& buffer = buffers_[Uniform(0, static_cast<int>(buffers_.size()) - 1)];
     const kernels::HostProblem p = RandomProblem();
     const int64_t element = kernels::DTypeSize(p.dtype);
-    const auto offsets = Layout(p);
-    RunArgs args = BaseArgs(p);
+    const client::OperandLayout layout = client::LayOutOperands(p);
+    RunArgs args = client::ProblemRunArgs(p);
     const Slices slices = Slices::Registered(buffer.registration.id());
     for (Operand operand : kernels::kAllOperands) {
-      const int64_t offset = offsets[static_cast<size_t>(operand)];
+      const int64_t offset = layout.at(operand);
       if (offset >= 0) {
         client::SetOperandRef(operand, slices.Tensor(offset), slices.Output(offset), args);
       }
@@ -504,7 +450,7 @@ class Client {
         what = "an input past the end of the buffer";
         break;
       case 3:
-        args.output = slices.Output(offsets[static_cast<size_t>(Operand::kOutput)] + 1);
+        args.output = slices.Output(layout.at(Operand::kOutput) + 1);
         what = "a misaligned output";
         break;
       case 4:
