@@ -633,15 +633,16 @@ int IdleTuningInterference(pb::KernTune::Stub& stub, const std::string& socket,
   const int waiting = served();
   bursts(tuning);
   const Series a = Summarize(idle.us), b = Summarize(tuning.us);
+  const double a_max = Percentile(idle.us, 1.0), b_max = Percentile(tuning.us, 1.0);
+  const double gap_s = std::chrono::duration<double>(kGap).count();
+  const auto tuned = static_cast<long long>(tuning.tuned_after - tuning.tuned_before);
   std::printf("idle tuning: small Run (1x1024 fp16, queue) in %d bursts of %d, %.1f s apart\n"
               "  nothing to tune:          p50 %.1f us, p99 %.1f us, max %.1f us\n"
               "  %d problems to tune:      p50 %.1f us, p99 %.1f us, max %.1f us; tuned %lld "
               "meanwhile, paused seen: %s\n"
               "  p99 ratio %.2fx (issue 26: <= 1.2x)\n",
-              kBursts, kRunsPerBurst, std::chrono::duration<double>(kGap).count(), a.p50, a.p99,
-              Percentile(idle.us, 1.0), waiting, b.p50, b.p99, Percentile(tuning.us, 1.0),
-              static_cast<long long>(tuning.tuned_after - tuning.tuned_before),
-              tuning.seen_paused ? "yes" : "no", b.p99 / a.p99);
+              kBursts, kRunsPerBurst, gap_s, a.p50, a.p99, a_max, waiting, b.p50, b.p99, b_max,
+              tuned, tuning.seen_paused ? "yes" : "no", b.p99 / a.p99);
   if (!absl::GetFlag(FLAGS_out).empty()) {
     std::ofstream(absl::GetFlag(FLAGS_out)) << absl::StrFormat(
         "{\"idle_tuning\": {\"bursts\": %d, \"runs_per_burst\": %d, \"gap_s\": %.1f,\n"
@@ -649,9 +650,7 @@ int IdleTuningInterference(pb::KernTune::Stub& stub, const std::string& socket,
         "  \"tuning\": {\"problems_waiting\": %d, \"p50_us\": %.2f, \"p99_us\": %.2f, "
         "\"max_us\": %.2f, \"problems_tuned\": %lld, \"paused_seen\": %s},\n"
         "  \"p99_ratio\": %.3f}}\n",
-        kBursts, kRunsPerBurst, std::chrono::duration<double>(kGap).count(), a.p50, a.p99,
-        Percentile(idle.us, 1.0), waiting, b.p50, b.p99, Percentile(tuning.us, 1.0),
-        static_cast<long long>(tuning.tuned_after - tuning.tuned_before),
+        kBursts, kRunsPerBurst, gap_s, a.p50, a.p99, a_max, waiting, b.p50, b.p99, b_max, tuned,
         tuning.seen_paused ? "true" : "false", b.p99 / a.p99);
   }
   return 0;
