@@ -101,56 +101,6 @@ class InlineTransport final : public Transport {
 // the check.
 constexpr uint8_t kPoison = 0xff;
 
-// The bytes of a registered buffer as this process reaches them.
-class BufferBytes {
- public:
-  virtual ~BufferBytes() = default;
-  virtual absl::Status CopyIn(int64_t offset, const void* data, int64_t bytes) = 0;
-  virtual absl::Status Fill(int64_t offset, uint8_t value, int64_t bytes) = 0;
-  virtual absl::Status CopyOut(int64_t offset, void* data, int64_t bytes) const = 0;
-};
-
-// A POSIX shared-memory object mapped here.
-class ShmBytes final : public BufferBytes {
- public:
-  explicit ShmBytes(SharedMemory memory) : memory_(std::move(memory)) {}
-  absl::Status CopyIn(int64_t offset, const void* data, int64_t bytes) override {
-    std::memcpy(memory_.data() + offset, data, static_cast<size_t>(bytes));
-    return absl::OkStatus();
-  }
-  absl::Status Fill(int64_t offset, uint8_t value, int64_t bytes) override {
-    std::memset(memory_.data() + offset, value, static_cast<size_t>(bytes));
-    return absl::OkStatus();
-  }
-  absl::Status CopyOut(int64_t offset, void* data, int64_t bytes) const override {
-    std::memcpy(data, memory_.data() + offset, static_cast<size_t>(bytes));
-    return absl::OkStatus();
-  }
-  const SharedMemory& memory() const { return memory_; }
-
- private:
-  SharedMemory memory_;
-};
-
-// A cudaMalloc allocation of this process, shared with CUDA IPC.
-class IpcBytes final : public BufferBytes {
- public:
-  explicit IpcBytes(IpcAllocation memory) : memory_(std::move(memory)) {}
-  absl::Status CopyIn(int64_t offset, const void* data, int64_t bytes) override {
-    return memory_.CopyIn(offset, data, static_cast<size_t>(bytes));
-  }
-  absl::Status Fill(int64_t offset, uint8_t value, int64_t bytes) override {
-    return memory_.Fill(offset, value, static_cast<size_t>(bytes));
-  }
-  absl::Status CopyOut(int64_t offset, void* data, int64_t bytes) const override {
-    return memory_.CopyOut(offset, data, static_cast<size_t>(bytes));
-  }
-  const IpcAllocation& memory() const { return memory_; }
-
- private:
-  IpcAllocation memory_;
-};
-
 // Every operand as a slice of one registered buffer: the inputs copied in,
 // the outputs poisoned, the Run built over the slices.
 class RegisteredTransport final : public Transport {
@@ -449,6 +399,31 @@ absl::Status CheckInlineLimit(const DaemonClient& client, kernels::Op op, kernel
 }
 
 }  // namespace
+
+ShmBytes::ShmBytes(SharedMemory memory) : memory_(std::move(memory)) {}
+absl::Status ShmBytes::CopyIn(int64_t offset, const void* data, int64_t bytes) {
+  std::memcpy(memory_.data() + offset, data, static_cast<size_t>(bytes));
+  return absl::OkStatus();
+}
+absl::Status ShmBytes::Fill(int64_t offset, uint8_t value, int64_t bytes) {
+  std::memset(memory_.data() + offset, value, static_cast<size_t>(bytes));
+  return absl::OkStatus();
+}
+absl::Status ShmBytes::CopyOut(int64_t offset, void* data, int64_t bytes) const {
+  std::memcpy(data, memory_.data() + offset, static_cast<size_t>(bytes));
+  return absl::OkStatus();
+}
+
+IpcBytes::IpcBytes(IpcAllocation memory) : memory_(std::move(memory)) {}
+absl::Status IpcBytes::CopyIn(int64_t offset, const void* data, int64_t bytes) {
+  return memory_.CopyIn(offset, data, static_cast<size_t>(bytes));
+}
+absl::Status IpcBytes::Fill(int64_t offset, uint8_t value, int64_t bytes) {
+  return memory_.Fill(offset, value, static_cast<size_t>(bytes));
+}
+absl::Status IpcBytes::CopyOut(int64_t offset, void* data, int64_t bytes) const {
+  return memory_.CopyOut(offset, data, static_cast<size_t>(bytes));
+}
 
 const std::vector<uint8_t>* ProblemInput(const kernels::HostProblem& p, Operand operand) {
   switch (operand) {

@@ -13,12 +13,15 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "client/cuda_ipc.h"
 #include "client/daemon_cli_common.h"
 #include "client/daemon_client.h"
 #include "client/output_format.h"
+#include "client/shared_memory.h"
 #include "kernels/op_args.h"
 #include "kernels/verify.h"
 
@@ -97,6 +100,41 @@ struct OperandLayout {
   int64_t at(kernels::Operand operand) const { return offset[static_cast<size_t>(operand)]; }
 };
 OperandLayout LayOutOperands(const kernels::HostProblem& p);
+
+// The bytes of a registered buffer as this process reaches them.
+class BufferBytes {
+ public:
+  virtual ~BufferBytes() = default;
+  virtual absl::Status CopyIn(int64_t offset, const void* data, int64_t bytes) = 0;
+  virtual absl::Status Fill(int64_t offset, uint8_t value, int64_t bytes) = 0;
+  virtual absl::Status CopyOut(int64_t offset, void* data, int64_t bytes) const = 0;
+};
+
+// A POSIX shared-memory object mapped here.
+class ShmBytes final : public BufferBytes {
+ public:
+  explicit ShmBytes(SharedMemory memory);
+  absl::Status CopyIn(int64_t offset, const void* data, int64_t bytes) override;
+  absl::Status Fill(int64_t offset, uint8_t value, int64_t bytes) override;
+  absl::Status CopyOut(int64_t offset, void* data, int64_t bytes) const override;
+  const SharedMemory& memory() const { return memory_; }
+
+ private:
+  SharedMemory memory_;
+};
+
+// A cudaMalloc allocation of this process, shared with CUDA IPC.
+class IpcBytes final : public BufferBytes {
+ public:
+  explicit IpcBytes(IpcAllocation memory);
+  absl::Status CopyIn(int64_t offset, const void* data, int64_t bytes) override;
+  absl::Status Fill(int64_t offset, uint8_t value, int64_t bytes) override;
+  absl::Status CopyOut(int64_t offset, void* data, int64_t bytes) const override;
+  const IpcAllocation& memory() const { return memory_; }
+
+ private:
+  IpcAllocation memory_;
+};
 // - its op, dtype, shape and parameters, without any tensor.
 RunArgs ProblemRunArgs(const kernels::HostProblem& p);
 

@@ -53,58 +53,10 @@ constexpr uint8_t kPoison = 0xff;
 std::atomic<bool> g_stop{false};
 void OnSigterm(int) { g_stop.store(true); }
 
-// Client memory the daemon reaches: shared memory or a CUDA allocation.
-class Memory {
- public:
-  virtual ~Memory() = default;
-  virtual absl::Status Write(int64_t offset, const void* data, int64_t bytes) = 0;
-  virtual absl::Status Fill(int64_t offset, uint8_t value, int64_t bytes) = 0;
-  virtual absl::Status Read(int64_t offset, void* data, int64_t bytes) const = 0;
-};
-
-class ShmMemory final : public Memory {
- public:
-  explicit ShmMemory(client::SharedMemory shm) : shm_(std::move(shm)) {}
-  absl::Status Write(int64_t offset, const void* data, int64_t bytes) override {
-    std::memcpy(shm_.data() + offset, data, static_cast<size_t>(bytes));
-    return absl::OkStatus();
-  }
-  absl::Status Fill(int64_t offset, uint8_t value, int64_t bytes) override {
-    std::memset(shm_.data() + offset, value, static_cast<size_t>(bytes));
-    return absl::OkStatus();
-  }
-  absl::Status Read(int64_t offset, void* data, int64_t bytes) const override {
-    std::memcpy(data, shm_.data() + offset, static_cast<size_t>(bytes));
-    return absl::OkStatus();
-  }
-  const std::string& name() const { return shm_.name(); }
-
- private:
-  client::SharedMemory shm_;
-};
-
-class CudaMemory final : public Memory {
- public:
-  explicit CudaMemory(client::IpcAllocation allocation) : allocation_(std::move(allocation)) {}
-  absl::Status Write(int64_t offset, const void* data, int64_t bytes) override {
-    return allocation_.CopyIn(offset, data, bytes);
-  }
-  absl::Status Fill(int64_t offset, uint8_t value, int64_t bytes) override {
-    return allocation_.Fill(offset, value, bytes);
-  }
-  absl::Status Read(int64_t offset, void* data, int64_t bytes) const override {
-    return allocation_.CopyOut(offset, data, bytes);
-  }
-  const std::string& handle() const { return allocation_.handle(); }
-
- private:
-  client::IpcAllocation allocation_;
-};
-
 // One registration and its memory. The registration is declared last, so
 // it ends before the memory goes.
 struct Buffer {
-  std::unique_ptr<Memory> memory;
+  std::unique_ptr<client::BufferBytes> memory;
   bool device = false;
   client::RegisteredBuffer registration;
 };
@@ -153,7 +105,7 @@ class Client {
     absl::StatusOr<client::IpcAllocation> one_off =
         client::IpcAllocation::Allocate(options_.cuda_device, kBufferBytes);
     if (!one_off.ok()) return one_off.status();
-    one_off_ = std::make_unique<CudaMemory>(*std::move(one_off));
+    one_off_ = std::make_unique<client::IpcBytes>(*std::move(one_off));
     return absl::OkStatus();
   }
 
@@ -183,7 +135,7 @@ class Client {
       ValidInline();
     } else if (roll < 80 && one_off_ != nullptr) {
       const bool queue = Coin();
-      ValidInMemory(*one_off_, Slices::OneOff(one_off_->handle(), daemon_ordinal_),
+      ValidInMemory(*one_off_, Slices::OneOff(one_off_->memory().handle(), daemon_ordinal_),
                     queue ? queued_ : grpc_, queue ? kOneOffQueue : kOneOffGrpc);
     } else if (roll < 83) {
       MalformedRegistration();
@@ -286,7 +238,8 @@ class Client {
 
   // A problem in `memory`: inputs written, outputs poisoned, the Run sent
   // through `via`, the outputs read back and checked.
-  void ValidInMemory(Memory& memory, const Slices& slices, const DaemonClient& via, Counter path) {
+  void ValidInMemory(client::BufferBytes& memory, const Slices& slices, const DaemonClient& via,
+                     Counter path) {
     const kernels::HostProblem p = RandomProblem();
     const client::OperandLayout layout = client::LayOutOperands(p);
     RunArgs args = client::ProblemRunArgs(p);
@@ -297,7 +250,7 @@ class Client {
       const std::vector<uint8_t>* data = client::ProblemInput(p, operand);
       const int64_t size = client::ProblemOperandBytes(p, operand);
       if (written.ok()) {
-        written = data != nullptr ? memory.Write(offset, data->data(), size)
+        written = data != nullptr ? memory.CopyIn(offset, data->data(), size)
                                   : memory.Fill(offset, kPoison, size);
       }
       client::SetOperandRef(operand, slices.Tensor(offset), slices.Output(offset), args);
@@ -327,7 +280,7 @@ class Client {
         values.resize(static_cast<size_t>(bytes) / sizeof(float));
         host = values.data();
       }
-      if (read.ok()) read = memory.Read(offset, host, bytes);
+      if (read.ok()) read = memory.CopyOut(offset, host, bytes);
     }
     if (!read.ok())
       return Problem(kValidFailed, absl::StrCat("reading the outputs: ", read.ToString()));
@@ -343,8 +296,9 @@ class Client {
       if (!allocation.ok()) {
         return Problem(kValidFailed, absl::StrCat("cudaMalloc: ", allocation.status().ToString()));
       }
-      auto memory = std::make_unique<CudaMemory>(*std::move(allocation));
-      registration = queued_.RegisterCudaIpc(memory->handle(), daemon_ordinal_, 0, 0, "kt_soak");
+      auto memory = std::make_unique<client::IpcBytes>(*std::move(allocation));
+      registration =
+          queued_.RegisterCudaIpc(memory->memory().handle(), daemon_ordinal_, 0, 0, "kt_soak");
       buffer.memory = std::move(memory);
       buffer.device = true;
     } else {
@@ -352,8 +306,8 @@ class Client {
       if (!shm.ok()) {
         return Problem(kValidFailed, absl::StrCat("shm_open: ", shm.status().ToString()));
       }
-      auto memory = std::make_unique<ShmMemory>(*std::move(shm));
-      registration = queued_.RegisterHostShm(memory->name(), 0, 0, "kt_soak");
+      auto memory = std::make_unique<client::ShmBytes>(*std::move(shm));
+      registration = queued_.RegisterHostShm(memory->memory().name(), 0, 0, "kt_soak");
       buffer.memory = std::move(memory);
     }
     if (!registration.ok()) {
@@ -471,7 +425,7 @@ class Client {
   DaemonClient grpc_;
   const std::vector<server::testing::MalformedCase> malformed_table_;
   std::vector<Buffer> buffers_;
-  std::unique_ptr<CudaMemory> one_off_;
+  std::unique_ptr<client::IpcBytes> one_off_;
   int32_t daemon_ordinal_ = 0;
   int released_ = 0;
   std::string unregistered_id_;
