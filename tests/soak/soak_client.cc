@@ -6,7 +6,6 @@
 
 #include <array>
 #include <atomic>
-#include <cstring>
 #include <memory>
 #include <optional>
 #include <random>
