@@ -79,7 +79,7 @@ fi
 
 if [ "$what" = tests ] || [ "$what" = daemon ] || [ "$what" = all ]; then
   echo "== daemon GPU tests${KERNTUNED_FLAGS:+ (kerntuned $KERNTUNED_FLAGS)}"
-  export KERNTUNED_BINARY="$here/kerntuned"
+  export KERNTUNED_BINARY="$here/kerntuned" KERNTUNE_BINARY="$here/kerntune"
   if [ -n "${KERNTUNED_FLAGS:-}" ]; then
     # The tests start $KERNTUNED_BINARY with their own flags: add ours.
     KERNTUNED_BINARY=$(mktemp /tmp/kerntuned-flags.XXXXXX)

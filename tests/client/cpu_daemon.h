@@ -6,6 +6,7 @@
 #define KERNTUNE_TESTS_CLIENT_CPU_DAEMON_H_
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <string>
@@ -45,10 +46,13 @@ struct ProcessResult {
 ProcessResult RunProcess(const std::vector<std::string>& argv);
 
 #ifdef KT_KERNTUNE_BINARY
-// The kerntune CLI built with these tests (its target defines the path),
-// run with `args`.
+// The kerntune CLI run with `args`: $KERNTUNE_BINARY when set (a bundle on
+// a GPU host, whose tests are not where they were built), else the one
+// built with these tests (its target defines the path).
 inline ProcessResult RunKerntune(std::vector<std::string> args) {
-  args.insert(args.begin(), KT_KERNTUNE_BINARY);
+  const char* from_env = std::getenv("KERNTUNE_BINARY");
+  args.insert(args.begin(),
+              from_env != nullptr && *from_env != '\0' ? from_env : KT_KERNTUNE_BINARY);
   return RunProcess(args);
 }
 #endif

@@ -114,8 +114,8 @@ TEST_F(TuneServedGpuTest, TunesExactlyTheServedProblemsWhichAreThenServedTuned) 
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   EXPECT_EQ(client_->ListServedShapes()->shapes_size(), 0);
-  EXPECT_THAT(Run("softmax", "fp16", "64", "1000").out, HasSubstr("(source: tuned)"));
-  EXPECT_THAT(Run("layer_norm", "fp32", "32", "768").out, HasSubstr("(source: tuned)"));
+  EXPECT_THAT(Run("softmax", "fp16", "64", "1000").out, HasSubstr("(source: tuned;"));
+  EXPECT_THAT(Run("layer_norm", "fp32", "32", "768").out, HasSubstr("(source: tuned;"));
   EXPECT_EQ(client_->ListServedShapes()->shapes_size(), 0);
 
   const ProcessResult again = RunKerntune({"tune", "--served", "--server=" + target()});
@@ -164,8 +164,8 @@ TEST_F(TuneIdleGpuTest, TheDaemonTunesTheProblemsItServedUntunedWhileIdle) {
     ASSERT_TRUE(best.ok()) << best.status();
     EXPECT_EQ(best->size(), 2u);  // exactly the served problems
   }
-  EXPECT_THAT(Run("softmax", "fp16", "64", "1000").out, HasSubstr("(source: tuned)"));
-  EXPECT_THAT(Run("layer_norm", "fp32", "32", "768").out, HasSubstr("(source: tuned)"));
+  EXPECT_THAT(Run("softmax", "fp16", "64", "1000").out, HasSubstr("(source: tuned;"));
+  EXPECT_THAT(Run("layer_norm", "fp32", "32", "768").out, HasSubstr("(source: tuned;"));
   EXPECT_EQ(client_->ListServedShapes()->shapes_size(), 0);
   EXPECT_THAT(daemon_->Log(), HasSubstr("idle tuner: tuned softmax float16 64x1000 on GPU 0"));
 }
