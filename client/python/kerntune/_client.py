@@ -8,6 +8,7 @@ Tensors reach the daemon three ways (see README.md):
 """
 
 import collections
+import contextlib
 import math
 import os
 import threading
@@ -345,8 +346,10 @@ def _cuda_outputs(torch, options, layout, x, out, cuda_stream):
         return out, None, None, None  # nothing new: the contexts cost microseconds
     mean = inv_std = row_scale = None
     # New tensors belong to x's device and the call's stream (the caching
-    # allocator's stream).
-    with torch.cuda.device(x.device), torch.cuda.stream(cuda_stream):
+    # allocator's stream): device= places them, and the stream context is
+    # entered only for a stream other than the current one (None), as it
+    # costs microseconds.
+    with contextlib.nullcontext() if cuda_stream is None else torch.cuda.stream(cuda_stream):
         if out is None:
             out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
         rows = (layout.rows,)
@@ -900,7 +903,7 @@ class Client:
         knows a buffer it names (a lease ended): then the call is built anew."""
         if prepared.device is not None:
             # Inputs written by queued work must be in memory before the daemon reads.
-            _torch.torch_module().cuda.current_stream(prepared.device).synchronize()
+            _torch.synchronize_current_stream(prepared.device)
         try:
             return self._run_request(prepared.request, prepared.data)
         except _errors.NotFoundError:
@@ -1102,6 +1105,7 @@ class Client:
         options = options._replace(weight=weight, bias=bias, mask=mask)
 
         stream_mode = stream is not None and stream is not False
+        cuda_stream = None  # synchronous mode: x.device's current stream
         if stream_mode and stream is not True:
             if not isinstance(stream, torch.cuda.Stream):
                 raise _invalid("stream must be a torch.cuda.Stream or True (the current "
@@ -1109,7 +1113,7 @@ class Client:
             if stream.device != device:
                 raise _invalid("stream is on %s but x on %s" % (stream.device, device))
             cuda_stream = stream
-        else:
+        elif stream_mode:
             cuda_stream = torch.cuda.current_stream(device)
 
         out, mean, inv_std, row_scale = _cuda_outputs(torch, options, layout, x, out,
@@ -1140,7 +1144,7 @@ class Client:
                 request.done_event = bytes(done.ipc_handle())
         else:
             # Inputs written by queued work must be in memory before the daemon reads.
-            cuda_stream.synchronize()
+            _torch.synchronize_current_stream(device)
 
         response = self._run_request(request)
 
