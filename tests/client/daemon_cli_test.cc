@@ -465,8 +465,10 @@ class TwoGpuDaemonTest : public ::testing::Test {
 };
 
 TEST_F(TwoGpuDaemonTest, StatusListsEveryDeviceWithItsHealthConfigsBuffersAndRuns) {
+  StatusCliOptions options;
+  options.server = target_;
   std::ostringstream out, err;
-  ASSERT_EQ(RunStatusCommand({target_, OutputFormat::kTable}, out, err), kExitOk) << err.str();
+  ASSERT_EQ(RunStatusCommand(options, out, err), kExitOk) << err.str();
   const std::string text = out.str();
   EXPECT_THAT(text, HasSubstr("devices    0: NVIDIA H100 80GB HBM3"));
   EXPECT_THAT(text, HasSubstr(std::string(TwoGpuDaemon::kUuid0) + " at 0000:1B:00.0\n"
@@ -479,7 +481,8 @@ TEST_F(TwoGpuDaemonTest, StatusListsEveryDeviceWithItsHealthConfigsBuffersAndRun
                               "4.0 KiB; 7 runs, 0 in flight\n"));
 
   std::ostringstream json_out;
-  ASSERT_EQ(RunStatusCommand({target_, OutputFormat::kJson}, json_out, err), kExitOk);
+  options.format = OutputFormat::kJson;
+  ASSERT_EQ(RunStatusCommand(options, json_out, err), kExitOk);
   const google::protobuf::Struct parsed = ParseJson(json_out.str());
   const auto& devices = parsed.fields().at("devices").list_value();
   ASSERT_EQ(devices.values_size(), 2);
