@@ -26,10 +26,35 @@ absl::Status CheckSplitGridKnobs(Op op, DType dtype, Shape shape, const LaunchCo
                                  const DeviceInfo& device);
 absl::Status CheckSplitTwoPassKnobs(Op op, DType dtype, Shape shape, const LaunchConfig& config,
                                     const DeviceInfo& device);
-// kSplitRow and kSplitGrid cache a slice of the row per block.
+// Whether `op`'s kernels read x unchanged (no scale, no mask: every op but
+// the masked softmax), so kSplitRow may copy its rows' raw bytes. Must agree
+// with kLoadsRowUnchanged of the op's load functor (split_row_dispatch.cuh
+// asserts it).
+constexpr bool ReadsRowUnchanged(Op op) { return op != Op::kScaledMaskedSoftmax; }
+// kSplitRow loads through Hopper's bulk copy (SplitRowKernel) when the op
+// reads x unchanged and a pack is 16 bytes: then every slice of every row
+// starts on a 16-byte boundary and is whole 16-byte packs, as the copy needs.
+constexpr bool SplitRowBulkCopies(Op op, int64_t pack_bytes) {
+  return ReadsRowUnchanged(op) && pack_bytes == 16;
+}
+// How a kSplitRow or kSplitGrid block caches its slice of a row in dynamic
+// shared memory: the largest slice in the cache dtype, once, or twice when
+// kSplitRow's bulk copy brings in the block's next row while it finishes
+// this one (when two fit and rows are many: split_row_config.cc). The bulk
+// copy's grid is persistent over rows either way.
+struct SplitRowCache {
+  int64_t slice_bytes = 0;
+  bool bulk_copy = false;
+  int buffers = 1;
+  int64_t bytes() const { return slice_bytes * buffers; }
+};
+SplitRowCache SplitRowCacheOf(Op op, DType dtype, Shape shape, const LaunchConfig& config);
+// kSplitRow and kSplitGrid cache a slice of the row per block:
+// SplitRowCacheOf(...).bytes().
 int64_t SplitRowSharedMemoryBytes(Op op, DType dtype, Shape shape, const LaunchConfig& config);
 // Appends the split configs of the three impls worth timing for the problem
-// (none when rows are many or short); legality is checked by the caller.
+// (none when rows are many or short); legality is checked by the
+// caller.
 void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo& device,
                               std::vector<LaunchConfig>& candidates);
 // The default (of one of the split impls) when split rows should serve the

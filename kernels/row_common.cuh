@@ -201,6 +201,15 @@ inline constexpr bool kFollowsRowLayout<DirectLoad<T, paired>> = true;
 template <typename T, bool paired>
 inline constexpr bool kFollowsRowLayout<DirectStore<T, paired>> = true;
 
+// Whether a load functor reads x's elements unchanged (it only widens them),
+// through members `src` and `row_stride`: then a kernel may copy a row's raw
+// bytes and widen them later (SplitRowKernel's bulk copy). MaskedScaleLoad
+// scales and masks, so it does not.
+template <class Load>
+inline constexpr bool kLoadsRowUnchanged = false;
+template <typename T, bool paired>
+inline constexpr bool kLoadsRowUnchanged<DirectLoad<T, paired>> = true;
+
 // LayerNorm's output functor: y = normalized * gamma + beta, each optional
 // (a null pointer is a uniform branch, cheaper than 4x the instances).
 // `paired`: the output, and the batched weights (StoreWith), convert 16-bit

@@ -35,6 +35,19 @@ constexpr int64_t kSplitCandidateMinCols = 4096;
 // of 36 points, 1.28x on geometric mean (0.86-2.37x).
 constexpr int64_t kDefaultPacksPerThread = 8;
 
+// kSplitRow's bulk copy keeps two slices (this row's and the next one's,
+// SplitRowCache) when both fit a block's shared memory: 227 KiB on every
+// cluster-capable GPU so far (sm_90, sm_100), less 1 KiB for the kernel's
+// static storage. A constant, not the device's figure, so that a config
+// names the same kernel behaviour on every GPU it is tuned or served on.
+constexpr int64_t kTwoSliceMaxBytes = 227 * 1024 - 1024;
+// ... and when there are enough rows for each cluster to serve several:
+// the next row's copy is what the second slice is for, and with fewer rows
+// it would only halve the blocks per SM. An H100 holds at most 132 * 8 /
+// split clusters of 256 threads (528 of 2 blocks), so from 1024 rows each
+// cluster serves about two rows or more.
+constexpr int64_t kTwoSliceMinRows = 1024;
+
 bool SupportsClusters(const DeviceInfo& device) { return device.cc_major >= 9; }
 // Cooperative launches (grid barriers): every GPU CUDA 13 supports.
 bool SupportsGridBarriers(const DeviceInfo& device) { return device.cc_major >= 7; }
@@ -231,10 +244,23 @@ absl::Status CheckSplitGridKnobs(Op op, DType dtype, Shape shape, const LaunchCo
   return absl::OkStatus();
 }
 
+SplitRowCache SplitRowCacheOf(Op op, DType dtype, Shape shape, const LaunchConfig& c) {
+  SplitRowCache cache;
+  if (c.split < 1 || c.pack_size < 1) return cache;
+  cache.slice_bytes =
+      PacksPerBlock(shape.cols, c.pack_size, c.split) * c.pack_size * CacheElementBytes(op, dtype);
+  cache.bulk_copy =
+      c.impl == Impl::kSplitRow &&
+      SplitRowBulkCopies(op, c.pack_size * static_cast<int64_t>(DTypeSize(dtype)));
+  if (cache.bulk_copy && 2 * cache.slice_bytes <= kTwoSliceMaxBytes &&
+      shape.rows >= kTwoSliceMinRows) {
+    cache.buffers = 2;
+  }
+  return cache;
+}
+
 int64_t SplitRowSharedMemoryBytes(Op op, DType dtype, Shape shape, const LaunchConfig& c) {
-  if (c.split < 1 || c.pack_size < 1) return 0;
-  return PacksPerBlock(shape.cols, c.pack_size, c.split) * c.pack_size *
-         CacheElementBytes(op, dtype);
+  return SplitRowCacheOf(op, dtype, shape, c).bytes();
 }
 
 void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo& device,

@@ -18,7 +18,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "kernels/dispatch.cuh"  // CachedActiveBlocks, DispatchInt
+#include "kernels/config_rules.h"  // SplitRowCacheOf
+#include "kernels/dispatch.cuh"      // CachedActiveBlocks, DispatchInt
 #include "kernels/kernel_request.h"
 #include "kernels/op_functors.cuh"
 #include "kernels/split_row_kernels.cuh"
@@ -53,13 +54,16 @@ inline cudaLaunchConfig_t ClusterLaunchConfig(unsigned blocks, int block_size, s
 // size fits on the device (cudaOccupancyMaxActiveClusters, which knows that
 // a cluster must sit in one GPC). Opts the kernel in to non-portable cluster
 // sizes once per device. Cached per (device, kernel, block, smem, split).
+// `active_clusters` (optional): how many such clusters the whole device
+// holds at once, the size of a persistent grid.
 inline cudaError_t CachedSplitRowOccupancy(const KernelRequest& req, const void* kernel,
                                            int block_size, size_t smem_bytes, int split,
-                                           int* active_blocks) {
+                                           int* active_blocks, int* active_clusters = nullptr) {
   int blocks = 0;
   cudaError_t err = CachedActiveBlocks(req.device, kernel, block_size, smem_bytes,
                                        req.max_smem_per_block_optin, &blocks);
   if (err != cudaSuccess) return err;
+  if (active_clusters != nullptr) *active_clusters = 0;
   if (blocks == 0) {
     *active_blocks = 0;
     return cudaSuccess;
@@ -96,37 +100,44 @@ inline cudaError_t CachedSplitRowOccupancy(const KernelRequest& req, const void*
     it = cache->clusters.emplace(key, clusters).first;
   }
   *active_blocks = it->second > 0 ? blocks : 0;
+  if (active_clusters != nullptr) *active_clusters = it->second;
   return cudaSuccess;
 }
 
 // The split kernels' per-launch scalars: rows of num_packs packs sliced
-// over req.config.split blocks.
-inline split_row::Params SplitParams(const KernelRequest& req, int64_t num_packs) {
+// over req.config.split blocks, each caching `cache_buffers` slices.
+inline split_row::Params SplitParams(const KernelRequest& req, int64_t num_packs,
+                                     int cache_buffers = 1) {
   split_row::Params params;
   static_cast<RowParams&>(params) = RowParamsOf(req);
   params.slicing = split_row::Slicing::Of(num_packs, req.config.split);
+  params.cache_buffers = cache_buffers;
   return params;
 }
 
 // Launches (or sizes) a cluster-launched SplitRowKernel instance: one
-// cluster of c.split blocks per row.
+// cluster of c.split blocks per row, or, when `persistent` (the bulk copy,
+// which overlaps a block's rows), as many clusters as the device holds at
+// once, each looping over rows.
 template <class Kernel, class Load, class Store>
 cudaError_t RunSplitRowClusters(const KernelRequest& req, KernelAction action,
                                 cudaStream_t stream, int* active_blocks, Kernel kernel,
-                                int block_size, size_t smem, const Load& load, const Store& store,
-                                const split_row::Params& params) {
+                                int block_size, size_t smem, bool persistent, const Load& load,
+                                const Store& store, const split_row::Params& params) {
   const int split = req.config.split;
   int active = 0;
+  int device_clusters = 0;
   cudaError_t err = CachedSplitRowOccupancy(req, reinterpret_cast<const void*>(kernel),
-                                            block_size, smem, split, &active);
+                                            block_size, smem, split, &active, &device_clusters);
   if (err != cudaSuccess) return err;
   if (action == KernelAction::kQueryOccupancy) {
     *active_blocks = active;
     return cudaSuccess;
   }
   if (active == 0) return cudaErrorInvalidConfiguration;
-  // One cluster per row; rows beyond the grid limit loop in the kernel.
-  const int64_t clusters = std::min<int64_t>(req.shape.rows, INT_MAX / split);
+  // Rows beyond the grid loop in the kernel.
+  const int64_t clusters = std::min<int64_t>(
+      req.shape.rows, persistent ? std::max(device_clusters, 1) : INT_MAX / split);
   cudaLaunchAttribute attribute;
   const cudaLaunchConfig_t config = ClusterLaunchConfig(
       static_cast<unsigned>(clusters * split), block_size, smem, split, stream, attribute);
@@ -196,21 +207,32 @@ cudaError_t RunSplitRowOp(const KernelRequest& req, KernelAction action, cudaStr
   }
   cudaError_t result = cudaErrorInvalidConfiguration;
 
+  // The host's and the kernel's cache layouts must agree (SplitRowCacheOf,
+  // SplitRowKernel): the same element type, and the bulk copy for the same
+  // (op, pack).
+  static_assert(
+      sizeof(typename Load::cache_type) == (op == Op::kScaledMaskedSoftmax ? 4 : sizeof(T)),
+      "SplitRowCacheOf's cache element size");
+  static_assert(ReadsRowUnchanged(op) == kLoadsRowUnchanged<std::remove_cv_t<Load>>,
+                "ReadsRowUnchanged and the load functor disagree");
   DispatchInt<1, 2, 4, 8>(c.pack_size, [&](auto pack_c) {
     constexpr int kPack = decltype(pack_c)::value;
+    static_assert(SplitRowBulkCopies(op, kPack * sizeof(T)) ==
+                  split_row::kBulkCopies<std::remove_cv_t<Load>, kPack>);
     if constexpr (kPack * sizeof(T) <= 16) {
       // Must list exactly kBlockImplBlockSizes (launch_config.h).
       DispatchInt<128, 256, 512, 1024>(c.block_size, [&](auto block_c) {
         constexpr int kBlock = decltype(block_c)::value;
         const int64_t num_packs = req.shape.cols / kPack;
         if (num_packs < c.split) return;  // a block without a slice: refused by the rules
-        const size_t smem = static_cast<size_t>((num_packs + c.split - 1) / c.split) * kPack *
-                            sizeof(typename Load::cache_type);
-        const split_row::Params params = SplitParams(req, num_packs);
+        // The rules' sizes, which ValidateConfig checked.
+        const SplitRowCache cache = SplitRowCacheOf(op, dtype, req.shape, c);
+        const auto smem = static_cast<size_t>(cache.bytes());
+        const split_row::Params params = SplitParams(req, num_packs, cache.buffers);
         if (clusters) {
           result = RunSplitRowClusters(req, action, stream, active_blocks,
                                        &SplitRowKernel<op, Load, Store, kPack, kBlock>, kBlock,
-                                       smem, load, store, params);
+                                       smem, cache.bulk_copy, load, store, params);
         } else {
           result = RunSplitRowGrid(req, action, stream, active_blocks,
                                    &SplitGridKernel<op, Load, Store, kPack, kBlock>, kBlock, smem,

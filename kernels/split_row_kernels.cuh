@@ -54,6 +54,9 @@ __device__ __forceinline__ Slice SliceOf(const Slicing& s, int rank) {
 // sliced over the blocks of a row.
 struct Params : RowParams {
   Slicing slicing;
+  // SplitRowKernel's bulk copy: slices cached per block (SplitRowCache), 2
+  // to copy the block's next row in while it finishes this one.
+  int cache_buffers = 1;
 };
 
 // Where a row's whole packs lie when rows need not start on a pack
@@ -88,6 +91,166 @@ __device__ __forceinline__ int64_t EdgeColumn(const RowEdges& e, int64_t cols, i
   if (rank == 0) return t < e.head ? t : -1;
   if (rank == split - 1) return e.tail_col + t < cols ? e.tail_col + t : -1;
   return -1;
+}
+
+// A block's slice of one row: where its packs start (edges.head, the row's
+// first whole pack) and which of them it owns. Without kAnyCols the row has
+// no edges and every slice is the full one.
+struct RowPart {
+  RowEdges edges;
+  Slice slice;
+};
+template <int pack, bool kAnyCols>
+__device__ __forceinline__ RowPart RowPartOf(int64_t row, int64_t cols, const Slice& full_slice,
+                                             int rank, int split) {
+  RowPart part{{0, cols, 0}, full_slice};
+  if constexpr (kAnyCols) {
+    part.edges = EdgesOf<pack>(row, cols);
+    if (rank == split - 1) part.slice.count -= part.edges.missing_packs;
+  }
+  return part;
+}
+
+// --- SplitRowKernel's bulk-copy load (Hopper's cp.async.bulk, non-tensor) ---
+// One thread copies the block's whole slice of a row into shared memory in
+// the storage dtype, so the slice is in flight at once instead of the few
+// packs per thread that ordinary loads keep outstanding. The copy lands in
+// kBulkChunks chunks, each completing its own mbarrier, so that the block
+// reduces chunk k while later ones still arrive.
+
+// Whether SplitRowKernel copies through the bulk copy: a load that reads x
+// unchanged (kLoadsRowUnchanged) in 16-byte packs, so that every slice
+// starts 16-byte aligned and is whole 16-byte units (the copy's rules).
+// The host's SplitRowBulkCopies (config_rules.h) must agree.
+template <class Load, int pack>
+inline constexpr bool kBulkCopies =
+    kLoadsRowUnchanged<Load> && pack * sizeof(typename Load::storage_type) == 16;
+
+constexpr int kBulkChunks = 8;
+
+__device__ __forceinline__ uint32_t SharedAddress(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// One arrival (the copying thread's) completes each phase.
+__device__ __forceinline__ void InitChunkBarrier(uint64_t* barrier) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(SharedAddress(barrier)) : "memory");
+}
+
+// Makes the barriers' initialisation (generic-proxy writes) visible to the
+// async proxy that the copies complete them through.
+__device__ __forceinline__ void FenceBarrierInit() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+// Arrives on the barrier and adds `bytes` to the transaction count its
+// current phase waits for (0: the arrival alone completes the phase).
+__device__ __forceinline__ void ArriveExpectingBytes(uint64_t* barrier, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
+                   SharedAddress(barrier)),
+               "r"(bytes)
+               : "memory");
+}
+
+// `bytes` (a multiple of 16, both addresses 16-byte aligned) from global to
+// this block's shared memory; completes `bytes` of the barrier's phase.
+__device__ __forceinline__ void BulkCopyToShared(void* dst, const void* src, uint32_t bytes,
+                                                 uint64_t* barrier) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
+          "r"(SharedAddress(dst)),
+      "l"(src), "r"(bytes), "r"(SharedAddress(barrier))
+      : "memory");
+}
+
+// Orders this thread's (and, through the barrier before it, the block's)
+// generic-proxy shared-memory accesses before later async-proxy ones.
+__device__ __forceinline__ void FenceProxyAsync() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// Until the barrier's phase of `parity` completes; its data is then visible.
+__device__ __forceinline__ void WaitChunkBarrier(uint64_t* barrier, uint32_t parity) {
+  const uint32_t address = SharedAddress(barrier);
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n"
+        " .reg .pred complete;\n"
+        " mbarrier.try_wait.parity.shared::cta.b64 complete, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, complete;\n"
+        "}\n"
+        : "=r"(done)
+        : "r"(address), "r"(parity)
+        : "memory");
+  } while (done == 0);
+}
+
+// Packs [begin, end) of a slice of `count` packs: chunk c of kBulkChunks
+// near-equal ones (empty when the slice has fewer packs than chunks).
+struct ChunkRange {
+  int64_t begin;
+  int64_t end;
+};
+__device__ __forceinline__ ChunkRange ChunkOf(int64_t count, int c) {
+  const int64_t per_chunk = (count + kBulkChunks - 1) / kBulkChunks;
+  const int64_t begin = c * per_chunk < count ? c * per_chunk : count;
+  return {begin, begin + per_chunk < count ? begin + per_chunk : count};
+}
+
+// Issued by one thread: the copy of the block's slice of `row` (pack k at
+// column first_col + (slice.first + k) * pack) into `cache`, chunk c
+// completing barriers[c]. Every barrier gets exactly one arrival, empty
+// chunks included, so each completes one phase per copy and the waiting
+// threads can track phases by parity alone. The caller must have ordered
+// every thread's reads of `cache` from its last use before this (a block
+// barrier). Not inlined: one thread runs it once per row, and inlined at
+// its two call sites it made float32 LayerNorm at 1024 threads spill 112
+// bytes (64 registers a thread).
+template <int pack, class Load, class CachePack>
+__device__ __noinline__ void CopySliceAsync(const Load& load, int64_t row, int64_t first_col,
+                                               const Slice& slice, CachePack* cache,
+                                               uint64_t* barriers) {
+  static_assert(sizeof(CachePack) == 16, "the bulk copy moves 16-byte packs");
+  const auto* src = load.src + row * load.row_stride + first_col + slice.first * pack;
+  // The buffer was last read by generic loads; the copy writes it through
+  // the async proxy.
+  FenceProxyAsync();
+#pragma unroll
+  for (int c = 0; c < kBulkChunks; ++c) {
+    const ChunkRange chunk = ChunkOf(slice.count, c);
+    const auto bytes = static_cast<uint32_t>((chunk.end - chunk.begin) * sizeof(CachePack));
+    ArriveExpectingBytes(&barriers[c], bytes);
+    if (bytes > 0) {
+      BulkCopyToShared(cache + chunk.begin, src + chunk.begin * pack, bytes, &barriers[c]);
+    }
+  }
+}
+
+// Pass 1 of the bulk path: this thread's share of the statistic over the
+// copied slice of `count` packs, chunk by chunk as each arrives (the phase
+// of `parity` of barriers[c]), widened to float from the cached storage
+// dtype.
+template <class Math, int pack, int block_size, class CachePack>
+__device__ __forceinline__ typename Math::Accumulator ReduceCopiedSlice(const CachePack* cache,
+                                                                        int64_t count,
+                                                                        uint64_t* barriers,
+                                                                        uint32_t parity) {
+  typename Math::Accumulator stat;
+#pragma unroll 1
+  for (int c = 0; c < kBulkChunks; ++c) {
+    const ChunkRange chunk = ChunkOf(count, c);
+    WaitChunkBarrier(&barriers[c], parity);
+#pragma unroll 4
+    for (int64_t k = chunk.begin + threadIdx.x; k < chunk.end; k += block_size) {
+      const CachePack packed = cache[k];
+      float v[pack];
+#pragma unroll
+      for (int i = 0; i < pack; ++i) v[i] = ToFloat(packed.elem[i]);
+      stat.template Add<pack>(v);
+    }
+  }
+  return stat;
 }
 
 // Packs each thread keeps in flight in the loading pass. Few rows make this
@@ -322,28 +485,42 @@ __device__ __forceinline__ void LoadThreadPacks(const Load& load, const TwoPassB
 // Thread mapping: a cluster of split = cluster size blocks per row (blocks
 // of cluster c: row c, then c + clusters, ...); block rank r owns the
 // contiguous packs SliceOf(p.slicing, r) of the row's cols / pack, thread t
-// packs t, t + block_size, ... of that slice. Pass 1 loads the slice through
-// `load` (LoadBatch packs in flight per thread), caches it in shared memory
-// in Load::cache_type and accumulates the op's statistic; the block reduces
-// it (BlockMergeInOrder) to one partial, published in shared memory. After
-// a cluster barrier every warp reads the `split` partials (lane r from rank
-// r, through distributed shared memory) and merges them in rank order, so
-// every block of the cluster computes bit-identical row statistics. Pass 2 turns the
-// cached slice into outputs through `store`; block rank 0 writes the per-row
-// outputs. The partials are read between a cluster arrive and the matching
-// wait at the end of the row, so no block leaves (or overwrites its partial)
-// while another may still read it.
+// packs t, t + block_size, ... of that slice. Pass 1 caches the slice in
+// shared memory in Load::cache_type and accumulates the op's statistic; the
+// block reduces it (BlockMergeInOrder) to one partial, published in shared
+// memory. After a cluster barrier every warp reads the `split` partials
+// (lane r from rank r, through distributed shared memory) and merges them in
+// rank order, so every block of the cluster computes bit-identical row
+// statistics. Pass 2 turns the cached slice into outputs through `store`;
+// block rank 0 writes the per-row outputs. The partials are read between a
+// cluster arrive and the matching wait at the end of the row, so no block
+// leaves (or overwrites its partial) while another may still read it.
+// Pass 1 loads one of two ways:
+//  - the bulk copy (kBulkCopies: a load that reads x unchanged, 16-byte
+//    packs): thread 0 copies the whole slice with cp.async.bulk in
+//    kBulkChunks chunks and the threads reduce each chunk as its mbarrier
+//    completes. With p.cache_buffers == 2 the grid is persistent and the
+//    block's next row is copied into the other buffer while this one is
+//    reduced, exchanged and stored, so the SM always has bytes in flight.
+//    Buffer b's barriers complete one phase per row copied into it, so the
+//    n-th row in a buffer waits for parity n & 1. A block barrier after
+//    pass 2 orders every thread's reads of a buffer before the next copy
+//    into it (the cluster barrier does not: its arrival precedes pass 2).
+//  - ordinary loads through `load` (every other case): LoadBatch packs in
+//    flight per thread, widened to float and cached in Load::cache_type.
 // When Load and Store follow x's layout (kFollowsRowLayout), cols need not
 // be a multiple of pack: each row's packs start at its RowEdges::head, and
-// the head (rank 0) and tail (last rank) elements move one per thread,
-// loaded with the slice and stored after it.
+// the head (rank 0) and tail (last rank) elements move one per thread
+// through ordinary loads, in flight with the slice, and are stored after it.
 // Preconditions: sm_90+; cluster dims (split, 1, 1), gridDim.x a multiple of
 // split; blockDim.x = block_size; cols % pack == 0 unless Load and Store
 // follow x's layout; pointers aligned to the pack; cols / pack >= split;
 // p.slicing = Slicing::Of(cols / pack, split); dynamic shared memory >=
-// ceil(cols / pack / split) * pack * sizeof(cache_type). y may equal x:
-// every thread reads its share of the row before the first cluster barrier
-// and writes only that share.
+// p.cache_buffers * ceil(cols / pack / split) * pack * sizeof(cache_type)
+// (SplitRowCache); p.cache_buffers 1 unless kBulkCopies. y may equal x:
+// every thread reads its share of the row (a copy completes before its
+// chunk is read) before the first cluster barrier and writes only that
+// share, and a row's copy is issued before any block writes that row.
 template <Op op, class Load, class Store, int pack, int block_size>
 __global__ void __launch_bounds__(block_size)
     SplitRowKernel(Load load, Store store, split_row::Params p) {
@@ -357,11 +534,14 @@ __global__ void __launch_bounds__(block_size)
   static_assert(block_size % kWarpSize == 0, "whole warps: every lane shuffles");
   constexpr bool kAnyCols =
       kFollowsRowLayout<std::remove_cv_t<Load>> && kFollowsRowLayout<std::remove_cv_t<Store>>;
+  constexpr bool kBulk = split_row::kBulkCopies<std::remove_cv_t<Load>, pack>;
+  constexpr int kChunks = split_row::kBulkChunks;
 
   extern __shared__ __align__(32) unsigned char split_row_smem[];
   __shared__ Partial warp_partials[block_size / kWarpSize];
   __shared__ Partial published;
-  CachePack* cache = reinterpret_cast<CachePack*>(split_row_smem);
+  // The bulk copy's barriers: kChunks per buffer.
+  __shared__ uint64_t chunk_barriers[kBulk ? 2 * kChunks : 1];
 
   const cg::cluster_group cluster = cg::this_cluster();
   const int split = static_cast<int>(cluster.num_blocks());
@@ -369,21 +549,69 @@ __global__ void __launch_bounds__(block_size)
   const split_row::Slice full_slice = split_row::SliceOf(p.slicing, rank);
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const int64_t clusters = gridDim.x / split;
+  const int64_t first_row = blockIdx.x / split;
+  // Buffers lie one largest slice apart (a multiple of the pack).
+  const int64_t buffer_packs = p.slicing.base + (p.slicing.extra > 0 ? 1 : 0);
+  const auto cache_of = [&](int buffer) {
+    return reinterpret_cast<CachePack*>(split_row_smem) + buffer * buffer_packs;
+  };
+  const auto part_of = [&](int64_t row) {
+    return split_row::RowPartOf<pack, kAnyCols>(row, p.cols, full_slice, rank, split);
+  };
+  // The bulk copy of `row` into `buffer`, by thread 0 alone.
+  [[maybe_unused]] const auto copy_row = [&](int64_t row, int buffer) {
+    if constexpr (kBulk) {
+      const split_row::RowPart part = part_of(row);
+      split_row::CopySliceAsync<pack>(load, row, part.edges.head, part.slice, cache_of(buffer),
+                                      &chunk_barriers[buffer * kChunks]);
+    }
+  };
 
-  for (int64_t row = blockIdx.x / split; row < p.rows; row += clusters) {
-    split_row::RowEdges edges;
-    edges.tail_col = p.cols;
-    split_row::Slice slice = full_slice;
+  if constexpr (kBulk) {
+    if (threadIdx.x == 0) {
+      for (int i = 0; i < 2 * kChunks; ++i) split_row::InitChunkBarrier(&chunk_barriers[i]);
+      split_row::FenceBarrierInit();
+    }
+    __syncthreads();  // the barriers initialised before anyone waits on them
+    if (threadIdx.x == 0 && p.cache_buffers == 2 && first_row < p.rows) copy_row(first_row, 0);
+  }
+
+  int64_t iteration = 0;  // rows this block has served
+  for (int64_t row = first_row; row < p.rows; row += clusters, ++iteration) {
+    const split_row::RowPart part = part_of(row);
+    const int buffer = p.cache_buffers == 2 ? static_cast<int>(iteration & 1) : 0;
+    CachePack* const cache = cache_of(buffer);
+    if constexpr (kBulk) {
+      // One buffer: this row now (the last row's pass 2 is over). Two: this
+      // row is on its way already; the next one goes into the other buffer,
+      // whose last row's pass 2 is over.
+      if (threadIdx.x == 0) {
+        if (p.cache_buffers == 1) {
+          copy_row(row, 0);
+        } else if (row + clusters < p.rows) {
+          copy_row(row + clusters, buffer ^ 1);
+        }
+      }
+    }
     int64_t edge_col = -1;
     float edge = 0.f;
     if constexpr (kAnyCols) {
-      edges = split_row::EdgesOf<pack>(row, p.cols);
-      if (rank == split - 1) slice.count -= edges.missing_packs;
-      edge_col = split_row::EdgeColumn(edges, p.cols, rank, split);
+      edge_col = split_row::EdgeColumn(part.edges, p.cols, rank, split);
       // In flight with the slice's first loads.
       if (edge_col >= 0) load.template load<1>(&edge, row, edge_col);
     }
-    auto stat = split_row::LoadSlice<Math, pack, block_size>(load, row, edges.head, slice, cache);
+    typename Math::Accumulator stat;
+    if constexpr (kBulk) {
+      // The n-th row in this buffer (n = iteration / buffers) waits for the
+      // barriers' phase of parity n & 1.
+      const auto parity = static_cast<uint32_t>(
+          (p.cache_buffers == 2 ? iteration >> 1 : iteration) & 1);
+      stat = split_row::ReduceCopiedSlice<Math, pack, block_size>(
+          cache, part.slice.count, &chunk_barriers[buffer * kChunks], parity);
+    } else {
+      stat = split_row::LoadSlice<Math, pack, block_size>(load, row, part.edges.head, part.slice,
+                                                          cache);
+    }
     if (kAnyCols && edge_col >= 0) stat.template Add<1>(&edge);
     // (The last row's cluster barrier let every thread past its reads of
     // warp_partials.)
@@ -404,12 +632,15 @@ __global__ void __launch_bounds__(block_size)
 
     const typename Math::Row finish = Math::Finish(total, p);
     if (rank == 0 && threadIdx.x == 0) finish.WriteStats(p, row);
-    split_row::StoreSlice<pack, block_size>(store, finish, row, edges.head, slice, cache, 0,
-                                            slice.count);
+    split_row::StoreSlice<pack, block_size>(store, finish, row, part.edges.head, part.slice,
+                                            cache, 0, part.slice.count);
     if (kAnyCols && edge_col >= 0) {
       finish.template Apply<1>(&edge);
       store.template store<1>(&edge, row, edge_col);
     }
+    // Every thread's pass-2 reads of this buffer are done before thread 0
+    // copies a later row into it.
+    if constexpr (kBulk) __syncthreads();
     // Nobody reads a partial any more: `published` (and the block's shared
     // memory, when it exits) may go.
     cluster.barrier_wait();

@@ -683,9 +683,10 @@ TEST(LaunchConfigTest, SplitRowPacksNeedNotDivideColsWhereOperandsFollowX) {
                     absl::StatusCode::kInvalidArgument, "does not divide cols=50257");
     }
   }
-  // The largest slice in whole packs: 6282 packs of 8 over 4 blocks.
+  // The largest slice in whole packs: 6282 packs of 8 over 4 blocks, twice
+  // at 2048 rows (the bulk copy's next row).
   EXPECT_EQ(SharedMemoryBytes(Op::kSoftmax, DType::kFloat16, shape, Split(512, 8, 4)),
-            1571 * 8 * 2);
+            2 * 1571 * 8 * 2);
   // Every block still needs a whole pack: 33 columns hold 4 packs of 8
   // (only 3 in a row that starts off the grid, whose last block then
   // holds nothing but the tail).
@@ -818,12 +819,42 @@ TEST(LaunchConfigTest, SplitRowSharedMemoryHoldsTheLargestSlice) {
   // 32776 float16 columns are 4097 packs of 8: one of 16 blocks takes 257.
   EXPECT_EQ(SharedMemoryBytes(Op::kSoftmax, DType::kFloat16, {1, 32776}, Split(128, 8, 16)),
             257 * 8 * 2);
-  // The masked softmax caches x * scale + mask in float.
+  // 16-byte packs of an unchanged input take the bulk copy, which keeps a
+  // second slice for the next row when two fit 226 KiB and rows are many
+  // (1024 and more).
+  EXPECT_EQ(SharedMemoryBytes(Op::kSoftmax, DType::kFloat16, {1023, 32776}, Split(128, 8, 16)),
+            257 * 8 * 2);
+  EXPECT_EQ(SharedMemoryBytes(Op::kSoftmax, DType::kFloat16, {1024, 32776}, Split(128, 8, 16)),
+            2 * 257 * 8 * 2);
+  // The masked softmax caches x * scale + mask in float, through ordinary
+  // loads: one slice.
   EXPECT_EQ(SharedMemoryBytes(Op::kScaledMaskedSoftmax, DType::kFloat16, {1, 32776},
                               Split(128, 8, 16)),
             257 * 8 * 4);
+  // Packs narrower than 16 bytes load the ordinary way, and so does
+  // split_grid: one slice.
+  EXPECT_EQ(SharedMemoryBytes(Op::kSoftmax, DType::kFloat16, {1024, 32776}, Split(128, 4, 16)),
+            513 * 4 * 2);
+  LaunchConfig grid = Split(128, 8, 16);
+  grid.impl = Impl::kSplitGrid;
+  EXPECT_EQ(SharedMemoryBytes(Op::kSoftmax, DType::kFloat16, {1024, 32776}, grid), 257 * 8 * 2);
   EXPECT_EQ(SharedMemoryBytes(Op::kLayerNorm, DType::kFloat32, {1, 131072}, Split(128, 4, 8)),
             131072 * 4 / 8);
+  EXPECT_EQ(SharedMemoryBytes(Op::kLayerNorm, DType::kFloat32, {2048, 131072}, Split(128, 4, 8)),
+            2 * 131072 * 4 / 8);
+  // Llama 3's vocabulary in float16: 16032 packs; split 2 leaves 125 KiB
+  // slices, one at a time; split 4 two of 62.6 KiB, so 1 block per SM; 8
+  // two of 31.3 KiB, 3 blocks per SM (the 228 KiB of an H100's SM).
+  const Shape llama3{2048, 128256};
+  EXPECT_EQ(SharedMemoryBytes(Op::kSoftmax, DType::kFloat16, llama3, Split(256, 8, 2)), 128256);
+  EXPECT_EQ(SharedMemoryBytes(Op::kSoftmax, DType::kFloat16, llama3, Split(256, 8, 4)),
+            2 * 64128);
+  EXPECT_EQ(ActiveBlocksPerSm(Op::kSoftmax, DType::kFloat16, llama3, Split(256, 8, 4), H100())
+                .value_or(-1),
+            1);
+  EXPECT_EQ(ActiveBlocksPerSm(Op::kSoftmax, DType::kFloat16, llama3, Split(256, 8, 8), H100())
+                .value_or(-1),
+            3);
 }
 
 // Split-row configs among the enumerated ones, checking they are legal.

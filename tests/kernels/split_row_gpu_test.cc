@@ -4,7 +4,8 @@
 // size and pack, not only the tuner's candidates, for every op and dtype, on
 // few long rows including slices with a remainder, on odd cols (rows off
 // the pack grid) and on many rows, checked against the fp64 CPU reference
-// on fresh random data with the outputs poisoned before each launch. Fails
+// on fresh random data with the outputs poisoned before each launch;
+// split_row's bulk copy (one and two slice buffers) over many rows. Fails
 // (does not skip) without a GPU; skips on a GPU without thread-block
 // clusters (pre-Hopper).
 #include <cuda_runtime_api.h>
@@ -229,6 +230,45 @@ TEST_P(SplitRowGpuTest, OddColsAndManyRowsMatchTheReference) {
   }
 }
 
+// split_row's bulk copy (16-byte packs of an input read unchanged: every op
+// but the masked softmax) over many rows, where each cluster of the
+// persistent grid serves several rows and its chunk barriers go through
+// several phases: one slice buffer (fewer than 1024 rows, or slices over
+// 113 KiB: float16 at split 2 of 128256 columns, float32 at split 4) or two
+// (the next row copied in while this one finishes); rows on the 16-byte
+// grid and off it (50257: head and tail through ordinary loads beside the
+// copy); the LLM vocabularies. Every split_row config of each shape, so the narrower packs
+// (and the masked softmax) check the ordinary loads on the same problems.
+TEST_P(SplitRowGpuTest, BulkCopyOverManyRowsMatchesTheReference) {
+  const int64_t element = static_cast<int64_t>(DTypeSize(dtype()));
+  std::set<int64_t> buffers_seen;  // slices per block of the bulk configs
+  for (Shape shape : {Shape{1024, 32000}, Shape{1024, 50257}, Shape{1024, 16384 + 8 * 15},
+                      Shape{1024, 128256}, Shape{300, 151936}}) {
+    SCOPED_TRACE(absl::StrCat("rows=", shape.rows, " cols=", shape.cols));
+    std::vector<LaunchConfig> configs;
+    for (int split : kSplits) {
+      for (int block : kBlockImplBlockSizes) {
+        for (int pack : kPackSizes) {
+          const LaunchConfig c = Split(block, pack, split);
+          if (!ValidateConfig(op(), dtype(), shape, c, device_).ok()) continue;
+          configs.push_back(c);
+          if (op() != Op::kScaledMaskedSoftmax && pack * element == 16) {
+            const int64_t slice_bytes = (shape.cols / pack + split - 1) / split * 16;
+            buffers_seen.insert(SharedMemoryBytes(op(), dtype(), shape, c) / slice_bytes);
+          }
+        }
+      }
+    }
+    if (configs.empty()) continue;  // the norms at odd cols take no split_row
+    absl::StatusOr<DeviceProblem> problem = FreshProblem(shape);
+    ASSERT_TRUE(problem.ok()) << problem.status();
+    Sweep(*problem, configs, /*with_stats=*/true, "bulk/many rows");
+  }
+  if (op() != Op::kScaledMaskedSoftmax) {
+    EXPECT_EQ(buffers_seen, (std::set<int64_t>{1, 2}));
+  }
+}
+
 // -inf rows with one finite value, constant (ReduceScale: zero) rows, huge
 // magnitudes, a NaN, all -inf, a large offset: the cross-block merges must
 // keep the row kernels' semantics (an all -inf row gives NaN, a NaN anywhere
@@ -246,7 +286,9 @@ TEST_P(SplitRowGpuTest, SpecialValuesMatchTheReference) {
 // every op (ReduceScale's in-place quantization included).
 TEST_P(SplitRowGpuTest, InPlace) {
   for (int64_t cols : {int64_t{32768 + 8}, int64_t{50257}, int64_t{131072}}) {
-    for (int64_t rows : {1, 8}) {
+    // 1024 rows: split_row's bulk copy fetches a cluster's next row while
+    // it writes this one.
+    for (int64_t rows : {1, 8, 1024}) {
       absl::StatusOr<HostProblem> host =
           MakeProblem(op(), dtype(), {rows, cols}, FreshSeed(), InputPattern::kNormal, true, 0, 0,
                       FewRowsAttention(rows));
