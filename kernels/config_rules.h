@@ -53,8 +53,8 @@ SplitRowCache SplitRowCacheOf(Op op, DType dtype, Shape shape, const LaunchConfi
 // SplitRowCacheOf(...).bytes().
 int64_t SplitRowSharedMemoryBytes(Op op, DType dtype, Shape shape, const LaunchConfig& config);
 // Appends the split configs of the three impls worth timing for the problem
-// (none when rows are many or short); legality is checked by the
-// caller.
+// (for many rows only kSplitRow's, from 32000 columns; none for short
+// rows); legality is checked by the caller.
 void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo& device,
                               std::vector<LaunchConfig>& candidates);
 // The default (of one of the split impls) when split rows should serve the

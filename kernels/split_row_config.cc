@@ -28,6 +28,14 @@ constexpr int64_t kSplitRowMinCols = 16384;
 // (bench/results/2026-11-22-h100-narrow-and-few-rows/).
 constexpr int64_t kSplitCandidateMinCols = 4096;
 
+// kSplitRow's candidates for many rows too from this many columns (Llama
+// 2's vocabulary): a 16-bit row is then 62.5 KiB or more, so block_smem
+// holds at most three rows per SM and block_uncached reads each row twice,
+// while a cluster's bulk copy keeps whole slices in flight (issue 26: LLM
+// vocabularies at 2048 rows). The default stays one block per row there
+// until measurements say otherwise.
+constexpr int64_t kSplitRowManyRowsMinCols = 32000;
+
 // The default gives each thread at most this many packs of its slice. On
 // the H100 (bench/results/2026-11-21-h100-split-grid/) the tuned cluster
 // configs at 1 and 8 rows x 131072 kept 4 to 8 packs per thread; at split 16
@@ -265,9 +273,12 @@ int64_t SplitRowSharedMemoryBytes(Op op, DType dtype, Shape shape, const LaunchC
 
 void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo& device,
                               std::vector<LaunchConfig>& candidates) {
-  if (!FewLongRows(shape, 2 * static_cast<int64_t>(device.sm_count), kSplitCandidateMinCols)) {
-    return;
-  }
+  const bool few_long_rows =
+      FewLongRows(shape, 2 * static_cast<int64_t>(device.sm_count), kSplitCandidateMinCols);
+  // Clusters only: the grid and two-pass impls need every block resident or
+  // a workspace slot per block, which many rows rule out.
+  const bool many_long_rows = shape.inner == 1 && shape.cols >= kSplitRowManyRowsMinCols;
+  if (!few_long_rows && !many_long_rows) return;
   // The widest pack only: narrower ones only add loads per byte, and Launch
   // narrows by itself where pointers demand it. Block sizes that give every
   // thread at least one pack of the slice. At most 16 cluster configs, 12
@@ -291,6 +302,7 @@ void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo&
   if (SupportsClusters(device)) {
     for (int split : kSplitRowSplits) append(Impl::kSplitRow, split);
   }
+  if (!few_long_rows) return;
   if (SupportsGridBarriers(device)) {
     int previous = 0;
     for (int per_sm : kGridBlocksPerSm) {

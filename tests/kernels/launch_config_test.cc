@@ -875,7 +875,19 @@ int CountSplitCandidates(Op op, DType dtype, Shape shape, const DeviceInfo& devi
   return count;
 }
 
-TEST(LaunchConfigTest, SplitRowCandidatesOnlyForFewLongRows) {
+// Split-row configs of `impl` among the enumerated ones.
+std::vector<LaunchConfig> SplitCandidatesOf(Op op, DType dtype, Shape shape, Impl impl) {
+  absl::StatusOr<std::vector<LaunchConfig>> configs = EnumerateConfigs(op, dtype, shape, H100());
+  EXPECT_TRUE(configs.ok()) << configs.status();
+  std::vector<LaunchConfig> of_impl;
+  if (!configs.ok()) return of_impl;
+  for (const LaunchConfig& c : *configs) {
+    if (c.impl == impl) of_impl.push_back(c);
+  }
+  return of_impl;
+}
+
+TEST(LaunchConfigTest, SplitRowCandidatesForFewLongRowsAndClustersForManyVeryLongOnes) {
   for (Op op : kAllOps) {
     for (DType dtype : kAllDTypes) {
       // Few (fewer than twice the 132 SMs) rows of at least 4096 columns.
@@ -887,9 +899,20 @@ TEST(LaunchConfigTest, SplitRowCandidatesOnlyForFewLongRows) {
                             << " cols=" << shape.cols;
         EXPECT_LE(count, 16 + 12 + 21) << "rows=" << shape.rows << " cols=" << shape.cols;
       }
-      // Many rows, or short ones: none.
-      for (Shape shape : {Shape{264, 131072}, Shape{49152, 32768}, Shape{1, 4095},
-                          Shape{8, 2048}}) {
+      // Many rows of at least 32000 columns: clusters only.
+      for (Shape shape : {Shape{264, 131072}, Shape{49152, 32768}, Shape{2048, 32000},
+                          Shape{2048, 128256}}) {
+        const int count = CountSplitCandidates(op, dtype, shape, H100());
+        EXPECT_GT(count, 0) << OpName(op) << " " << DTypeName(dtype) << " rows=" << shape.rows
+                            << " cols=" << shape.cols;
+        const size_t clusters = SplitCandidatesOf(op, dtype, shape, Impl::kSplitRow).size();
+        EXPECT_EQ(static_cast<size_t>(count), clusters)
+            << "rows=" << shape.rows << " cols=" << shape.cols;
+        EXPECT_LE(count, 16) << "rows=" << shape.rows << " cols=" << shape.cols;
+      }
+      // Many shorter rows, or short ones: none.
+      for (Shape shape : {Shape{264, 16384}, Shape{49152, 16384}, Shape{2048, 31999},
+                          Shape{1, 4095}, Shape{8, 2048}}) {
         EXPECT_EQ(CountSplitCandidates(op, dtype, shape, H100()), 0)
             << OpName(op) << " " << DTypeName(dtype) << " rows=" << shape.rows
             << " cols=" << shape.cols;
@@ -911,6 +934,38 @@ TEST(LaunchConfigTest, SplitRowCandidatesOnlyForFewLongRows) {
   // Two-pass splits while rows * split <= 4 blocks per SM (432), and the
   // slice fits 512 threads x 8 packs (16384 packs of 8: split 4 and up).
   EXPECT_EQ(two_pass_splits, (std::set<int>{4, 8, 16, 32, 64, 128}));
+}
+
+// Issue 26: the tuner times split_row on 2048 rows of the LLM vocabularies
+// with splits 2, 4 and 8 and blocks of 256 to 1024 threads (that many
+// packs per slice), at full 16-byte
+// packs (the bulk copy), wherever the slice fits a block's shared memory
+// (float32 at split 2 needs over 250 KiB).
+TEST(LaunchConfigTest, SplitRowCandidatesCoverTheVocabulariesAt2048Rows) {
+  for (Op op : {Op::kSoftmax, Op::kLogSoftmax, Op::kLayerNorm, Op::kRmsNorm}) {
+    for (DType dtype : kAllDTypes) {
+      for (int64_t cols : {int64_t{32000}, int64_t{50257}, int64_t{128256}, int64_t{151936}}) {
+        const Shape shape{2048, cols};
+        // The norms' packs must divide cols: no 16-byte pack at 50257.
+        if (PackMustDivideLength(op, Impl::kSplitRow) && cols % 8 != 0) continue;
+        SCOPED_TRACE(absl::StrCat(OpName(op), " ", DTypeName(dtype), " cols=", cols));
+        std::set<std::pair<int, int>> offered;  // (split, block)
+        for (const LaunchConfig& c : SplitCandidatesOf(op, dtype, shape, Impl::kSplitRow)) {
+          EXPECT_EQ(c.pack_size * static_cast<int64_t>(DTypeSize(dtype)), 16) << ConfigKey(c);
+          offered.insert({c.split, c.block_size});
+        }
+        const int64_t row_bytes = cols * static_cast<int64_t>(DTypeSize(dtype));
+        for (int split : {2, 4, 8}) {
+          if (row_bytes / split > 226 * 1024) continue;
+          for (int block : {256, 512, 1024}) {
+            // (Blocks with a pack for every thread: not 1024 at 8000 packs / 8.)
+            if (block > row_bytes / 16 / split) continue;
+            EXPECT_TRUE(offered.count({split, block})) << "split " << split << " block " << block;
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(LaunchConfigTest, HeuristicSplitsFewLongRows) {
