@@ -2,6 +2,7 @@
 // groups of its kind, tuner/grid.h: the attention group's masked softmax and
 // the axis group's middle-axis softmax included) with the heuristic config
 // (and, for --sweep-dtypes, every enumerated config), on the GPU.
+// --configs times given configs beside it wherever they are valid.
 // Every timed variant is first checked against the fp64 reference; figures
 // are GB/s of the minimum bytes moved and % of the measured copy roofline.
 // Every point is timed two ways, as bench/torch_bench.py times the PyTorch
@@ -60,6 +61,10 @@ ABSL_FLAG(int, device, 0, "CUDA device ordinal");
 ABSL_FLAG(std::string, commit, "", "commit id to record in the results");
 ABSL_FLAG(std::string, db, "",
           "tuning store: also time each point's tuned config for this GPU beside the heuristic");
+ABSL_FLAG(std::vector<std::string>, configs, {},
+          "also time these configs (ConfigKey strings, comma list, e.g. "
+          "split_row/b512/p8/g32/r1/w0/s4) at every point where they are valid, the same way "
+          "as the heuristic");
 
 namespace kt::bench {
 namespace {
@@ -81,6 +86,7 @@ struct Options {
   int device = 0;
   std::string commit;
   std::string db_path;
+  std::vector<LaunchConfig> configs;  // --configs: timed where valid
 };
 
 // The key of a point in the map of tuned configs.
@@ -260,6 +266,32 @@ absl::Status Run(const Options& o) {
                                                  kernels::DTypeSize(p.dtype)) /
                        (copy->median_us * 1e3);
     }
+    // The configs named on the command line, timed as the tuned one; their
+    // lines print under the point's.
+    std::vector<std::string> forced_json, forced_lines;
+    for (const LaunchConfig& c : o.configs) {
+      const std::string key = kernels::ConfigKey(c);
+      if (absl::Status valid = kernels::ValidateConfig(p.op, p.dtype, p.shape, c, device);
+          !valid.ok()) {
+        forced_lines.push_back(absl::StrCat("  ", key, " not valid here: ", valid.ToString()));
+        continue;
+      }
+      absl::StatusOr<tuner::CandidateMeasurement> f =
+          (*measurer)->Measure(c, has_graph ? point_graph_timing : timing);
+      if (!f.ok()) return f.status();
+      const bool ok = f->correct && f->timing.has_value();
+      if (!ok) ++failures;
+      const double forced_gbps = ok ? Gbps(p, f->timing->median_us) : NAN;
+      forced_json.push_back(absl::StrCat(
+          "{\"config\":", JsonString(key), ",\"passed\":", ok ? "true" : "false",
+          ",\"detail\":", JsonString(f->message), ",\"occupancy\":", f->occupancy,
+          ",\"median_us\":", JsonNumber(ok ? f->timing->median_us : NAN),
+          ",\"graph_replay\":", has_graph ? "true" : "false",
+          ",\"gbps\":", JsonNumber(forced_gbps), "}"));
+      forced_lines.push_back(absl::StrFormat(
+          "  %-27s %6.0f GB/s %5.1f%% of copy-same, occupancy %d%s", key, forced_gbps,
+          100 * forced_gbps / copy_same_gbps, f->occupancy, ok ? "" : "  WRONG"));
+    }
     results.push_back(absl::StrCat(
         "{", PointJson(p), ",\"config\":", JsonString(kernels::ConfigKey(*config)),
         ",\"passed\":", passed ? "true" : "false", ",\"detail\":", JsonString(m->message),
@@ -270,7 +302,7 @@ absl::Status Run(const Options& o) {
         ",\"gbps\":", JsonNumber(gbps), ",\"graph_gbps\":", JsonNumber(graph_gbps),
         ",\"pct_copy\":", JsonNumber(100 * gbps / *copy_gbps),
         ",\"copy_same_bytes_graph_gbps\":", JsonNumber(copy_same_gbps), ",\"tuned\":", tuned_json,
-        "}"));
+        ",\"forced\":[", absl::StrJoin(forced_json, ","), "]}"));
     std::printf("%s\n", absl::StrFormat("%-9s %-21s %-8s %7d %6d %6d  %-27s %6.0f %5.1f%% %6s%s%s%s",
                                         p.group, kernels::OpName(p.op),
                                         kernels::DTypeName(p.dtype), p.shape.rows, p.shape.cols,
@@ -286,6 +318,7 @@ absl::Status Run(const Options& o) {
                                             : absl::StrFormat("  copy-same %.0f", copy_same_gbps),
                                         passed ? "" : "  WRONG")
                             .c_str());
+    for (const std::string& line : forced_lines) std::printf("%s\n", line.c_str());
     std::fflush(stdout);
 
     const bool sweep = p.group == "main" &&
@@ -381,6 +414,14 @@ int main(int argc, char** argv) {
   o.device = absl::GetFlag(FLAGS_device);
   o.commit = absl::GetFlag(FLAGS_commit);
   o.db_path = absl::GetFlag(FLAGS_db);
+  for (const std::string& key : absl::GetFlag(FLAGS_configs)) {
+    absl::StatusOr<kt::kernels::LaunchConfig> config = kt::kernels::ParseLaunchConfig(key);
+    if (!config.ok()) {
+      std::fprintf(stderr, "kt_kernel_bench: --configs: %s\n", config.status().ToString().c_str());
+      return 2;
+    }
+    o.configs.push_back(*config);
+  }
   const absl::Status status = kt::bench::Run(o);
   if (!status.ok()) {
     std::fprintf(stderr, "kt_kernel_bench: %s\n", status.ToString().c_str());
