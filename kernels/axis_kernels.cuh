@@ -25,6 +25,27 @@ struct AxisParams {
   int64_t reduce_floats;  // one reduction buffer (AxisReductionFloats)
 };
 
+// The unsigned vector type of a pack's size, for the cache-hinted
+// __ldcs/__stcs, which take built-in vector types only.
+template <int bytes>
+struct RawVector;
+template <>
+struct RawVector<2> {
+  using type = unsigned short;
+};
+template <>
+struct RawVector<4> {
+  using type = unsigned int;
+};
+template <>
+struct RawVector<8> {
+  using type = uint2;
+};
+template <>
+struct RawVector<16> {
+  using type = uint4;
+};
+
 // One pack of `pack` inner elements, widened to float. `last_use` marks the
 // final read of a line (evict first: it will not be read again).
 template <bool last_use, typename T, int pack>
@@ -35,7 +56,7 @@ __device__ __forceinline__ void LoadAxisPack(const T* src, float* dst) {
     const Raw raw = __ldcs(reinterpret_cast<const Raw*>(src));
     memcpy(&p, &raw, sizeof(p));
   } else {
-    p = LoadPack<T, pack>(src);
+    p = *reinterpret_cast<const Pack<T, pack>*>(src);
   }
 #pragma unroll
   for (int i = 0; i < pack; ++i) dst[i] = ToFloat(p.elem[i]);
@@ -54,7 +75,7 @@ __device__ __forceinline__ void StoreAxisPack(T* dst, const float* src) {
     memcpy(&raw, &p, sizeof(p));
     __stcs(reinterpret_cast<Raw*>(dst), raw);
   } else {
-    StorePack(dst, p);
+    *reinterpret_cast<Pack<T, pack>*>(dst) = p;
   }
 }
 

@@ -46,9 +46,9 @@ struct MaskedScaleLoad {
         for (int i = 0; i < N; ++i) dst[i] = -INFINITY;
         return;
       }
-      const Pack<T, N> pack = LoadPack<T, N>(src + col);
+      const Pack<T, N> pack = *reinterpret_cast<const Pack<T, N>*>(src + col);
       if (mask != nullptr) {
-        const Pack<T, N> m = LoadPack<T, N>(mask + col);
+        const Pack<T, N> m = *reinterpret_cast<const Pack<T, N>*>(mask + col);
 #pragma unroll
         for (int i = 0; i < N; ++i) dst[i] = fmaf(ToFloat(pack.elem[i]), scale, ToFloat(m.elem[i]));
       } else {

@@ -63,49 +63,6 @@ struct alignas(sizeof(T) * N) Pack {
   T elem[N];
 };
 
-// The built-in unsigned vector type of `bytes` bytes, which the
-// cache-hinted load and store intrinsics (__ldcs, __stcs, __stwb) take.
-template <int bytes>
-struct RawVector;
-template <>
-struct RawVector<2> {
-  using type = unsigned short;
-};
-template <>
-struct RawVector<4> {
-  using type = unsigned int;
-};
-template <>
-struct RawVector<8> {
-  using type = uint2;
-};
-template <>
-struct RawVector<16> {
-  using type = uint4;
-};
-
-// A pack from global memory, as one vector access: `p` must be aligned to
-// the pack.
-template <typename T, int N>
-__device__ __forceinline__ Pack<T, N> LoadPack(const T* p) {
-  return *reinterpret_cast<const Pack<T, N>*>(p);
-}
-
-// A pack to global memory as one vector store (`p` aligned to the pack).
-// Assigning the Pack through a Pack pointer may compile to one store per
-// element: SplitRowKernel's were 8 st.global.u16 per 16-byte half pack and
-// 4 st.global.f32 per float pack (2026-11-26), and a raw vector word or
-// __builtin_assume_aligned was split the same way; the other kernels' code
-// happened to keep vector stores. __stwb (st.global.wb, the default write
-// policy) is one instruction whatever the surrounding code.
-template <typename T, int N>
-__device__ __forceinline__ void StorePack(T* p, const Pack<T, N>& pack) {
-  using Raw = typename RawVector<sizeof(Pack<T, N>)>::type;
-  Raw raw;
-  memcpy(&raw, &pack, sizeof(raw));
-  __stwb(reinterpret_cast<Raw*>(p), raw);
-}
-
 // A pack to float and back, two elements at a time for 16-bit packs
 // (__half22float2, __floats2half2_rn): narrowing a pair is one F2FP
 // instruction, where narrowing each element and packing the halves takes a
@@ -171,7 +128,8 @@ struct DirectLoad {
   template <int N>
   __device__ __forceinline__ void load(float* dst, int64_t row,
                                        int64_t col) const {
-    const Pack<T, N> pack = LoadPack<T, N>(src + row * row_stride + col);
+    const Pack<T, N> pack =
+        *reinterpret_cast<const Pack<T, N>*>(src + row * row_stride + col);
     if constexpr (paired) {
       Widen<T, N>(pack, dst);
     } else {
@@ -227,7 +185,7 @@ struct DirectStore {
 #pragma unroll
       for (int i = 0; i < N; ++i) pack.elem[i] = FromFloat<T>(src[i]);
     }
-    StorePack(dst + row * row_stride + col, pack);
+    *reinterpret_cast<Pack<T, N>*>(dst + row * row_stride + col) = pack;
   }
 };
 
@@ -269,12 +227,12 @@ struct AffineStore {
 #pragma unroll
     for (int i = 0; i < N; ++i) out[i] = normalized[i];
     if (gamma != nullptr) {
-      const Pack<T, N> g = LoadPack<T, N>(gamma + col);
+      const Pack<T, N> g = *reinterpret_cast<const Pack<T, N>*>(gamma + col);
 #pragma unroll
       for (int i = 0; i < N; ++i) out[i] *= ToFloat(g.elem[i]);
     }
     if (beta != nullptr) {
-      const Pack<T, N> b = LoadPack<T, N>(beta + col);
+      const Pack<T, N> b = *reinterpret_cast<const Pack<T, N>*>(beta + col);
 #pragma unroll
       for (int i = 0; i < N; ++i) out[i] += ToFloat(b.elem[i]);
     }
@@ -295,8 +253,8 @@ struct AffineStore {
     for (int b = 0; b < B; ++b) {
       if (b < count) {
         const int64_t at = col + b * stride;
-        if (gamma != nullptr) w.gamma[b] = LoadPack<T, N>(gamma + at);
-        if (beta != nullptr) w.beta[b] = LoadPack<T, N>(beta + at);
+        if (gamma != nullptr) w.gamma[b] = *reinterpret_cast<const Pack<T, N>*>(gamma + at);
+        if (beta != nullptr) w.beta[b] = *reinterpret_cast<const Pack<T, N>*>(beta + at);
       }
     }
   }
