@@ -203,7 +203,7 @@ inline constexpr bool kFollowsRowLayout<DirectStore<T, paired>> = true;
 
 // Whether a kernel may start each row's packs where x's pack grid does,
 // whatever cols (RowEdges): its load and store both follow x's layout.
-// PackMustDivideLength (launch_config.h) must agree for each op.
+// OperandsFollowRowLayout (launch_config.h) must agree for each op.
 template <class Load, class Store>
 inline constexpr bool kTakesAnyCols =
     kFollowsRowLayout<std::remove_cv_t<Load>> && kFollowsRowLayout<std::remove_cv_t<Store>>;
@@ -230,6 +230,8 @@ __device__ __forceinline__ RowEdges EdgesOf(int64_t row, int64_t cols) {
   RowEdges e;
   if constexpr (kAnyCols) {
     e.head = -(row * cols) & (pack - 1);
+    // A row shorter than a pack may end before the grid's next pack.
+    if (e.head > cols) e.head = cols;
     e.packs = (cols - e.head) / pack;
     e.tail_col = e.head + e.packs * pack;
     e.missing_packs = cols / pack - e.packs;
