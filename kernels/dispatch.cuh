@@ -153,20 +153,39 @@ cudaError_t RunBlockRowOp(const KernelRequest& req, KernelAction action,
   const auto store = MakeStore<op, T>(req);
   using Load = decltype(load);
   using Store = decltype(store);
+  // The rules let a pack leave a remainder of the row exactly where these
+  // kernels move one (their RowEdges).
+  static_assert(PackMustDivideLength(op, Impl::kBlockSmem) != kTakesAnyCols<Load, Store> &&
+                    PackMustDivideLength(op, Impl::kBlockUncached) != kTakesAnyCols<Load, Store>,
+                "PackMustDivideLength and the functors' layouts disagree");
   cudaError_t result = cudaErrorInvalidConfiguration;
   DispatchBlockKnobs<T>(req.config, [&](auto pack, auto block) {
     constexpr int kPack = decltype(pack)::value;
     constexpr int kBlock = decltype(block)::value;
-    if (req.config.impl == Impl::kBlockSmem) {
-      const size_t smem = static_cast<size_t>(req.shape.cols) * sizeof(typename Load::cache_type);
-      result = LaunchOrQuery(&BlockSmemRowKernel<op, Load, Store, kPack, kBlock>, req,
-                             dim3(kBlock), smem, req.shape.rows, action, stream, active_blocks, load,
-                             store, RowParamsOf(req));
-    } else {
-      result = LaunchOrQuery(&BlockUncachedRowKernel<op, Load, Store, kPack, kBlock>, req,
-                             dim3(kBlock), 0, req.shape.rows, action, stream, active_blocks, load,
-                             store, RowParamsOf(req));
+    const auto launch = [&](auto edges) {
+      constexpr bool kEdges = decltype(edges)::value;
+      if (req.config.impl == Impl::kBlockSmem) {
+        // Covers the whole packs of any row (RowEdges).
+        const size_t smem =
+            static_cast<size_t>(req.shape.cols) * sizeof(typename Load::cache_type);
+        result = LaunchOrQuery(&BlockSmemRowKernel<op, Load, Store, kPack, kBlock, kEdges>, req,
+                               dim3(kBlock), smem, req.shape.rows, action, stream, active_blocks,
+                               load, store, RowParamsOf(req));
+      } else {
+        result = LaunchOrQuery(&BlockUncachedRowKernel<op, Load, Store, kPack, kBlock, kEdges>,
+                               req, dim3(kBlock), 0, req.shape.rows, action, stream,
+                               active_blocks, load, store, RowParamsOf(req));
+      }
+    };
+    // Rows on the pack grid keep the instance without edges (fewer
+    // registers); pack 1 never leaves the grid.
+    if constexpr (kTakesAnyCols<Load, Store> && kPack > 1) {
+      if (req.shape.cols % kPack != 0) {
+        launch(std::true_type{});
+        return;
+      }
     }
+    launch(std::false_type{});
   });
   return result;
 }

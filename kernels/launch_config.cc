@@ -141,11 +141,14 @@ std::vector<int> UsefulBlockSizes(int64_t num_packs) {
   return sizes;
 }
 
-// The warp and block configs worth timing for a last-axis problem.
-void AppendRowCandidates(DType dtype, Shape shape, std::vector<LaunchConfig>& candidates) {
+// The warp and block configs worth timing for a last-axis problem: every
+// pack each impl takes (any pack up to 16 bytes where PackMustDivideLength
+// allows, else those dividing cols).
+void AppendRowCandidates(Op op, DType dtype, Shape shape, std::vector<LaunchConfig>& candidates) {
   for (int pack : kPackSizes) {
-    if (pack * DTypeSize(dtype) > 16 || shape.cols % pack != 0) continue;
-    if (shape.cols <= kMaxWarpCols) {
+    if (pack * DTypeSize(dtype) > 16) continue;
+    const bool divides = shape.cols % pack == 0;
+    if (divides && shape.cols <= kMaxWarpCols) {
       // The narrowest group that covers the row with one pack per lane; wider
       // groups would only idle lanes.
       const int group = std::min<int>(32, NextPowerOfTwo((shape.cols + pack - 1) / pack));
@@ -168,6 +171,7 @@ void AppendRowCandidates(DType dtype, Shape shape, std::vector<LaunchConfig>& ca
       }
     }
     for (Impl impl : {Impl::kBlockSmem, Impl::kBlockUncached, Impl::kBlockRegs}) {
+      if (!divides && PackMustDivideLength(op, impl)) continue;
       for (int block : UsefulBlockSizes(shape.cols / pack)) {
         if (impl == Impl::kBlockRegs && !BlockRegsFits(shape.cols, pack, block)) continue;
         for (int waves : kGridWavesChoices) {
@@ -315,6 +319,14 @@ int NarrowPackSize(int pack_size, DType dtype, int64_t vector_length, int64_t al
 int WidestPack(DType dtype, int64_t vector_length, int64_t alignment_bytes) {
   return NarrowPackSize(16 / static_cast<int>(DTypeSize(dtype)), dtype, vector_length,
                         alignment_bytes);
+}
+
+int WidestPackFor(Op op, Impl impl, DType dtype, Shape shape, int64_t alignment_bytes) {
+  // The widest pack is a length every narrower one divides.
+  const int64_t length = PackMustDivideLength(op, impl)
+                             ? PackedLength(shape, impl)
+                             : 16 / static_cast<int64_t>(DTypeSize(dtype));
+  return WidestPack(dtype, length, alignment_bytes);
 }
 
 absl::StatusOr<LaunchConfig> ConfigForAlignment(Op op, DType dtype, Shape shape,
@@ -466,7 +478,7 @@ absl::StatusOr<std::vector<LaunchConfig>> EnumerateConfigs(Op op, DType dtype, S
   if (shape.inner > 1) {
     internal::AppendAxisCandidates(op, dtype, shape, device, candidates);
   } else {
-    AppendRowCandidates(dtype, shape, candidates);
+    AppendRowCandidates(op, dtype, shape, candidates);
     internal::AppendSplitRowCandidates(op, dtype, shape, device, candidates);
   }
   std::vector<LaunchConfig> legal;
@@ -499,7 +511,8 @@ absl::StatusOr<LaunchConfig> HeuristicConfig(Op op, DType dtype, Shape shape,
       split.has_value() && ValidateConfig(op, dtype, shape, *split, device).ok()) {
     return *split;
   }
-  // Widest vector access the row length and the operands' alignment allow.
+  // Widest vector access the row length and the operands' alignment allow
+  // (the register-resident impls; the block ones below may take more).
   const int pack = WidestPack(dtype, shape.cols, alignment_bytes);
   const int64_t num_packs = shape.cols / pack;
 
@@ -562,12 +575,16 @@ absl::StatusOr<LaunchConfig> HeuristicConfig(Op op, DType dtype, Shape shape,
   // takes more threads, about two packs each: at 1 to 64 rows x 4096 on the
   // H100 the tuned block configs kept two to four.
   const int64_t packs_per_thread = shape.rows < device.sm_count ? 2 : 8;
-  int block = kBlockImplBlockSizes[0];
-  for (int candidate : kBlockImplBlockSizes) {
-    if (candidate <= num_packs / packs_per_thread) block = candidate;
-  }
   for (Impl impl : {Impl::kBlockSmem, Impl::kBlockUncached}) {
-    const LaunchConfig c{impl, block, pack, 32, 1, 0};
+    // Rows off the pack grid (odd cols) keep the full pack where the op
+    // allows (PackMustDivideLength): at 2048 x 50257 float16 this default
+    // fell to 2-byte accesses before (issue 26).
+    const int block_pack = WidestPackFor(op, impl, dtype, shape, alignment_bytes);
+    int block = kBlockImplBlockSizes[0];
+    for (int candidate : kBlockImplBlockSizes) {
+      if (candidate <= shape.cols / block_pack / packs_per_thread) block = candidate;
+    }
+    const LaunchConfig c{impl, block, block_pack, 32, 1, 0};
     if (ValidateConfig(op, dtype, shape, c, device).ok()) return c;
   }
   return absl::InternalError(absl::StrCat("no launchable config for ", OpName(op), " ",

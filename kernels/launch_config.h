@@ -21,6 +21,7 @@ enum class Impl {
   kWarp,
   // One block per row; the row is cached in shared memory in its storage
   // dtype, so global memory is read once. Rows up to the shared-memory limit.
+  // Any cols at full pack width where PackMustDivideLength allows.
   kBlockSmem,
   // One block per row, re-reading the row from global memory (twice for
   // softmax thanks to an online max/sum, twice for LayerNorm). No size limit.
@@ -30,7 +31,7 @@ enum class Impl {
   // distributed shared memory: for few, very long rows, where one block per
   // row would leave most SMs idle. Takes any cols at full pack width where
   // PackMustDivideLength allows (a scalar head and tail around each row's
-  // whole packs).
+  // whole packs), as kBlockSmem and kBlockUncached do.
   kSplitRow,
   // Softmax / log-softmax along a middle axis (Shape::inner > 1): columns of
   // pack_size consecutive inner elements (outer and inner flattened), blockDim
@@ -133,16 +134,25 @@ inline constexpr int64_t kTwoPassSlotBytes = 16;
 // keeps one buffer of this size per stream never needs to ask
 // WorkspaceBytes.
 inline constexpr int64_t kMaxWorkspaceBytes = kMaxTwoPassBlocks * kTwoPassSlotBytes;
+// Whether every operand of `op` shares x's layout (softmax, log-softmax,
+// ReduceScale: no weights indexed by column, no mask). Must agree with
+// kTakesAnyCols of the op's load and store functors (the dispatchers assert
+// it).
+constexpr bool OperandsFollowRowLayout(Op op) {
+  return op == Op::kSoftmax || op == Op::kLogSoftmax || op == Op::kReduceScale;
+}
 // Whether pack_size must divide the packed length (PackedLength) for `op`
-// under `impl`. kSplitRow takes any cols for the ops whose every operand
-// shares x's layout (softmax, log-softmax, ReduceScale: no weights indexed
-// by column, no mask): its kernel starts each row's packs where x's pack
-// grid does and moves the elements before the first whole pack and after
-// the last one (fewer than a pack each) one at a time, so a row of odd
-// length keeps full-width access for all but those.
+// under `impl`. kSplitRow, kBlockSmem and kBlockUncached take any cols for
+// the ops whose operands follow x's layout: their kernels start each row's
+// packs where x's pack grid does and move the elements before the first
+// whole pack and after the last one (fewer than a pack each) one at a time
+// (RowEdges), so a row of odd length (an LLM vocabulary of 50257) keeps
+// full-width access for all but those. Register-resident rows (kWarp,
+// kBlockRegs) and the other split impls still need whole packs.
 constexpr bool PackMustDivideLength(Op op, Impl impl) {
-  return impl != Impl::kSplitRow ||
-         (op != Op::kSoftmax && op != Op::kLogSoftmax && op != Op::kReduceScale);
+  const bool moves_edges =
+      impl == Impl::kSplitRow || impl == Impl::kBlockSmem || impl == Impl::kBlockUncached;
+  return !moves_edges || !OperandsFollowRowLayout(op);
 }
 // kSplitRow, kSplitGrid and kSplitTwoPass: the impls with a `split`.
 inline constexpr bool HasSplit(Impl impl) {
@@ -223,6 +233,10 @@ int NarrowPackSize(int pack_size, DType dtype, int64_t vector_length,
 // The widest pack (16 bytes at most) that divides `vector_length` at that
 // alignment: the pack every default takes.
 int WidestPack(DType dtype, int64_t vector_length, int64_t alignment_bytes = 16);
+// The widest pack `impl` takes for `op` on `shape` at that alignment: as
+// WidestPack of the packed length, or, where the pack need not divide it
+// (PackMustDivideLength), the widest the alignment allows.
+int WidestPackFor(Op op, Impl impl, DType dtype, Shape shape, int64_t alignment_bytes = 16);
 
 // `config` for operands aligned only to `alignment_bytes`, validated
 // (ValidateConfig): its pack narrowed (NarrowPackSize), and a warp group

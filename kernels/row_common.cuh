@@ -201,6 +201,47 @@ inline constexpr bool kFollowsRowLayout<DirectLoad<T, paired>> = true;
 template <typename T, bool paired>
 inline constexpr bool kFollowsRowLayout<DirectStore<T, paired>> = true;
 
+// Whether a kernel may start each row's packs where x's pack grid does,
+// whatever cols (RowEdges): its load and store both follow x's layout.
+// OperandsFollowRowLayout (launch_config.h) must agree for each op.
+template <class Load, class Store>
+inline constexpr bool kTakesAnyCols =
+    kFollowsRowLayout<std::remove_cv_t<Load>> && kFollowsRowLayout<std::remove_cv_t<Store>>;
+
+// Where a row's whole packs lie when rows need not start on a pack
+// boundary (cols % pack != 0, kTakesAnyCols): element (row, c) is
+// pack-aligned when row * cols + c is a multiple of pack (x and y aligned
+// to the pack, which Launch ensures by narrowing it), so the row's packs
+// start at c = head, and the head before them and the tail after the last
+// whole one are each shorter than a pack, moved one element at a time. The
+// row holds cols / pack whole packs, or one fewer (missing_packs) when head
+// and tail together reach a pack.
+struct RowEdges {
+  int64_t head = 0;           // elements before the first whole pack
+  int64_t tail_col = 0;       // the tail's first column (cols: no tail)
+  int64_t packs = 0;          // whole packs, the first at column head
+  int64_t missing_packs = 0;  // cols / pack - packs: 0 or 1
+};
+// The edges of `row`; without kAnyCols (cols % pack == 0) the whole row is
+// packs, known at compile time to start at column 0.
+template <int pack, bool kAnyCols>
+__device__ __forceinline__ RowEdges EdgesOf(int64_t row, int64_t cols) {
+  static_assert((pack & (pack - 1)) == 0, "a power-of-two pack");
+  RowEdges e;
+  if constexpr (kAnyCols) {
+    e.head = -(row * cols) & (pack - 1);
+    // A row shorter than a pack may end before the grid's next pack.
+    if (e.head > cols) e.head = cols;
+    e.packs = (cols - e.head) / pack;
+    e.tail_col = e.head + e.packs * pack;
+    e.missing_packs = cols / pack - e.packs;
+  } else {
+    e.packs = cols / pack;
+    e.tail_col = cols;
+  }
+  return e;
+}
+
 // Whether a load functor reads x's elements unchanged (it only widens them),
 // through members `src` and `row_stride`: then a kernel may copy a row's raw
 // bytes and widen them later (SplitRowKernel's bulk copy). MaskedScaleLoad

@@ -126,17 +126,32 @@ __device__ __forceinline__ void ForEachFetchedPack(int64_t num_packs, Fetch&& fe
   }
 }
 
-// The row's packs from global memory, BlockLoadBatch(pack) in flight.
+// The row's whole packs from global memory (pack k at column edges.head +
+// k * pack), BlockLoadBatch(pack) in flight.
 template <int pack, int block_size, class RowLoad, class F>
-__device__ __forceinline__ void ForEachLoadedPack(const RowLoad& row_load, int64_t num_packs,
+__device__ __forceinline__ void ForEachLoadedPack(const RowLoad& row_load, const RowEdges& edges,
                                                   F&& f) {
   ForEachFetchedPack<pack, block_size, BlockLoadBatch(pack)>(
-      num_packs, [&](float* v, int64_t k) { row_load.template load<pack>(v, k * pack); }, f);
+      edges.packs,
+      [&](float* v, int64_t k) { row_load.template load<pack>(v, edges.head + k * pack); }, f);
 }
 
-// The last pass of the block kernels: writes this thread's packs of a row,
-// pack k (k = threadIdx.x + j * block_size) read by fetch(v, k) and turned
-// into outputs by finish(v). Without prefetched weights it takes kPlainBatch
+// The head or tail element (RowEdges) a thread of a one-block-per-row
+// kernel moves, at most one: threads 0..head-1 take the head, the next
+// ones the tail, at column t + packs * pack (fewer than 2 * pack <= 16
+// elements together, never more than a block's threads). -1 when none.
+template <int pack>
+__device__ __forceinline__ int64_t BlockEdgeColumn(const RowEdges& e, int64_t cols) {
+  const int64_t t = threadIdx.x;
+  const int64_t body = e.packs * pack;
+  if (t >= cols - body) return -1;
+  return t < e.head ? t : t + body;
+}
+
+// The last pass of the block kernels: writes this thread's whole packs of
+// a row (RowEdges), pack k (k = threadIdx.x + j * block_size, at column
+// edges.head + k * pack) read by fetch(v, k) and turned into outputs by
+// finish(v). Without prefetched weights it takes kPlainBatch
 // packs at a time, their reads in flight together, and the store loads any
 // weights itself, one pack at a time.
 //
@@ -166,8 +181,8 @@ class BlockRowStore {
   static constexpr int64_t kStep = static_cast<int64_t>(kBatch) * block_size;
 
  public:
-  __device__ __forceinline__ BlockRowStore(const Store& store, int64_t num_packs)
-      : store_(store), num_packs_(num_packs) {}
+  __device__ __forceinline__ BlockRowStore(const Store& store, const RowEdges& edges)
+      : store_(store), first_col_(edges.head), num_packs_(edges.packs) {}
 
   // Starts loading the weights of this thread's first batch of packs.
   __device__ __forceinline__ void Prefetch() {
@@ -179,7 +194,7 @@ class BlockRowStore {
     if constexpr (!kWeights) {
       ForEachFetchedPack<pack, block_size, kBatch>(num_packs_, fetch, [&](float* v, int64_t k) {
         finish(v);
-        store_.template store<pack>(v, row, k * pack);
+        store_.template store<pack>(v, row, first_col_ + k * pack);
       });
     } else {
       StoreWithWeights(row, fetch, finish);
@@ -202,7 +217,7 @@ class BlockRowStore {
         for (int b = 0; b < kBatch; ++b) {
           if (first + static_cast<int64_t>(b) * block_size < num_packs_) finish(v[b]);
         }
-        store_.template StoreLoaded<kBatch, pack>(v, weights_, row, first * pack,
+        store_.template StoreLoaded<kBatch, pack>(v, weights_, row, first_col_ + first * pack,
                                                   static_cast<int64_t>(block_size) * pack,
                                                   Count(first));
       } else {
@@ -213,7 +228,7 @@ class BlockRowStore {
           float v[pack];
           fetch(v, k);
           finish(v);
-          store_.template StoreWith<kBatch, pack>(v, weights_, b, row, k * pack);
+          store_.template StoreWith<kBatch, pack>(v, weights_, b, row, first_col_ + k * pack);
         }
       }
     }
@@ -225,12 +240,13 @@ class BlockRowStore {
     return (num_packs_ - first + block_size - 1) / block_size;
   }
   __device__ __forceinline__ void LoadWeights(int64_t first) {
-    store_.template LoadWeights<kBatch, pack>(weights_, first * pack,
+    store_.template LoadWeights<kBatch, pack>(weights_, first_col_ + first * pack,
                                               static_cast<int64_t>(block_size) * pack,
                                               Count(first));
   }
 
   const Store& store_;
+  const int64_t first_col_;
   const int64_t num_packs_;
   typename Weights::template type<kBatch, pack> weights_;
 };
@@ -245,34 +261,32 @@ class BlockRowStore {
 // next row's first. The statistic is gathered while loading, streamed for
 // the ops that prefer it (OpMath::kStreamsWhileCaching), else as the first
 // of the exact resident passes, the second running over the cache.
-// Preconditions: cols % pack == 0, pointers aligned to the pack, dynamic
-// shared memory = cols * sizeof(cache_type).
-template <Op op, class Load, class Store, int pack, int block_size>
+// `edges`: rows off the pack grid (cols % pack != 0, where the functors
+// allow: kTakesAnyCols). Each row's packs start at its RowEdges::head, and
+// its head and tail elements (BlockEdgeColumn) stay in registers, in the
+// statistic and written with the packs. A separate instance, so that rows
+// on the grid keep their code: the per-row edge state took the float16
+// softmax at 16-byte packs and 128-256 threads from 32 to 37-38 registers,
+// 12 instead of 16 blocks per SM where registers bound them.
+// Preconditions: cols % pack == 0 unless `edges`, pointers aligned to the
+// pack, dynamic shared memory = cols * sizeof(cache_type) (the whole packs
+// take at most that).
+template <Op op, class Load, class Store, int pack, int block_size, bool edges>
 __global__ void __launch_bounds__(block_size)
     BlockSmemRowKernel(Load load, Store store, RowParams p) {
+  static_assert(!edges || kTakesAnyCols<Load, Store>, "rows off the pack grid need x's layout");
   using Math = OpMath<op, kFastMathFor<Load>>;
   using First = typename Math::First;
   using CacheT = typename Load::cache_type;
   using CachePack = Pack<CacheT, pack>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   CachePack* cache = reinterpret_cast<CachePack*>(smem_raw);
-  const int64_t num_packs = p.cols / pack;
 
   const auto read_cached = [&](float* v, int64_t k) {
     const CachePack c = cache[k];
 #pragma unroll
     for (int i = 0; i < pack; ++i) v[i] = ToFloat(c.elem[i]);
   };
-  // A copy of each of this thread's cached values (the cache is not changed).
-  const auto for_each = [&](auto&& f) {
-    for (int64_t k = threadIdx.x; k < num_packs; k += block_size) {
-      float v[pack];
-      read_cached(v, k);
-#pragma unroll
-      for (int i = 0; i < pack; ++i) f(v[i]);
-    }
-  };
-  BlockRowStore<Store, pack, block_size, 1, false> out(store, num_packs);
   // Outside the row loop: the reducer alternates its slots across rows.
   using Reducer = BlockAllReducer<
       block_size,
@@ -282,11 +296,17 @@ __global__ void __launch_bounds__(block_size)
   const auto all_reduce = [&](float value, auto combine) { return reducer.Run(value, combine); };
 
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
+    const RowEdges row_edges = EdgesOf<pack, edges>(row, p.cols);
+    const auto row_load = BindRow(load, row);
+    // The edge element, in flight with the row's first packs.
+    const int64_t edge_col = edges ? BlockEdgeColumn<pack>(row_edges, p.cols) : -1;
+    float edge = 0.f;
+    if (edge_col >= 0) row_load.template load<1>(&edge, edge_col);
     // Pass 1 caches the row, gathering on the way the streamed statistic or
     // the first of the resident passes.
     typename Math::Accumulator accumulator;
     float first = First::kIdentity;
-    ForEachLoadedPack<pack, block_size>(BindRow(load, row), num_packs, [&](float* v, int64_t k) {
+    ForEachLoadedPack<pack, block_size>(row_load, row_edges, [&](float* v, int64_t k) {
       CachePack c;
 #pragma unroll
       for (int i = 0; i < pack; ++i) c.elem[i] = FromFloat<CacheT>(v[i]);
@@ -298,7 +318,29 @@ __global__ void __launch_bounds__(block_size)
         for (int i = 0; i < pack; ++i) first = First{}.Add(first, v[i]);
       }
     });
+    if (edge_col >= 0) {
+      if constexpr (Math::kStreamsWhileCaching) {
+        accumulator.template Add<1>(&edge);
+      } else {
+        first = First{}.Add(first, edge);
+      }
+    }
+    BlockRowStore<Store, pack, block_size, 1, false> out(store, row_edges);
     out.Prefetch();
+    // A copy of each of this thread's values of the row, its cached packs
+    // and its edge element (neither is changed).
+    const auto for_each = [&](auto&& f) {
+      for (int64_t k = threadIdx.x; k < row_edges.packs; k += block_size) {
+        float v[pack];
+        read_cached(v, k);
+#pragma unroll
+        for (int i = 0; i < pack; ++i) f(v[i]);
+      }
+      if (edge_col >= 0) {
+        float v = edge;
+        f(v);
+      }
+    };
     typename Math::Row stat;
     if constexpr (Math::kStreamsWhileCaching) {
       stat = Math::Finish(reducer.Run(accumulator.Get(), typename Math::MergeOp()), p);
@@ -307,6 +349,10 @@ __global__ void __launch_bounds__(block_size)
     }
     if (threadIdx.x == 0) stat.WriteStats(p, row);
     out.StoreRow(row, read_cached, [&](float* v) { stat.template Apply<pack>(v); });
+    if (edge_col >= 0) {
+      stat.template Apply<1>(&edge);
+      store.template store<1>(&edge, row, edge_col);
+    }
   }
 }
 
@@ -316,30 +362,45 @@ __global__ void __launch_bounds__(block_size)
 // partials for LayerNorm) and merged over the block. The second read (to write outputs) often hits L2, since a
 // resident block's row is recent; in place is safe because the block-wide
 // reduction's barrier separates every thread's first read from any write.
+// Rows off the pack grid (`edges`) as kBlockSmem: the edge elements are
+// read once, into registers.
 // Preconditions as kBlockSmem, without the shared memory.
-template <Op op, class Load, class Store, int pack, int block_size>
+template <Op op, class Load, class Store, int pack, int block_size, bool edges>
 __global__ void __launch_bounds__(block_size)
     BlockUncachedRowKernel(Load load, Store store, RowParams p) {
+  static_assert(!edges || kTakesAnyCols<Load, Store>, "rows off the pack grid need x's layout");
   using Math = OpMath<op, kFastMathFor<Load>>;
-  const int64_t num_packs = p.cols / pack;
-  BlockRowStore<Store, pack, block_size, BlockLoadBatch(pack), true> out(store, num_packs);
   // Outside the row loop: the reducer alternates its slots across rows.
   using Reducer = BlockAllReducer<block_size, typename Math::Partial>;
   __shared__ typename Reducer::Storage storage;
   Reducer reducer(storage);
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
+    const RowEdges row_edges = EdgesOf<pack, edges>(row, p.cols);
     const auto row_load = BindRow(load, row);
+    // The edge element, in flight with the row's first packs.
+    const int64_t edge_col = edges ? BlockEdgeColumn<pack>(row_edges, p.cols) : -1;
+    float edge = 0.f;
+    if (edge_col >= 0) row_load.template load<1>(&edge, edge_col);
     typename Math::Accumulator accumulator;
     ForEachLoadedPack<pack, block_size>(
-        row_load, num_packs, [&](float* v, int64_t) { accumulator.template Add<pack>(v); });
+        row_load, row_edges, [&](float* v, int64_t) { accumulator.template Add<pack>(v); });
+    if (edge_col >= 0) accumulator.template Add<1>(&edge);
+    BlockRowStore<Store, pack, block_size, BlockLoadBatch(pack), true> out(store, row_edges);
     out.Prefetch();
     const typename Math::Row stat =
         Math::Finish(reducer.Run(accumulator.Get(), typename Math::MergeOp()), p);
     if (threadIdx.x == 0) stat.WriteStats(p, row);
     // The second read of the row, for the last pass.
     out.StoreRow(
-        row, [&](float* v, int64_t k) { row_load.template load<pack>(v, k * pack); },
+        row,
+        [&](float* v, int64_t k) {
+          row_load.template load<pack>(v, row_edges.head + k * pack);
+        },
         [&](float* v) { stat.template Apply<pack>(v); });
+    if (edge_col >= 0) {
+      stat.template Apply<1>(&edge);
+      store.template store<1>(&edge, row, edge_col);
+    }
   }
 }
 

@@ -108,17 +108,6 @@ int64_t PacksPerBlock(int64_t cols, int pack, int split) {
   return (num_packs + split - 1) / split;
 }
 
-// The widest pack split_row takes: any at the operands' alignment where
-// the pack need not divide cols (PackMustDivideLength), else the widest
-// that divides them.
-int SplitRowPack(Op op, DType dtype, Shape shape, int64_t alignment_bytes) {
-  // The widest pack is a length every narrower one divides.
-  const int64_t length = PackMustDivideLength(op, Impl::kSplitRow)
-                             ? shape.cols
-                             : 16 / static_cast<int64_t>(DTypeSize(dtype));
-  return WidestPack(dtype, length, alignment_bytes);
-}
-
 // Few rows: one block per row would leave SMs idle (the default's rule), or
 // leave a ragged second wave (the tuner also times the band up to twice the
 // SM count, where splitting may still win).
@@ -284,8 +273,7 @@ void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo&
   // thread at least one pack of the slice. At most 16 cluster configs, 12
   // grid ones and 21 two-pass ones.
   const auto append = [&](Impl impl, int split) {
-    const int pack = impl == Impl::kSplitRow ? SplitRowPack(op, dtype, shape, 16)
-                                             : WidestPack(dtype, shape.cols);
+    const int pack = WidestPackFor(op, impl, dtype, shape);
     const int64_t slice_packs = PacksPerBlock(shape.cols, pack, split);
     for (int block : kBlockImplBlockSizes) {
       if (impl == Impl::kSplitTwoPass &&
@@ -379,7 +367,7 @@ std::optional<LaunchConfig> SplitRowHeuristic(Op op, DType dtype, Shape shape,
     c.split = static_cast<int>(split);
     return c;
   }
-  const int cluster_pack = SplitRowPack(op, dtype, shape, alignment_bytes);
+  const int cluster_pack = WidestPackFor(op, Impl::kSplitRow, dtype, shape, alignment_bytes);
   std::optional<LaunchConfig> best;
   int64_t best_busy_sms = shape.rows;  // one block per row
   std::optional<LaunchConfig> fewest_waves;

@@ -193,8 +193,7 @@ cudaError_t RunSplitRowOp(const KernelRequest& req, KernelAction action, cudaStr
   // The rules let a cluster's pack leave a remainder of the row exactly
   // where its kernel can move one (SplitRowKernel's row edges).
   static_assert(
-      PackMustDivideLength(op, Impl::kSplitRow) !=
-          (kFollowsRowLayout<std::remove_cv_t<Load>> && kFollowsRowLayout<std::remove_cv_t<Store>>),
+      PackMustDivideLength(op, Impl::kSplitRow) != kTakesAnyCols<Load, Store>,
       "PackMustDivideLength and the functors' layouts disagree");
   const LaunchConfig& c = req.config;
   const bool clusters = c.impl == Impl::kSplitRow;

@@ -59,32 +59,11 @@ struct Params : RowParams {
   int cache_buffers = 1;
 };
 
-// Where a row's whole packs lie when rows need not start on a pack
-// boundary (cols % pack != 0; only for functors that follow x's layout,
-// kFollowsRowLayout): element (row, c) is pack-aligned when row * cols + c
-// is a multiple of pack, so the row's packs start at c = head, and the head
-// before them and the tail after the last whole one are each shorter than a
-// pack. The row holds cols / pack whole packs (what Slicing divides), or
-// one fewer when head and tail together reach a pack: that one is missing
-// from the end of the last block's slice, and the tail grows by it.
-struct RowEdges {
-  int64_t head = 0;           // elements before the first whole pack
-  int64_t tail_col = 0;       // the tail's first column (cols: no tail)
-  int64_t missing_packs = 0;  // 0 or 1
-};
-template <int pack>
-__device__ __forceinline__ RowEdges EdgesOf(int64_t row, int64_t cols) {
-  static_assert((pack & (pack - 1)) == 0, "a power-of-two pack");
-  RowEdges e;
-  e.head = -(row * cols) & (pack - 1);
-  const int64_t packs = (cols - e.head) / pack;
-  e.tail_col = e.head + packs * pack;
-  e.missing_packs = cols / pack - packs;
-  return e;
-}
-// The head or tail element this thread moves, at most one: rank 0's first
-// threads take the head, the last rank's the tail (split >= 2, so never
-// both). -1 when none.
+// In a cluster, a row's whole packs (RowEdges) are cols / pack, what
+// Slicing divides, or one fewer: missing from the end of the last block's
+// slice, whose tail grows by it. EdgeColumn: the head or tail element this
+// thread moves, at most one: rank 0's first threads take the head, the last
+// rank's the tail (split >= 2, so never both). -1 when none.
 __device__ __forceinline__ int64_t EdgeColumn(const RowEdges& e, int64_t cols, int rank,
                                               int split) {
   const int64_t t = threadIdx.x;
@@ -103,11 +82,8 @@ struct RowPart {
 template <int pack, bool kAnyCols>
 __device__ __forceinline__ RowPart RowPartOf(int64_t row, int64_t cols, const Slice& full_slice,
                                              int rank, int split) {
-  RowPart part{{0, cols, 0}, full_slice};
-  if constexpr (kAnyCols) {
-    part.edges = EdgesOf<pack>(row, cols);
-    if (rank == split - 1) part.slice.count -= part.edges.missing_packs;
-  }
+  RowPart part{EdgesOf<pack, kAnyCols>(row, cols), full_slice};
+  if (rank == split - 1) part.slice.count -= part.edges.missing_packs;
   return part;
 }
 
@@ -532,8 +508,7 @@ __global__ void __launch_bounds__(block_size)
   using Partial = typename Math::Partial;
   using CachePack = Pack<typename Load::cache_type, pack>;
   static_assert(block_size % kWarpSize == 0, "whole warps: every lane shuffles");
-  constexpr bool kAnyCols =
-      kFollowsRowLayout<std::remove_cv_t<Load>> && kFollowsRowLayout<std::remove_cv_t<Store>>;
+  constexpr bool kAnyCols = kTakesAnyCols<Load, Store>;
   constexpr bool kBulk = split_row::kBulkCopies<std::remove_cv_t<Load>, pack>;
   constexpr int kChunks = split_row::kBulkChunks;
 

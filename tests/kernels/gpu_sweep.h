@@ -150,16 +150,23 @@ class GpuSweepTest : public GpuTest {
     return report->passed ? "" : report->detail;
   }
 
-  // Runs every enumerated config on an uploaded problem, with the launch
-  // arguments `args` (problem.Args(with_stats) by default); returns the
-  // number of configs run. `what` prefixes failure messages.
+  // Runs every enumerated config (that `keep` keeps, when given) on an
+  // uploaded problem, with the launch arguments `args`
+  // (problem.Args(with_stats) by default); returns the number of configs
+  // run. `what` prefixes failure messages.
   int SweepUploaded(DeviceProblem& problem, const RowOpArgs& args, bool with_stats,
                     const std::string& what,
-                    const std::function<absl::Status()>& prepare = nullptr) {
+                    const std::function<absl::Status()>& prepare = nullptr,
+                    const std::function<bool(const LaunchConfig&)>& keep = nullptr) {
     absl::StatusOr<std::vector<LaunchConfig>> configs =
         EnumerateConfigs(problem.op, problem.dtype, problem.shape, device_);
     EXPECT_TRUE(configs.ok()) << configs.status();
     if (!configs.ok()) return 0;
+    if (keep) {
+      configs->erase(std::remove_if(configs->begin(), configs->end(),
+                                    [&](const LaunchConfig& c) { return !keep(c); }),
+                     configs->end());
+    }
     EXPECT_FALSE(configs->empty()) << what;
     ++g_cases;
     int failures = 0;

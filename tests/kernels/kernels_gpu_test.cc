@@ -149,6 +149,104 @@ TEST_P(KernelGpuTest, InPlace) {
   }
 }
 
+// Issue 26: block_smem and block_uncached at odd cols, where each row
+// starts off the pack grid (row r at element r * cols) and still takes the
+// full pack for the ops whose operands follow x: every pack, block and grid
+// policy those impls enumerate, out of place and in place, at rows of
+// every head (7 and 64 odd rows cycle through all of them), a row shorter
+// than a pack, and an LLM vocabulary (50257) at up to 128 rows, so the
+// fp64 reference stays cheap. Grid waves make blocks loop over rows.
+TEST_P(KernelGpuTest, BlockImplsAtOddColsMatchTheReference) {
+  if (!OperandsFollowRowLayout(op())) {
+    GTEST_SKIP() << "softmax, log-softmax and ReduceScale (operands that follow x)";
+  }
+  const int widest = 16 / static_cast<int>(DTypeSize(dtype()));
+  const auto block_impl = [](const LaunchConfig& c) {
+    return c.impl == Impl::kBlockSmem || c.impl == Impl::kBlockUncached;
+  };
+  int64_t launches = 0;
+  for (const Shape shape : {Shape{1, 5}, Shape{7, 33}, Shape{64, 1000 + 3}, Shape{7, 4096 + 1},
+                            Shape{256, 4096 + 1}, Shape{1, 50257}, Shape{7, 50257},
+                            Shape{128, 50257}}) {
+    SCOPED_TRACE(absl::StrCat("rows=", shape.rows, " cols=", shape.cols));
+    absl::StatusOr<std::vector<LaunchConfig>> configs =
+        EnumerateConfigs(op(), dtype(), shape, device_);
+    ASSERT_TRUE(configs.ok()) << configs.status();
+    for (Impl impl : {Impl::kBlockSmem, Impl::kBlockUncached}) {
+      EXPECT_TRUE(std::any_of(configs->begin(), configs->end(), [&](const LaunchConfig& c) {
+        return c.impl == impl && c.pack_size == widest;
+      })) << ImplName(impl) << " at pack " << widest;
+    }
+    absl::StatusOr<HostProblem> host = MakeProblem(op(), dtype(), shape, FreshSeed(),
+                                                   InputPattern::kNormal, /*with_affine=*/true);
+    ASSERT_TRUE(host.ok()) << host.status();
+    absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
+    ASSERT_TRUE(problem.ok()) << problem.status();
+    launches += SweepUploaded(*problem, problem->Args(), /*with_stats=*/true, "odd cols",
+                              nullptr, block_impl);
+    RowOpArgs in_place = problem->Args();
+    in_place.x = in_place.y;
+    const DeviceProblem& d = *problem;
+    launches += SweepUploaded(
+        *problem, in_place, /*with_stats=*/true, "odd cols in place",
+        [&] {
+          const cudaError_t err = cudaMemcpyAsync(d.y.data(), d.x.data(), d.x.bytes(),
+                                                  cudaMemcpyDeviceToDevice, stream_);
+          return err == cudaSuccess ? absl::OkStatus()
+                                    : absl::InternalError(cudaGetErrorString(err));
+        },
+        block_impl);
+  }
+  std::printf("[odd cols] %s %s: %lld launches\n", OpName(op()).data(),
+              DTypeName(dtype()).data(), static_cast<long long>(launches));
+}
+
+// Odd cols with pointers off the 16-byte grid: Launch narrows a block
+// config's pack to what the pointers allow (x and y share their offset
+// here), and each row's head still starts its packs on that grid.
+TEST_P(KernelGpuTest, BlockImplsAtOddColsWithMisalignedPointersNarrowThePack) {
+  if (!OperandsFollowRowLayout(op())) {
+    GTEST_SKIP() << "softmax, log-softmax and ReduceScale (operands that follow x)";
+  }
+  const Shape shape{9, 50257};
+  absl::StatusOr<HostProblem> host =
+      MakeProblem(op(), dtype(), shape, FreshSeed(), InputPattern::kNormal, false);
+  ASSERT_TRUE(host.ok()) << host.status();
+  absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
+  ASSERT_TRUE(problem.ok()) << problem.status();
+  const size_t element = DTypeSize(dtype());
+  const size_t bytes = problem->x.bytes();
+  absl::StatusOr<DeviceBuffer> in = DeviceBuffer::Allocate(bytes + 16);
+  absl::StatusOr<DeviceBuffer> out = DeviceBuffer::Allocate(bytes + 16);
+  ASSERT_TRUE(in.ok() && out.ok());
+  const int widest = 16 / static_cast<int>(element);
+  for (size_t offset_elements : {size_t{1}, size_t{2}, size_t{4}}) {
+    const size_t offset = offset_elements * element;
+    auto* x = static_cast<uint8_t*>(in->data()) + offset;
+    auto* y = static_cast<uint8_t*>(out->data()) + offset;
+    ASSERT_EQ(cudaMemcpy(x, problem->x.data(), bytes, cudaMemcpyDeviceToDevice), cudaSuccess);
+    for (const LaunchConfig& config : {LaunchConfig{Impl::kBlockSmem, 512, widest, 32, 1, 0},
+                                       LaunchConfig{Impl::kBlockUncached, 1024, widest, 32, 1, 0}}) {
+      RowOpArgs args = problem->Args();
+      args.x = x;
+      args.y = y;
+      absl::StatusOr<LaunchConfig> launched =
+          Launch(op(), dtype(), shape, args, config, device_, stream_);
+      ASSERT_TRUE(launched.ok()) << launched.status();
+      EXPECT_EQ(launched->impl, config.impl);
+      EXPECT_EQ(launched->pack_size * element, offset % 16 == 0 ? 16 : offset & (~offset + 1))
+          << "offset " << offset << " bytes";
+      ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(problem->y.data(), y, bytes, cudaMemcpyDeviceToDevice), cudaSuccess);
+      absl::StatusOr<CheckReport> report = CheckOutputs(*problem, true, stream_);
+      ASSERT_TRUE(report.ok()) << report.status();
+      EXPECT_TRUE(report->passed) << "offset " << offset << " " << ConfigKey(config) << ": "
+                                  << report->detail;
+      ++g_launches;
+    }
+  }
+}
+
 // Pointers off the 16-byte grid make Launch narrow the pack instead of
 // issuing misaligned vector accesses.
 TEST_P(KernelGpuTest, MisalignedPointersFallBackToNarrowerPacks) {

@@ -370,8 +370,11 @@ TEST(LaunchConfigTest, HeuristicForTheNewOps) {
                                                              : "warp/b128/p8/g2/r1/w0");
     c = HeuristicConfig(op, DType::kBFloat16, {49152, 2048}, H100());
     EXPECT_EQ(ConfigKey(*c), "warp/b128/p8/g32/r1/w0");
+    // Odd cols: ReduceScale's operands follow x, so it keeps 16-byte packs
+    // (PackMustDivideLength); the others fall back to scalar access.
     c = HeuristicConfig(op, DType::kFloat32, {49152, 4095}, H100());
-    EXPECT_EQ(ConfigKey(*c), "block_smem/b256/p1/g32/r1/w0");
+    EXPECT_EQ(ConfigKey(*c), op == Op::kReduceScale ? "block_smem/b128/p4/g32/r1/w0"
+                                                     : "block_smem/b256/p1/g32/r1/w0");
   }
   absl::StatusOr<LaunchConfig> c =
       HeuristicConfig(Op::kRmsNorm, DType::kFloat16, {4096, 65536}, H100());
@@ -658,31 +661,46 @@ TEST(LaunchConfigTest, SplitRowRulesNameTheKnob) {
   EXPECT_NE(s.message().find("compute capability"), absl::string_view::npos) << s;
 }
 
-// split_row takes any cols for the ops whose operands all follow x's
-// layout: its rows start their packs where x's pack grid does.
-TEST(LaunchConfigTest, SplitRowPacksNeedNotDivideColsWhereOperandsFollowX) {
+// split_row, block_smem and block_uncached take any cols for the ops whose
+// operands all follow x's layout: their rows start their packs where x's
+// pack grid does. The register-resident impls and the other splits don't.
+TEST(LaunchConfigTest, PacksNeedNotDivideColsWhereOperandsFollowX) {
   const Shape shape{2048, 50257};
   for (Op op : kAllOps) {
     const bool any_cols = op == Op::kSoftmax || op == Op::kLogSoftmax || op == Op::kReduceScale;
-    EXPECT_EQ(PackMustDivideLength(op, Impl::kSplitRow), !any_cols) << OpName(op);
-    for (Impl impl : {Impl::kWarp, Impl::kBlockSmem, Impl::kBlockUncached, Impl::kBlockRegs,
-                      Impl::kSplitGrid, Impl::kSplitTwoPass, Impl::kAxis}) {
+    EXPECT_EQ(OperandsFollowRowLayout(op), any_cols) << OpName(op);
+    for (Impl impl : {Impl::kSplitRow, Impl::kBlockSmem, Impl::kBlockUncached}) {
+      EXPECT_EQ(PackMustDivideLength(op, impl), !any_cols) << OpName(op) << " " << ImplName(impl);
+    }
+    for (Impl impl : {Impl::kWarp, Impl::kBlockRegs, Impl::kSplitGrid, Impl::kSplitTwoPass,
+                      Impl::kAxis}) {
       EXPECT_TRUE(PackMustDivideLength(op, impl)) << OpName(op) << " " << ImplName(impl);
     }
     for (DType dtype : kAllDTypes) {
       SCOPED_TRACE(absl::StrCat(OpName(op), " ", DTypeName(dtype)));
       const int widest = 16 / static_cast<int>(DTypeSize(dtype));
-      const LaunchConfig cluster = Split(512, widest, 4);
-      if (any_cols) {
-        EXPECT_TRUE(ValidateConfig(op, dtype, shape, cluster, H100()).ok());
-      } else {
-        ExpectRefused(op, dtype, shape, cluster, absl::StatusCode::kInvalidArgument,
-                      "does not divide cols=50257");
+      for (const LaunchConfig& c :
+           {Split(512, widest, 4), Block(Impl::kBlockSmem, 512, widest),
+            Block(Impl::kBlockUncached, 512, widest), Block(Impl::kBlockUncached, 128, 2)}) {
+        if (any_cols) {
+          EXPECT_TRUE(ValidateConfig(op, dtype, shape, c, H100()).ok()) << ConfigKey(c);
+        } else {
+          ExpectRefused(op, dtype, shape, c, absl::StatusCode::kInvalidArgument,
+                        "does not divide cols=50257");
+        }
       }
-      ExpectRefused(op, dtype, shape, Block(Impl::kBlockUncached, 512, widest),
-                    absl::StatusCode::kInvalidArgument, "does not divide cols=50257");
+      ExpectRefused(op, dtype, {8, 4097}, Block(Impl::kBlockRegs, 512, widest),
+                    absl::StatusCode::kInvalidArgument, "does not divide cols=4097");
     }
   }
+  // A row shorter than a pack is all head and tail.
+  EXPECT_TRUE(ValidateConfig(Op::kSoftmax, DType::kFloat16, {7, 5},
+                             Block(Impl::kBlockSmem, 128, 8), H100())
+                  .ok());
+  // block_smem caches whole packs and edges in no more than the row.
+  EXPECT_EQ(SharedMemoryBytes(Op::kSoftmax, DType::kBFloat16, shape,
+                              Block(Impl::kBlockSmem, 512, 8)),
+            50257 * 2);
   // The largest slice in whole packs: 6282 packs of 8 over 4 blocks, twice
   // at 2048 rows (the bulk copy's next row).
   EXPECT_EQ(SharedMemoryBytes(Op::kSoftmax, DType::kFloat16, shape, Split(512, 8, 4)),
@@ -696,23 +714,98 @@ TEST(LaunchConfigTest, SplitRowPacksNeedNotDivideColsWhereOperandsFollowX) {
                 absl::StatusCode::kInvalidArgument, "split=8");
 }
 
-// Launch narrows a split_row pack for the operands' alignment only, where
-// the pack need not divide cols.
-TEST(LaunchConfigTest, SplitRowOddColsNarrowForAlignmentOnly) {
+// Launch narrows a split_row, block_smem or block_uncached pack for the
+// operands' alignment only, where the pack need not divide cols.
+TEST(LaunchConfigTest, OddColsNarrowForAlignmentOnly) {
   const Shape shape{2048, 50257};
-  const LaunchConfig c = Split(512, 8, 2);
-  for (const auto& [alignment, pack] : {std::pair{16, 8}, std::pair{8, 4}, std::pair{2, 1}}) {
+  for (const LaunchConfig& c : {Split(512, 8, 2), Block(Impl::kBlockSmem, 512, 8),
+                                Block(Impl::kBlockUncached, 1024, 8)}) {
+    SCOPED_TRACE(ConfigKey(c));
+    for (const auto& [alignment, pack] :
+         {std::pair{16, 8}, std::pair{8, 4}, std::pair{4, 2}, std::pair{2, 1}}) {
+      absl::StatusOr<LaunchConfig> narrowed =
+          ConfigForAlignment(Op::kSoftmax, DType::kFloat16, shape, c, alignment, H100());
+      ASSERT_TRUE(narrowed.ok()) << narrowed.status();
+      EXPECT_EQ(narrowed->pack_size, pack) << "alignment " << alignment;
+      EXPECT_EQ(narrowed->impl, c.impl);
+      EXPECT_EQ(narrowed->block_size, c.block_size);
+      EXPECT_EQ(narrowed->split, c.split);
+    }
+    // LayerNorm's weights are indexed by column: its pack must divide cols.
     absl::StatusOr<LaunchConfig> narrowed =
-        ConfigForAlignment(Op::kSoftmax, DType::kFloat16, shape, c, alignment, H100());
+        ConfigForAlignment(Op::kLayerNorm, DType::kFloat16, shape, c, 16, H100());
     ASSERT_TRUE(narrowed.ok()) << narrowed.status();
-    EXPECT_EQ(narrowed->pack_size, pack) << "alignment " << alignment;
-    EXPECT_EQ(narrowed->split, 2);
+    EXPECT_EQ(narrowed->pack_size, 1);
   }
-  // LayerNorm's weights are indexed by column: its pack must divide cols.
-  absl::StatusOr<LaunchConfig> narrowed =
-      ConfigForAlignment(Op::kLayerNorm, DType::kFloat16, shape, c, 16, H100());
-  ASSERT_TRUE(narrowed.ok()) << narrowed.status();
-  EXPECT_EQ(narrowed->pack_size, 1);
+}
+
+// Issue 26: at odd cols (an LLM vocabulary of 50257) the one-block-per-row
+// impls keep full 16-byte packs for softmax, log-softmax and ReduceScale,
+// both in the tuner's candidates (every pack and useful block) and in the
+// default; the other ops keep scalar access there.
+TEST(LaunchConfigTest, BlockImplsTakeFullPacksAtOddColsWhereOperandsFollowX) {
+  for (Op op : kAllOps) {
+    for (DType dtype : kAllDTypes) {
+      SCOPED_TRACE(absl::StrCat(OpName(op), " ", DTypeName(dtype)));
+      const int widest = 16 / static_cast<int>(DTypeSize(dtype));
+      for (const Shape shape : {Shape{2048, 50257}, Shape{64, 4097}, Shape{3, 1003}}) {
+        absl::StatusOr<std::vector<LaunchConfig>> configs =
+            EnumerateConfigs(op, dtype, shape, H100());
+        ASSERT_TRUE(configs.ok()) << configs.status();
+        std::set<std::string> keys;
+        for (const LaunchConfig& c : *configs) {
+          keys.insert(ConfigKey(c));
+          if (c.impl == Impl::kWarp || c.impl == Impl::kBlockRegs ||
+              PackMustDivideLength(op, c.impl)) {
+            EXPECT_EQ(c.pack_size, 1) << ConfigKey(c);
+          }
+        }
+        for (int pack = 1; pack <= widest; pack *= 2) {
+          for (Impl impl : {Impl::kBlockSmem, Impl::kBlockUncached}) {
+            if (impl == Impl::kBlockSmem &&
+                !ValidateConfig(op, dtype, shape, Block(impl, 128, pack), H100()).ok()) {
+              continue;  // the row cache does not fit
+            }
+            for (int waves : {0, 1, 4}) {
+              const std::string key = ConfigKey(Block(impl, 128, pack, waves));
+              EXPECT_EQ(keys.count(key) > 0, pack == 1 || OperandsFollowRowLayout(op))
+                  << key << " at cols=" << shape.cols;
+            }
+          }
+        }
+      }
+      if (!OperandsFollowRowLayout(op)) continue;
+      // Every block size at 2048 x 50257: thousands of packs a row.
+      absl::StatusOr<std::vector<LaunchConfig>> configs =
+          EnumerateConfigs(op, dtype, {2048, 50257}, H100());
+      ASSERT_TRUE(configs.ok()) << configs.status();
+      std::set<int> blocks;
+      for (const LaunchConfig& c : *configs) {
+        if (c.impl == Impl::kBlockSmem && c.pack_size == widest) blocks.insert(c.block_size);
+      }
+      EXPECT_EQ(blocks, (std::set<int>{128, 256, 512, 1024}));
+    }
+  }
+  // The default at 2048 x 50257: shared memory at the full pack, about 8
+  // packs a thread (6282 packs of 8: 512 threads; 12564 of 4: 1024).
+  for (Op op : {Op::kSoftmax, Op::kLogSoftmax, Op::kReduceScale}) {
+    for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+      absl::StatusOr<LaunchConfig> c = HeuristicConfig(op, dtype, {2048, 50257}, H100());
+      ASSERT_TRUE(c.ok()) << c.status();
+      EXPECT_EQ(ConfigKey(*c), "block_smem/b512/p8/g32/r1/w0") << OpName(op);
+      // Operands aligned to 4 bytes only: 2-element packs.
+      c = HeuristicConfig(op, dtype, {2048, 50257}, H100(), 4);
+      ASSERT_TRUE(c.ok()) << c.status();
+      EXPECT_EQ(ConfigKey(*c), "block_smem/b1024/p2/g32/r1/w0") << OpName(op);
+    }
+    absl::StatusOr<LaunchConfig> c = HeuristicConfig(op, DType::kFloat32, {2048, 50257}, H100());
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(ConfigKey(*c), "block_smem/b1024/p4/g32/r1/w0") << OpName(op);
+  }
+  absl::StatusOr<LaunchConfig> c =
+      HeuristicConfig(Op::kLayerNorm, DType::kFloat16, {2048, 50257}, H100());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(ConfigKey(*c), "block_smem/b1024/p1/g32/r1/w0");
 }
 
 TEST(LaunchConfigTest, BlockRegsHoldsTheRowInRegisters) {
