@@ -25,27 +25,6 @@ struct AxisParams {
   int64_t reduce_floats;  // one reduction buffer (AxisReductionFloats)
 };
 
-// The unsigned vector type of a pack's size, for the cache-hinted
-// __ldcs/__stcs, which take built-in vector types only.
-template <int bytes>
-struct RawVector;
-template <>
-struct RawVector<2> {
-  using type = unsigned short;
-};
-template <>
-struct RawVector<4> {
-  using type = unsigned int;
-};
-template <>
-struct RawVector<8> {
-  using type = uint2;
-};
-template <>
-struct RawVector<16> {
-  using type = uint4;
-};
-
 // One pack of `pack` inner elements, widened to float. `last_use` marks the
 // final read of a line (evict first: it will not be read again).
 template <bool last_use, typename T, int pack>

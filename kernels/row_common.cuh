@@ -169,6 +169,27 @@ __device__ __forceinline__ auto BindRow(const Load& load, int64_t row) {
   }
 }
 
+// The built-in unsigned vector type of `bytes` bytes, which the
+// cache-hinted load and store intrinsics (__ldcs, __stcs, __stwb) take.
+template <int bytes>
+struct RawVector;
+template <>
+struct RawVector<2> {
+  using type = unsigned short;
+};
+template <>
+struct RawVector<4> {
+  using type = unsigned int;
+};
+template <>
+struct RawVector<8> {
+  using type = uint2;
+};
+template <>
+struct RawVector<16> {
+  using type = uint4;
+};
+
 // Narrows float results to the storage type and writes them as one pack;
 // `paired`: 16-bit pairs at once (Narrow).
 template <typename T, bool paired = false>
@@ -178,14 +199,37 @@ struct DirectStore {
   template <int N>
   __device__ __forceinline__ void store(const float* src, int64_t row,
                                         int64_t col) const {
-    Pack<T, N> pack;
+    *reinterpret_cast<Pack<T, N>*>(dst + row * row_stride + col) = Narrowed<N>(src);
+  }
+  // The same pack as one vector store instruction (__stwb: st.global.wb,
+  // the default policy). A kernel whose plain pack stores compile to one
+  // store per element uses it: SplitRowKernel's were 8 st.global.u16 per
+  // 16-byte half pack, 4 st.global.f32 per float pack, and a raw vector
+  // word or __builtin_assume_aligned was split the same way; the vector
+  // stores made it 11-16% faster at 2048 rows x vocab. The other kernels'
+  // plain stores are vector stores already, and there the asm's memory
+  // clobber cost up to 9% (warp kernel, RMSNorm float16 x 64;
+  // bench/results/2026-11-26-h100-split-row-vector-stores/).
+  template <int N>
+  __device__ __forceinline__ void store_as_one(const float* src, int64_t row,
+                                               int64_t col) const {
+    const Pack<T, N> pack = Narrowed<N>(src);
+    typename RawVector<sizeof(pack)>::type raw;
+    memcpy(&raw, &pack, sizeof(raw));
+    __stwb(reinterpret_cast<decltype(raw)*>(dst + row * row_stride + col), raw);
+  }
+
+ private:
+  template <int N>
+  __device__ __forceinline__ Pack<T, N> Narrowed(const float* src) const {
     if constexpr (paired) {
-      pack = Narrow<T, N>(src);
+      return Narrow<T, N>(src);
     } else {
+      Pack<T, N> pack;
 #pragma unroll
       for (int i = 0; i < N; ++i) pack.elem[i] = FromFloat<T>(src[i]);
+      return pack;
     }
-    *reinterpret_cast<Pack<T, N>*>(dst + row * row_stride + col) = pack;
   }
 };
 

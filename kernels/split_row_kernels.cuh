@@ -311,10 +311,12 @@ __device__ __forceinline__ void StoreSlice(const Store& store, const Finish& fin
                                               (end - base + block_size - 1) / block_size);
     }
   } else {
+    // store_as_one: this loop's plain pack stores compiled to one store
+    // per element.
     for (int64_t k = begin + threadIdx.x; k < end; k += block_size) {
       float v[pack];
       apply(k, v);
-      store.template store<pack>(v, row, first_col + (slice.first + k) * pack);
+      store.template store_as_one<pack>(v, row, first_col + (slice.first + k) * pack);
     }
   }
 }
