@@ -370,11 +370,10 @@ TEST(LaunchConfigTest, HeuristicForTheNewOps) {
                                                              : "warp/b128/p8/g2/r1/w0");
     c = HeuristicConfig(op, DType::kBFloat16, {49152, 2048}, H100());
     EXPECT_EQ(ConfigKey(*c), "warp/b128/p8/g32/r1/w0");
-    // Odd cols: ReduceScale's operands follow x, so it keeps 16-byte packs
-    // (PackMustDivideLength); the others fall back to scalar access.
+    // Odd cols: the default keeps the pack that divides cols (the full pack
+    // that ReduceScale's block kernels may take is left to the tuner).
     c = HeuristicConfig(op, DType::kFloat32, {49152, 4095}, H100());
-    EXPECT_EQ(ConfigKey(*c), op == Op::kReduceScale ? "block_smem/b128/p4/g32/r1/w0"
-                                                     : "block_smem/b256/p1/g32/r1/w0");
+    EXPECT_EQ(ConfigKey(*c), "block_smem/b256/p1/g32/r1/w0");
   }
   absl::StatusOr<LaunchConfig> c =
       HeuristicConfig(Op::kRmsNorm, DType::kFloat16, {4096, 65536}, H100());
