@@ -85,6 +85,45 @@ class GpuTest : public ::testing::Test {
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
 
+  // Launches configs(widest pack) on copies of `problem`'s x and y placed 1,
+  // 2 and 4 elements off the 16-byte grid (x and y share the offset): each
+  // launch must keep its impl, narrow the pack to what the offset allows,
+  // and match the reference.
+  void CheckMisalignedOperandsNarrowThePack(
+      Op op, DType dtype, Shape shape, DeviceProblem& problem,
+      const std::function<std::vector<LaunchConfig>(int widest)>& configs) {
+    const size_t element = DTypeSize(dtype);
+    const size_t bytes = problem.x.bytes();
+    absl::StatusOr<DeviceBuffer> in = DeviceBuffer::Allocate(bytes + 16);
+    absl::StatusOr<DeviceBuffer> out = DeviceBuffer::Allocate(bytes + 16);
+    ASSERT_TRUE(in.ok() && out.ok());
+    const int widest = 16 / static_cast<int>(element);
+    for (size_t offset_elements : {size_t{1}, size_t{2}, size_t{4}}) {
+      const size_t offset = offset_elements * element;
+      auto* x = static_cast<uint8_t*>(in->data()) + offset;
+      auto* y = static_cast<uint8_t*>(out->data()) + offset;
+      ASSERT_EQ(cudaMemcpy(x, problem.x.data(), bytes, cudaMemcpyDeviceToDevice), cudaSuccess);
+      for (const LaunchConfig& config : configs(widest)) {
+        RowOpArgs args = problem.Args();
+        args.x = x;
+        args.y = y;
+        absl::StatusOr<LaunchConfig> launched =
+            Launch(op, dtype, shape, args, config, device_, stream_);
+        ASSERT_TRUE(launched.ok()) << launched.status();
+        EXPECT_EQ(launched->impl, config.impl);
+        EXPECT_EQ(launched->pack_size * element, offset % 16 == 0 ? 16 : offset & (~offset + 1))
+            << "offset " << offset << " bytes";
+        ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(problem.y.data(), y, bytes, cudaMemcpyDeviceToDevice), cudaSuccess);
+        absl::StatusOr<CheckReport> report = CheckOutputs(problem, true, stream_);
+        ASSERT_TRUE(report.ok()) << report.status();
+        EXPECT_TRUE(report->passed) << "offset " << offset << " " << ConfigKey(config) << ": "
+                                    << report->detail;
+        ++g_launches;
+      }
+    }
+  }
+
   DeviceInfo device_;
   cudaStream_t stream_ = nullptr;
 };
