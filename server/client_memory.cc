@@ -62,7 +62,11 @@ void InstallSigbusHandler() {
 absl::Status GuardClientHostAccess(absl::FunctionRef<void()> access) {
   InstallSigbusHandler();
   sigjmp_buf jump;
-  if (sigsetjmp(jump, 1) != 0) {
+  // The signal mask is not saved: the handler runs with SA_NODEFER and an
+  // empty sa_mask, so jumping out of it leaves the mask as it was, and not
+  // saving spares a sigprocmask system call per guarded access (~0.2 us:
+  // the queue poller guards every look at a region).
+  if (sigsetjmp(jump, 0) != 0) {
     t_guarded_copy = nullptr;
     return absl::DataLossError(
         "the client's shared-memory object shrank while the daemon used it");
