@@ -183,26 +183,24 @@ std::vector<RunQueue::Taken> RunQueue::Take(int max) {
     owed_ += count;
   }
 
-  // Copied out whole, once: what is parsed is what was read, whatever the
-  // client writes into the slot afterwards.
-  std::vector<std::array<char, layout::kSubmissionSlotBytes>> copies(count);
+  // Each descriptor is copied out once, its header first and then the bytes
+  // that header's own copy names: what is parsed is what was read, whatever
+  // the client writes into the slot afterwards.
   const char* ring = base_ + layout::SubmissionOffset();
-  if (!Guarded([&] {
-        for (uint32_t i = 0; i < count; ++i) {
-          const uint32_t slot = (sq_head_ + i) & (entries_ - 1);
-          std::memcpy(copies[i].data(), ring + size_t{slot} * layout::kSubmissionSlotBytes,
-                      layout::kSubmissionSlotBytes);
-        }
-      })) {
-    return taken;
-  }
-  sq_head_ += count;
-  if (!Guarded([&] { Store(&header()->sq_head, sq_head_); })) return taken;
-
+  std::array<char, layout::kMaxRequestBytes> bytes;
   taken.resize(count);
   for (uint32_t i = 0; i < count; ++i) {
-    layout::SubmissionHeader slot_header;
-    std::memcpy(&slot_header, copies[i].data(), sizeof(slot_header));
+    const char* slot = ring + size_t{(sq_head_ + i) & (entries_ - 1)} * layout::kSubmissionSlotBytes;
+    layout::SubmissionHeader slot_header{};
+    if (!Guarded([&] {
+          std::memcpy(&slot_header, slot, sizeof(slot_header));
+          if (slot_header.length <= bytes.size()) {
+            std::memcpy(bytes.data(), slot + sizeof(slot_header), slot_header.length);
+          }
+        })) {
+      taken.clear();
+      return taken;
+    }
     Taken& out = taken[i];
     out.tag = slot_header.tag;
     if (slot_header.flags != 0) {
@@ -214,8 +212,7 @@ std::vector<RunQueue::Taken> RunQueue::Take(int max) {
                        layout::kMaxRequestBytes, "]; send larger requests over gRPC"));
     } else {
       pb::RunRequest request;
-      if (request.ParseFromArray(copies[i].data() + sizeof(slot_header),
-                                 static_cast<int>(slot_header.length))) {
+      if (request.ParseFromArray(bytes.data(), static_cast<int>(slot_header.length))) {
         out.request = std::move(request);
       } else {
         out.request = absl::InvalidArgumentError(absl::StrCat(
@@ -223,38 +220,46 @@ std::vector<RunQueue::Taken> RunQueue::Take(int max) {
       }
     }
   }
+  sq_head_ += count;
+  if (!Guarded([&] { Store(&header()->sq_head, sq_head_); })) taken.clear();
   return taken;
 }
 
 void RunQueue::Complete(uint64_t tag, const absl::Status& status,
                         const pb::RunResponse* response) {
-  std::array<char, layout::kCompletionSlotBytes> slot{};
+  std::array<char, layout::kCompletionSlotBytes> slot;
   layout::CompletionHeader completion{};
   completion.tag = tag;
   completion.code = static_cast<int32_t>(status.code());
   char* payload = slot.data() + sizeof(completion);
-  if (status.ok()) {
-    if (response != nullptr) {
-      pb::RunResponse trimmed = *response;
+  const auto fail = [&](absl::string_view message) {
+    // copy_n, not memcpy: an error without a message has no data pointer.
+    const size_t length = std::min(message.size(), layout::kMaxCompletionPayload);
+    std::copy_n(message.data(), length, payload);
+    completion.length = static_cast<uint32_t>(length);
+  };
+  if (!status.ok()) {
+    fail(status.message());
+  } else if (response != nullptr) {
+    size_t length = response->ByteSizeLong();
+    if (length <= layout::kMaxCompletionPayload) {
+      response->SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(payload));
+    } else {
       // The instrumentation goes first when the answer does not fit.
-      if (trimmed.ByteSizeLong() > layout::kMaxCompletionPayload) trimmed.clear_server_timing();
-      if (trimmed.ByteSizeLong() > layout::kMaxCompletionPayload) {
-        completion.code = static_cast<int32_t>(absl::StatusCode::kInternal);
-        const std::string message = "the Run's response does not fit a completion slot";
-        completion.length = static_cast<uint32_t>(message.size());
-        std::memcpy(payload, message.data(), message.size());
+      pb::RunResponse trimmed = *response;
+      trimmed.clear_server_timing();
+      length = trimmed.ByteSizeLong();
+      if (length <= layout::kMaxCompletionPayload) {
+        trimmed.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(payload));
       } else {
-        completion.length = static_cast<uint32_t>(trimmed.ByteSizeLong());
-        trimmed.SerializeToArray(payload, static_cast<int>(completion.length));
+        completion.code = static_cast<int32_t>(absl::StatusCode::kInternal);
+        fail("the Run's response does not fit a completion slot");
       }
     }
-  } else {
-    // copy_n, not memcpy: an error without a message has no data pointer.
-    const size_t length = std::min(status.message().size(), layout::kMaxCompletionPayload);
-    std::copy_n(status.message().data(), length, payload);
-    completion.length = static_cast<uint32_t>(length);
+    if (completion.code == 0) completion.length = static_cast<uint32_t>(length);
   }
   std::memcpy(slot.data(), &completion, sizeof(completion));
+  const size_t used = sizeof(completion) + completion.length;
 
   bool wake = false;
   {
@@ -267,7 +272,7 @@ void RunQueue::Complete(uint64_t tag, const absl::Status& status,
                size_t{index} * layout::kCompletionSlotBytes;
     const uint32_t tail = cq_tail_ + 1;
     if (!Guarded([&] {
-          std::memcpy(to, slot.data(), slot.size());
+          std::memcpy(to, slot.data(), used);
           Store(&header()->cq_tail, tail);
           __atomic_thread_fence(__ATOMIC_SEQ_CST);
           wake = Load(&header()->client_waiting) != 0;

@@ -308,7 +308,8 @@ grpc::ServerUnaryReactor* KernTuneService::Run(grpc::CallbackServerContext* cont
       return reactor->Finish(RunAnswered(peer, *prepared, s, nullptr));
     }
     device_workers_[prepared->device]->Submit([this, reactor, peer, prepared, response] {
-      reactor->Finish(Complete(peer, *prepared, response));
+      Complete(peer, *prepared, response,
+               [reactor](const grpc::Status& status) { reactor->Finish(status); });
     });
   });
   return reactor;
@@ -390,25 +391,27 @@ absl::Status KernTuneService::Prepare(absl::string_view peer, const pb::RunReque
   return absl::OkStatus();
 }
 
-grpc::Status KernTuneService::Complete(absl::string_view peer, PreparedRun& prepared,
-                                       pb::RunResponse* response) {
+void KernTuneService::Complete(absl::string_view peer, PreparedRun& prepared,
+                               pb::RunResponse* response, Deliver deliver) {
   const StageClock::time_point routed = StageClock::now();
   absl::StatusOr<RunResult> result = backend_.Execute(prepared.device, prepared.run);
-  return Respond(peer, prepared, routed, result, response);
+  Respond(peer, prepared, routed, result, response, deliver);
 }
 
-grpc::Status KernTuneService::Respond(absl::string_view peer, const PreparedRun& prepared,
-                                      StageClock::time_point routed,
-                                      absl::StatusOr<RunResult>& result,
-                                      pb::RunResponse* response) {
-  if (!result.ok()) return RunAnswered(peer, prepared, result.status(), nullptr);
+void KernTuneService::Respond(absl::string_view peer, const PreparedRun& prepared,
+                              StageClock::time_point routed, absl::StatusOr<RunResult>& result,
+                              pb::RunResponse* response, Deliver deliver) {
+  if (!result.ok()) return deliver(RunAnswered(peer, prepared, result.status(), nullptr));
   response->mutable_server_timing()->set_execute_us(MicrosSince(routed, StageClock::now()));
-  const grpc::Status answered = RunAnswered(peer, prepared, absl::OkStatus(), &*result);
   RunResultToProto(*result, backend_.name(), response);
   const double handler_us = MicrosSince(prepared.start, StageClock::now());
   response->mutable_server_timing()->set_handler_us(handler_us);
+  // Counted before the answer leaves, so that GetStatus after it sees it.
   run_counters_.Count(handler_us, result->answered_early);
-  return answered;
+  deliver(grpc::Status::OK);
+  // The request may be gone now; a validated Run's labels come from
+  // `prepared.run`.
+  RunAnswered(peer, prepared, absl::OkStatus(), &*result);
 }
 
 grpc::Status KernTuneService::RunAnswered(absl::string_view peer, const PreparedRun& prepared,
@@ -454,7 +457,10 @@ grpc::Status KernTuneService::HandleRun(absl::string_view peer, const pb::RunReq
       !s.ok()) {
     return RunAnswered(peer, prepared, s, nullptr);
   }
-  return Complete(peer, prepared, response);
+  grpc::Status answered;
+  Complete(peer, prepared, response,
+           [&answered](const grpc::Status& status) { answered = status; });
+  return answered;
 }
 
 std::unique_ptr<QueueStreams> KernTuneService::OpenStreams() {
@@ -502,7 +508,7 @@ void KernTuneService::RunQueued(const std::shared_ptr<RunQueue>& queue, RunQueue
   // On the device's stream: the poller answers it once the GPU is done.
   RunStream::Done done = [this, answer, queue, queued, routed = StageClock::now()](
                              absl::StatusOr<RunResult> result) {
-    answer(Respond(queue->Describe(), queued->prepared, routed, result, &queued->response));
+    Respond(queue->Describe(), queued->prepared, routed, result, &queued->response, answer);
   };
   const RunPriority priority =
       RunsOnGrpcThread(queued->request) ? RunPriority::kHigh : RunPriority::kNormal;
@@ -511,7 +517,7 @@ void KernTuneService::RunQueued(const std::shared_ptr<RunQueue>& queue, RunQueue
   // the poller's thread; large ones on their device's workers, so that a
   // long Run holds no other queue.
   auto complete = [this, answer, queue, queued] {
-    answer(Complete(queue->Describe(), queued->prepared, &queued->response));
+    Complete(queue->Describe(), queued->prepared, &queued->response, answer);
   };
   if (RunsOnGrpcThread(queued->request)) return complete();
   device_workers_[prepared.device]->Submit(std::move(complete));

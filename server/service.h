@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -206,14 +207,18 @@ class KernTuneService final : public kerntune::v1::KernTune::CallbackService,
   // `timing`.
   absl::Status Prepare(absl::string_view peer, const kerntune::v1::RunRequest& request,
                        PreparedRun& prepared, kerntune::v1::RunTiming& timing);
+  // How a Run's answer leaves: its status, with `response` filled on OK.
+  // It may free the request and the response.
+  using Deliver = absl::FunctionRef<void(const grpc::Status&)>;
   // Stage two: the backend on the routed device, and the response.
-  grpc::Status Complete(absl::string_view peer, PreparedRun& prepared,
-                        kerntune::v1::RunResponse* response);
+  void Complete(absl::string_view peer, PreparedRun& prepared,
+                kerntune::v1::RunResponse* response, Deliver deliver);
   // The backend's answer into the response (stage two's end, or a stream's
-  // answer); `routed` is when execution began.
-  grpc::Status Respond(absl::string_view peer, const PreparedRun& prepared,
-                       StageClock::time_point routed, absl::StatusOr<RunResult>& result,
-                       kerntune::v1::RunResponse* response);
+  // answer); `routed` is when execution began. The metrics count a Run
+  // after `deliver`: off the client's path.
+  void Respond(absl::string_view peer, const PreparedRun& prepared,
+               StageClock::time_point routed, absl::StatusOr<RunResult>& result,
+               kerntune::v1::RunResponse* response, Deliver deliver);
   // Every Run's end: counted in the metrics; a failure logged and converted.
   grpc::Status RunAnswered(absl::string_view peer, const PreparedRun& prepared,
                            const absl::Status& status, const RunResult* result);
