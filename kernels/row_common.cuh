@@ -206,10 +206,11 @@ struct DirectStore {
   // store per element uses it: SplitRowKernel's were 8 st.global.u16 per
   // 16-byte half pack, 4 st.global.f32 per float pack, and a raw vector
   // word or __builtin_assume_aligned was split the same way; the vector
-  // stores made it 11-16% faster at 2048 rows x vocab. The other kernels'
-  // plain stores are vector stores already, and there the asm's memory
-  // clobber cost up to 9% (warp kernel, RMSNorm float16 x 64;
-  // bench/results/2026-11-26-h100-split-row-vector-stores/).
+  // stores made it 11-16% faster at 2048 rows x vocab. The block kernels'
+  // one-pack-per-step stores off the pack grid split too (BlockRowStore).
+  // The other kernels' plain stores are vector stores already, and there
+  // the asm's memory clobber cost up to 9% (warp kernel, RMSNorm float16 x
+  // 64; bench/results/2026-11-26-h100-split-row-vector-stores/).
   template <int N>
   __device__ __forceinline__ void store_as_one(const float* src, int64_t row,
                                                int64_t col) const {

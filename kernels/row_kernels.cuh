@@ -168,7 +168,8 @@ __device__ __forceinline__ int64_t BlockEdgeColumn(const RowEdges& e, int64_t co
 // bench/results/2026-11-22-h100-block-reduction/). With prefetched weights,
 // kFetchAhead reads a batch's values before using any (global memory);
 // otherwise one pack at a time (shared memory), to spare registers.
-template <class Store, int pack, int block_size, int kPlainBatch, bool kFetchAhead>
+// `kEdges`: the row's packs start at a runtime column (RowEdges::head).
+template <class Store, int pack, int block_size, int kPlainBatch, bool kFetchAhead, bool kEdges>
 class BlockRowStore {
   using Weights = WeightsOf<std::remove_cv_t<Store>>;
   static constexpr int kPackWeightBytes =
@@ -179,6 +180,16 @@ class BlockRowStore {
       64 / kPackWeightBytes < 1 ? 1 : (64 / kPackWeightBytes > 4 ? 4 : 64 / kPackWeightBytes);
   static constexpr int kBatch = kWeights ? kWeightBatch : kPlainBatch;
   static constexpr int64_t kStep = static_cast<int64_t>(kBatch) * block_size;
+  // Off the pack grid, one pack per step, nvcc unrolls the store loop
+  // itself, and with the head in every column the unrolled body's plain
+  // pack stores compiled to one store per element (8 st.global.u16 per
+  // 16-bit pack of 8, 4 st.global.f32 per float pack; only the remainder
+  // copies kept vector stores), as SplitRowKernel's did: with them
+  // block_smem at the full pack ran 722 GB/s against 1862 at pack 1 (2048
+  // x 50257 float16, H100). Loops on the grid, or batched by hand
+  // (kPlainBatch > 1), kept vector stores and keep plain ones (store_as_one
+  // says what its asm costs).
+  static constexpr bool kStoresAsOne = kEdges && kPlainBatch == 1;
 
  public:
   __device__ __forceinline__ BlockRowStore(const Store& store, const RowEdges& edges)
@@ -194,7 +205,11 @@ class BlockRowStore {
     if constexpr (!kWeights) {
       ForEachFetchedPack<pack, block_size, kBatch>(num_packs_, fetch, [&](float* v, int64_t k) {
         finish(v);
-        store_.template store<pack>(v, row, first_col_ + k * pack);
+        if constexpr (kStoresAsOne) {
+          store_.template store_as_one<pack>(v, row, first_col_ + k * pack);
+        } else {
+          store_.template store<pack>(v, row, first_col_ + k * pack);
+        }
       });
     } else {
       StoreWithWeights(row, fetch, finish);
@@ -325,7 +340,7 @@ __global__ void __launch_bounds__(block_size)
         first = First{}.Add(first, edge);
       }
     }
-    BlockRowStore<Store, pack, block_size, 1, false> out(store, row_edges);
+    BlockRowStore<Store, pack, block_size, 1, false, edges> out(store, row_edges);
     out.Prefetch();
     // A copy of each of this thread's values of the row, its cached packs
     // and its edge element (neither is changed).
@@ -385,7 +400,7 @@ __global__ void __launch_bounds__(block_size)
     ForEachLoadedPack<pack, block_size>(
         row_load, row_edges, [&](float* v, int64_t) { accumulator.template Add<pack>(v); });
     if (edge_col >= 0) accumulator.template Add<1>(&edge);
-    BlockRowStore<Store, pack, block_size, BlockLoadBatch(pack), true> out(store, row_edges);
+    BlockRowStore<Store, pack, block_size, BlockLoadBatch(pack), true, edges> out(store, row_edges);
     out.Prefetch();
     const typename Math::Row stat =
         Math::Finish(reducer.Run(accumulator.Get(), typename Math::MergeOp()), p);
