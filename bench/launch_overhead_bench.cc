@@ -93,6 +93,21 @@ void BM_CudaEventRecord(benchmark::State& state) {
 }
 BENCHMARK(BM_CudaEventRecord);
 
+// The clock every daemon stage timing reads (a syscall where the host's
+// clocksource has no vDSO path, as on some VMs).
+void BM_SteadyClockNow(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(std::chrono::steady_clock::now());
+}
+BENCHMARK(BM_SteadyClockNow);
+
+// How the queue poller asks whether a stream has passed its Runs.
+void BM_StreamQueryIdle(benchmark::State& state) {
+  Fixture& f = Get();
+  cudaStreamSynchronize(f.stream);
+  for (auto _ : state) benchmark::DoNotOptimize(cudaStreamQuery(f.stream));
+}
+BENCHMARK(BM_StreamQueryIdle);
+
 void BM_HeuristicConfig(benchmark::State& state) {
   Fixture& f = Get();
   for (auto _ : state) {
@@ -141,6 +156,20 @@ void BM_LaunchAndWait(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_LaunchAndWait)->ArgName("timed")->Arg(0)->Arg(1)->UseRealTime();
+
+// The queue poller's way to wait: launch, then ask the stream until it has
+// passed the kernel (no cudaStreamSynchronize).
+void BM_LaunchAndQueryLoop(benchmark::State& state) {
+  Fixture& f = Get();
+  const kt::kernels::RowOpArgs args = Args(f);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(kt::kernels::Launch(Op::kSoftmax, DType::kFloat16, kShape, args,
+                                                 f.config, f.device, f.stream));
+    while (cudaStreamQuery(f.stream) == cudaErrorNotReady) {
+    }
+  }
+}
+BENCHMARK(BM_LaunchAndQueryLoop)->UseRealTime();
 
 // The same after the thread slept `idle_us` (a daemon thread waits for the
 // next request between Runs): how much colder caches cost the launch call
