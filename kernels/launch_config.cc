@@ -576,17 +576,16 @@ absl::StatusOr<LaunchConfig> HeuristicConfig(Op op, DType dtype, Shape shape,
   // H100 the tuned block configs kept two to four.
   const int64_t packs_per_thread = shape.rows < device.sm_count ? 2 : 8;
   for (Impl impl : {Impl::kBlockSmem, Impl::kBlockUncached}) {
-    // Rows off the pack grid (odd cols) may take the full pack in these
-    // impls, and the tuner times it, but the default keeps the pack that
-    // divides cols: at 2048 x 50257 (H100, 2026-11-26) block_smem at the
-    // full pack ran 722 GB/s in float16 and 1472 in float32, against 1862
-    // and 2157 at pack 1; the tuned winners there were split_row,
-    // block_smem/p2 and block_uncached/p4.
+    // Rows off the pack grid (odd cols) keep the full pack where the op
+    // allows (PackMustDivideLength): at 2048 x 50257 on an H100 block_smem
+    // at the full pack runs 2368-2445 GB/s against 1869-2145 at pack 1
+    // (bench/results/2026-11-26-h100-odd-cols-vector-stores).
+    const int block_pack = WidestPackFor(op, impl, dtype, shape, alignment_bytes);
     int block = kBlockImplBlockSizes[0];
     for (int candidate : kBlockImplBlockSizes) {
-      if (candidate <= shape.cols / pack / packs_per_thread) block = candidate;
+      if (candidate <= shape.cols / block_pack / packs_per_thread) block = candidate;
     }
-    const LaunchConfig c{impl, block, pack, 32, 1, 0};
+    const LaunchConfig c{impl, block, block_pack, 32, 1, 0};
     if (ValidateConfig(op, dtype, shape, c, device).ok()) return c;
   }
   return absl::InternalError(absl::StrCat("no launchable config for ", OpName(op), " ",

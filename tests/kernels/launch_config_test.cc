@@ -370,10 +370,11 @@ TEST(LaunchConfigTest, HeuristicForTheNewOps) {
                                                              : "warp/b128/p8/g2/r1/w0");
     c = HeuristicConfig(op, DType::kBFloat16, {49152, 2048}, H100());
     EXPECT_EQ(ConfigKey(*c), "warp/b128/p8/g32/r1/w0");
-    // Odd cols: the default keeps the pack that divides cols (the full pack
-    // that ReduceScale's block kernels may take is left to the tuner).
+    // Odd cols: ReduceScale's operands follow x, so it keeps 16-byte packs
+    // (PackMustDivideLength); the others fall back to scalar access.
     c = HeuristicConfig(op, DType::kFloat32, {49152, 4095}, H100());
-    EXPECT_EQ(ConfigKey(*c), "block_smem/b256/p1/g32/r1/w0");
+    EXPECT_EQ(ConfigKey(*c), op == Op::kReduceScale ? "block_smem/b128/p4/g32/r1/w0"
+                                                     : "block_smem/b256/p1/g32/r1/w0");
   }
   absl::StatusOr<LaunchConfig> c =
       HeuristicConfig(Op::kRmsNorm, DType::kFloat16, {4096, 65536}, H100());
@@ -785,14 +786,21 @@ TEST(LaunchConfigTest, BlockImplsTakeFullPacksAtOddColsWhereOperandsFollowX) {
       EXPECT_EQ(blocks, (std::set<int>{128, 256, 512, 1024}));
     }
   }
-  // The default at 2048 x 50257 keeps the pack that divides cols (the full
-  // pack measured slower there in block_smem): shared memory at pack 1.
+  // The default at 2048 x 50257: shared memory at the full pack, about 8
+  // packs a thread (6282 packs of 8: 512 threads; 12564 of 4: 1024).
   for (Op op : {Op::kSoftmax, Op::kLogSoftmax, Op::kReduceScale}) {
-    for (DType dtype : {DType::kFloat16, DType::kBFloat16, DType::kFloat32}) {
+    for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
       absl::StatusOr<LaunchConfig> c = HeuristicConfig(op, dtype, {2048, 50257}, H100());
       ASSERT_TRUE(c.ok()) << c.status();
-      EXPECT_EQ(ConfigKey(*c), "block_smem/b1024/p1/g32/r1/w0") << OpName(op);
+      EXPECT_EQ(ConfigKey(*c), "block_smem/b512/p8/g32/r1/w0") << OpName(op);
+      // Operands aligned to 4 bytes only: 2-element packs.
+      c = HeuristicConfig(op, dtype, {2048, 50257}, H100(), 4);
+      ASSERT_TRUE(c.ok()) << c.status();
+      EXPECT_EQ(ConfigKey(*c), "block_smem/b1024/p2/g32/r1/w0") << OpName(op);
     }
+    absl::StatusOr<LaunchConfig> c = HeuristicConfig(op, DType::kFloat32, {2048, 50257}, H100());
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(ConfigKey(*c), "block_smem/b1024/p4/g32/r1/w0") << OpName(op);
   }
   absl::StatusOr<LaunchConfig> c =
       HeuristicConfig(Op::kLayerNorm, DType::kFloat16, {2048, 50257}, H100());
