@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -38,6 +39,7 @@ constexpr absl::Duration kYieldSpin = absl::Milliseconds(2);
 // this late may well have lost its daemon, which is then noticed within
 // this plus one futex wait (100 ms).
 constexpr absl::Duration kDaemonCheckInterval = absl::Milliseconds(200);
+
 
 template <typename T>
 T Load(const T* word) {
@@ -222,7 +224,12 @@ void RunQueueClient::WaitForCompletions(uint32_t seen, absl::Duration timeout) {
   while (Load(tail) == seen && !closed()) {
     const absl::Time now = absl::Now();
     if (now >= yield_until) break;
-    if (now >= spin_until) sched_yield();
+    if (now >= spin_until) {
+      sched_yield();
+    } else {
+      // The daemon's poller may run on this core's other hardware thread.
+      layout::CpuRelax();
+    }
   }
   if (Load(tail) != seen || closed() || timeout <= kYieldSpin) return;
   {
@@ -239,13 +246,16 @@ void RunQueueClient::WaitForCompletions(uint32_t seen, absl::Duration timeout) {
 RunQueueClient::Outcome RunQueueClient::Run(const pb::RunRequest& request,
                                             absl::Duration deadline) {
   Outcome outcome;
-  const std::string bytes = request.SerializeAsString();
-  if (bytes.size() > layout::kMaxRequestBytes) {
+  const size_t length = request.ByteSizeLong();
+  if (length > layout::kMaxRequestBytes) {
     outcome.response = absl::InvalidArgumentError(
-        absl::StrCat("the request has ", bytes.size(), " bytes; a queue descriptor holds ",
+        absl::StrCat("the request has ", length, " bytes; a queue descriptor holds ",
                      layout::kMaxRequestBytes));
     return outcome;
   }
+  // Serialized before the lock, without an allocation per Run.
+  std::array<uint8_t, layout::kMaxRequestBytes> bytes;
+  request.SerializeWithCachedSizesToArray(bytes.data());
   const absl::Time until =
       deadline == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + deadline;
   Waiter me;
@@ -288,9 +298,9 @@ RunQueueClient::Outcome RunQueueClient::Run(const pb::RunRequest& request,
   tag = next_tag_++;
   char* slot = base_ + layout::SubmissionOffset() +
                size_t{sq_tail_ & (entries_ - 1)} * layout::kSubmissionSlotBytes;
-  const layout::SubmissionHeader submission{tag, static_cast<uint32_t>(bytes.size()), 0};
+  const layout::SubmissionHeader submission{tag, static_cast<uint32_t>(length), 0};
   std::memcpy(slot, &submission, sizeof(submission));
-  std::memcpy(slot + sizeof(submission), bytes.data(), bytes.size());
+  std::memcpy(slot + sizeof(submission), bytes.data(), length);
   ++sq_tail_;
   __atomic_store_n(&header()->sq_tail, sq_tail_, __ATOMIC_SEQ_CST);
   ring = __atomic_load_n(&header()->need_wakeup, __ATOMIC_SEQ_CST) != 0;

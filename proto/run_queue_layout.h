@@ -114,6 +114,17 @@ inline constexpr uint64_t RegionBytes(uint32_t entries) {
   return CompletionOffset(entries) + uint64_t{entries} * kCompletionSlotBytes;
 }
 
+// One step of a spin on the region's words (both sides spin on them): a
+// hint that lets the other hardware thread of the core, which may be the
+// other side's, run meanwhile.
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 }  // namespace kt::proto::queue
 
 #endif  // KERNTUNE_PROTO_RUN_QUEUE_LAYOUT_H_

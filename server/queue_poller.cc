@@ -35,14 +35,6 @@ constexpr timespec kFallbackSleep = {0, 1000 * 1000};
 constexpr std::chrono::milliseconds kYieldFor{2};
 constexpr timespec kLongRunPause = {0, 50 * 1000};
 
-void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
 }  // namespace
 
 QueuePoller::QueuePoller(RunQueues& queues, QueuedRunSink& sink, PollerOptions options)
@@ -138,7 +130,7 @@ void QueuePoller::Loop(int index) {
     }
     const Clock::duration idle = Clock::now() - last_work;
     if (idle < idle_spin) {
-      CpuRelax();
+      proto::queue::CpuRelax();
     } else if (in_flight > 0 && idle < kYieldFor) {
       // A long kernel: keep looking, but give the core away between looks.
       sched_yield();
