@@ -163,40 +163,38 @@ __device__ __forceinline__ void WaitChunkBarrier(uint64_t* barrier, uint32_t par
 }
 
 // Packs [begin, end) of a slice of `count` packs: chunk c of kBulkChunks
-// near-equal ones of the block's full slice of `grid` packs (its largest,
-// count + 1 at most at odd cols), cut to `count`, so that a chunk covers
-// the same buffer range in every row (empty when the slice has fewer packs
-// than chunks).
+// near-equal ones (empty when the slice has fewer packs than chunks).
 struct ChunkRange {
   int64_t begin;
   int64_t end;
 };
-__device__ __forceinline__ ChunkRange ChunkOf(int64_t count, int64_t grid, int c) {
-  const int64_t per_chunk = (grid + kBulkChunks - 1) / kBulkChunks;
+__device__ __forceinline__ ChunkRange ChunkOf(int64_t count, int c) {
+  const int64_t per_chunk = (count + kBulkChunks - 1) / kBulkChunks;
   const int64_t begin = c * per_chunk < count ? c * per_chunk : count;
   return {begin, begin + per_chunk < count ? begin + per_chunk : count};
 }
 
-// Issued by one thread: chunks [first_chunk, end_chunk) of the copy of the
-// block's slice of `row` (pack k at column first_col + (slice.first + k) *
-// pack) into `cache`, chunk c completing barriers[c]. Every barrier gets
-// exactly one arrival per row, empty chunks included, so each completes one
-// phase per copy and the waiting threads can track phases by parity alone.
-// The caller must have ordered every thread's reads of those chunks of
-// `cache` from their last use before this (a block barrier). Not inlined:
-// one thread runs it, and inlined at its call sites it made float32
-// LayerNorm at 1024 threads spill 112 bytes (64 registers a thread).
+// Issued by one thread: the copy of the block's slice of `row` (pack k at
+// column first_col + (slice.first + k) * pack) into `cache`, chunk c
+// completing barriers[c]. Every barrier gets exactly one arrival, empty
+// chunks included, so each completes one phase per copy and the waiting
+// threads can track phases by parity alone. The caller must have ordered
+// every thread's reads of `cache` from its last use before this (a block
+// barrier). Not inlined: one thread runs it once per row, and inlined at
+// its two call sites it made float32 LayerNorm at 1024 threads spill 112
+// bytes (64 registers a thread).
 template <int pack, class Load, class CachePack>
-__device__ __noinline__ void CopyChunksAsync(const Load& load, int64_t row, int64_t first_col,
-                                             const Slice& slice, int64_t grid, CachePack* cache,
-                                             uint64_t* barriers, int first_chunk, int end_chunk) {
+__device__ __noinline__ void CopySliceAsync(const Load& load, int64_t row, int64_t first_col,
+                                               const Slice& slice, CachePack* cache,
+                                               uint64_t* barriers) {
   static_assert(sizeof(CachePack) == 16, "the bulk copy moves 16-byte packs");
   const auto* src = load.src + row * load.row_stride + first_col + slice.first * pack;
   // The buffer was last read by generic loads; the copy writes it through
   // the async proxy.
   FenceProxyAsync();
-  for (int c = first_chunk; c < end_chunk; ++c) {
-    const ChunkRange chunk = ChunkOf(slice.count, grid, c);
+#pragma unroll
+  for (int c = 0; c < kBulkChunks; ++c) {
+    const ChunkRange chunk = ChunkOf(slice.count, c);
     const auto bytes = static_cast<uint32_t>((chunk.end - chunk.begin) * sizeof(CachePack));
     ArriveExpectingBytes(&barriers[c], bytes);
     if (bytes > 0) {
@@ -212,13 +210,12 @@ __device__ __noinline__ void CopyChunksAsync(const Load& load, int64_t row, int6
 template <class Math, int pack, int block_size, class CachePack>
 __device__ __forceinline__ typename Math::Accumulator ReduceCopiedSlice(const CachePack* cache,
                                                                         int64_t count,
-                                                                        int64_t grid,
                                                                         uint64_t* barriers,
                                                                         uint32_t parity) {
   typename Math::Accumulator stat;
 #pragma unroll 1
   for (int c = 0; c < kBulkChunks; ++c) {
-    const ChunkRange chunk = ChunkOf(count, grid, c);
+    const ChunkRange chunk = ChunkOf(count, c);
     WaitChunkBarrier(&barriers[c], parity);
 #pragma unroll 4
     for (int64_t k = chunk.begin + threadIdx.x; k < chunk.end; k += block_size) {
@@ -480,17 +477,13 @@ __device__ __forceinline__ void LoadThreadPacks(const Load& load, const TwoPassB
 //  - the bulk copy (kBulkCopies: a load that reads x unchanged, 16-byte
 //    packs): thread 0 copies the whole slice with cp.async.bulk in
 //    kBulkChunks chunks and the threads reduce each chunk as its mbarrier
-//    completes. The grid is persistent, and the SM always has bytes in
-//    flight: with p.cache_buffers == 2 the block's next row is copied into
-//    the other buffer while this one is reduced, exchanged and stored; with
-//    one buffer pass 2 goes chunk by chunk, and each chunk of the next row
-//    is copied as soon as every thread has stored that chunk of this one (a
-//    ring of chunks: the next row's first loads overlap this row's last
-//    stores). Buffer b's barriers complete one phase per row copied into
-//    it, so the n-th row in a buffer waits for parity n & 1. A block
-//    barrier after pass 2 (after each chunk's, with one buffer) orders
-//    every thread's reads of a buffer before the next copy into it (the
-//    cluster barrier does not: its arrival precedes pass 2).
+//    completes. With p.cache_buffers == 2 the grid is persistent and the
+//    block's next row is copied into the other buffer while this one is
+//    reduced, exchanged and stored, so the SM always has bytes in flight.
+//    Buffer b's barriers complete one phase per row copied into it, so the
+//    n-th row in a buffer waits for parity n & 1. A block barrier after
+//    pass 2 orders every thread's reads of a buffer before the next copy
+//    into it (the cluster barrier does not: its arrival precedes pass 2).
 //  - ordinary loads through `load` (every other case): LoadBatch packs in
 //    flight per thread, widened to float and cached in Load::cache_type.
 // When Load and Store follow x's layout (kFollowsRowLayout), cols need not
@@ -542,15 +535,12 @@ __global__ void __launch_bounds__(block_size)
   const auto part_of = [&](int64_t row) {
     return split_row::RowPartOf<pack, kAnyCols>(row, p.cols, full_slice, rank, split);
   };
-  // The bulk copy of chunks [first_chunk, end_chunk) of `row` into
-  // `buffer`, by thread 0 alone.
-  [[maybe_unused]] const auto copy_chunks = [&](int64_t row, int buffer, int first_chunk,
-                                                int end_chunk) {
+  // The bulk copy of `row` into `buffer`, by thread 0 alone.
+  [[maybe_unused]] const auto copy_row = [&](int64_t row, int buffer) {
     if constexpr (kBulk) {
       const split_row::RowPart part = part_of(row);
-      split_row::CopyChunksAsync<pack>(load, row, part.edges.head, part.slice, full_slice.count,
-                                       cache_of(buffer), &chunk_barriers[buffer * kChunks],
-                                       first_chunk, end_chunk);
+      split_row::CopySliceAsync<pack>(load, row, part.edges.head, part.slice, cache_of(buffer),
+                                      &chunk_barriers[buffer * kChunks]);
     }
   };
 
@@ -560,7 +550,7 @@ __global__ void __launch_bounds__(block_size)
       split_row::FenceBarrierInit();
     }
     __syncthreads();  // the barriers initialised before anyone waits on them
-    if (threadIdx.x == 0 && first_row < p.rows) copy_chunks(first_row, 0, 0, kChunks);
+    if (threadIdx.x == 0 && p.cache_buffers == 2 && first_row < p.rows) copy_row(first_row, 0);
   }
 
   int64_t iteration = 0;  // rows this block has served
@@ -569,11 +559,15 @@ __global__ void __launch_bounds__(block_size)
     const int buffer = p.cache_buffers == 2 ? static_cast<int>(iteration & 1) : 0;
     CachePack* const cache = cache_of(buffer);
     if constexpr (kBulk) {
-      // This row is on its way already (its chunks were copied as the last
-      // row's pass 2 freed them, with one buffer). With two, the next row
-      // goes into the other buffer, whose last row's pass 2 is over.
-      if (threadIdx.x == 0 && p.cache_buffers == 2 && row + clusters < p.rows) {
-        copy_chunks(row + clusters, buffer ^ 1, 0, kChunks);
+      // One buffer: this row now (the last row's pass 2 is over). Two: this
+      // row is on its way already; the next one goes into the other buffer,
+      // whose last row's pass 2 is over.
+      if (threadIdx.x == 0) {
+        if (p.cache_buffers == 1) {
+          copy_row(row, 0);
+        } else if (row + clusters < p.rows) {
+          copy_row(row + clusters, buffer ^ 1);
+        }
       }
     }
     int64_t edge_col = -1;
@@ -590,7 +584,7 @@ __global__ void __launch_bounds__(block_size)
       const auto parity = static_cast<uint32_t>(
           (p.cache_buffers == 2 ? iteration >> 1 : iteration) & 1);
       stat = split_row::ReduceCopiedSlice<Math, pack, block_size>(
-          cache, part.slice.count, full_slice.count, &chunk_barriers[buffer * kChunks], parity);
+          cache, part.slice.count, &chunk_barriers[buffer * kChunks], parity);
     } else {
       stat = split_row::LoadSlice<Math, pack, block_size>(load, row, part.edges.head, part.slice,
                                                           cache);
@@ -615,29 +609,15 @@ __global__ void __launch_bounds__(block_size)
 
     const typename Math::Row finish = Math::Finish(total, p);
     if (rank == 0 && threadIdx.x == 0) finish.WriteStats(p, row);
-    if (kBulk && p.cache_buffers == 1) {
-      // The ring: chunk c of the next row goes in as soon as every thread's
-      // pass-2 reads of chunk c of this one are done.
-      const int64_t next = row + clusters;
-      for (int c = 0; c < kChunks; ++c) {
-        const split_row::ChunkRange chunk =
-            split_row::ChunkOf(part.slice.count, full_slice.count, c);
-        split_row::StoreSlice<pack, block_size>(store, finish, row, part.edges.head,
-                                                part.slice, cache, chunk.begin, chunk.end);
-        __syncthreads();
-        if (threadIdx.x == 0 && next < p.rows) copy_chunks(next, 0, c, c + 1);
-      }
-    } else {
-      split_row::StoreSlice<pack, block_size>(store, finish, row, part.edges.head, part.slice,
-                                              cache, 0, part.slice.count);
-    }
+    split_row::StoreSlice<pack, block_size>(store, finish, row, part.edges.head, part.slice,
+                                            cache, 0, part.slice.count);
     if (kAnyCols && edge_col >= 0) {
       finish.template Apply<1>(&edge);
       store.template store<1>(&edge, row, edge_col);
     }
     // Every thread's pass-2 reads of this buffer are done before thread 0
     // copies a later row into it.
-    if (kBulk && p.cache_buffers == 2) __syncthreads();
+    if constexpr (kBulk) __syncthreads();
     // Nobody reads a partial any more: `published` (and the block's shared
     // memory, when it exits) may go.
     cluster.barrier_wait();
