@@ -190,7 +190,8 @@ std::vector<RunQueue::Taken> RunQueue::Take(int max) {
   std::array<char, layout::kMaxRequestBytes> bytes;
   taken.resize(count);
   for (uint32_t i = 0; i < count; ++i) {
-    const char* slot = ring + size_t{(sq_head_ + i) & (entries_ - 1)} * layout::kSubmissionSlotBytes;
+    const uint32_t index = (sq_head_ + i) & (entries_ - 1);
+    const char* slot = ring + size_t{index} * layout::kSubmissionSlotBytes;
     layout::SubmissionHeader slot_header{};
     if (!Guarded([&] {
           std::memcpy(&slot_header, slot, sizeof(slot_header));
