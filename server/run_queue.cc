@@ -211,9 +211,14 @@ std::vector<RunQueue::Taken> RunQueue::Take(int max) {
       out.request = absl::InvalidArgumentError(
           absl::StrCat("descriptor length=", slot_header.length, " must be in [1, ",
                        layout::kMaxRequestBytes, "]; send larger requests over gRPC"));
+    } else if (const absl::string_view descriptor(bytes.data(), slot_header.length);
+               last_request_ != nullptr && descriptor == last_descriptor_) {
+      out.request = last_request_;
     } else {
-      pb::RunRequest request;
-      if (request.ParseFromArray(bytes.data(), static_cast<int>(slot_header.length))) {
+      auto request = std::make_shared<pb::RunRequest>();
+      if (request->ParseFromArray(descriptor.data(), static_cast<int>(descriptor.size()))) {
+        last_descriptor_.assign(descriptor.data(), descriptor.size());
+        last_request_ = request;
         out.request = std::move(request);
       } else {
         out.request = absl::InvalidArgumentError(absl::StrCat(

@@ -54,11 +54,14 @@ class RunQueue {
   // queued Run carries it).
   const std::string& Describe() const { return description_; }
 
-  // One descriptor taken from the ring, copied out: the request bytes, or
-  // why the slot itself is unusable (the completion then says so).
+  // One descriptor taken from the ring, copied out: the request, or why
+  // the slot itself is unusable (the completion then says so). A
+  // descriptor with the same bytes as the queue's last one shares its
+  // parsed request: a client that sends one Run again and again (an
+  // inference loop) is parsed once.
   struct Taken {
     uint64_t tag = 0;
-    absl::StatusOr<kerntune::v1::RunRequest> request;
+    absl::StatusOr<std::shared_ptr<const kerntune::v1::RunRequest>> request;
   };
   // Poller only. Takes up to `max` published descriptors, each with a
   // completion slot reserved, so fewer (none) when the completion ring is
@@ -112,8 +115,11 @@ class RunQueue {
   char* const base_;
   const int fd_;  // kept to recognise the name as ours when unlinking it
   std::atomic<uint32_t> close_reason_{0};
-  // The poller's: the next descriptor to take.
+  // The poller's: the next descriptor to take, and the last one parsed
+  // (its bytes as copied out, and the request they hold).
   uint32_t sq_head_ = 0;
+  std::string last_descriptor_;
+  std::shared_ptr<const kerntune::v1::RunRequest> last_request_;
   absl::Mutex mu_;
   // The next completion slot, and completions owed (taken, not written).
   uint32_t cq_tail_ ABSL_GUARDED_BY(mu_) = 0;

@@ -473,7 +473,7 @@ void KernTuneService::RunQueued(const std::shared_ptr<RunQueue>& queue, RunQueue
   // stages and its response.
   struct Queued {
     PreparedRun prepared;
-    pb::RunRequest request;
+    std::shared_ptr<const pb::RunRequest> request;
     pb::RunResponse response;
   };
   std::shared_ptr<Queued> queued(
@@ -491,9 +491,9 @@ void KernTuneService::RunQueued(const std::shared_ptr<RunQueue>& queue, RunQueue
     return queue->Complete(tag, taken.request.status(), nullptr);
   }
   queued->request = *std::move(taken.request);
-  prepared.request = &queued->request;
+  prepared.request = queued->request.get();
   if (absl::Status s =
-          Prepare(peer, queued->request, prepared, *queued->response.mutable_server_timing());
+          Prepare(peer, *queued->request, prepared, *queued->response.mutable_server_timing());
       !s.ok()) {
     RunAnswered(peer, prepared, s, nullptr);
     return queue->Complete(tag, s, nullptr);
@@ -511,7 +511,7 @@ void KernTuneService::RunQueued(const std::shared_ptr<RunQueue>& queue, RunQueue
     Respond(queue->Describe(), queued->prepared, routed, result, &queued->response, answer);
   };
   const RunPriority priority =
-      RunsOnGrpcThread(queued->request) ? RunPriority::kHigh : RunPriority::kNormal;
+      RunsOnGrpcThread(*queued->request) ? RunPriority::kHigh : RunPriority::kNormal;
   if (streams.Submit(prepared.device, priority, prepared.run, done)) return;
   // A backend without streams (the CPU): as a gRPC Run, small ones here, on
   // the poller's thread; large ones on their device's workers, so that a
@@ -519,7 +519,7 @@ void KernTuneService::RunQueued(const std::shared_ptr<RunQueue>& queue, RunQueue
   auto complete = [this, answer, queue, queued] {
     Complete(queue->Describe(), queued->prepared, &queued->response, answer);
   };
-  if (RunsOnGrpcThread(queued->request)) return complete();
+  if (RunsOnGrpcThread(*queued->request)) return complete();
   device_workers_[prepared.device]->Submit(std::move(complete));
 }
 

@@ -197,7 +197,7 @@ class Session {
         pb::RunRequest expected;
         KT_FUZZ_CHECK(expected.ParseFromArray(before_.data() + slot + sizeof(header),
                                               static_cast<int>(header.length)) &&
-                          expected.SerializeAsString() == one.request->SerializeAsString(),
+                          expected.SerializeAsString() == (*one.request)->SerializeAsString(),
                       absl::StrCat("descriptor ", i, " is not its slot's request"));
       }
     }

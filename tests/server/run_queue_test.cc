@@ -190,6 +190,38 @@ TEST(RunQueueTest, RefusesBadEntryCounts) {
   }
 }
 
+TEST(RunQueueTest, ARepeatedDescriptorSharesItsParsedRequest) {
+  std::shared_ptr<RunQueue> queue = *RunQueue::Create(Self(), 8);
+  MappedQueue mapped(queue->shm_name(), 8);
+  // The same Run twice, another, the first again.
+  mapped.Write(0, 1, SoftmaxOnBuffer("b", 2, 4, 0, 64));
+  mapped.Write(1, 2, SoftmaxOnBuffer("b", 2, 4, 0, 64));
+  mapped.Write(2, 3, SoftmaxOnBuffer("b", 3, 4, 0, 64));
+  mapped.Write(3, 4, SoftmaxOnBuffer("b", 2, 4, 0, 64));
+  mapped.Publish(4);
+  std::vector<RunQueue::Taken> taken = queue->Take(8);
+  ASSERT_EQ(taken.size(), 4u);
+  for (const RunQueue::Taken& one : taken) ASSERT_TRUE(one.request.ok()) << one.tag;
+  EXPECT_EQ(*taken[0].request, *taken[1].request);
+  EXPECT_NE(*taken[1].request, *taken[2].request);
+  EXPECT_EQ((*taken[2].request)->shape().rows(), 3);
+  EXPECT_NE(*taken[2].request, *taken[3].request);  // only the last one is kept
+  EXPECT_EQ((*taken[3].request)->shape().rows(), 2);
+  // Other bytes are parsed anew; garbage between two equal descriptors is
+  // refused and leaves the last parsed one as it was.
+  mapped.Write(0, 5, SoftmaxOnBuffer("c", 2, 4, 0, 64));
+  mapped.WriteRaw(1, 6, 32, 0, std::string(32, '\xff'));
+  mapped.Write(2, 7, SoftmaxOnBuffer("c", 2, 4, 0, 64));
+  mapped.Publish(3);
+  taken = queue->Take(8);
+  ASSERT_EQ(taken.size(), 3u);
+  ASSERT_TRUE(taken[0].request.ok());
+  EXPECT_EQ((*taken[0].request)->input().buffer().buffer_id(), "c");
+  EXPECT_EQ(taken[1].request.status().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(taken[2].request.ok());
+  EXPECT_EQ(*taken[0].request, *taken[2].request);
+}
+
 TEST(RunQueueTest, TakesABatchCopiedOutAndCompletesIt) {
   std::shared_ptr<RunQueue> queue = *RunQueue::Create(Self(), 8);
   MappedQueue mapped(queue->shm_name(), 8);
@@ -204,7 +236,7 @@ TEST(RunQueueTest, TakesABatchCopiedOutAndCompletesIt) {
   for (uint32_t i = 0; i < 3; ++i) {
     EXPECT_EQ(taken[i].tag, 100 + i);
     ASSERT_TRUE(taken[i].request.ok());
-    EXPECT_EQ(taken[i].request->shape().rows(), i + 1);
+    EXPECT_EQ((*taken[i].request)->shape().rows(), i + 1);
   }
   EXPECT_EQ(mapped.header().sq_head, 3u);
   EXPECT_EQ(queue->Take(8).size(), 2u);
