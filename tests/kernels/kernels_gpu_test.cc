@@ -214,10 +214,12 @@ TEST_P(KernelGpuTest, BlockImplsAtOddColsWithMisalignedPointersNarrowThePack) {
   ASSERT_TRUE(host.ok()) << host.status();
   absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
   ASSERT_TRUE(problem.ok()) << problem.status();
-  CheckMisalignedOperandsNarrowThePack(op(), dtype(), shape, *problem, [](int widest) {
-    return std::vector<LaunchConfig>{LaunchConfig{Impl::kBlockSmem, 512, widest, 32, 1, 0},
-                                     LaunchConfig{Impl::kBlockUncached, 1024, widest, 32, 1, 0}};
-  });
+  CheckMisalignedOperandsNarrowThePack(
+      op(), dtype(), shape, *problem, Narrowing::kExactly, [](int widest) {
+        return std::vector<LaunchConfig>{
+            LaunchConfig{Impl::kBlockSmem, 512, widest, 32, 1, 0},
+            LaunchConfig{Impl::kBlockUncached, 1024, widest, 32, 1, 0}};
+      });
 }
 
 // Pointers off the 16-byte grid make Launch narrow the pack instead of
@@ -229,32 +231,10 @@ TEST_P(KernelGpuTest, MisalignedPointersFallBackToNarrowerPacks) {
   ASSERT_TRUE(host.ok());
   absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
   ASSERT_TRUE(problem.ok());
-  const size_t element = DTypeSize(dtype());
-  const size_t bytes = problem->x.bytes();
-  absl::StatusOr<DeviceBuffer> in = DeviceBuffer::Allocate(bytes + 16);
-  absl::StatusOr<DeviceBuffer> out = DeviceBuffer::Allocate(bytes + 16);
-  ASSERT_TRUE(in.ok() && out.ok());
-  for (size_t offset_elements : {size_t{1}, size_t{2}, size_t{4}}) {
-    const size_t offset = offset_elements * element;
-    auto* x = static_cast<uint8_t*>(in->data()) + offset;
-    auto* y = static_cast<uint8_t*>(out->data()) + offset;
-    ASSERT_EQ(cudaMemcpy(x, problem->x.data(), bytes, cudaMemcpyDeviceToDevice), cudaSuccess);
-    absl::StatusOr<LaunchConfig> heuristic = HeuristicConfig(op(), dtype(), shape, device_);
-    ASSERT_TRUE(heuristic.ok());
-    RowOpArgs args = problem->Args();
-    args.x = x;
-    args.y = y;
-    absl::StatusOr<LaunchConfig> launched =
-        Launch(op(), dtype(), shape, args, *heuristic, device_, stream_);
-    ASSERT_TRUE(launched.ok()) << launched.status();
-    EXPECT_LE(launched->pack_size * element, offset % 16 == 0 ? 16 : offset & (~offset + 1))
-        << "offset " << offset << " bytes";
-    ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(problem->y.data(), y, bytes, cudaMemcpyDeviceToDevice), cudaSuccess);
-    absl::StatusOr<CheckReport> report = CheckOutputs(*problem, true, stream_);
-    ASSERT_TRUE(report.ok());
-    EXPECT_TRUE(report->passed) << "offset " << offset << ": " << report->detail;
-  }
+  absl::StatusOr<LaunchConfig> heuristic = HeuristicConfig(op(), dtype(), shape, device_);
+  ASSERT_TRUE(heuristic.ok());
+  CheckMisalignedOperandsNarrowThePack(op(), dtype(), shape, *problem, Narrowing::kAtMost,
+                                       [&heuristic](int) { return std::vector{*heuristic}; });
 }
 
 // The norms (LayerNorm, RMSNorm) without gamma/beta and without their

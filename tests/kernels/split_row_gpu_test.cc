@@ -416,11 +416,14 @@ TEST_P(SplitRowGpuTest, OddColsWithMisalignedPointersNarrowThePack) {
   ASSERT_TRUE(host.ok()) << host.status();
   absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
   ASSERT_TRUE(problem.ok()) << problem.status();
-  CheckMisalignedOperandsNarrowThePack(op(), dtype(), shape, *problem, [](int widest) {
-    std::vector<LaunchConfig> configs;
-    for (int split : kSplits) configs.push_back(Split(256, widest, split));
-    return configs;
-  });
+  CheckMisalignedOperandsNarrowThePack(op(), dtype(), shape, *problem, Narrowing::kExactly,
+                                       [](int widest) {
+                                         std::vector<LaunchConfig> configs;
+                                         for (int split : kSplits) {
+                                           configs.push_back(Split(256, widest, split));
+                                         }
+                                         return configs;
+                                       });
 }
 
 // Pointers off the 16-byte grid make Launch narrow the pack of a split
@@ -432,43 +435,19 @@ TEST_P(SplitRowGpuTest, MisalignedPointersFallBackToNarrowerPacks) {
   ASSERT_TRUE(host.ok()) << host.status();
   absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
   ASSERT_TRUE(problem.ok()) << problem.status();
-  const size_t element = DTypeSize(dtype());
-  const size_t bytes = problem->x.bytes();
-  absl::StatusOr<DeviceBuffer> in = DeviceBuffer::Allocate(bytes + 16);
-  absl::StatusOr<DeviceBuffer> out = DeviceBuffer::Allocate(bytes + 16);
-  ASSERT_TRUE(in.ok() && out.ok());
-  const int widest = 16 / static_cast<int>(element);
-  for (size_t offset_elements : {size_t{1}, size_t{2}, size_t{4}}) {
-    const size_t offset = offset_elements * element;
-    auto* x = static_cast<uint8_t*>(in->data()) + offset;
-    auto* y = static_cast<uint8_t*>(out->data()) + offset;
-    ASSERT_EQ(cudaMemcpy(x, problem->x.data(), bytes, cudaMemcpyDeviceToDevice), cudaSuccess);
-    std::vector<LaunchConfig> configs;
-    for (int split : kSplits) configs.push_back(Split(256, widest, split));
-    for (int split : GridSplitsFor(shape)) {
-      configs.push_back(Split(256, widest, split, Impl::kSplitGrid));
-    }
-    // 4097 packs of 1 over 33 or 64 blocks stay within 256 threads x 8.
-    for (int split : {33, 64}) configs.push_back(Split(256, widest, split, Impl::kSplitTwoPass));
-    for (const LaunchConfig& config : configs) {
-      const int split = config.split;
-      RowOpArgs args = problem->Args();
-      args.x = x;
-      args.y = y;
-      absl::StatusOr<LaunchConfig> launched =
-          Launch(op(), dtype(), shape, args, config, device_, stream_);
-      ASSERT_TRUE(launched.ok()) << launched.status();
-      EXPECT_LE(launched->pack_size * element, offset % 16 == 0 ? 16 : offset & (~offset + 1))
-          << "offset " << offset << " bytes";
-      ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
-      ASSERT_EQ(cudaMemcpy(problem->y.data(), y, bytes, cudaMemcpyDeviceToDevice), cudaSuccess);
-      absl::StatusOr<CheckReport> report = CheckOutputs(*problem, true, stream_);
-      ASSERT_TRUE(report.ok()) << report.status();
-      EXPECT_TRUE(report->passed) << "offset " << offset << " " << ConfigKey(config)
-                                  << " (split " << split << "): " << report->detail;
-      ++g_launches;
-    }
-  }
+  CheckMisalignedOperandsNarrowThePack(
+      op(), dtype(), shape, *problem, Narrowing::kAtMost, [this, &shape](int widest) {
+        std::vector<LaunchConfig> configs;
+        for (int split : kSplits) configs.push_back(Split(256, widest, split));
+        for (int split : GridSplitsFor(shape)) {
+          configs.push_back(Split(256, widest, split, Impl::kSplitGrid));
+        }
+        // 4097 packs of 1 over 33 or 64 blocks stay within 256 threads x 8.
+        for (int split : {33, 64}) {
+          configs.push_back(Split(256, widest, split, Impl::kSplitTwoPass));
+        }
+        return configs;
+      });
 }
 
 // The occupancy of a cluster launch is real (the CUDA calculator, with the
