@@ -138,6 +138,7 @@ __global__ void __launch_bounds__(1024)
   // The statistic's parameters: a line of dim elements.
   RowParams line_params{};
   line_params.cols = p.dim;
+  line_params.inv_cols = 1.f / static_cast<float>(p.dim);
 
   for (int64_t tile = blockIdx.x; tile < p.tiles; tile += gridDim.x) {
     const int64_t column = tile * blockDim.x + threadIdx.x;

@@ -102,7 +102,13 @@ absl::Status CheckWarpKnobs(DType dtype, Shape shape, const LaunchConfig& c) {
   return absl::OkStatus();
 }
 
-absl::Status CheckBlockKnobs(const LaunchConfig& c) {
+absl::Status CheckBlockKnobs(Shape shape, const LaunchConfig& c) {
+  if (shape.cols / c.pack_size >= kMaxBlockRowPacks) {
+    return absl::InvalidArgumentError(absl::StrCat("cols=", shape.cols, " at pack_size=", c.pack_size,
+                                                   " is ", kMaxBlockRowPacks,
+                                                   " packs or more, past ", ImplName(c.impl),
+                                                   "'s 32-bit pack indices"));
+  }
   if (!Contains(kBlockImplBlockSizes, c.block_size)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "block_size=", c.block_size, " must be 128, 256, 512 or 1024 for ", ImplName(c.impl)));
@@ -429,10 +435,10 @@ absl::Status ValidateConfig(Op op, DType dtype, Shape shape, const LaunchConfig&
       break;
     case Impl::kBlockSmem:
     case Impl::kBlockUncached:
-      knobs = CheckBlockKnobs(config);
+      knobs = CheckBlockKnobs(shape, config);
       break;
     case Impl::kBlockRegs:
-      knobs = CheckBlockKnobs(config);
+      knobs = CheckBlockKnobs(shape, config);
       if (knobs.ok()) knobs = CheckBlockRegsFits(shape, config);
       break;
     case Impl::kSplitRow:

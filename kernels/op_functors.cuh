@@ -101,10 +101,13 @@ auto MakeLoad(const KernelRequest& req) {
 template <Op op, typename T, bool paired = false>
 auto MakeStore(const KernelRequest& req) {
   const RowOpArgs& a = req.args;
-  if constexpr (op == Op::kLayerNorm || op == Op::kRmsNorm) {
+  if constexpr (op == Op::kLayerNorm) {
     return AffineStore<T, paired>{static_cast<T*>(a.y), req.shape.cols,
                                   static_cast<const T*>(a.gamma),
                                   static_cast<const T*>(a.beta)};
+  } else if constexpr (op == Op::kRmsNorm) {
+    return AffineStore<T, paired, /*with_beta=*/false>{
+        static_cast<T*>(a.y), req.shape.cols, static_cast<const T*>(a.gamma), nullptr};
   } else {
     return DirectStore<T, paired>{static_cast<T*>(a.y), req.shape.cols};
   }
@@ -113,7 +116,9 @@ auto MakeStore(const KernelRequest& req) {
 // The row ops' per-launch scalars, from the request.
 inline RowParams RowParamsOf(const KernelRequest& req) {
   const RowOpArgs& a = req.args;
-  return RowParams{req.shape.rows, req.shape.cols, static_cast<float>(a.params.epsilon),
+  return RowParams{req.shape.rows, req.shape.cols,
+                   static_cast<float>(1.0 / static_cast<double>(req.shape.cols)),
+                   static_cast<float>(a.params.epsilon),
                    a.mean, a.inv_std, a.row_scale};
 }
 

@@ -30,6 +30,10 @@ constexpr int kWarpSize = 32;
 struct RowParams {
   int64_t rows;
   int64_t cols;
+  // 1 / cols, rounded once on the host: a mean is a multiply, where a
+  // division per row took 11 more instructions per thread (at most 1 ulp
+  // apart; ATen's mean multiplies too).
+  float inv_cols;
   float epsilon;     // LayerNorm, RMSNorm
   float* mean;       // LayerNorm, may be null: rows floats
   float* inv_std;    // LayerNorm (1 / std), RMSNorm (1 / rms); may be null
@@ -410,12 +414,11 @@ struct OpMath<Op::kLayerNorm, fast> {
   static constexpr bool kStreamsWhileCaching = true;
   static __device__ __forceinline__ SquaredDeviationPass Second(float sum, const RowParams& p) {
     SquaredDeviationPass pass;
-    pass.mean = sum / static_cast<float>(p.cols);
+    pass.mean = sum * p.inv_cols;
     return pass;
   }
   static __device__ __forceinline__ Row FromPasses(float sum, float squares, const RowParams& p) {
-    const float n = static_cast<float>(p.cols);
-    return {sum / n, rsqrtf(squares / n + p.epsilon)};
+    return {sum * p.inv_cols, rsqrtf(fmaf(squares, p.inv_cols, p.epsilon))};
   }
 
   // Streamed: shifted sums per thread, Welford statistics merged.
@@ -494,7 +497,7 @@ struct OpMath<Op::kRmsNorm, fast>
     }
   };
   static __device__ __forceinline__ Row FromStat(float sum_squares, const RowParams& p) {
-    return {rsqrtf(sum_squares / static_cast<float>(p.cols) + p.epsilon)};
+    return {rsqrtf(fmaf(sum_squares, p.inv_cols, p.epsilon))};
   }
 };
 

@@ -128,8 +128,16 @@ struct DirectLoad {
   template <int N>
   __device__ __forceinline__ void load(float* dst, int64_t row,
                                        int64_t col) const {
-    const Pack<T, N> pack =
-        *reinterpret_cast<const Pack<T, N>*>(src + row * row_stride + col);
+    WidenPack<N>(LoadPack<N>(row, col), dst);
+  }
+  // The pack as stored, and its widening: what load does in two steps, for
+  // a kernel that keeps the raw pack too (block_smem's cache).
+  template <int N>
+  __device__ __forceinline__ Pack<T, N> LoadPack(int64_t row, int64_t col) const {
+    return *reinterpret_cast<const Pack<T, N>*>(src + row * row_stride + col);
+  }
+  template <int N>
+  static __device__ __forceinline__ void WidenPack(const Pack<T, N>& pack, float* dst) {
     if constexpr (paired) {
       Widen<T, N>(pack, dst);
     } else {
@@ -288,8 +296,9 @@ __device__ __forceinline__ RowEdges EdgesOf(int64_t row, int64_t cols) {
 }
 
 // Whether a load functor reads x's elements unchanged (it only widens them),
-// through members `src` and `row_stride`: then a kernel may copy a row's raw
-// bytes and widen them later (SplitRowKernel's bulk copy). MaskedScaleLoad
+// through members `src` and `row_stride`, LoadPack and WidenPack (as
+// DirectLoad): then a kernel may copy a row's raw bytes and widen them later
+// (SplitRowKernel's bulk copy, BlockSmemRowKernel's cache). MaskedScaleLoad
 // scales and masks, so it does not.
 template <class Load>
 inline constexpr bool kLoadsRowUnchanged = false;
@@ -299,13 +308,17 @@ inline constexpr bool kLoadsRowUnchanged<DirectLoad<T, paired>> = true;
 // LayerNorm's output functor: y = normalized * gamma + beta, each optional
 // (a null pointer is a uniform branch, cheaper than 4x the instances).
 // `paired`: the output, and the batched weights (StoreWith), convert 16-bit
-// pairs at once.
-template <typename T, bool paired = false>
+// pairs at once. `with_beta`: whether beta may be set at all. RMSNorm has
+// none, and its instances say so at compile time: ptxas predicated the
+// beta code behind the null check instead of branching over it, 19 issued
+// instructions per 16-bit pack for nothing (57 of 435 per thread per row,
+// block_uncached RMSNorm float16 x 12288).
+template <typename T, bool paired = false, bool with_beta = true>
 struct AffineStore {
   T* __restrict__ dst;
   int64_t row_stride;
   const T* __restrict__ gamma;
-  const T* __restrict__ beta;
+  const T* __restrict__ beta;  // null unless with_beta
   template <int N>
   __device__ __forceinline__ void store(const float* normalized, int64_t row,
                                         int64_t col) const {
@@ -317,13 +330,14 @@ struct AffineStore {
 #pragma unroll
       for (int i = 0; i < N; ++i) out[i] *= ToFloat(g.elem[i]);
     }
-    if (beta != nullptr) {
+    if (HasBeta()) {
       const Pack<T, N> b = *reinterpret_cast<const Pack<T, N>*>(beta + col);
 #pragma unroll
       for (int i = 0; i < N; ++i) out[i] += ToFloat(b.elem[i]);
     }
     DirectStore<T, paired>{dst, row_stride}.template store<N>(out, row, col);
   }
+  __device__ __forceinline__ bool HasBeta() const { return with_beta && beta != nullptr; }
   // The weights of B packs of N columns (LoadWeights, StoreLoaded).
   template <int B, int N>
   struct Weights {
@@ -340,7 +354,7 @@ struct AffineStore {
       if (b < count) {
         const int64_t at = col + b * stride;
         if (gamma != nullptr) w.gamma[b] = *reinterpret_cast<const Pack<T, N>*>(gamma + at);
-        if (beta != nullptr) w.beta[b] = *reinterpret_cast<const Pack<T, N>*>(beta + at);
+        if (HasBeta()) w.beta[b] = *reinterpret_cast<const Pack<T, N>*>(beta + at);
       }
     }
   }
@@ -359,7 +373,7 @@ struct AffineStore {
 #pragma unroll
         for (int i = 0; i < N; ++i) out[i] *= weight[i];
       }
-      if (beta != nullptr) {
+      if (HasBeta()) {
         Widen<T, N>(w.beta[b], weight);
 #pragma unroll
         for (int i = 0; i < N; ++i) out[i] += weight[i];
@@ -369,7 +383,7 @@ struct AffineStore {
       for (int i = 0; i < N; ++i) {
         out[i] = normalized[i];
         if (gamma != nullptr) out[i] *= ToFloat(w.gamma[b].elem[i]);
-        if (beta != nullptr) out[i] += ToFloat(w.beta[b].elem[i]);
+        if (HasBeta()) out[i] += ToFloat(w.beta[b].elem[i]);
       }
     }
     DirectStore<T, paired>{dst, row_stride}.template store<N>(out, row, col);
@@ -415,12 +429,12 @@ struct WeightsOf {
   template <int B, int N>
   struct type {};
 };
-template <typename T, bool paired>
-struct WeightsOf<AffineStore<T, paired>> {
+template <typename T, bool paired, bool with_beta>
+struct WeightsOf<AffineStore<T, paired, with_beta>> {
   static constexpr bool kLoads = true;
   static constexpr int kValueBytes = static_cast<int>(sizeof(T));
   template <int B, int N>
-  using type = typename AffineStore<T, paired>::template Weights<B, N>;
+  using type = typename AffineStore<T, paired, with_beta>::template Weights<B, N>;
 };
 template <class Store>
 inline constexpr bool kStoreLoadsWeights = WeightsOf<Store>::kLoads;

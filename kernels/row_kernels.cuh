@@ -107,20 +107,24 @@ constexpr int BlockLoadBatch(int pack) { return pack >= 8 ? 1 : kLoadBatch; }
 
 // This thread's packs k = threadIdx.x + j * block_size, `batch` at a time:
 // fetch(v, k) for every pack of a batch before f(v, k) for any, so their
-// reads are in flight together.
-template <int pack, int block_size, int batch, class Fetch, class F>
-__device__ __forceinline__ void ForEachFetchedPack(int64_t num_packs, Fetch&& fetch, F&& f) {
-  for (int64_t first = threadIdx.x; first < num_packs;
-       first += static_cast<int64_t>(batch) * block_size) {
-    float v[batch][pack];
+// reads are in flight together. Indices are 32-bit (launch_config.h,
+// kMaxBlockRowPacks):
+// 64-bit trip counts, compares and index arithmetic, two SASS instructions
+// each, were ~100 of the 435 instructions per thread per row of
+// block_uncached (RMSNorm float16 x 12288). `Fetched` is what fetch fills: a pack's
+// floats, or its raw storage (block_smem's cache).
+template <int pack, int block_size, int batch, class Fetched = float[pack], class Fetch, class F>
+__device__ __forceinline__ void ForEachFetchedPack(int num_packs, Fetch&& fetch, F&& f) {
+  for (int first = threadIdx.x; first < num_packs; first += batch * block_size) {
+    Fetched v[batch];
 #pragma unroll
     for (int b = 0; b < batch; ++b) {
-      const int64_t k = first + static_cast<int64_t>(b) * block_size;
+      const int k = first + b * block_size;
       if (k < num_packs) fetch(v[b], k);
     }
 #pragma unroll
     for (int b = 0; b < batch; ++b) {
-      const int64_t k = first + static_cast<int64_t>(b) * block_size;
+      const int k = first + b * block_size;
       if (k < num_packs) f(v[b], k);
     }
   }
@@ -132,8 +136,8 @@ template <int pack, int block_size, class RowLoad, class F>
 __device__ __forceinline__ void ForEachLoadedPack(const RowLoad& row_load, const RowEdges& edges,
                                                   F&& f) {
   ForEachFetchedPack<pack, block_size, BlockLoadBatch(pack)>(
-      edges.packs,
-      [&](float* v, int64_t k) { row_load.template load<pack>(v, edges.head + k * pack); }, f);
+      static_cast<int>(edges.packs),
+      [&](float* v, int k) { row_load.template load<pack>(v, edges.head + k * pack); }, f);
 }
 
 // The head or tail element (RowEdges) a thread of a one-block-per-row
@@ -179,7 +183,7 @@ class BlockRowStore {
   static constexpr int kWeightBatch =
       64 / kPackWeightBytes < 1 ? 1 : (64 / kPackWeightBytes > 4 ? 4 : 64 / kPackWeightBytes);
   static constexpr int kBatch = kWeights ? kWeightBatch : kPlainBatch;
-  static constexpr int64_t kStep = static_cast<int64_t>(kBatch) * block_size;
+  static constexpr int kStep = kBatch * block_size;
   // Off the pack grid, one pack per step, nvcc unrolls the store loop
   // itself, and with the head in every column the unrolled body's plain
   // pack stores compiled to one store per element (8 st.global.u16 per
@@ -193,7 +197,7 @@ class BlockRowStore {
 
  public:
   __device__ __forceinline__ BlockRowStore(const Store& store, const RowEdges& edges)
-      : store_(store), first_col_(edges.head), num_packs_(edges.packs) {}
+      : store_(store), first_col_(edges.head), num_packs_(static_cast<int>(edges.packs)) {}
 
   // Starts loading the weights of this thread's first batch of packs.
   __device__ __forceinline__ void Prefetch() {
@@ -203,7 +207,7 @@ class BlockRowStore {
   template <class Fetch, class Finish>
   __device__ __forceinline__ void StoreRow(int64_t row, Fetch&& fetch, Finish&& finish) {
     if constexpr (!kWeights) {
-      ForEachFetchedPack<pack, block_size, kBatch>(num_packs_, fetch, [&](float* v, int64_t k) {
+      ForEachFetchedPack<pack, block_size, kBatch>(num_packs_, fetch, [&](float* v, int k) {
         finish(v);
         if constexpr (kStoresAsOne) {
           store_.template store_as_one<pack>(v, row, first_col_ + k * pack);
@@ -219,18 +223,18 @@ class BlockRowStore {
  private:
   template <class Fetch, class Finish>
   __device__ __forceinline__ void StoreWithWeights(int64_t row, Fetch&& fetch, Finish&& finish) {
-    for (int64_t first = threadIdx.x; first < num_packs_; first += kStep) {
+    for (int first = threadIdx.x; first < num_packs_; first += kStep) {
       if (first != threadIdx.x) LoadWeights(first);
       if constexpr (kFetchAhead) {
         float v[kBatch][pack];
 #pragma unroll
         for (int b = 0; b < kBatch; ++b) {
-          const int64_t k = first + static_cast<int64_t>(b) * block_size;
+          const int k = first + b * block_size;
           if (k < num_packs_) fetch(v[b], k);
         }
 #pragma unroll
         for (int b = 0; b < kBatch; ++b) {
-          if (first + static_cast<int64_t>(b) * block_size < num_packs_) finish(v[b]);
+          if (first + b * block_size < num_packs_) finish(v[b]);
         }
         store_.template StoreLoaded<kBatch, pack>(v, weights_, row, first_col_ + first * pack,
                                                   static_cast<int64_t>(block_size) * pack,
@@ -238,7 +242,7 @@ class BlockRowStore {
       } else {
 #pragma unroll
         for (int b = 0; b < kBatch; ++b) {
-          const int64_t k = first + static_cast<int64_t>(b) * block_size;
+          const int k = first + b * block_size;
           if (k >= num_packs_) continue;
           float v[pack];
           fetch(v, k);
@@ -251,10 +255,10 @@ class BlockRowStore {
 
   // This thread's packs from `first` on (StoreLoaded and LoadWeights use
   // at most kBatch of them).
-  __device__ __forceinline__ int64_t Count(int64_t first) const {
+  __device__ __forceinline__ int Count(int first) const {
     return (num_packs_ - first + block_size - 1) / block_size;
   }
-  __device__ __forceinline__ void LoadWeights(int64_t first) {
+  __device__ __forceinline__ void LoadWeights(int first) {
     store_.template LoadWeights<kBatch, pack>(weights_, first_col_ + first * pack,
                                               static_cast<int64_t>(block_size) * pack,
                                               Count(first));
@@ -262,7 +266,7 @@ class BlockRowStore {
 
   const Store& store_;
   const int64_t first_col_;
-  const int64_t num_packs_;
+  const int num_packs_;
   typename Weights::template type<kBatch, pack> weights_;
 };
 
@@ -294,10 +298,12 @@ __global__ void __launch_bounds__(block_size)
   using First = typename Math::First;
   using CacheT = typename Load::cache_type;
   using CachePack = Pack<CacheT, pack>;
+  constexpr bool kCachesRawPacks =
+      kLoadsRowUnchanged<Load> && std::is_same_v<CacheT, typename Load::storage_type>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   CachePack* cache = reinterpret_cast<CachePack*>(smem_raw);
 
-  const auto read_cached = [&](float* v, int64_t k) {
+  const auto read_cached = [&](float* v, int k) {
     const CachePack c = cache[k];
 #pragma unroll
     for (int i = 0; i < pack; ++i) v[i] = ToFloat(c.elem[i]);
@@ -321,18 +327,38 @@ __global__ void __launch_bounds__(block_size)
     // the first of the resident passes.
     typename Math::Accumulator accumulator;
     float first = First::kIdentity;
-    ForEachLoadedPack<pack, block_size>(row_load, row_edges, [&](float* v, int64_t k) {
-      CachePack c;
-#pragma unroll
-      for (int i = 0; i < pack; ++i) c.elem[i] = FromFloat<CacheT>(v[i]);
-      cache[k] = c;
+    const auto gather = [&](const float* v) {
       if constexpr (Math::kStreamsWhileCaching) {
         accumulator.template Add<pack>(v);
       } else {
 #pragma unroll
         for (int i = 0; i < pack; ++i) first = First{}.Add(first, v[i]);
       }
-    });
+    };
+    if constexpr (kCachesRawPacks) {
+      // The pack goes to the cache as loaded; widening it and narrowing it
+      // back cost 13 instructions per thread per row (RMSNorm float16 x
+      // 12288 at 512 threads).
+      ForEachFetchedPack<pack, block_size, BlockLoadBatch(pack), CachePack>(
+          static_cast<int>(row_edges.packs),
+          [&](CachePack& c, int k) {
+            c = load.template LoadPack<pack>(row, row_edges.head + k * pack);
+          },
+          [&](const CachePack& c, int k) {
+            cache[k] = c;
+            float v[pack];
+            Load::template WidenPack<pack>(c, v);
+            gather(v);
+          });
+    } else {
+      ForEachLoadedPack<pack, block_size>(row_load, row_edges, [&](float* v, int k) {
+        CachePack c;
+#pragma unroll
+        for (int i = 0; i < pack; ++i) c.elem[i] = FromFloat<CacheT>(v[i]);
+        cache[k] = c;
+        gather(v);
+      });
+    }
     if (edge_col >= 0) {
       if constexpr (Math::kStreamsWhileCaching) {
         accumulator.template Add<1>(&edge);
@@ -345,7 +371,7 @@ __global__ void __launch_bounds__(block_size)
     // A copy of each of this thread's values of the row, its cached packs
     // and its edge element (neither is changed).
     const auto for_each = [&](auto&& f) {
-      for (int64_t k = threadIdx.x; k < row_edges.packs; k += block_size) {
+      for (int k = threadIdx.x; k < static_cast<int>(row_edges.packs); k += block_size) {
         float v[pack];
         read_cached(v, k);
 #pragma unroll
@@ -398,7 +424,7 @@ __global__ void __launch_bounds__(block_size)
     if (edge_col >= 0) row_load.template load<1>(&edge, edge_col);
     typename Math::Accumulator accumulator;
     ForEachLoadedPack<pack, block_size>(
-        row_load, row_edges, [&](float* v, int64_t) { accumulator.template Add<pack>(v); });
+        row_load, row_edges, [&](float* v, int) { accumulator.template Add<pack>(v); });
     if (edge_col >= 0) accumulator.template Add<1>(&edge);
     BlockRowStore<Store, pack, block_size, BlockLoadBatch(pack), true, edges> out(store, row_edges);
     out.Prefetch();
@@ -408,9 +434,7 @@ __global__ void __launch_bounds__(block_size)
     // The second read of the row, for the last pass.
     out.StoreRow(
         row,
-        [&](float* v, int64_t k) {
-          row_load.template load<pack>(v, row_edges.head + k * pack);
-        },
+        [&](float* v, int k) { row_load.template load<pack>(v, row_edges.head + k * pack); },
         [&](float* v) { stat.template Apply<pack>(v); });
     if (edge_col >= 0) {
       stat.template Apply<1>(&edge);

@@ -227,6 +227,13 @@ TEST(LaunchConfigTest, RefusesIllegalKnobsWithTheKnobNamed) {
                 absl::StatusCode::kInvalidArgument, "cols=0");
   ExpectRefused(Op::kSoftmax, DType::kFloat16, {int64_t{1} << 40, int64_t{1} << 30},
                 Warp(128, 8, 32), absl::StatusCode::kInvalidArgument, "overflows");
+  // The block impls index a row's packs in 32 bits.
+  ExpectRefused(Op::kRmsNorm, DType::kFloat32, {1, kMaxBlockRowPacks},
+                Block(Impl::kBlockUncached, 1024, 1), absl::StatusCode::kInvalidArgument,
+                "32-bit pack indices");
+  EXPECT_TRUE(ValidateConfig(Op::kRmsNorm, DType::kFloat32, {1, kMaxBlockRowPacks},
+                             Block(Impl::kBlockUncached, 1024, 4), H100())
+                  .ok());
 }
 
 TEST(LaunchConfigTest, SharedMemoryLimitIsEnforced) {
