@@ -105,26 +105,41 @@ __global__ void WarpRowKernel(Load load, Store store, RowParams p) {
 inline constexpr int kLoadBatch = 4;
 constexpr int BlockLoadBatch(int pack) { return pack >= 8 ? 1 : kLoadBatch; }
 
+// The column of pack k of a row whose packs start at column `head`. The
+// product is 64-bit: computed in 32 bits and then widened, nvcc no longer
+// proved the column a multiple of the pack and split the 16-bit kernels'
+// pack stores into one st.global.u16 per element (LayerNorm float16 8192 x
+// 8192 in block_smem ran 2.3x slower).
+template <int pack>
+__device__ __forceinline__ int64_t PackColumn(int64_t head, int64_t k) {
+  return head + static_cast<int64_t>(k) * pack;
+}
+
 // This thread's packs k = threadIdx.x + j * block_size, `batch` at a time:
 // fetch(v, k) for every pack of a batch before f(v, k) for any, so their
-// reads are in flight together. Indices are 32-bit (launch_config.h,
-// kMaxBlockRowPacks):
-// 64-bit trip counts, compares and index arithmetic, two SASS instructions
-// each, were ~100 of the 435 instructions per thread per row of
-// block_uncached (RMSNorm float16 x 12288). `Fetched` is what fetch fills: a pack's
+// reads are in flight together. `Fetched` is what fetch fills: a pack's
 // floats, or its raw storage (block_smem's cache).
-template <int pack, int block_size, int batch, class Fetched = float[pack], class Fetch, class F>
-__device__ __forceinline__ void ForEachFetchedPack(int num_packs, Fetch&& fetch, F&& f) {
-  for (int first = threadIdx.x; first < num_packs; first += batch * block_size) {
+//
+// `Index` int (launch_config.h, kMaxBlockRowPacks) where the loop only
+// loads: 64-bit trip counts, compares and index arithmetic, two SASS
+// instructions each, were ~100 of the 435 instructions per thread per row
+// of block_uncached (RMSNorm float16 x 12288). Loops that store keep 64-bit
+// indices: with 32-bit ones nvcc split the 16-bit pack stores into one
+// st.global.u16 per element (LayerNorm float16 8192 x 8192 in block_smem
+// ran 2.3x slower), as it did off the pack grid (BlockRowStore).
+template <int pack, int block_size, int batch, class Index, class Fetched = float[pack],
+          class Fetch, class F>
+__device__ __forceinline__ void ForEachFetchedPack(Index num_packs, Fetch&& fetch, F&& f) {
+  for (Index first = threadIdx.x; first < num_packs; first += Index{batch} * block_size) {
     Fetched v[batch];
 #pragma unroll
     for (int b = 0; b < batch; ++b) {
-      const int k = first + b * block_size;
+      const Index k = first + Index{b} * block_size;
       if (k < num_packs) fetch(v[b], k);
     }
 #pragma unroll
     for (int b = 0; b < batch; ++b) {
-      const int k = first + b * block_size;
+      const Index k = first + Index{b} * block_size;
       if (k < num_packs) f(v[b], k);
     }
   }
@@ -135,9 +150,9 @@ __device__ __forceinline__ void ForEachFetchedPack(int num_packs, Fetch&& fetch,
 template <int pack, int block_size, class RowLoad, class F>
 __device__ __forceinline__ void ForEachLoadedPack(const RowLoad& row_load, const RowEdges& edges,
                                                   F&& f) {
-  ForEachFetchedPack<pack, block_size, BlockLoadBatch(pack)>(
+  ForEachFetchedPack<pack, block_size, BlockLoadBatch(pack), int>(
       static_cast<int>(edges.packs),
-      [&](float* v, int k) { row_load.template load<pack>(v, edges.head + k * pack); }, f);
+      [&](float* v, int k) { row_load.template load<pack>(v, PackColumn<pack>(edges.head, k)); }, f);
 }
 
 // The head or tail element (RowEdges) a thread of a one-block-per-row
@@ -183,7 +198,7 @@ class BlockRowStore {
   static constexpr int kWeightBatch =
       64 / kPackWeightBytes < 1 ? 1 : (64 / kPackWeightBytes > 4 ? 4 : 64 / kPackWeightBytes);
   static constexpr int kBatch = kWeights ? kWeightBatch : kPlainBatch;
-  static constexpr int kStep = kBatch * block_size;
+  static constexpr int64_t kStep = static_cast<int64_t>(kBatch) * block_size;
   // Off the pack grid, one pack per step, nvcc unrolls the store loop
   // itself, and with the head in every column the unrolled body's plain
   // pack stores compiled to one store per element (8 st.global.u16 per
@@ -197,7 +212,7 @@ class BlockRowStore {
 
  public:
   __device__ __forceinline__ BlockRowStore(const Store& store, const RowEdges& edges)
-      : store_(store), first_col_(edges.head), num_packs_(static_cast<int>(edges.packs)) {}
+      : store_(store), first_col_(edges.head), num_packs_(edges.packs) {}
 
   // Starts loading the weights of this thread's first batch of packs.
   __device__ __forceinline__ void Prefetch() {
@@ -207,12 +222,12 @@ class BlockRowStore {
   template <class Fetch, class Finish>
   __device__ __forceinline__ void StoreRow(int64_t row, Fetch&& fetch, Finish&& finish) {
     if constexpr (!kWeights) {
-      ForEachFetchedPack<pack, block_size, kBatch>(num_packs_, fetch, [&](float* v, int k) {
+      ForEachFetchedPack<pack, block_size, kBatch>(num_packs_, fetch, [&](float* v, int64_t k) {
         finish(v);
         if constexpr (kStoresAsOne) {
-          store_.template store_as_one<pack>(v, row, first_col_ + k * pack);
+          store_.template store_as_one<pack>(v, row, PackColumn<pack>(first_col_, k));
         } else {
-          store_.template store<pack>(v, row, first_col_ + k * pack);
+          store_.template store<pack>(v, row, PackColumn<pack>(first_col_, k));
         }
       });
     } else {
@@ -223,31 +238,31 @@ class BlockRowStore {
  private:
   template <class Fetch, class Finish>
   __device__ __forceinline__ void StoreWithWeights(int64_t row, Fetch&& fetch, Finish&& finish) {
-    for (int first = threadIdx.x; first < num_packs_; first += kStep) {
+    for (int64_t first = threadIdx.x; first < num_packs_; first += kStep) {
       if (first != threadIdx.x) LoadWeights(first);
       if constexpr (kFetchAhead) {
         float v[kBatch][pack];
 #pragma unroll
         for (int b = 0; b < kBatch; ++b) {
-          const int k = first + b * block_size;
+          const int64_t k = first + static_cast<int64_t>(b) * block_size;
           if (k < num_packs_) fetch(v[b], k);
         }
 #pragma unroll
         for (int b = 0; b < kBatch; ++b) {
-          if (first + b * block_size < num_packs_) finish(v[b]);
+          if (first + static_cast<int64_t>(b) * block_size < num_packs_) finish(v[b]);
         }
-        store_.template StoreLoaded<kBatch, pack>(v, weights_, row, first_col_ + first * pack,
+        store_.template StoreLoaded<kBatch, pack>(v, weights_, row, PackColumn<pack>(first_col_, first),
                                                   static_cast<int64_t>(block_size) * pack,
                                                   Count(first));
       } else {
 #pragma unroll
         for (int b = 0; b < kBatch; ++b) {
-          const int k = first + b * block_size;
+          const int64_t k = first + static_cast<int64_t>(b) * block_size;
           if (k >= num_packs_) continue;
           float v[pack];
           fetch(v, k);
           finish(v);
-          store_.template StoreWith<kBatch, pack>(v, weights_, b, row, first_col_ + k * pack);
+          store_.template StoreWith<kBatch, pack>(v, weights_, b, row, PackColumn<pack>(first_col_, k));
         }
       }
     }
@@ -255,18 +270,18 @@ class BlockRowStore {
 
   // This thread's packs from `first` on (StoreLoaded and LoadWeights use
   // at most kBatch of them).
-  __device__ __forceinline__ int Count(int first) const {
+  __device__ __forceinline__ int64_t Count(int64_t first) const {
     return (num_packs_ - first + block_size - 1) / block_size;
   }
-  __device__ __forceinline__ void LoadWeights(int first) {
-    store_.template LoadWeights<kBatch, pack>(weights_, first_col_ + first * pack,
+  __device__ __forceinline__ void LoadWeights(int64_t first) {
+    store_.template LoadWeights<kBatch, pack>(weights_, PackColumn<pack>(first_col_, first),
                                               static_cast<int64_t>(block_size) * pack,
                                               Count(first));
   }
 
   const Store& store_;
   const int64_t first_col_;
-  const int num_packs_;
+  const int64_t num_packs_;
   typename Weights::template type<kBatch, pack> weights_;
 };
 
@@ -303,7 +318,7 @@ __global__ void __launch_bounds__(block_size)
   extern __shared__ __align__(16) unsigned char smem_raw[];
   CachePack* cache = reinterpret_cast<CachePack*>(smem_raw);
 
-  const auto read_cached = [&](float* v, int k) {
+  const auto read_cached = [&](float* v, auto k) {
     const CachePack c = cache[k];
 #pragma unroll
     for (int i = 0; i < pack; ++i) v[i] = ToFloat(c.elem[i]);
@@ -339,10 +354,10 @@ __global__ void __launch_bounds__(block_size)
       // The pack goes to the cache as loaded; widening it and narrowing it
       // back cost 13 instructions per thread per row (RMSNorm float16 x
       // 12288 at 512 threads).
-      ForEachFetchedPack<pack, block_size, BlockLoadBatch(pack), CachePack>(
+      ForEachFetchedPack<pack, block_size, BlockLoadBatch(pack), int, CachePack>(
           static_cast<int>(row_edges.packs),
           [&](CachePack& c, int k) {
-            c = load.template LoadPack<pack>(row, row_edges.head + k * pack);
+            c = load.template LoadPack<pack>(row, PackColumn<pack>(row_edges.head, k));
           },
           [&](const CachePack& c, int k) {
             cache[k] = c;
@@ -434,7 +449,7 @@ __global__ void __launch_bounds__(block_size)
     // The second read of the row, for the last pass.
     out.StoreRow(
         row,
-        [&](float* v, int k) { row_load.template load<pack>(v, row_edges.head + k * pack); },
+        [&](float* v, int64_t k) { row_load.template load<pack>(v, PackColumn<pack>(row_edges.head, k)); },
         [&](float* v) { stat.template Apply<pack>(v); });
     if (edge_col >= 0) {
       stat.template Apply<1>(&edge);
