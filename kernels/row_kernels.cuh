@@ -314,7 +314,7 @@ __global__ void __launch_bounds__(block_size)
   using CacheT = typename Load::cache_type;
   using CachePack = Pack<CacheT, pack>;
   constexpr bool kCachesRawPacks =
-      kLoadsRowUnchanged<Load> && std::is_same_v<CacheT, typename Load::storage_type>;
+      kLoadsRowUnchanged<std::remove_cv_t<Load>> && std::is_same_v<CacheT, typename Load::storage_type>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   CachePack* cache = reinterpret_cast<CachePack*>(smem_raw);
 
@@ -426,6 +426,9 @@ __global__ void __launch_bounds__(block_size)
     BlockUncachedRowKernel(Load load, Store store, RowParams p) {
   static_assert(!edges || kTakesAnyCols<Load, Store>, "rows off the pack grid need x's layout");
   using Math = OpMath<op, kFastMathFor<Load>>;
+  // The row's first read asks L2 to keep it for the second, which asks the
+  // opposite (L2Keep).
+  constexpr bool kHintsL2 = kLoadsRowUnchanged<std::remove_cv_t<Load>>;
   // Outside the row loop: the reducer alternates its slots across rows.
   using Reducer = BlockAllReducer<block_size, typename Math::Partial>;
   __shared__ typename Reducer::Storage storage;
@@ -438,8 +441,20 @@ __global__ void __launch_bounds__(block_size)
     float edge = 0.f;
     if (edge_col >= 0) row_load.template load<1>(&edge, edge_col);
     typename Math::Accumulator accumulator;
-    ForEachLoadedPack<pack, block_size>(
-        row_load, row_edges, [&](float* v, int) { accumulator.template Add<pack>(v); });
+    if constexpr (kHintsL2) {
+      ForEachFetchedPack<pack, block_size, BlockLoadBatch(pack), int>(
+          static_cast<int>(row_edges.packs),
+          [&](float* v, int k) {
+            Load::template WidenPack<pack>(
+                load.template LoadPack<pack, L2Keep::kEvictLast>(
+                    row, PackColumn<pack>(row_edges.head, k)),
+                v);
+          },
+          [&](float* v, int) { accumulator.template Add<pack>(v); });
+    } else {
+      ForEachLoadedPack<pack, block_size>(
+          row_load, row_edges, [&](float* v, int) { accumulator.template Add<pack>(v); });
+    }
     if (edge_col >= 0) accumulator.template Add<1>(&edge);
     BlockRowStore<Store, pack, block_size, BlockLoadBatch(pack), true, edges> out(store, row_edges);
     out.Prefetch();
@@ -449,7 +464,15 @@ __global__ void __launch_bounds__(block_size)
     // The second read of the row, for the last pass.
     out.StoreRow(
         row,
-        [&](float* v, int64_t k) { row_load.template load<pack>(v, PackColumn<pack>(row_edges.head, k)); },
+        [&](float* v, int64_t k) {
+          if constexpr (kHintsL2) {
+            Load::template WidenPack<pack>(load.template LoadPack<pack, L2Keep::kEvictFirst>(
+                                               row, PackColumn<pack>(row_edges.head, k)),
+                                           v);
+          } else {
+            row_load.template load<pack>(v, PackColumn<pack>(row_edges.head, k));
+          }
+        },
         [&](float* v) { stat.template Apply<pack>(v); });
     if (edge_col >= 0) {
       stat.template Apply<1>(&edge);
