@@ -104,10 +104,9 @@ absl::Status CheckWarpKnobs(DType dtype, Shape shape, const LaunchConfig& c) {
 
 absl::Status CheckBlockKnobs(Shape shape, const LaunchConfig& c) {
   if (shape.cols / c.pack_size >= kMaxBlockRowPacks) {
-    return absl::InvalidArgumentError(absl::StrCat("cols=", shape.cols, " at pack_size=", c.pack_size,
-                                                   " is ", kMaxBlockRowPacks,
-                                                   " packs or more, past ", ImplName(c.impl),
-                                                   "'s 32-bit pack indices"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cols=", shape.cols, " at pack_size=", c.pack_size, " is ", kMaxBlockRowPacks,
+                     " packs or more, past ", ImplName(c.impl), "'s 32-bit pack indices"));
   }
   if (!Contains(kBlockImplBlockSizes, c.block_size)) {
     return absl::InvalidArgumentError(absl::StrCat(

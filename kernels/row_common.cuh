@@ -115,66 +115,6 @@ __device__ __forceinline__ Pack<T, N> Narrow(const float* src) {
   return pack;
 }
 
-// The built-in unsigned vector type of `bytes` bytes, which the
-// cache-hinted load and store intrinsics (__ldcs, __stcs, __stwb) take.
-template <int bytes>
-struct RawVector;
-template <>
-struct RawVector<2> {
-  using type = unsigned short;
-};
-template <>
-struct RawVector<4> {
-  using type = unsigned int;
-};
-template <>
-struct RawVector<8> {
-  using type = uint2;
-};
-template <>
-struct RawVector<16> {
-  using type = uint4;
-};
-
-// Where L2 should keep a line a load brings in (PTX createpolicy): until a
-// second read (kEvictLast) or not past its one use (kEvictFirst), as
-// Inductor's two-pass reductions ask (eviction_policy='evict_last' on the
-// first read of x, 'evict_first' on the second).
-enum class L2Keep { kNormal, kEvictLast, kEvictFirst };
-
-template <L2Keep keep>
-__device__ __forceinline__ uint64_t L2Policy() {
-  uint64_t policy;
-  if constexpr (keep == L2Keep::kEvictLast) {
-    asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
-  } else {
-    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  }
-  return policy;
-}
-
-// One vector load of `bytes` (2..16) with an L2 policy.
-template <int bytes, L2Keep keep>
-__device__ __forceinline__ typename RawVector<bytes>::type LoadWithPolicy(const void* p) {
-  typename RawVector<bytes>::type v;
-  if constexpr (keep == L2Keep::kNormal) {
-    v = *static_cast<const decltype(v)*>(p);
-  } else if constexpr (bytes == 16) {
-    asm("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-        : "l"(p), "l"(L2Policy<keep>()));
-  } else if constexpr (bytes == 8) {
-    asm("ld.global.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;"
-        : "=r"(v.x), "=r"(v.y)
-        : "l"(p), "l"(L2Policy<keep>()));
-  } else if constexpr (bytes == 4) {
-    asm("ld.global.L2::cache_hint.u32 %0, [%1], %2;" : "=r"(v) : "l"(p), "l"(L2Policy<keep>()));
-  } else {
-    asm("ld.global.L2::cache_hint.u16 %0, [%1], %2;" : "=h"(v) : "l"(p), "l"(L2Policy<keep>()));
-  }
-  return v;
-}
-
 // Reads packs of a (rows, cols) row-major tensor and widens them to float.
 // `cache_type` is what the shared-memory kernel may cache instead of float:
 // the storage type, exactly, since float(T) -> T round trips are exact.
@@ -192,16 +132,9 @@ struct DirectLoad {
   }
   // The pack as stored, and its widening: what load does in two steps, for
   // a kernel that keeps the raw pack too (block_smem's cache).
-  template <int N, L2Keep keep = L2Keep::kNormal>
+  template <int N>
   __device__ __forceinline__ Pack<T, N> LoadPack(int64_t row, int64_t col) const {
-    if constexpr (keep == L2Keep::kNormal) {
-      return *reinterpret_cast<const Pack<T, N>*>(src + row * row_stride + col);
-    } else {
-      const auto raw = LoadWithPolicy<sizeof(Pack<T, N>), keep>(src + row * row_stride + col);
-      Pack<T, N> pack;
-      memcpy(&pack, &raw, sizeof(pack));
-      return pack;
-    }
+    return *reinterpret_cast<const Pack<T, N>*>(src + row * row_stride + col);
   }
   template <int N>
   static __device__ __forceinline__ void WidenPack(const Pack<T, N>& pack, float* dst) {
@@ -244,6 +177,26 @@ __device__ __forceinline__ auto BindRow(const Load& load, int64_t row) {
   }
 }
 
+// The built-in unsigned vector type of `bytes` bytes, which the
+// cache-hinted load and store intrinsics (__ldcs, __stcs, __stwb) take.
+template <int bytes>
+struct RawVector;
+template <>
+struct RawVector<2> {
+  using type = unsigned short;
+};
+template <>
+struct RawVector<4> {
+  using type = unsigned int;
+};
+template <>
+struct RawVector<8> {
+  using type = uint2;
+};
+template <>
+struct RawVector<16> {
+  using type = uint4;
+};
 
 // Narrows float results to the storage type and writes them as one pack;
 // `paired`: 16-bit pairs at once (Narrow).

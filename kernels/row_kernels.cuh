@@ -105,14 +105,14 @@ __global__ void WarpRowKernel(Load load, Store store, RowParams p) {
 inline constexpr int kLoadBatch = 4;
 constexpr int BlockLoadBatch(int pack) { return pack >= 8 ? 1 : kLoadBatch; }
 
-// The column of pack k of a row whose packs start at column `head`. The
-// product is 64-bit: computed in 32 bits and then widened, nvcc no longer
+// The column of pack k of a row whose packs start at column `head`, as a
+// 64-bit product: computed in 32 bits and then widened, nvcc no longer
 // proved the column a multiple of the pack and split the 16-bit kernels'
 // pack stores into one st.global.u16 per element (LayerNorm float16 8192 x
 // 8192 in block_smem ran 2.3x slower).
 template <int pack>
 __device__ __forceinline__ int64_t PackColumn(int64_t head, int64_t k) {
-  return head + static_cast<int64_t>(k) * pack;
+  return head + k * pack;
 }
 
 // This thread's packs k = threadIdx.x + j * block_size, `batch` at a time:
@@ -152,7 +152,8 @@ __device__ __forceinline__ void ForEachLoadedPack(const RowLoad& row_load, const
                                                   F&& f) {
   ForEachFetchedPack<pack, block_size, BlockLoadBatch(pack), int>(
       static_cast<int>(edges.packs),
-      [&](float* v, int k) { row_load.template load<pack>(v, PackColumn<pack>(edges.head, k)); }, f);
+      [&](float* v, int k) { row_load.template load<pack>(v, PackColumn<pack>(edges.head, k)); },
+      f);
 }
 
 // The head or tail element (RowEdges) a thread of a one-block-per-row
@@ -251,7 +252,8 @@ class BlockRowStore {
         for (int b = 0; b < kBatch; ++b) {
           if (first + static_cast<int64_t>(b) * block_size < num_packs_) finish(v[b]);
         }
-        store_.template StoreLoaded<kBatch, pack>(v, weights_, row, PackColumn<pack>(first_col_, first),
+        store_.template StoreLoaded<kBatch, pack>(v, weights_, row,
+                                                  PackColumn<pack>(first_col_, first),
                                                   static_cast<int64_t>(block_size) * pack,
                                                   Count(first));
       } else {
@@ -262,7 +264,8 @@ class BlockRowStore {
           float v[pack];
           fetch(v, k);
           finish(v);
-          store_.template StoreWith<kBatch, pack>(v, weights_, b, row, PackColumn<pack>(first_col_, k));
+          store_.template StoreWith<kBatch, pack>(v, weights_, b, row,
+                                                  PackColumn<pack>(first_col_, k));
         }
       }
     }
@@ -313,8 +316,8 @@ __global__ void __launch_bounds__(block_size)
   using First = typename Math::First;
   using CacheT = typename Load::cache_type;
   using CachePack = Pack<CacheT, pack>;
-  constexpr bool kCachesRawPacks =
-      kLoadsRowUnchanged<std::remove_cv_t<Load>> && std::is_same_v<CacheT, typename Load::storage_type>;
+  constexpr bool kCachesRawPacks = kLoadsRowUnchanged<std::remove_cv_t<Load>> &&
+                                   std::is_same_v<CacheT, typename Load::storage_type>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   CachePack* cache = reinterpret_cast<CachePack*>(smem_raw);
 
@@ -426,9 +429,6 @@ __global__ void __launch_bounds__(block_size)
     BlockUncachedRowKernel(Load load, Store store, RowParams p) {
   static_assert(!edges || kTakesAnyCols<Load, Store>, "rows off the pack grid need x's layout");
   using Math = OpMath<op, kFastMathFor<Load>>;
-  // The row's first read asks L2 to keep it for the second, which asks the
-  // opposite (L2Keep).
-  constexpr bool kHintsL2 = kLoadsRowUnchanged<std::remove_cv_t<Load>>;
   // Outside the row loop: the reducer alternates its slots across rows.
   using Reducer = BlockAllReducer<block_size, typename Math::Partial>;
   __shared__ typename Reducer::Storage storage;
@@ -441,20 +441,8 @@ __global__ void __launch_bounds__(block_size)
     float edge = 0.f;
     if (edge_col >= 0) row_load.template load<1>(&edge, edge_col);
     typename Math::Accumulator accumulator;
-    if constexpr (kHintsL2) {
-      ForEachFetchedPack<pack, block_size, BlockLoadBatch(pack), int>(
-          static_cast<int>(row_edges.packs),
-          [&](float* v, int k) {
-            Load::template WidenPack<pack>(
-                load.template LoadPack<pack, L2Keep::kEvictLast>(
-                    row, PackColumn<pack>(row_edges.head, k)),
-                v);
-          },
-          [&](float* v, int) { accumulator.template Add<pack>(v); });
-    } else {
-      ForEachLoadedPack<pack, block_size>(
-          row_load, row_edges, [&](float* v, int) { accumulator.template Add<pack>(v); });
-    }
+    ForEachLoadedPack<pack, block_size>(
+        row_load, row_edges, [&](float* v, int) { accumulator.template Add<pack>(v); });
     if (edge_col >= 0) accumulator.template Add<1>(&edge);
     BlockRowStore<Store, pack, block_size, BlockLoadBatch(pack), true, edges> out(store, row_edges);
     out.Prefetch();
@@ -465,13 +453,7 @@ __global__ void __launch_bounds__(block_size)
     out.StoreRow(
         row,
         [&](float* v, int64_t k) {
-          if constexpr (kHintsL2) {
-            Load::template WidenPack<pack>(load.template LoadPack<pack, L2Keep::kEvictFirst>(
-                                               row, PackColumn<pack>(row_edges.head, k)),
-                                           v);
-          } else {
-            row_load.template load<pack>(v, PackColumn<pack>(row_edges.head, k));
-          }
+          row_load.template load<pack>(v, PackColumn<pack>(row_edges.head, k));
         },
         [&](float* v) { stat.template Apply<pack>(v); });
     if (edge_col >= 0) {
