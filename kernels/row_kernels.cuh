@@ -356,7 +356,9 @@ __global__ void __launch_bounds__(block_size)
     if constexpr (kCachesRawPacks) {
       // The pack goes to the cache as loaded; widening it and narrowing it
       // back cost 13 instructions per thread per row (RMSNorm float16 x
-      // 12288 at 512 threads).
+      // 12288 at 512 threads). Measured, same configs: 1.00x at 49152 rows,
+      // 1.01x on the norms at 8192 rows, 1.02x on softmax at 2048 x 32000
+      // (bench/results/2026-11-26-h100-norm-instructions/).
       ForEachFetchedPack<pack, block_size, BlockLoadBatch(pack), int, CachePack>(
           static_cast<int>(row_edges.packs),
           [&](CachePack& c, int k) {
