@@ -115,9 +115,10 @@ std::string ConfigKey(const LaunchConfig& config);
 absl::StatusOr<LaunchConfig> ParseLaunchConfig(absl::string_view key);
 
 inline constexpr int kBlockImplBlockSizes[] = {128, 256, 512, 1024};
-// The block impls index a row's packs in 32 bits (BlockSmemRowKernel and
-// kin: 64-bit index arithmetic was a quarter of their instructions), so a
-// row holds fewer packs than this, leaving room for any index plus a step.
+// The block impls' loops that only load index a row's packs in 32 bits
+// (ForEachFetchedPack: 64-bit index arithmetic was a quarter of their
+// instructions), so a row holds fewer packs than this, leaving room for any
+// index plus a step.
 inline constexpr int64_t kMaxBlockRowPacks = int64_t{1} << 30;
 // kBlockRegs: row elements each thread holds in registers (16 floats, plus
 // the norms' weights: at 1024 threads the budget is 64 registers), so one
