@@ -304,6 +304,10 @@ template <class Load>
 inline constexpr bool kLoadsRowUnchanged = false;
 template <typename T, bool paired>
 inline constexpr bool kLoadsRowUnchanged<DirectLoad<T, paired>> = true;
+// The kernels take their functors as const template arguments: the same
+// answer for those (without it block_smem's raw-pack cache compiled out).
+template <class Load>
+inline constexpr bool kLoadsRowUnchanged<const Load> = kLoadsRowUnchanged<Load>;
 
 // LayerNorm's output functor: y = normalized * gamma + beta, each optional
 // (a null pointer is a uniform branch, cheaper than 4x the instances).

@@ -316,7 +316,7 @@ __global__ void __launch_bounds__(block_size)
   using First = typename Math::First;
   using CacheT = typename Load::cache_type;
   using CachePack = Pack<CacheT, pack>;
-  constexpr bool kCachesRawPacks = kLoadsRowUnchanged<std::remove_cv_t<Load>> &&
+  constexpr bool kCachesRawPacks = kLoadsRowUnchanged<Load> &&
                                    std::is_same_v<CacheT, typename Load::storage_type>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   CachePack* cache = reinterpret_cast<CachePack*>(smem_raw);

@@ -212,12 +212,12 @@ cudaError_t RunSplitRowOp(const KernelRequest& req, KernelAction action, cudaStr
   static_assert(
       sizeof(typename Load::cache_type) == (op == Op::kScaledMaskedSoftmax ? 4 : sizeof(T)),
       "SplitRowCacheOf's cache element size");
-  static_assert(ReadsRowUnchanged(op) == kLoadsRowUnchanged<std::remove_cv_t<Load>>,
+  static_assert(ReadsRowUnchanged(op) == kLoadsRowUnchanged<Load>,
                 "ReadsRowUnchanged and the load functor disagree");
   DispatchInt<1, 2, 4, 8>(c.pack_size, [&](auto pack_c) {
     constexpr int kPack = decltype(pack_c)::value;
     static_assert(SplitRowBulkCopies(op, kPack * sizeof(T)) ==
-                  split_row::kBulkCopies<std::remove_cv_t<Load>, kPack>);
+                  split_row::kBulkCopies<Load, kPack>);
     if constexpr (kPack * sizeof(T) <= 16) {
       // Must list exactly kBlockImplBlockSizes (launch_config.h).
       DispatchInt<128, 256, 512, 1024>(c.block_size, [&](auto block_c) {

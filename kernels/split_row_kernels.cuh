@@ -511,7 +511,7 @@ __global__ void __launch_bounds__(block_size)
   using CachePack = Pack<typename Load::cache_type, pack>;
   static_assert(block_size % kWarpSize == 0, "whole warps: every lane shuffles");
   constexpr bool kAnyCols = kTakesAnyCols<Load, Store>;
-  constexpr bool kBulk = split_row::kBulkCopies<std::remove_cv_t<Load>, pack>;
+  constexpr bool kBulk = split_row::kBulkCopies<Load, pack>;
   constexpr int kChunks = split_row::kBulkChunks;
 
   extern __shared__ __align__(32) unsigned char split_row_smem[];
