@@ -26,6 +26,10 @@ absl::Status CheckSplitGridKnobs(Op op, DType dtype, Shape shape, const LaunchCo
                                  const DeviceInfo& device);
 absl::Status CheckSplitTwoPassKnobs(Op op, DType dtype, Shape shape, const LaunchConfig& config,
                                     const DeviceInfo& device);
+absl::Status CheckSplitRegsKnobs(Op op, DType dtype, Shape shape, const LaunchConfig& config,
+                                 const DeviceInfo& device);
+// kSplitRegs's one shared-memory buffer: the largest slice, in x's dtype.
+int64_t SplitRegsSharedMemoryBytes(DType dtype, Shape shape, const LaunchConfig& config);
 // Whether `op`'s kernels read x unchanged (no scale, no mask: every op but
 // the masked softmax), so kSplitRow may copy its rows' raw bytes. Must agree
 // with kLoadsRowUnchanged of the op's load functor (split_row_dispatch.cuh
@@ -53,12 +57,13 @@ SplitRowCache SplitRowCacheOf(Op op, DType dtype, Shape shape, const LaunchConfi
 // SplitRowCacheOf(...).bytes().
 int64_t SplitRowSharedMemoryBytes(Op op, DType dtype, Shape shape, const LaunchConfig& config);
 // Appends the split configs of the three impls worth timing for the problem
-// (for many rows only kSplitRow's, from 32000 columns; none for short
-// rows); legality is checked by the caller.
+// (for many rows only the clusters', kSplitRow and kSplitRegs, from 32000
+// columns; none for short rows); legality is checked by the caller.
 void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo& device,
                               std::vector<LaunchConfig>& candidates);
 // The default (of one of the split impls) when split rows should serve the
-// problem (few long rows), else nullopt. The caller validates it and falls
+// problem (few long rows; many softmax rows too long for one block's shared
+// memory), else nullopt. The caller validates it and falls
 // back if it is illegal.
 std::optional<LaunchConfig> SplitRowHeuristic(Op op, DType dtype, Shape shape,
                                               const DeviceInfo& device,

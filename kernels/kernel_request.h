@@ -68,6 +68,9 @@ cudaError_t RunSplitTwoPassOp(const KernelRequest&, KernelAction, cudaStream_t,
                               int*);
 // Softmax and log-softmax only.
 template <Op op, DType dtype>
+cudaError_t RunSplitRegsOp(const KernelRequest&, KernelAction, cudaStream_t, int*);
+// Softmax and log-softmax only.
+template <Op op, DType dtype>
 cudaError_t RunAxisOp(const KernelRequest&, KernelAction, cudaStream_t, int*);
 
 // Selects the entry for (op, dtype, impl): the single place that maps the

@@ -23,6 +23,12 @@ RowOpEntry SelectFamily(Impl impl) {
       return &RunSplitRowOp<op, dtype>;
     case Impl::kSplitTwoPass:
       return &RunSplitTwoPassOp<op, dtype>;
+    case Impl::kSplitRegs:
+      if constexpr (op == Op::kSoftmax || op == Op::kLogSoftmax) {
+        return &RunSplitRegsOp<op, dtype>;
+      } else {
+        return nullptr;
+      }
     case Impl::kAxis:
       if constexpr (op == Op::kSoftmax || op == Op::kLogSoftmax) {
         return &RunAxisOp<op, dtype>;

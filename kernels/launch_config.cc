@@ -207,19 +207,22 @@ absl::string_view ImplName(Impl impl) {
       return "split_two_pass";
     case Impl::kBlockRegs:
       return "block_regs";
+    case Impl::kSplitRegs:
+      return "split_regs";
   }
   return "unknown";
 }
 
 absl::StatusOr<Impl> ParseImpl(absl::string_view name) {
   for (Impl impl : {Impl::kWarp, Impl::kBlockSmem, Impl::kBlockUncached, Impl::kSplitRow,
-                    Impl::kAxis, Impl::kSplitGrid, Impl::kSplitTwoPass, Impl::kBlockRegs}) {
+                    Impl::kAxis, Impl::kSplitGrid, Impl::kSplitTwoPass, Impl::kBlockRegs,
+                    Impl::kSplitRegs}) {
     if (name == ImplName(impl)) return impl;
   }
   return absl::InvalidArgumentError(
       absl::StrCat("impl=\"", name,
                    "\" is not one of warp, block_smem, block_uncached, split_row, axis, "
-                   "split_grid, split_two_pass, block_regs"));
+                   "split_grid, split_two_pass, block_regs, split_regs"));
 }
 
 std::string ConfigKey(const LaunchConfig& c) {
@@ -302,6 +305,8 @@ int64_t SharedMemoryBytes(Op op, DType dtype, Shape shape, const LaunchConfig& c
       return internal::SplitRowSharedMemoryBytes(op, dtype, shape, config);
     case Impl::kAxis:
       return internal::AxisSharedMemoryBytes(op, dtype, shape, config);
+    case Impl::kSplitRegs:
+      return internal::SplitRegsSharedMemoryBytes(dtype, shape, config);
     case Impl::kWarp:
     case Impl::kBlockUncached:
     case Impl::kSplitTwoPass:  // registers only
@@ -448,6 +453,9 @@ absl::Status ValidateConfig(Op op, DType dtype, Shape shape, const LaunchConfig&
       break;
     case Impl::kSplitTwoPass:
       knobs = internal::CheckSplitTwoPassKnobs(op, dtype, shape, config, device);
+      break;
+    case Impl::kSplitRegs:
+      knobs = internal::CheckSplitRegsKnobs(op, dtype, shape, config, device);
       break;
     case Impl::kAxis:
       knobs = internal::CheckAxisKnobs(op, dtype, shape, config, device);

@@ -61,10 +61,19 @@ enum class Impl {
   // leave each block alone on its SM and memory latency, not bandwidth,
   // sets the time.
   kBlockRegs,
+  // Softmax and log-softmax: `split` blocks (a thread-block cluster) share a
+  // row like kSplitRow, but each keeps its slice in registers (at most
+  // SplitRegsPacksPerThread packs per thread, 16-byte packs that divide
+  // cols), refilled by a bulk copy through shared memory while the last row
+  // is finished, and the row's statistics are merged once per row, warp to
+  // warp, through distributed shared memory. For many rows too long for one
+  // block (LLM vocabularies): 91-93% of copy at 2048 x 128256 / 151936 on
+  // the H100, where kSplitRow reached 70-78%.
+  kSplitRegs,
 };
 
 // "warp", "block_smem", "block_uncached", "split_row", "axis", "split_grid",
-// "split_two_pass", "block_regs"
+// "split_two_pass", "block_regs", "split_regs"
 absl::string_view ImplName(Impl impl);
 absl::StatusOr<Impl> ParseImpl(absl::string_view name);
 
@@ -91,7 +100,8 @@ struct LaunchConfig {
   // waves of resident blocks (k * active blocks per SM * SM count), blocks
   // looping over the remaining rows.
   int grid_waves = 0;
-  // Blocks sharing one row: the cluster size of kSplitRow (2..16), the
+  // Blocks sharing one row: the cluster size of kSplitRow and kSplitRegs
+  // (2, 4, 8 or 16), the
   // blocks per row of kSplitGrid (2..kMaxGridSplit) and of kSplitTwoPass
   // (2.., rows * split <= kMaxTwoPassBlocks); 1 for every other impl.
   int split = 1;
@@ -125,6 +135,15 @@ inline constexpr int64_t kMaxBlockRowPacks = int64_t{1} << 30;
 // kernel instance per pack size holds 16 / pack packs.
 inline constexpr int kBlockRegsValuesPerThread = 16;
 constexpr int BlockRegsPacksPerThread(int pack) { return kBlockRegsValuesPerThread / pack; }
+// kSplitRegs: block sizes (a template parameter), and the row elements a
+// block holds in registers: 40960 floats, 40 per thread at 1024 threads
+// (their 64-register budget) and 80 at 512, so one kernel instance per
+// block size holds SplitRegsPacksPerThread packs per thread.
+inline constexpr int kSplitRegsBlockSizes[] = {512, 1024};
+inline constexpr int kSplitRegsValuesPerBlock = 40960;
+constexpr int SplitRegsPacksPerThread(int block, int pack) {
+  return kSplitRegsValuesPerBlock / block / pack;
+}
 // The most blocks kSplitGrid spreads one row over.
 inline constexpr int kMaxGridSplit = 1024;
 // kSplitTwoPass: block sizes (a template parameter), the packs each thread
@@ -159,9 +178,11 @@ constexpr bool PackMustDivideLength(Op op, Impl impl) {
       impl == Impl::kSplitRow || impl == Impl::kBlockSmem || impl == Impl::kBlockUncached;
   return !moves_edges || !OperandsFollowRowLayout(op);
 }
-// kSplitRow, kSplitGrid and kSplitTwoPass: the impls with a `split`.
+// kSplitRow, kSplitGrid, kSplitTwoPass and kSplitRegs: the impls with a
+// `split`.
 inline constexpr bool HasSplit(Impl impl) {
-  return impl == Impl::kSplitRow || impl == Impl::kSplitGrid || impl == Impl::kSplitTwoPass;
+  return impl == Impl::kSplitRow || impl == Impl::kSplitGrid || impl == Impl::kSplitTwoPass ||
+         impl == Impl::kSplitRegs;
 }
 inline constexpr int kWarpBlockSizes[] = {64, 128, 256, 512};
 inline constexpr int kGridWavesChoices[] = {0, 1, 4};

@@ -277,7 +277,28 @@ struct SoftmaxMath {
       }
     }
     __device__ __forceinline__ void WriteStats(const RowParams&, int64_t) const {}
+    // For values a thread kept relative to its own max (KeepShift of it,
+    // through Second) rather than the row's: the Row whose ApplyKept turns
+    // them into outputs (split_regs, which merges the row's statistics only
+    // once). Softmax scales by exp(shift - max) too; a thread that saw only
+    // -inf (or nothing) scales by 0, so that its outputs stay 0, or NaN when
+    // the whole row is -inf (factor inf). Log-softmax subtracts max - shift
+    // as well, folded into one shift: it is 0 on the thread holding the max
+    // and large only where the output is dominated by it anyway.
+    __device__ __forceinline__ Row RebasedTo(float own_max) const {
+      if constexpr (op == Op::kLogSoftmax) {
+        return {max, (max - KeepShift(own_max)) + factor};
+      } else {
+        return {max, own_max == -INFINITY ? factor * 0.f : factor * Exp<fast>(own_max - max)};
+      }
+    }
   };
+  // The shift a thread keeps its values relative to when it has seen
+  // `own_max` (its largest): own_max itself, or 0 when that is -inf, where
+  // v - own_max would turn -inf values into NaN.
+  static __device__ __forceinline__ float KeepShift(float own_max) {
+    return own_max == -INFINITY ? 0.f : own_max;
+  }
   static __device__ __forceinline__ Row FromSums(float max, float sum) {
     if constexpr (op == Op::kLogSoftmax) {
       return {max, Log<fast>(sum)};

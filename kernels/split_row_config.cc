@@ -1,6 +1,7 @@
-// The split impls' rules (config_rules.h): which kSplitRow (clusters),
-// kSplitGrid (grid barriers) and kSplitTwoPass (two kernels) configs are
-// legal, the ones worth timing, and when split rows are the default.
+// The split impls' rules (config_rules.h): which kSplitRow and kSplitRegs
+// (clusters), kSplitGrid (grid barriers) and kSplitTwoPass (two kernels)
+// configs are legal, the ones worth timing, and when split rows are the
+// default.
 #include <algorithm>
 #include <cstdint>
 #include <iterator>
@@ -57,6 +58,12 @@ constexpr int64_t kTwoSliceMaxBytes = 227 * 1024 - 1024;
 constexpr int64_t kTwoSliceMinRows = 1024;
 
 bool SupportsClusters(const DeviceInfo& device) { return device.cc_major >= 9; }
+
+// kSplitRegs serves the ops whose statistics it merges once per row
+// (SoftmaxMath's Row::RebasedTo).
+bool SplitRegsServes(Op op) { return op == Op::kSoftmax || op == Op::kLogSoftmax; }
+// ... in 16-byte packs: its rows arrive by the bulk copy.
+int SplitRegsPack(DType dtype) { return 16 / static_cast<int>(DTypeSize(dtype)); }
 // Cooperative launches (grid barriers): every GPU CUDA 13 supports.
 bool SupportsGridBarriers(const DeviceInfo& device) { return device.cc_major >= 7; }
 
@@ -178,6 +185,51 @@ absl::Status CheckSplitRowKnobs(Op op, DType dtype, Shape shape, const LaunchCon
   return CheckCommonSplitKnobs(dtype, shape, c);
 }
 
+absl::Status CheckSplitRegsKnobs(Op op, DType dtype, Shape shape, const LaunchConfig& c,
+                                 const DeviceInfo& device) {
+  if (!SupportsClusters(device)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("impl=split_regs needs thread-block clusters (compute capability 9.0+); ",
+                     device.name, " is ", device.cc_major, ".", device.cc_minor));
+  }
+  if (!SplitRegsServes(op)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "impl=split_regs serves softmax and log_softmax only, not ", OpName(op)));
+  }
+  if (std::find(std::begin(kSplitRowSplits), std::end(kSplitRowSplits), c.split) ==
+      std::end(kSplitRowSplits)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("split=", c.split, " must be 2, 4, 8 or 16 for split_regs"));
+  }
+  if (std::find(std::begin(kSplitRegsBlockSizes), std::end(kSplitRegsBlockSizes),
+                c.block_size) == std::end(kSplitRegsBlockSizes)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("block_size=", c.block_size, " must be 512 or 1024 for split_regs"));
+  }
+  if (c.pack_size != SplitRegsPack(dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pack_size=", c.pack_size, " must be ", SplitRegsPack(dtype), " (16 bytes of ",
+        DTypeName(dtype), ") for split_regs: its rows arrive by the bulk copy"));
+  }
+  if (absl::Status s = CheckCommonSplitKnobs(dtype, shape, c); !s.ok()) return s;
+  const int64_t slice_packs = PacksPerBlock(shape.cols, c.pack_size, c.split);
+  const int per_thread = SplitRegsPacksPerThread(c.block_size, c.pack_size);
+  if (slice_packs > static_cast<int64_t>(per_thread) * c.block_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "split=", c.split, " leaves ", slice_packs, " packs per block at cols=", shape.cols,
+        ", pack_size=", c.pack_size, "; split_regs holds at most ", per_thread,
+        " per thread (", per_thread * c.block_size, " for block_size=", c.block_size,
+        "): raise split"));
+  }
+  return absl::OkStatus();
+}
+
+int64_t SplitRegsSharedMemoryBytes(DType dtype, Shape shape, const LaunchConfig& c) {
+  if (c.split < 1 || c.pack_size < 1) return 0;
+  return PacksPerBlock(shape.cols, c.pack_size, c.split) * c.pack_size *
+         static_cast<int64_t>(DTypeSize(dtype));
+}
+
 absl::Status CheckSplitTwoPassKnobs(Op op, DType dtype, Shape shape, const LaunchConfig& c,
                                     const DeviceInfo& device) {
   if (std::find(std::begin(kTwoPassBlockSizes), std::end(kTwoPassBlockSizes), c.block_size) ==
@@ -289,6 +341,17 @@ void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo&
   };
   if (SupportsClusters(device)) {
     for (int split : kSplitRowSplits) append(Impl::kSplitRow, split);
+    // Every block size and split whose slice fits the registers (the
+    // caller's ValidateConfig drops the others): at most 8 configs.
+    if (SplitRegsServes(op) && shape.cols % SplitRegsPack(dtype) == 0) {
+      for (int split : kSplitRowSplits) {
+        for (int block : kSplitRegsBlockSizes) {
+          LaunchConfig c{Impl::kSplitRegs, block, SplitRegsPack(dtype), 32, 1, 0};
+          c.split = split;
+          candidates.push_back(c);
+        }
+      }
+    }
   }
   if (!few_long_rows) return;
   if (SupportsGridBarriers(device)) {
@@ -309,6 +372,35 @@ void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo&
   }
 }
 
+// Softmax and log-softmax over at least as many rows as SMs, each row too
+// long for one block's shared memory (where block_smem cannot cache it and
+// block_uncached reads it twice), in 16-byte packs that divide cols:
+// kSplitRegs of 1024 threads at the smallest split whose slice fits their
+// registers. On the H100 at 2048 x 128256 and 151936 (float32, float16,
+// bfloat16) that config (split 4) ran at 91-94% of a memcpy, where the best
+// kSplitRow config reached 70-78% (prototype,
+// bench/results/2026-11-26-h100-split-regs/).
+namespace {
+std::optional<LaunchConfig> SplitRegsHeuristic(Op op, DType dtype, Shape shape,
+                                               const DeviceInfo& device,
+                                               int64_t alignment_bytes) {
+  const int pack = SplitRegsPack(dtype);
+  if (!SupportsClusters(device) || !SplitRegsServes(op) || shape.inner != 1 ||
+      shape.rows < device.sm_count ||
+      shape.cols * static_cast<int64_t>(DTypeSize(dtype)) <= device.max_smem_per_block_optin ||
+      WidestPack(dtype, shape.cols, alignment_bytes) != pack) {
+    return std::nullopt;
+  }
+  const int block = kSplitRegsBlockSizes[std::size(kSplitRegsBlockSizes) - 1];
+  for (int split : kSplitRowSplits) {
+    LaunchConfig c{Impl::kSplitRegs, block, pack, 32, 1, 0};
+    c.split = split;
+    if (ValidateConfig(op, dtype, shape, c, device).ok()) return c;
+  }
+  return std::nullopt;
+}
+}  // namespace
+
 // Rows fewer than SMs and at least kSplitRowMinCols columns.
 // When rows * kTwoPassDefaultSplit <= 2 * SMs: kSplitTwoPass, split 32 (more
 // if the slice does not fit 256 threads' registers) with 256 threads (128
@@ -326,6 +418,9 @@ void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo&
 std::optional<LaunchConfig> SplitRowHeuristic(Op op, DType dtype, Shape shape,
                                               const DeviceInfo& device,
                                               int64_t alignment_bytes) {
+  if (std::optional<LaunchConfig> regs = SplitRegsHeuristic(op, dtype, shape, device, alignment_bytes)) {
+    return regs;
+  }
   if (!FewLongRows(shape, device.sm_count)) return std::nullopt;
   const int pack = WidestPack(dtype, shape.cols, alignment_bytes);
   if (shape.rows * kTwoPassDefaultSplit <= 2 * static_cast<int64_t>(device.sm_count)) {

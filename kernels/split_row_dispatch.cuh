@@ -1,6 +1,6 @@
-// The split-row family (kSplitRow, kSplitGrid, kSplitTwoPass): runtime
-// knobs -> SplitRowKernel / SplitGridKernel / SplitPartialKernel +
-// SplitFinishKernel instances, their launches (a cluster dimension, a
+// The split-row family (kSplitRow, kSplitGrid, kSplitRegs, kSplitTwoPass):
+// runtime knobs -> SplitRowKernel / SplitGridKernel / SplitRegsKernel /
+// SplitPartialKernel + SplitFinishKernel instances, their launches (a cluster dimension, a
 // cooperative launch, or two launches, the second a programmatic dependent
 // one) and the occupancy of each. Included only by the per-op/dtype
 // translation units in kernels/instances/.
@@ -239,6 +239,46 @@ cudaError_t RunSplitRowOp(const KernelRequest& req, KernelAction action, cudaStr
         }
       });
     }
+  });
+  return result;
+}
+
+// kSplitRegs (softmax and log-softmax only): a persistent grid of clusters
+// of SplitRegsKernel, its 16-byte pack and block size chosen from the
+// config; each block's slice takes the kernel instance's register capacity
+// (SplitRegsPacksPerThread), which the rules checked.
+template <Op op, DType dtype>
+cudaError_t RunSplitRegsOp(const KernelRequest& req, KernelAction action, cudaStream_t stream,
+                           int* active_blocks) {
+  static_assert(op == Op::kSoftmax || op == Op::kLogSoftmax, "instances for softmax only");
+  using T = typename StorageOf<dtype>::type;
+  // Paired 16-bit conversions: half the conversion instructions.
+  const auto load = MakeLoad<op, T, /*paired=*/true>(req);
+  const auto store = MakeStore<op, T, /*paired=*/true>(req);
+  using Load = decltype(load);
+  using Store = decltype(store);
+  const LaunchConfig& c = req.config;
+  constexpr int kPack = static_cast<int>(16 / sizeof(T));
+  if (c.impl != Impl::kSplitRegs || c.pack_size != kPack || c.grid_waves != 0 ||
+      c.split < 2 || c.split > split_row::kMaxClusterBlocks) {
+    return cudaErrorInvalidConfiguration;
+  }
+  cudaError_t result = cudaErrorInvalidConfiguration;
+  // Must list exactly kSplitRegsBlockSizes (launch_config.h).
+  DispatchInt<512, 1024>(c.block_size, [&](auto block_c) {
+    constexpr int kBlock = decltype(block_c)::value;
+    constexpr int kPacks = SplitRegsPacksPerThread(kBlock, kPack);
+    const int64_t num_packs = req.shape.cols / kPack;
+    // Refused by the rules: a block without a slice, or one past its registers.
+    if (num_packs < c.split ||
+        (num_packs + c.split - 1) / c.split > static_cast<int64_t>(kPacks) * kBlock) {
+      return;
+    }
+    const auto smem = static_cast<size_t>(SplitRegsSharedMemoryBytes(dtype, req.shape, c));
+    result = RunSplitRowClusters(req, action, stream, active_blocks,
+                                 &SplitRegsKernel<op, Load, Store, kPack, kBlock, kPacks>, kBlock,
+                                 smem, /*persistent=*/true, load, store,
+                                 SplitParams(req, num_packs));
   });
   return result;
 }

@@ -7,6 +7,9 @@
 // full pack width for any cols where the functors allow (RowEdges).
 // kSplitGrid: any number of blocks per row, exchanging through global
 // memory across grid barriers (a cooperative launch).
+// kSplitRegs: a cluster per row like kSplitRow, each block's slice held in
+// registers (refilled through a bulk copy into shared memory), and the row's
+// statistics merged once, warp to warp, through distributed shared memory.
 // kSplitTwoPass: any number of blocks per row and no barrier: one kernel
 // writes each block's partial to a workspace, a second one (a programmatic
 // dependent launch on Hopper, which loads its slice while the first one
@@ -412,6 +415,127 @@ __device__ __forceinline__ typename Math::Partial BlockMergeAllWarps(
   return Math::WarpMerge(lane < kWarps ? warp_partials[lane] : Math::Identity());
 }
 
+// --- SplitRegsKernel's pieces ---
+
+// Issued by one thread: the bulk copy of the block's slice of `row` (pack k
+// at column (slice.first + k) * pack) into `cache`, in chunks of block_size
+// packs: chunk b holds pack b of every thread (packs b * block_size + t) and
+// completes barriers[b], so each thread waits for exactly the chunks it
+// reads. The slice is the same for every row, so a chunk the slice does not
+// reach is never copied nor waited for. Not inlined: inlined, the float32
+// instance of 1024 threads spilled 80 bytes instead of 56.
+template <int pack, int block_size, int kPacks, class Load, class CachePack>
+__device__ __noinline__ void CopyThreadPacksAsync(const Load& load, int64_t row,
+                                                     const Slice& slice, CachePack* cache,
+                                                     uint64_t* barriers) {
+  static_assert(sizeof(CachePack) == 16, "the bulk copy moves 16-byte packs");
+  const auto* src = load.src + row * load.row_stride + slice.first * pack;
+  // The buffer was last read by generic loads; the copy writes it through
+  // the async proxy.
+  FenceProxyAsync();
+#pragma unroll
+  for (int b = 0; b < kPacks; ++b) {
+    const int64_t begin = static_cast<int64_t>(b) * block_size;
+    if (begin >= slice.count) break;
+    const int64_t packs = slice.count - begin < block_size ? slice.count - begin : block_size;
+    const auto bytes = static_cast<uint32_t>(packs * sizeof(CachePack));
+    ArriveExpectingBytes(&barriers[b], bytes);
+    BulkCopyToShared(cache + begin, src + begin * pack, bytes, &barriers[b]);
+  }
+}
+
+// Until the barrier's phase of `parity` completes, acquiring at cluster
+// scope: what other blocks of the cluster stored through it (st.async) is
+// then visible.
+__device__ __forceinline__ void WaitClusterBarrier(uint64_t* barrier, uint32_t parity) {
+  const uint32_t address = SharedAddress(barrier);
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n"
+        " .reg .pred complete;\n"
+        " mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 complete, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, complete;\n"
+        "}\n"
+        : "=r"(done)
+        : "r"(address), "r"(parity)
+        : "memory");
+  } while (done == 0);
+}
+
+// The most blocks a cluster holds (Hopper's non-portable maximum).
+constexpr int kMaxClusterBlocks = 16;
+
+// SplitRegsKernel's one exchange per row: every warp sends its merged
+// partial to every block of the cluster (st.async into slot rank * warps +
+// warp of that block, completing that block's mbarrier), then each block
+// waits on its own mbarrier for all split * warps partials, and each warp
+// merges them in slot order (the same order in every block, so every warp of
+// the cluster computes bit-identical statistics). No block-wide or
+// cluster-wide barrier: a block-wide all-reduce and a cluster barrier per
+// exchange, twice per row, cost 2048 x 128256 float16 softmax a fifth of
+// its bandwidth (H100 prototype, 2251 against 2757 GB/s).
+// Two slot sets alternate. A block writes set s for exchange k + 2 only
+// after it has every block's partials of exchange k + 1, which each warp
+// sends after reading its own set-s slots of exchange k: no slot is
+// overwritten while it is read. The block's thread 0 arms the set's barrier
+// (the expected bytes) once per exchange; partials that arrive first only
+// make its transaction count wait.
+template <class Partial, int block_size>
+struct ClusterExchange {
+  static constexpr int kWarps = block_size / kWarpSize;
+  static_assert(sizeof(Partial) == 8, "a partial travels as one 8-byte st.async");
+  Partial slots[2][kMaxClusterBlocks * kWarps];
+  uint64_t arrived[2];
+
+  // Thread 0, once, before the cluster barrier that precedes any exchange.
+  __device__ __forceinline__ void Init() {
+    InitChunkBarrier(&arrived[0]);
+    InitChunkBarrier(&arrived[1]);
+  }
+
+  // Exchange number `k` (0, 1, ... over the kernel): this thread's partial
+  // in, the row's statistic out, on every thread. Every thread of every
+  // block of the cluster must call it equally often.
+  template <class Math>
+  __device__ __forceinline__ Partial AllMerge(const Partial& mine, int64_t k, int rank,
+                                              int split) {
+    const int set = static_cast<int>(k & 1);
+    const auto parity = static_cast<uint32_t>((k >> 1) & 1);
+    const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+    const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
+    const Partial warp_partial = Math::WarpMerge(mine);
+    if (threadIdx.x == 0) {
+      ArriveExpectingBytes(&arrived[set], static_cast<uint32_t>(split * kWarps * sizeof(Partial)));
+    }
+    if (lane < split) {
+      uint2 words;
+      memcpy(&words, &warp_partial, sizeof(words));
+      const uint32_t slot = PeerAddress(SharedAddress(&slots[set][rank * kWarps + warp]), lane);
+      const uint32_t barrier = PeerAddress(SharedAddress(&arrived[set]), lane);
+      asm volatile(
+          "st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, [%3];" ::
+              "r"(slot),
+          "r"(words.x), "r"(words.y), "r"(barrier)
+          : "memory");
+    }
+    WaitClusterBarrier(&arrived[set], parity);
+    Partial merged = Math::Identity();
+    for (int i = lane; i < split * kWarps; i += kWarpSize) {
+      merged = i == lane ? slots[set][i] : Math::Merge(merged, slots[set][i]);
+    }
+    return Math::WarpMerge(merged);
+  }
+
+ private:
+  // The same shared-memory variable's address in cluster block `rank`.
+  static __device__ __forceinline__ uint32_t PeerAddress(uint32_t local, int rank) {
+    uint32_t remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+    return remote;
+  }
+};
+
 // kSplitTwoPass's scratch: the rows x split partials, row-major, each in a
 // kTwoPassSlotBytes slot (launch_config.h).
 struct TwoPassWorkspace {
@@ -778,6 +902,124 @@ __global__ void __launch_bounds__(block_size)
       if (b < held) store.template store<pack>(v[b], row, first_col + b * kStride);
     }
   }
+}
+
+// kSplitRegs (softmax, log-softmax): a cluster of split blocks per row,
+// persistent (blocks of cluster c serve rows c, c + clusters, ...), block
+// rank r owning slice SliceOf(p.slicing, r) of the row's cols / pack packs
+// and thread t packs t, t + block_size, ... of it (at most kPacks), in
+// registers. The row arrives by a bulk copy into shared memory
+// (CopyThreadPacksAsync); as soon as every thread has moved its packs into
+// registers, thread 0 copies the block's next row into the same buffer, so
+// that row is in flight while this one is merged and stored. Each thread
+// takes its own max and keeps its values relative to it (the exp for
+// softmax, x - max for log-softmax: one exp per element), the row's
+// (max, sum) is merged once over the cluster (ClusterExchange), and each
+// thread rescales its kept values (Row::RebasedTo) and stores them, one
+// vector store per pack. Against SplitRowKernel's shared-memory slices (an
+// online softmax on the way in, the exp again on the way out, two block and
+// cluster barriers per row) this runs each element's exp once and leaves
+// the cluster's blocks unsynchronised but for the one exchange.
+// Preconditions: sm_90+; cluster dims (split, 1, 1), 2 <= split <=
+// kMaxClusterBlocks, gridDim.x a multiple of split; blockDim.x = block_size;
+// a 16-byte pack that divides cols (kBulkCopies), x and y 16-byte aligned;
+// p.slicing = Slicing::Of(cols / pack, split) with every slice at most
+// kPacks * block_size packs; dynamic shared memory >= the largest slice
+// (SplitRegsSharedMemoryBytes). y may equal x: a block's next row is copied
+// before any block writes it only if it is another row, and each thread
+// writes only the packs it holds, after the exchange that follows every
+// block's reads of this row.
+template <Op op, class Load, class Store, int pack, int block_size, int kPacks>
+__global__ void __launch_bounds__(block_size, 1)
+    SplitRegsKernel(Load load, Store store, split_row::Params p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();  // clusters need sm_90; the host refuses older devices
+#else
+  namespace cg = cooperative_groups;
+  static_assert(op == Op::kSoftmax || op == Op::kLogSoftmax,
+                "one merge per row needs the softmax's rebasing (Row::RebasedTo)");
+  static_assert(split_row::kBulkCopies<Load, pack>, "rows arrive by the bulk copy");
+  static_assert(block_size % kWarpSize == 0, "whole warps: every lane shuffles");
+  using Math = OpMath<op, kFastMathFor<Load>>;
+  using Partial = typename Math::Partial;
+  using CachePack = Pack<typename Load::storage_type, pack>;
+
+  extern __shared__ __align__(128) unsigned char split_row_smem[];
+  __shared__ uint64_t chunk_barriers[kPacks];
+  __shared__ split_row::ClusterExchange<Partial, block_size> exchange;
+  CachePack* const cache = reinterpret_cast<CachePack*>(split_row_smem);
+
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int split = static_cast<int>(cluster.num_blocks());
+  const int rank = static_cast<int>(cluster.block_rank());
+  const split_row::Slice slice = split_row::SliceOf(p.slicing, rank);
+  const int64_t clusters = gridDim.x / split;
+  const int64_t first_row = blockIdx.x / split;
+  // 32-bit where it fits (a slice is at most kPacks * block_size packs):
+  // with 64-bit pack indices the float32 instance spilled 48 bytes more.
+  const int slice_packs = static_cast<int>(slice.count);
+  const auto holds = [&](int b) {
+    return b * block_size + static_cast<int>(threadIdx.x) < slice_packs;
+  };
+  // This thread's first column; pack b is kStride * b further.
+  const int64_t first_col = (slice.first + threadIdx.x) * pack;
+  constexpr int kStride = block_size * pack;
+  const auto copy_row = [&](int64_t row) {
+    split_row::CopyThreadPacksAsync<pack, block_size, kPacks>(load, row, slice, cache,
+                                                              chunk_barriers);
+  };
+
+  if (threadIdx.x == 0) {
+    for (int b = 0; b < kPacks; ++b) split_row::InitChunkBarrier(&chunk_barriers[b]);
+    exchange.Init();
+    split_row::FenceBarrierInit();
+  }
+  // Every block's barriers initialised before any peer's partial arrives.
+  cluster.sync();
+  if (threadIdx.x == 0 && first_row < p.rows) copy_row(first_row);
+
+  int64_t iteration = 0;  // rows this block has served: one exchange each
+  for (int64_t row = first_row; row < p.rows; row += clusters, ++iteration) {
+    float v[kPacks][pack];
+    float own_max = -INFINITY;
+#pragma unroll
+    for (int b = 0; b < kPacks; ++b) {
+      if (holds(b)) {
+        split_row::WaitChunkBarrier(&chunk_barriers[b], static_cast<uint32_t>(iteration & 1));
+        Load::template WidenPack<pack>(cache[b * block_size + threadIdx.x], v[b]);
+#pragma unroll
+        for (int i = 0; i < pack; ++i) own_max = typename Math::First{}.Add(own_max, v[b][i]);
+      }
+    }
+    __syncthreads();  // every thread's packs are in registers: the buffer is free
+    if (threadIdx.x == 0 && row + clusters < p.rows) copy_row(row + clusters);
+
+    const auto pass = Math::Second(Math::KeepShift(own_max), p);
+    float kept_sum = pass.kIdentity;
+#pragma unroll
+    for (int b = 0; b < kPacks; ++b) {
+#pragma unroll
+      for (int i = 0; i < pack; ++i) {
+        if (holds(b)) {
+          v[b][i] = pass.Keep(v[b][i]);
+          kept_sum = pass.AddKept(kept_sum, v[b][i]);
+        }
+      }
+    }
+    const Partial total = exchange.template AllMerge<Math>(Partial{own_max, kept_sum}, iteration,
+                                                           rank, split);
+    const typename Math::Row finish = Math::Finish(total, p);
+    if (rank == 0 && threadIdx.x == 0) finish.WriteStats(p, row);
+    const typename Math::Row mine = finish.RebasedTo(own_max);
+#pragma unroll
+    for (int b = 0; b < kPacks; ++b) {
+      if (holds(b)) {
+        mine.template ApplyKept<pack>(v[b]);
+        store.template store_as_one<pack>(v[b], row, first_col + b * kStride);
+      }
+    }
+  }
+#endif
 }
 
 }  // namespace kt::kernels::internal

@@ -999,16 +999,22 @@ TEST(LaunchConfigTest, SplitRowCandidatesForFewLongRowsAndClustersForManyVeryLon
                             << " cols=" << shape.cols;
         EXPECT_LE(count, 16 + 12 + 21) << "rows=" << shape.rows << " cols=" << shape.cols;
       }
-      // Many rows of at least 32000 columns: clusters only.
+      // Many rows of at least 32000 columns: clusters only (split_regs for
+      // softmax and log-softmax where a slice fits its registers).
       for (Shape shape : {Shape{264, 131072}, Shape{49152, 32768}, Shape{2048, 32000},
                           Shape{2048, 128256}}) {
         const int count = CountSplitCandidates(op, dtype, shape, H100());
         EXPECT_GT(count, 0) << OpName(op) << " " << DTypeName(dtype) << " rows=" << shape.rows
                             << " cols=" << shape.cols;
         const size_t clusters = SplitCandidatesOf(op, dtype, shape, Impl::kSplitRow).size();
-        EXPECT_EQ(static_cast<size_t>(count), clusters)
+        const size_t regs = SplitCandidatesOf(op, dtype, shape, Impl::kSplitRegs).size();
+        EXPECT_EQ(static_cast<size_t>(count), clusters + regs)
             << "rows=" << shape.rows << " cols=" << shape.cols;
-        EXPECT_LE(count, 16) << "rows=" << shape.rows << " cols=" << shape.cols;
+        EXPECT_LE(clusters, 16u) << "rows=" << shape.rows << " cols=" << shape.cols;
+        EXPECT_LE(regs, 8u) << "rows=" << shape.rows << " cols=" << shape.cols;
+        EXPECT_EQ(regs > 0, op == Op::kSoftmax || op == Op::kLogSoftmax)
+            << OpName(op) << " " << DTypeName(dtype) << " rows=" << shape.rows
+            << " cols=" << shape.cols;
       }
       // Many shorter rows, or short ones: none.
       for (Shape shape : {Shape{264, 16384}, Shape{49152, 16384}, Shape{2048, 31999},
@@ -1068,6 +1074,75 @@ TEST(LaunchConfigTest, SplitRowCandidatesCoverTheVocabulariesAt2048Rows) {
   }
 }
 
+// split_regs: the softmaxes only, 16-byte packs that divide cols, blocks of
+// 512 or 1024 threads, cluster splits, and a slice within the block's
+// registers (40 values a thread at 1024 threads); clusters only.
+TEST(LaunchConfigTest, SplitRegsRules) {
+  const auto regs = [](int block, int pack, int split) {
+    LaunchConfig c{Impl::kSplitRegs, block, pack, 32, 1, 0};
+    c.split = split;
+    return c;
+  };
+  const Shape vocab{2048, 128256};
+  for (Op op : {Op::kSoftmax, Op::kLogSoftmax}) {
+    EXPECT_TRUE(ValidateConfig(op, DType::kFloat16, vocab, regs(1024, 8, 4), H100()).ok());
+    EXPECT_TRUE(ValidateConfig(op, DType::kFloat32, vocab, regs(512, 4, 8), H100()).ok());
+  }
+  const absl::StatusCode invalid = absl::StatusCode::kInvalidArgument;
+  for (Op op : {Op::kLayerNorm, Op::kRmsNorm, Op::kReduceScale, Op::kScaledMaskedSoftmax}) {
+    ExpectRefused(op, DType::kFloat16, vocab, regs(1024, 8, 4), invalid,
+                  "serves softmax and log_softmax only");
+  }
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, vocab, regs(1024, 4, 4), invalid,
+                "must be 8 (16 bytes of float16)");
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, vocab, regs(256, 8, 4), invalid, "512 or 1024");
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, vocab, regs(1024, 8, 3), invalid,
+                "must be 2, 4, 8 or 16");
+  // 151936 / 8 / 2 = 9496 packs per block, past 1024 threads x 5.
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, {2048, 151936}, regs(1024, 8, 2), invalid,
+                "split_regs holds at most 5 per thread");
+  ExpectRefused(Op::kSoftmax, DType::kFloat16, {2048, 50257}, regs(1024, 8, 4), invalid,
+                "does not divide");
+  EXPECT_EQ(ValidateConfig(Op::kSoftmax, DType::kFloat16, vocab, regs(1024, 8, 4), A100()).code(),
+            invalid);
+  absl::StatusOr<LaunchConfig> parsed = ParseLaunchConfig("split_regs/b1024/p8/g32/r1/w0/s4");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(*parsed, regs(1024, 8, 4));
+  // One buffer of the largest slice, in x's dtype.
+  EXPECT_EQ(SharedMemoryBytes(Op::kSoftmax, DType::kFloat16, {2048, 151936}, regs(1024, 8, 4)),
+            4748 * 16);
+}
+
+// Many softmax rows too long for one block's shared memory, in 16-byte
+// packs: split_regs of 1024 threads at the smallest split that fits.
+TEST(LaunchConfigTest, HeuristicSplitsManySoftmaxRowsInRegisters) {
+  for (Op op : {Op::kSoftmax, Op::kLogSoftmax}) {
+    for (DType dtype : kAllDTypes) {
+      for (int64_t cols : {int64_t{128256}, int64_t{151936}}) {
+        absl::StatusOr<LaunchConfig> c = HeuristicConfig(op, dtype, {2048, cols}, H100());
+        ASSERT_TRUE(c.ok()) << c.status();
+        EXPECT_EQ(ConfigKey(*c), dtype == DType::kFloat32 ? "split_regs/b1024/p4/g32/r1/w0/s4"
+                                                          : "split_regs/b1024/p8/g32/r1/w0/s4")
+            << OpName(op) << " " << DTypeName(dtype) << " cols=" << cols;
+        // Operands aligned below 16 bytes: no bulk copy, no split_regs.
+        c = HeuristicConfig(op, dtype, {2048, cols}, H100(), /*alignment_bytes=*/8);
+        ASSERT_TRUE(c.ok()) << c.status();
+        EXPECT_NE(c->impl, Impl::kSplitRegs) << ConfigKey(*c);
+      }
+      // Rows that fit a block's shared memory, odd vocabularies, other ops.
+      for (Shape shape : {Shape{2048, 32000}, Shape{2048, 50257}}) {
+        absl::StatusOr<LaunchConfig> c = HeuristicConfig(op, dtype, shape, H100());
+        ASSERT_TRUE(c.ok()) << c.status();
+        EXPECT_NE(c->impl, Impl::kSplitRegs) << ConfigKey(*c) << " cols=" << shape.cols;
+      }
+    }
+  }
+  absl::StatusOr<LaunchConfig> c =
+      HeuristicConfig(Op::kLayerNorm, DType::kFloat16, {2048, 151936}, H100());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_NE(c->impl, Impl::kSplitRegs) << ConfigKey(*c);
+}
+
 TEST(LaunchConfigTest, HeuristicSplitsFewLongRows) {
   for (Op op : kAllOps) {
     for (DType dtype : kAllDTypes) {
@@ -1081,12 +1156,20 @@ TEST(LaunchConfigTest, HeuristicSplitsFewLongRows) {
             << ConfigKey(*c) << " rows=" << rows;
         EXPECT_EQ(c->split, rows <= 8 ? 32 : 16) << ConfigKey(*c) << " rows=" << rows;
       }
+      // Many rows: one block per row, but for the softmaxes' rows too long
+      // for a block's shared memory (HeuristicSplitsManySoftmaxRowsInRegisters).
       for (Shape shape : {Shape{49152, 131072}, Shape{49152, 32768}, Shape{132, 131072},
                           Shape{1, 8192}}) {
         absl::StatusOr<LaunchConfig> c = HeuristicConfig(op, dtype, shape, H100());
         ASSERT_TRUE(c.ok()) << c.status();
-        EXPECT_FALSE(HasSplit(c->impl))
+        const bool in_registers =
+            (op == Op::kSoftmax || op == Op::kLogSoftmax) && shape.cols == 131072;
+        EXPECT_EQ(c->impl == Impl::kSplitRegs, in_registers)
             << ConfigKey(*c) << " rows=" << shape.rows << " cols=" << shape.cols;
+        if (!in_registers) {
+          EXPECT_FALSE(HasSplit(c->impl))
+              << ConfigKey(*c) << " rows=" << shape.rows << " cols=" << shape.cols;
+        }
       }
     }
   }

@@ -110,6 +110,22 @@ class SplitRowGpuTest : public gpu_testing::GpuTest,
     for (int split : kSplits) add(Impl::kSplitRow, split);
     for (int split : GridSplitsFor(shape)) add(Impl::kSplitGrid, split);
     for (int split : kTwoPassSplits) add(Impl::kSplitTwoPass, split);
+    const std::vector<LaunchConfig> regs = RegsConfigs(shape);
+    configs.insert(configs.end(), regs.begin(), regs.end());
+    return configs;
+  }
+
+  // Every split_regs config ValidateConfig accepts for the shape (none but
+  // for softmax and log-softmax).
+  std::vector<LaunchConfig> RegsConfigs(Shape shape) const {
+    std::vector<LaunchConfig> configs;
+    const int pack = 16 / static_cast<int>(DTypeSize(dtype()));
+    for (int split : kSplits) {
+      for (int block : kSplitRegsBlockSizes) {
+        const LaunchConfig c = Split(block, pack, split, Impl::kSplitRegs);
+        if (ValidateConfig(op(), dtype(), shape, c, device_).ok()) configs.push_back(c);
+      }
+    }
     return configs;
   }
 
@@ -277,6 +293,41 @@ TEST_P(SplitRowGpuTest, BulkCopyOverManyRowsMatchesTheReference) {
   }
   if (op() != Op::kScaledMaskedSoftmax) {
     EXPECT_EQ(buffers_seen, (std::set<int64_t>{1, 2}));
+  }
+}
+
+// split_regs over many rows: each cluster of the persistent grid serves
+// several rows, so its chunk barriers and its exchange's two slot sets go
+// through many phases; the LLM vocabularies at every split and block size
+// whose slice fits the registers (Slicing's remainder packs at 151936 / 16),
+// then the heuristic's config in place (y == x).
+TEST_P(SplitRowGpuTest, SplitRegsOverManyRowsMatchesTheReference) {
+  if (op() != Op::kSoftmax && op() != Op::kLogSoftmax) GTEST_SKIP() << "softmax only";
+  for (Shape shape : {Shape{300, 128256}, Shape{264, 151936}, Shape{1024, 65536}}) {
+    SCOPED_TRACE(absl::StrCat("rows=", shape.rows, " cols=", shape.cols));
+    const std::vector<LaunchConfig> configs = RegsConfigs(shape);
+    ASSERT_FALSE(configs.empty());
+    absl::StatusOr<DeviceProblem> problem = FreshProblem(shape);
+    ASSERT_TRUE(problem.ok()) << problem.status();
+    Sweep(*problem, configs, /*with_stats=*/false, "split_regs/many rows");
+
+    absl::StatusOr<LaunchConfig> heuristic = HeuristicConfig(op(), dtype(), shape, device_);
+    ASSERT_TRUE(heuristic.ok()) << heuristic.status();
+    if (heuristic->impl != Impl::kSplitRegs) continue;  // 65536 float16 fits a block
+    ASSERT_EQ(cudaMemcpy(problem->y.data(), problem->x.data(), problem->x.bytes(),
+                         cudaMemcpyDeviceToDevice),
+              cudaSuccess);
+    RowOpArgs args = problem->Args();
+    args.x = args.y;
+    absl::StatusOr<LaunchConfig> launched =
+        Launch(op(), dtype(), shape, args, *heuristic, device_, stream_);
+    ASSERT_TRUE(launched.ok()) << launched.status();
+    ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+    absl::StatusOr<CheckReport> report = CheckOutputs(*problem, false, stream_);
+    ASSERT_TRUE(report.ok()) << report.status();
+    EXPECT_TRUE(report->passed) << "in place " << ConfigKey(*heuristic) << ": "
+                                << report->detail;
+    ++g_launches;
   }
 }
 
