@@ -375,11 +375,12 @@ void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo&
 // Softmax and log-softmax over at least as many rows as SMs, each row too
 // long for one block's shared memory (where block_smem cannot cache it and
 // block_uncached reads it twice), in 16-byte packs that divide cols:
-// kSplitRegs of 1024 threads at the smallest split whose slice fits their
-// registers. On the H100 at 2048 x 128256 and 151936 (float32, float16,
-// bfloat16) that config (split 4) ran at 91-94% of a memcpy, where the best
-// kSplitRow config reached 70-78% (prototype,
-// bench/results/2026-11-26-h100-split-regs/).
+// kSplitRegs at the smallest split whose slice fits the registers, of 1024
+// threads for 16-bit dtypes and 512 for float32. On the H100 at 2048 x
+// 128256 and 151936 (bench/results/2026-11-26-h100-split-regs/) that is
+// split 4: 16-bit 89-92% of copy, where the best kSplitRow config reached
+// 70-78%; float32 83-84% at 512 threads against 75% at 1024, whose 40
+// floats a thread in 64 registers spill.
 namespace {
 std::optional<LaunchConfig> SplitRegsHeuristic(Op op, DType dtype, Shape shape,
                                                const DeviceInfo& device,
@@ -391,7 +392,7 @@ std::optional<LaunchConfig> SplitRegsHeuristic(Op op, DType dtype, Shape shape,
       WidestPack(dtype, shape.cols, alignment_bytes) != pack) {
     return std::nullopt;
   }
-  const int block = kSplitRegsBlockSizes[std::size(kSplitRegsBlockSizes) - 1];
+  const int block = dtype == DType::kFloat32 ? 512 : 1024;
   for (int split : kSplitRowSplits) {
     LaunchConfig c{Impl::kSplitRegs, block, pack, 32, 1, 0};
     c.split = split;

@@ -348,8 +348,12 @@ TEST(LaunchConfigTest, HeuristicFollowsTheSeedRules) {
   EXPECT_EQ(ConfigKey(*c), "block_smem/b128/p8/g32/r1/w0");
   c = HeuristicConfig(Op::kLayerNorm, DType::kFloat16, {49152, 32768}, H100());
   EXPECT_EQ(ConfigKey(*c), "block_smem/b512/p8/g32/r1/w0");
-  c = HeuristicConfig(Op::kSoftmax, DType::kFloat32, {49152, 131072}, H100());
+  c = HeuristicConfig(Op::kLayerNorm, DType::kFloat32, {49152, 131072}, H100());
   EXPECT_EQ(ConfigKey(*c), "block_uncached/b1024/p4/g32/r1/w0");
+  // ... but softmax rows past a block's shared memory go to a cluster's
+  // registers.
+  c = HeuristicConfig(Op::kSoftmax, DType::kFloat32, {49152, 131072}, H100());
+  EXPECT_EQ(ConfigKey(*c), "split_regs/b512/p4/g32/r1/w0/s4");
   // Fewer rows than SMs: the row in registers, 16 elements a thread.
   c = HeuristicConfig(Op::kLayerNorm, DType::kFloat32, {8, 4096}, H100());
   EXPECT_EQ(ConfigKey(*c), "block_regs/b256/p4/g32/r1/w0");
@@ -1114,14 +1118,15 @@ TEST(LaunchConfigTest, SplitRegsRules) {
 }
 
 // Many softmax rows too long for one block's shared memory, in 16-byte
-// packs: split_regs of 1024 threads at the smallest split that fits.
+// packs: split_regs (1024 threads for 16-bit, 512 for float32) at the
+// smallest split that fits.
 TEST(LaunchConfigTest, HeuristicSplitsManySoftmaxRowsInRegisters) {
   for (Op op : {Op::kSoftmax, Op::kLogSoftmax}) {
     for (DType dtype : kAllDTypes) {
       for (int64_t cols : {int64_t{128256}, int64_t{151936}}) {
         absl::StatusOr<LaunchConfig> c = HeuristicConfig(op, dtype, {2048, cols}, H100());
         ASSERT_TRUE(c.ok()) << c.status();
-        EXPECT_EQ(ConfigKey(*c), dtype == DType::kFloat32 ? "split_regs/b1024/p4/g32/r1/w0/s4"
+        EXPECT_EQ(ConfigKey(*c), dtype == DType::kFloat32 ? "split_regs/b512/p4/g32/r1/w0/s4"
                                                           : "split_regs/b1024/p8/g32/r1/w0/s4")
             << OpName(op) << " " << DTypeName(dtype) << " cols=" << cols;
         // Operands aligned below 16 bytes: no bulk copy, no split_regs.
