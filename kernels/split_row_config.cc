@@ -168,38 +168,37 @@ bool WorthTiming(int block, int64_t slice_packs) {
   return block == kBlockImplBlockSizes[0] || block <= slice_packs;
 }
 
-}  // namespace
-
-absl::Status CheckSplitRowKnobs(Op op, DType dtype, Shape shape, const LaunchConfig& c,
-                                const DeviceInfo& device) {
+// The cluster impls' (kSplitRow, kSplitRegs) own rules: a GPU with
+// clusters and a cluster size of kSplitRowSplits.
+absl::Status CheckClusterKnobs(const LaunchConfig& c, const DeviceInfo& device) {
+  const absl::string_view impl = ImplName(c.impl);
   if (!SupportsClusters(device)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("impl=split_row needs thread-block clusters (compute capability 9.0+); ",
+        absl::StrCat("impl=", impl, " needs thread-block clusters (compute capability 9.0+); ",
                      device.name, " is ", device.cc_major, ".", device.cc_minor));
   }
   if (std::find(std::begin(kSplitRowSplits), std::end(kSplitRowSplits), c.split) ==
       std::end(kSplitRowSplits)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("split=", c.split, " must be 2, 4, 8 or 16 for split_row"));
+        absl::StrCat("split=", c.split, " must be 2, 4, 8 or 16 for ", impl));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckSplitRowKnobs(Op op, DType dtype, Shape shape, const LaunchConfig& c,
+                                const DeviceInfo& device) {
+  if (absl::Status s = CheckClusterKnobs(c, device); !s.ok()) return s;
   return CheckCommonSplitKnobs(dtype, shape, c);
 }
 
 absl::Status CheckSplitRegsKnobs(Op op, DType dtype, Shape shape, const LaunchConfig& c,
                                  const DeviceInfo& device) {
-  if (!SupportsClusters(device)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("impl=split_regs needs thread-block clusters (compute capability 9.0+); ",
-                     device.name, " is ", device.cc_major, ".", device.cc_minor));
-  }
+  if (absl::Status s = CheckClusterKnobs(c, device); !s.ok()) return s;
   if (!SplitRegsServes(op)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "impl=split_regs serves softmax and log_softmax only, not ", OpName(op)));
-  }
-  if (std::find(std::begin(kSplitRowSplits), std::end(kSplitRowSplits), c.split) ==
-      std::end(kSplitRowSplits)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("split=", c.split, " must be 2, 4, 8 or 16 for split_regs"));
   }
   if (std::find(std::begin(kSplitRegsBlockSizes), std::end(kSplitRegsBlockSizes),
                 c.block_size) == std::end(kSplitRegsBlockSizes)) {

@@ -149,19 +149,34 @@ __device__ __forceinline__ void FenceProxyAsync() {
 }
 
 // Until the barrier's phase of `parity` completes; its data is then visible.
+// kClusterScope: acquire at cluster scope, so that what other blocks of the
+// cluster stored through the barrier (st.async) is visible too.
+template <bool kClusterScope = false>
 __device__ __forceinline__ void WaitChunkBarrier(uint64_t* barrier, uint32_t parity) {
   const uint32_t address = SharedAddress(barrier);
   uint32_t done = 0;
   do {
-    asm volatile(
-        "{\n"
-        " .reg .pred complete;\n"
-        " mbarrier.try_wait.parity.shared::cta.b64 complete, [%1], %2;\n"
-        " selp.u32 %0, 1, 0, complete;\n"
-        "}\n"
-        : "=r"(done)
-        : "r"(address), "r"(parity)
-        : "memory");
+    if constexpr (kClusterScope) {
+      asm volatile(
+          "{\n"
+          " .reg .pred complete;\n"
+          " mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 complete, [%1], %2;\n"
+          " selp.u32 %0, 1, 0, complete;\n"
+          "}\n"
+          : "=r"(done)
+          : "r"(address), "r"(parity)
+          : "memory");
+    } else {
+      asm volatile(
+          "{\n"
+          " .reg .pred complete;\n"
+          " mbarrier.try_wait.parity.shared::cta.b64 complete, [%1], %2;\n"
+          " selp.u32 %0, 1, 0, complete;\n"
+          "}\n"
+          : "=r"(done)
+          : "r"(address), "r"(parity)
+          : "memory");
+    }
   } while (done == 0);
 }
 
@@ -444,25 +459,6 @@ __device__ __noinline__ void CopyThreadPacksAsync(const Load& load, int64_t row,
   }
 }
 
-// Until the barrier's phase of `parity` completes, acquiring at cluster
-// scope: what other blocks of the cluster stored through it (st.async) is
-// then visible.
-__device__ __forceinline__ void WaitClusterBarrier(uint64_t* barrier, uint32_t parity) {
-  const uint32_t address = SharedAddress(barrier);
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n"
-        " .reg .pred complete;\n"
-        " mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 complete, [%1], %2;\n"
-        " selp.u32 %0, 1, 0, complete;\n"
-        "}\n"
-        : "=r"(done)
-        : "r"(address), "r"(parity)
-        : "memory");
-  } while (done == 0);
-}
-
 // The most blocks a cluster holds (Hopper's non-portable maximum).
 constexpr int kMaxClusterBlocks = 16;
 
@@ -519,7 +515,7 @@ struct ClusterExchange {
           "r"(words.x), "r"(words.y), "r"(barrier)
           : "memory");
     }
-    WaitClusterBarrier(&arrived[set], parity);
+    WaitChunkBarrier</*kClusterScope=*/true>(&arrived[set], parity);
     Partial merged = Math::Identity();
     for (int i = lane; i < split * kWarps; i += kWarpSize) {
       merged = i == lane ? slots[set][i] : Math::Merge(merged, slots[set][i]);

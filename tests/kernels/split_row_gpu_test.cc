@@ -162,6 +162,27 @@ class SplitRowGpuTest : public gpu_testing::GpuTest,
     return problem;
   }
 
+  // Copies x into y, runs `config` with y as its input too (y == x) and
+  // checks the outputs.
+  void LaunchInPlaceAndCheck(DeviceProblem& problem, const LaunchConfig& config,
+                             bool check_stats) {
+    ASSERT_EQ(cudaMemcpy(problem.y.data(), problem.x.data(), problem.x.bytes(),
+                         cudaMemcpyDeviceToDevice),
+              cudaSuccess);
+    RowOpArgs args = problem.Args();
+    args.x = args.y;
+    absl::StatusOr<LaunchConfig> launched =
+        Launch(op(), dtype(), problem.shape, args, config, device_, stream_);
+    ASSERT_TRUE(launched.ok()) << launched.status();
+    ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+    absl::StatusOr<CheckReport> report = CheckOutputs(problem, check_stats, stream_);
+    ASSERT_TRUE(report.ok()) << report.status();
+    EXPECT_TRUE(report->passed) << "in place rows=" << problem.shape.rows
+                                << " cols=" << problem.shape.cols << " " << ConfigKey(config)
+                                << ": " << report->detail;
+    ++g_launches;
+  }
+
   // Launch refuses `config` (InvalidArgument, naming `mentions`).
   void ExpectLaunchRefused(Shape shape, const RowOpArgs& args, const LaunchConfig& config,
                            const std::string& mentions) {
@@ -314,20 +335,8 @@ TEST_P(SplitRowGpuTest, SplitRegsOverManyRowsMatchesTheReference) {
     absl::StatusOr<LaunchConfig> heuristic = HeuristicConfig(op(), dtype(), shape, device_);
     ASSERT_TRUE(heuristic.ok()) << heuristic.status();
     if (heuristic->impl != Impl::kSplitRegs) continue;  // 65536 float16 fits a block
-    ASSERT_EQ(cudaMemcpy(problem->y.data(), problem->x.data(), problem->x.bytes(),
-                         cudaMemcpyDeviceToDevice),
-              cudaSuccess);
-    RowOpArgs args = problem->Args();
-    args.x = args.y;
-    absl::StatusOr<LaunchConfig> launched =
-        Launch(op(), dtype(), shape, args, *heuristic, device_, stream_);
-    ASSERT_TRUE(launched.ok()) << launched.status();
-    ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
-    absl::StatusOr<CheckReport> report = CheckOutputs(*problem, false, stream_);
-    ASSERT_TRUE(report.ok()) << report.status();
-    EXPECT_TRUE(report->passed) << "in place " << ConfigKey(*heuristic) << ": "
-                                << report->detail;
-    ++g_launches;
+    LaunchInPlaceAndCheck(*problem, *heuristic, /*check_stats=*/false);
+    if (HasFatalFailure()) return;
   }
 }
 
@@ -351,29 +360,17 @@ TEST_P(SplitRowGpuTest, InPlace) {
   // writes this one (BulkConfigs only: a check of so many rows is slow).
   for (Shape shape : {Shape{1, 32768 + 8}, Shape{8, 32768 + 8}, Shape{1024, 32768 + 8},
                       Shape{1, 50257}, Shape{8, 50257}, Shape{1, 131072}, Shape{8, 131072}}) {
-    const int64_t rows = shape.rows, cols = shape.cols;
+    const int64_t rows = shape.rows;
     absl::StatusOr<HostProblem> host =
-        MakeProblem(op(), dtype(), {rows, cols}, FreshSeed(), InputPattern::kNormal, true, 0, 0,
+        MakeProblem(op(), dtype(), shape, FreshSeed(), InputPattern::kNormal, true, 0, 0,
                     FewRowsAttention(rows));
     ASSERT_TRUE(host.ok()) << host.status();
     absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
     ASSERT_TRUE(problem.ok()) << problem.status();
     for (const LaunchConfig& config :
          rows >= 1024 ? BulkConfigs(host->shape) : AllSplitConfigs(host->shape)) {
-      ASSERT_EQ(cudaMemcpy(problem->y.data(), problem->x.data(), problem->x.bytes(),
-                           cudaMemcpyDeviceToDevice),
-                cudaSuccess);
-      RowOpArgs args = problem->Args();
-      args.x = args.y;
-      absl::StatusOr<LaunchConfig> launched =
-          Launch(op(), dtype(), host->shape, args, config, device_, stream_);
-      ASSERT_TRUE(launched.ok()) << launched.status();
-      ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
-      absl::StatusOr<CheckReport> report = CheckOutputs(*problem, true, stream_);
-      ASSERT_TRUE(report.ok()) << report.status();
-      EXPECT_TRUE(report->passed) << "rows=" << rows << " cols=" << cols << " "
-                                  << ConfigKey(config) << ": " << report->detail;
-      ++g_launches;
+      LaunchInPlaceAndCheck(*problem, config, /*check_stats=*/true);
+      if (HasFatalFailure()) return;
     }
   }
 }
