@@ -137,12 +137,17 @@ inline constexpr int kBlockRegsValuesPerThread = 16;
 constexpr int BlockRegsPacksPerThread(int pack) { return kBlockRegsValuesPerThread / pack; }
 // kSplitRegs: block sizes (a template parameter), and the row elements a
 // block holds in registers: 40960 floats, 40 per thread at 1024 threads
-// (their 64-register budget) and 80 at 512, so one kernel instance per
-// block size holds SplitRegsPacksPerThread packs per thread.
+// (their 64-register budget) and 80 at 512, in at most 8 packs per thread
+// (every pack costs registers of its own: float32's 10 packs at 1024
+// threads spilled 56 bytes and 20 at 512 spilled 40), so one kernel
+// instance per block size holds SplitRegsPacksPerThread packs per thread.
 inline constexpr int kSplitRegsBlockSizes[] = {512, 1024};
 inline constexpr int kSplitRegsValuesPerBlock = 40960;
+inline constexpr int kSplitRegsMaxPacksPerThread = 8;
 constexpr int SplitRegsPacksPerThread(int block, int pack) {
-  return kSplitRegsValuesPerBlock / block / pack;
+  return kSplitRegsValuesPerBlock / block / pack < kSplitRegsMaxPacksPerThread
+             ? kSplitRegsValuesPerBlock / block / pack
+             : kSplitRegsMaxPacksPerThread;
 }
 // The most blocks kSplitGrid spreads one row over.
 inline constexpr int kMaxGridSplit = 1024;

@@ -374,12 +374,14 @@ void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo&
 // Softmax and log-softmax over at least as many rows as SMs, each row too
 // long for one block's shared memory (where block_smem cannot cache it and
 // block_uncached reads it twice), in 16-byte packs that divide cols:
-// kSplitRegs at the smallest split whose slice fits the registers, of 1024
-// threads for 16-bit dtypes and 512 for float32. On the H100 at 2048 x
-// 128256 and 151936 (bench/results/2026-11-26-h100-split-regs/) that is
-// split 4: 16-bit 89-92% of copy, where the best kSplitRow config reached
-// 70-78%; float32 83-84% at 512 threads against 75% at 1024, whose 40
-// floats a thread in 64 registers spill.
+// kSplitRegs at the smallest split up to 8 whose slice fits the registers,
+// 1024 threads for 16-bit dtypes; float32 tries 512 threads first, then
+// 1024. On the H100 at 2048 x 128256 and 151936
+// (bench/results/2026-11-26-h100-split-regs-float32/): 16-bit at split 4,
+// 89-92% of copy, where the best kSplitRow config reached 70-78%; float32
+// 512 threads at split 8 97% (1024 at split 4: 93%) and 1024 at split 8
+// 95% where 512 threads need 16. Slices under 40 KB run 57-72%: 16-bit at
+// split 8, float32 at 16.
 namespace {
 std::optional<LaunchConfig> SplitRegsHeuristic(Op op, DType dtype, Shape shape,
                                                const DeviceInfo& device,
@@ -391,11 +393,16 @@ std::optional<LaunchConfig> SplitRegsHeuristic(Op op, DType dtype, Shape shape,
       WidestPack(dtype, shape.cols, alignment_bytes) != pack) {
     return std::nullopt;
   }
-  const int block = dtype == DType::kFloat32 ? 512 : 1024;
-  for (int split : kSplitRowSplits) {
-    LaunchConfig c{Impl::kSplitRegs, block, pack, 32, 1, 0};
-    c.split = split;
-    if (ValidateConfig(op, dtype, shape, c, device).ok()) return c;
+  constexpr int kMaxSplit = 8;
+  const std::vector<int> blocks =
+      dtype == DType::kFloat32 ? std::vector<int>{512, 1024} : std::vector<int>{1024};
+  for (int block : blocks) {
+    for (int split : kSplitRowSplits) {
+      if (split > kMaxSplit) break;
+      LaunchConfig c{Impl::kSplitRegs, block, pack, 32, 1, 0};
+      c.split = split;
+      if (ValidateConfig(op, dtype, shape, c, device).ok()) return c;
+    }
   }
   return std::nullopt;
 }

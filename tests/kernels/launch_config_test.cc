@@ -353,7 +353,7 @@ TEST(LaunchConfigTest, HeuristicFollowsTheSeedRules) {
   // ... but softmax rows past a block's shared memory go to a cluster's
   // registers.
   c = HeuristicConfig(Op::kSoftmax, DType::kFloat32, {49152, 131072}, H100());
-  EXPECT_EQ(ConfigKey(*c), "split_regs/b512/p4/g32/r1/w0/s4");
+  EXPECT_EQ(ConfigKey(*c), "split_regs/b512/p4/g32/r1/w0/s8");
   // Fewer rows than SMs: the row in registers, 16 elements a thread.
   c = HeuristicConfig(Op::kLayerNorm, DType::kFloat32, {8, 4096}, H100());
   EXPECT_EQ(ConfigKey(*c), "block_regs/b256/p4/g32/r1/w0");
@@ -1105,6 +1105,12 @@ TEST(LaunchConfigTest, SplitRegsRules) {
   // 151936 / 8 / 2 = 9496 packs per block, past 1024 threads x 5.
   ExpectRefused(Op::kSoftmax, DType::kFloat16, {2048, 151936}, regs(1024, 8, 2), invalid,
                 "split_regs holds at most 5 per thread");
+  // At most 8 packs a thread: 151936 / 4 / 4 = 9496 float32 packs per
+  // block, past 1024 x 8 (and 128256's 8016 past 512 x 8).
+  ExpectRefused(Op::kSoftmax, DType::kFloat32, {2048, 151936}, regs(1024, 4, 4), invalid,
+                "split_regs holds at most 8 per thread");
+  ExpectRefused(Op::kSoftmax, DType::kFloat32, vocab, regs(512, 4, 4), invalid,
+                "split_regs holds at most 8 per thread");
   ExpectRefused(Op::kSoftmax, DType::kFloat16, {2048, 50257}, regs(1024, 8, 4), invalid,
                 "does not divide");
   EXPECT_EQ(ValidateConfig(Op::kSoftmax, DType::kFloat16, vocab, regs(1024, 8, 4), A100()).code(),
@@ -1118,16 +1124,18 @@ TEST(LaunchConfigTest, SplitRegsRules) {
 }
 
 // Many softmax rows too long for one block's shared memory, in 16-byte
-// packs: split_regs (1024 threads for 16-bit, 512 for float32) at the
-// smallest split that fits.
+// packs: split_regs at the smallest split up to 8 that fits, 1024 threads
+// for 16-bit, float32 512 threads where they hold the slice, else 1024.
 TEST(LaunchConfigTest, HeuristicSplitsManySoftmaxRowsInRegisters) {
   for (Op op : {Op::kSoftmax, Op::kLogSoftmax}) {
     for (DType dtype : kAllDTypes) {
       for (int64_t cols : {int64_t{128256}, int64_t{151936}}) {
         absl::StatusOr<LaunchConfig> c = HeuristicConfig(op, dtype, {2048, cols}, H100());
         ASSERT_TRUE(c.ok()) << c.status();
-        EXPECT_EQ(ConfigKey(*c), dtype == DType::kFloat32 ? "split_regs/b512/p4/g32/r1/w0/s4"
-                                                          : "split_regs/b1024/p8/g32/r1/w0/s4")
+        const char* expected = dtype != DType::kFloat32 ? "split_regs/b1024/p8/g32/r1/w0/s4"
+                               : cols == 128256       ? "split_regs/b512/p4/g32/r1/w0/s8"
+                                                      : "split_regs/b1024/p4/g32/r1/w0/s8";
+        EXPECT_EQ(ConfigKey(*c), expected)
             << OpName(op) << " " << DTypeName(dtype) << " cols=" << cols;
         // Operands aligned below 16 bytes: no bulk copy, no split_regs.
         c = HeuristicConfig(op, dtype, {2048, cols}, H100(), /*alignment_bytes=*/8);
@@ -1144,6 +1152,11 @@ TEST(LaunchConfigTest, HeuristicSplitsManySoftmaxRowsInRegisters) {
   }
   absl::StatusOr<LaunchConfig> c =
       HeuristicConfig(Op::kLayerNorm, DType::kFloat16, {2048, 151936}, H100());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_NE(c->impl, Impl::kSplitRegs) << ConfigKey(*c);
+  // A slice that only a cluster of 16 holds (400000 / 8 / 8 packs, past
+  // 1024 x 5): not by default, such slices ran 57-72% of copy.
+  c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {2048, 400000}, H100());
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_NE(c->impl, Impl::kSplitRegs) << ConfigKey(*c);
 }
