@@ -475,16 +475,8 @@ __global__ void __launch_bounds__(block_size)
 // its statistic is exact in two passes over the registers (OpMath).
 // Preconditions: cols % pack == 0, cols / pack <= kPacks * block_size,
 // pointers aligned to the pack.
-// PROTOTYPE (bench/results/2026-11-26-h100-block-regs-40-registers): 16-bit
-// rows at up to 512 threads get registers for 1536 threads per SM (40 a
-// thread), where LayerNorm's two weight arrays took 54 and left room for
-// 1024; ptxas keeps the rest in L1 (32 bytes a thread).
-template <class Load, int block_size>
-inline constexpr int kBlockRegsMinBlocks =
-    sizeof(typename Load::storage_type) == 2 && block_size <= 512 ? 1536 / block_size : 0;
-
 template <Op op, class Load, class Store, int pack, int block_size, int kPacks>
-__global__ void __launch_bounds__(block_size, (kBlockRegsMinBlocks<Load, block_size>))
+__global__ void __launch_bounds__(block_size)
     BlockRegsRowKernel(Load load, Store store, RowParams p) {
   const int64_t num_packs = p.cols / pack;
   // This thread's packs; threads past the row's end hold none but still
