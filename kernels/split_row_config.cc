@@ -409,9 +409,12 @@ std::optional<LaunchConfig> SplitRegsHeuristic(Op op, DType dtype, Shape shape,
 }  // namespace
 
 // Rows fewer than SMs and at least kSplitRowMinCols columns.
-// When rows * kTwoPassDefaultSplit <= 2 * SMs: kSplitTwoPass, split 32 (more
+// When rows * kTwoPassDefaultSplit <= 4 * SMs: kSplitTwoPass, split 32 (more
 // if the slice does not fit 256 threads' registers) with 256 threads (128
 // for slices shorter than 256 packs, or when 256 would need a second wave).
+// On the H100 that is up to 16 rows: at 16 rows x 32000-151936 the tuned
+// two-pass configs beat the clusters this rule took before by 1.4-2.2x
+// (every softmax and log-softmax point, bench/results/2026-11-26-h100-llm-tuned/).
 // Otherwise, on Hopper, the cluster split that keeps the most SMs busy in a
 // single wave of clusters (rows * split blocks, all resident at once), the
 // smallest such split on ties; when no split fits one wave (big float
@@ -430,7 +433,7 @@ std::optional<LaunchConfig> SplitRowHeuristic(Op op, DType dtype, Shape shape,
   }
   if (!FewLongRows(shape, device.sm_count)) return std::nullopt;
   const int pack = WidestPack(dtype, shape.cols, alignment_bytes);
-  if (shape.rows * kTwoPassDefaultSplit <= 2 * static_cast<int64_t>(device.sm_count)) {
+  if (shape.rows * kTwoPassDefaultSplit <= 4 * static_cast<int64_t>(device.sm_count)) {
     // Longer rows raise the split before the block size (512 threads of 8
     // packs and the norms' weights spill registers); slices shorter than 256
     // packs take 128 threads, so that every thread has a pack.

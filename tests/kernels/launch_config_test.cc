@@ -1164,15 +1164,14 @@ TEST(LaunchConfigTest, HeuristicSplitsManySoftmaxRowsInRegisters) {
 TEST(LaunchConfigTest, HeuristicSplitsFewLongRows) {
   for (Op op : kAllOps) {
     for (DType dtype : kAllDTypes) {
-      for (int64_t rows = 1; rows <= 16; ++rows) {
+      for (int64_t rows = 1; rows <= 24; ++rows) {
         absl::StatusOr<LaunchConfig> c = HeuristicConfig(op, dtype, {rows, 131072}, H100());
         ASSERT_TRUE(c.ok()) << c.status();
-        // Up to 8 rows, two kernels of 32 blocks a row (256 blocks, at most
-        // twice the 132 SMs); beyond, a cluster of 16 per row (9 rows still
-        // fit the SMs in one wave of clusters).
-        EXPECT_EQ(c->impl, rows <= 8 ? Impl::kSplitTwoPass : Impl::kSplitRow)
+        // Up to 16 rows, two kernels of 32 blocks a row (512 blocks, at
+        // most four per SM); beyond, a cluster per row.
+        EXPECT_EQ(c->impl, rows <= 16 ? Impl::kSplitTwoPass : Impl::kSplitRow)
             << ConfigKey(*c) << " rows=" << rows;
-        EXPECT_EQ(c->split, rows <= 8 ? 32 : 16) << ConfigKey(*c) << " rows=" << rows;
+        if (rows <= 16) EXPECT_EQ(c->split, 32) << ConfigKey(*c) << " rows=" << rows;
       }
       // Many rows: one block per row, but for the softmaxes' rows too long
       // for a block's shared memory (HeuristicSplitsManySoftmaxRowsInRegisters).
@@ -1216,27 +1215,30 @@ TEST(LaunchConfigTest, HeuristicSplitsFewLongRows) {
   c = HeuristicConfig(Op::kSoftmax, DType::kFloat32, {100, 131072}, H100());
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_FALSE(HasSplit(c->impl)) << ConfigKey(*c);
-  // Clusters with 8 packs per thread beyond 8 rows: 9 rows of float16.
-  c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {9, 131072}, H100());
+  // Clusters beyond 16 rows: 17 rows of float16.
+  c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {17, 131072}, H100());
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(ConfigKey(*c), "split_row/b128/p8/g32/r1/w0/s16");
+  EXPECT_EQ(ConfigKey(*c), "split_row/b256/p8/g32/r1/w0/s8");
   // 40 rows: split 4 fills the SMs (160 blocks, 3 resident per SM); split 2
   // leaves 52 idle.
   c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {40, 131072}, H100());
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(ConfigKey(*c), "split_row/b512/p8/g32/r1/w0/s4");
   // Two kernels need no clusters: the same default on an A100 while
-  // rows * 32 <= twice its 108 SMs; beyond, without clusters, a grid split
-  // with one block of each row per SM.
+  // rows * 32 <= four times its 108 SMs; beyond, without clusters, a grid
+  // split with one block of each row per SM.
   c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {1, 131072}, A100());
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(ConfigKey(*c), "split_two_pass/b256/p8/g32/r1/w0/s32");
   c = HeuristicConfig(Op::kRmsNorm, DType::kFloat32, {4, 131072}, A100());
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(ConfigKey(*c), "split_two_pass/b256/p4/g32/r1/w0/s32");
-  c = HeuristicConfig(Op::kRmsNorm, DType::kFloat32, {12, 131072}, A100());
+  c = HeuristicConfig(Op::kRmsNorm, DType::kFloat32, {13, 131072}, A100());
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(ConfigKey(*c), "split_grid/b512/p4/g32/r1/w0/s9");
+  EXPECT_EQ(ConfigKey(*c), "split_two_pass/b256/p4/g32/r1/w0/s32");
+  c = HeuristicConfig(Op::kRmsNorm, DType::kFloat32, {14, 131072}, A100());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(ConfigKey(*c), "split_grid/b1024/p4/g32/r1/w0/s7");
 }
 
 // Launch checks the operands before it looks at the device: on a described
