@@ -136,11 +136,12 @@ inline constexpr int64_t kMaxBlockRowPacks = int64_t{1} << 30;
 inline constexpr int kBlockRegsValuesPerThread = 16;
 constexpr int BlockRegsPacksPerThread(int pack) { return kBlockRegsValuesPerThread / pack; }
 // kSplitRegs: block sizes (a template parameter), and the row elements a
-// block holds in registers: 40960 floats, 40 per thread at 1024 threads
-// (their 64-register budget) and 80 at 512, in at most 8 packs per thread
-// (every pack costs registers of its own: float32's 10 packs at 1024
-// threads spilled 56 bytes and 20 at 512 spilled 40), so one kernel
-// instance per block size holds SplitRegsPacksPerThread packs per thread.
+// block holds in registers: up to 40960 floats (40 a thread at 1024
+// threads, their 64-register budget) in at most 8 packs a thread, since
+// every pack costs registers of its own (float32's 10 packs at 1024 threads
+// spilled 56 bytes, 20 at 512 spilled 40). One kernel instance per block
+// size holds SplitRegsPacksPerThread packs a thread: 16-bit 5 at 1024
+// threads and 8 at 512, float32 8 at either.
 inline constexpr int kSplitRegsBlockSizes[] = {512, 1024};
 inline constexpr int kSplitRegsValuesPerBlock = 40960;
 inline constexpr int kSplitRegsMaxPacksPerThread = 8;
