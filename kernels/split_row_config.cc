@@ -84,8 +84,8 @@ constexpr int kTwoPassSplits[] = {2, 4, 8, 16, 32, 64, 128};
 constexpr int kTwoPassMaxCandidateBlocksPerSm = 4;
 
 // kSplitTwoPass's default: 32 blocks per row of 256 threads (more blocks
-// per row when the slice needs them), while rows * 32 stays within
-// kTwoPassMaxCandidateBlocksPerSm blocks per SM (16 rows on the H100). On
+// per row when the slice needs them; 16 when rows * 32 would pass
+// kTwoPassMaxCandidateBlocksPerSm blocks per SM, SplitRowHeuristic). On
 // the H100 (bench/results/2026-11-21-h100-two-pass/, the prototype with the
 // warp merges), that config was within 8% of the fastest of each point
 // (softmax, LayerNorm, RMSNorm; float32, float16; 1 and 8 rows x 131072),
@@ -410,13 +410,17 @@ std::optional<LaunchConfig> SplitRegsHeuristic(Op op, DType dtype, Shape shape,
 }  // namespace
 
 // Rows fewer than SMs and at least kSplitRowMinCols columns.
-// When rows * kTwoPassDefaultSplit <= kTwoPassMaxCandidateBlocksPerSm * SMs:
-// kSplitTwoPass, split 32 (more if the slice does not fit 256 threads'
-// registers) with 256 threads (128 for slices shorter than 256 packs, or
-// when 256 would need a second wave). On the H100 that is up to 16 rows: at
-// 16 rows x 32000-151936 the tuned two-pass configs beat the clusters this
-// rule took from 9 rows before by 1.4-2.2x (every softmax and log-softmax
-// point, bench/results/2026-11-26-h100-llm-tuned/).
+// While rows * 16 blocks stay within kTwoPassMaxCandidateBlocksPerSm per
+// SM: kSplitTwoPass, split 32 where rows * 32 stay within it too, else 16
+// (more if the slice does not fit 256 threads' registers), with 256 threads
+// (128 for slices shorter than 256 packs, or when 256 would need a second
+// wave). On the H100 that is up to 16 rows at split 32 and 33 at 16. There
+// (bench/results/2026-11-26-h100-llm-tuned/), at 16 rows x 32000-151936,
+// the tuned two-pass configs beat the clusters this rule took from 9 rows
+// before by 1.4-2.2x (every softmax and log-softmax point). At 12-32 rows x
+// 32768 / 131072 (softmax, LayerNorm, RMSNorm; three dtypes) this default
+// beat the best cluster config at 104 of 108 points; it trailed by 1-5%
+// only at LayerNorm float32 x 131072 from 20 rows.
 // Otherwise, on Hopper, the cluster split that keeps the most SMs busy in a
 // single wave of clusters (rows * split blocks, all resident at once), the
 // smallest such split on ties; when no split fits one wave (big float
@@ -435,8 +439,11 @@ std::optional<LaunchConfig> SplitRowHeuristic(Op op, DType dtype, Shape shape,
   }
   if (!FewLongRows(shape, device.sm_count)) return std::nullopt;
   const int pack = WidestPack(dtype, shape.cols, alignment_bytes);
-  if (shape.rows * kTwoPassDefaultSplit <=
-      kTwoPassMaxCandidateBlocksPerSm * static_cast<int64_t>(device.sm_count)) {
+  const int64_t max_blocks =
+      kTwoPassMaxCandidateBlocksPerSm * static_cast<int64_t>(device.sm_count);
+  int first_split = kTwoPassDefaultSplit;
+  if (shape.rows * first_split > max_blocks) first_split /= 2;
+  if (shape.rows * first_split <= max_blocks) {
     // Longer rows raise the split before the block size (512 threads of 8
     // packs and the norms' weights spill registers); slices shorter than 256
     // packs take 128 threads, so that every thread has a pack.
@@ -447,7 +454,7 @@ std::optional<LaunchConfig> SplitRowHeuristic(Op op, DType dtype, Shape shape,
     const int smallest = kTwoPassBlockSizes[0];
     const int largest = kTwoPassBlockSizes[std::size(kTwoPassBlockSizes) - 1];
     for (int block : {kTwoPassDefaultBlock, largest}) {
-      for (int split = kTwoPassDefaultSplit; shape.rows * split <= kMaxTwoPassBlocks; split *= 2) {
+      for (int split = first_split; shape.rows * split <= kMaxTwoPassBlocks; split *= 2) {
         const int64_t slice_packs = PacksPerBlock(shape.cols, pack, split);
         LaunchConfig c{Impl::kSplitTwoPass, slice_packs < block ? smallest : block, pack, 32, 1, 0};
         c.split = split;

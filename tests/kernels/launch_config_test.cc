@@ -1164,14 +1164,16 @@ TEST(LaunchConfigTest, HeuristicSplitsManySoftmaxRowsInRegisters) {
 TEST(LaunchConfigTest, HeuristicSplitsFewLongRows) {
   for (Op op : kAllOps) {
     for (DType dtype : kAllDTypes) {
-      for (int64_t rows = 1; rows <= 24; ++rows) {
+      for (int64_t rows = 1; rows <= 40; ++rows) {
         absl::StatusOr<LaunchConfig> c = HeuristicConfig(op, dtype, {rows, 131072}, H100());
         ASSERT_TRUE(c.ok()) << c.status();
-        // Up to 16 rows, two kernels of 32 blocks a row (512 blocks, at
-        // most four per SM); beyond, a cluster per row.
-        EXPECT_EQ(c->impl, rows <= 16 ? Impl::kSplitTwoPass : Impl::kSplitRow)
+        // Two kernels while rows * 16 blocks are at most four per SM: 32
+        // blocks a row up to 16 rows, 16 up to 33; beyond, a cluster per row.
+        EXPECT_EQ(c->impl, rows <= 33 ? Impl::kSplitTwoPass : Impl::kSplitRow)
             << ConfigKey(*c) << " rows=" << rows;
-        if (rows <= 16) EXPECT_EQ(c->split, 32) << ConfigKey(*c) << " rows=" << rows;
+        if (rows <= 33) {
+          EXPECT_EQ(c->split, rows <= 16 ? 32 : 16) << ConfigKey(*c) << " rows=" << rows;
+        }
       }
       // Many rows: one block per row, but for the softmaxes' rows too long
       // for a block's shared memory (HeuristicSplitsManySoftmaxRowsInRegisters).
@@ -1215,17 +1217,17 @@ TEST(LaunchConfigTest, HeuristicSplitsFewLongRows) {
   c = HeuristicConfig(Op::kSoftmax, DType::kFloat32, {100, 131072}, H100());
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_FALSE(HasSplit(c->impl)) << ConfigKey(*c);
-  // Clusters beyond 16 rows: 17 rows of float16.
-  c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {17, 131072}, H100());
+  // Clusters beyond 33 rows: 34 rows of float16.
+  c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {34, 131072}, H100());
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(ConfigKey(*c), "split_row/b256/p8/g32/r1/w0/s8");
+  EXPECT_EQ(ConfigKey(*c), "split_row/b512/p8/g32/r1/w0/s4");
   // 40 rows: split 4 fills the SMs (160 blocks, 3 resident per SM); split 2
   // leaves 52 idle.
   c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {40, 131072}, H100());
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(ConfigKey(*c), "split_row/b512/p8/g32/r1/w0/s4");
   // Two kernels need no clusters: the same default on an A100 while
-  // rows * 32 <= four times its 108 SMs; beyond, without clusters, a grid
+  // rows * 16 <= four times its 108 SMs; beyond, without clusters, a grid
   // split with one block of each row per SM.
   c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {1, 131072}, A100());
   ASSERT_TRUE(c.ok()) << c.status();
@@ -1236,9 +1238,12 @@ TEST(LaunchConfigTest, HeuristicSplitsFewLongRows) {
   c = HeuristicConfig(Op::kRmsNorm, DType::kFloat32, {13, 131072}, A100());
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(ConfigKey(*c), "split_two_pass/b256/p4/g32/r1/w0/s32");
-  c = HeuristicConfig(Op::kRmsNorm, DType::kFloat32, {14, 131072}, A100());
+  c = HeuristicConfig(Op::kRmsNorm, DType::kFloat32, {27, 131072}, A100());
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(ConfigKey(*c), "split_grid/b1024/p4/g32/r1/w0/s7");
+  EXPECT_EQ(ConfigKey(*c), "split_two_pass/b256/p4/g32/r1/w0/s16");
+  c = HeuristicConfig(Op::kRmsNorm, DType::kFloat16, {28, 131072}, A100());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(ConfigKey(*c), "split_grid/b1024/p8/g32/r1/w0/s3");
 }
 
 // Launch checks the operands before it looks at the device: on a described

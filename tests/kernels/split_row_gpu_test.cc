@@ -414,12 +414,12 @@ TEST_P(SplitRowGpuTest, MaskedSoftmaxVariants) {
   }
 }
 
-// The rules' own choices: the heuristic takes two-pass split rows for 1..16
+// The rules' own choices: the heuristic takes two-pass split rows for 1..24
 // rows of 131072, the enumeration offers the three impls for few rows (grid
 // splits while two blocks of each row per SM can be resident, not at 64
 // rows), and all run correctly.
 TEST_P(SplitRowGpuTest, HeuristicAndCandidatesRunCorrectly) {
-  for (int64_t rows : {1, 2, 5, 8, 16, 64}) {
+  for (int64_t rows : {1, 2, 5, 8, 16, 24, 64}) {
     const Shape shape{rows, 131072};
     absl::StatusOr<HostProblem> host =
         MakeProblem(op(), dtype(), shape, FreshSeed(), InputPattern::kNormal, true, 0, 0,
@@ -443,7 +443,7 @@ TEST_P(SplitRowGpuTest, HeuristicAndCandidatesRunCorrectly) {
     if (rows <= 8) {
       EXPECT_TRUE(impls.count(Impl::kSplitGrid)) << "rows=" << rows << ": no split_grid candidate";
     }
-    if (rows <= 16) {
+    if (rows <= 24) {
       absl::StatusOr<LaunchConfig> heuristic = HeuristicConfig(op(), dtype(), shape, device_);
       ASSERT_TRUE(heuristic.ok()) << heuristic.status();
       EXPECT_EQ(heuristic->impl, Impl::kSplitTwoPass) << ConfigKey(*heuristic);
