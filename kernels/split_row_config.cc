@@ -381,7 +381,7 @@ void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo&
 // (bench/results/2026-11-26-h100-split-regs-float32/): 16-bit at split 4,
 // 89-92% of copy, where the best kSplitRow config reached 70-78%; float32
 // 512 threads at split 8 97% (1024 at split 4: 93%) and 1024 at split 8
-// 95% where 512 threads need 16. Slices under 40 KB run 57-72%: 16-bit at
+// 95% where 512 threads need 16. Slices under 40 KB run 57-73%: 16-bit at
 // split 8, float32 at 16.
 namespace {
 std::optional<LaunchConfig> SplitRegsHeuristic(Op op, DType dtype, Shape shape,
@@ -395,9 +395,7 @@ std::optional<LaunchConfig> SplitRegsHeuristic(Op op, DType dtype, Shape shape,
     return std::nullopt;
   }
   constexpr int kMaxSplit = 8;
-  const std::vector<int> blocks =
-      dtype == DType::kFloat32 ? std::vector<int>{512, 1024} : std::vector<int>{1024};
-  for (int block : blocks) {
+  for (int block = dtype == DType::kFloat32 ? 512 : 1024; block <= 1024; block *= 2) {
     for (int split : kSplitRowSplits) {
       if (split > kMaxSplit) break;
       LaunchConfig c{Impl::kSplitRegs, block, pack, 32, 1, 0};
