@@ -4,6 +4,7 @@
 #ifndef KERNTUNE_KERNELS_LAUNCH_CONFIG_H_
 #define KERNTUNE_KERNELS_LAUNCH_CONFIG_H_
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -146,9 +147,7 @@ inline constexpr int kSplitRegsBlockSizes[] = {512, 1024};
 inline constexpr int kSplitRegsValuesPerBlock = 40960;
 inline constexpr int kSplitRegsMaxPacksPerThread = 8;
 constexpr int SplitRegsPacksPerThread(int block, int pack) {
-  return kSplitRegsValuesPerBlock / block / pack < kSplitRegsMaxPacksPerThread
-             ? kSplitRegsValuesPerBlock / block / pack
-             : kSplitRegsMaxPacksPerThread;
+  return std::min(kSplitRegsValuesPerBlock / block / pack, kSplitRegsMaxPacksPerThread);
 }
 // The most blocks kSplitGrid spreads one row over.
 inline constexpr int kMaxGridSplit = 1024;
