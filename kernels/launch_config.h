@@ -64,8 +64,8 @@ enum class Impl {
   kBlockRegs,
   // Softmax and log-softmax: `split` blocks (a thread-block cluster) share a
   // row like kSplitRow, but each keeps its slice in registers (at most
-  // SplitRegsPacksPerThread packs per thread, 16-byte packs that divide
-  // cols), refilled by a bulk copy through shared memory while the last row
+  // SplitRegsPacksPerThread packs per thread, 16-byte packs; any cols, as
+  // kSplitRow), refilled by a bulk copy through shared memory while the last row
   // is finished, and the row's statistics are merged once per row, warp to
   // warp, through distributed shared memory. For many rows too long for one
   // block (LLM vocabularies): at 2048 x 128256 / 151936 on the H100, 16-bit
@@ -171,16 +171,16 @@ constexpr bool OperandsFollowRowLayout(Op op) {
   return op == Op::kSoftmax || op == Op::kLogSoftmax || op == Op::kReduceScale;
 }
 // Whether pack_size must divide the packed length (PackedLength) for `op`
-// under `impl`. kSplitRow, kBlockSmem and kBlockUncached take any cols for
-// the ops whose operands follow x's layout: their kernels start each row's
-// packs where x's pack grid does and move the elements before the first
-// whole pack and after the last one (fewer than a pack each) one at a time
-// (RowEdges), so a row of odd length (an LLM vocabulary of 50257) keeps
-// full-width access for all but those. Register-resident rows (kWarp,
-// kBlockRegs) and the other split impls still need whole packs.
+// under `impl`. kSplitRow, kSplitRegs, kBlockSmem and kBlockUncached take
+// any cols for the ops whose operands follow x's layout: their kernels
+// start each row's packs where x's pack grid does and move the elements
+// before the first whole pack and after the last one (fewer than a pack
+// each) one at a time (RowEdges), so a row of odd length (an LLM vocabulary
+// of 50257) keeps full-width access for all but those. kWarp, kBlockRegs
+// and the other split impls still need whole packs.
 constexpr bool PackMustDivideLength(Op op, Impl impl) {
-  const bool moves_edges =
-      impl == Impl::kSplitRow || impl == Impl::kBlockSmem || impl == Impl::kBlockUncached;
+  const bool moves_edges = impl == Impl::kSplitRow || impl == Impl::kSplitRegs ||
+                           impl == Impl::kBlockSmem || impl == Impl::kBlockUncached;
   return !moves_edges || !OperandsFollowRowLayout(op);
 }
 // kSplitRow, kSplitGrid, kSplitTwoPass and kSplitRegs: the impls with a

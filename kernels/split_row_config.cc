@@ -343,7 +343,7 @@ void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo&
     for (int split : kSplitRowSplits) append(Impl::kSplitRow, split);
     // Every block size and split whose slice fits the registers (the
     // caller's ValidateConfig drops the others): at most 8 configs.
-    if (SplitRegsServes(op) && shape.cols % SplitRegsPack(dtype) == 0) {
+    if (SplitRegsServes(op)) {
       for (int split : kSplitRowSplits) {
         for (int block : kSplitRegsBlockSizes) {
           LaunchConfig c{Impl::kSplitRegs, block, SplitRegsPack(dtype), 32, 1, 0};
@@ -374,8 +374,8 @@ void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo&
 
 // Softmax and log-softmax over at least as many rows as SMs, each row too
 // long for one block's shared memory (where block_smem cannot cache it and
-// block_uncached reads it twice), in 16-byte packs that divide cols:
-// kSplitRegs at the smallest split up to 8 whose slice fits the registers,
+// block_uncached reads it twice), in 16-byte packs (any cols: a scalar head
+// and tail around each row's packs): kSplitRegs at the smallest split up to 8 whose slice fits the registers,
 // 1024 threads for 16-bit dtypes; float32 tries 512 threads first, then
 // 1024. On the H100 at 2048 x 128256 and 151936
 // (bench/results/2026-11-26-h100-split-regs-float32/): 16-bit at split 4,
@@ -391,7 +391,7 @@ std::optional<LaunchConfig> SplitRegsHeuristic(Op op, DType dtype, Shape shape,
   if (!SupportsClusters(device) || !SplitRegsServes(op) || shape.inner != 1 ||
       shape.rows < device.sm_count ||
       shape.cols * static_cast<int64_t>(DTypeSize(dtype)) <= device.max_smem_per_block_optin ||
-      WidestPack(dtype, shape.cols, alignment_bytes) != pack) {
+      WidestPackFor(op, Impl::kSplitRegs, dtype, shape, alignment_bytes) != pack) {
     return std::nullopt;
   }
   constexpr int kMaxSplit = 8;

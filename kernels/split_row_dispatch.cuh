@@ -275,10 +275,12 @@ cudaError_t RunSplitRegsOp(const KernelRequest& req, KernelAction action, cudaSt
       return;
     }
     const auto smem = static_cast<size_t>(SplitRegsSharedMemoryBytes(dtype, req.shape, c));
-    result = RunSplitRowClusters(req, action, stream, active_blocks,
-                                 &SplitRegsKernel<op, Load, Store, kPack, kBlock, kPacks>, kBlock,
-                                 smem, /*persistent=*/true, load, store,
-                                 SplitParams(req, num_packs));
+    // Rows on the pack grid keep the instance without edges.
+    auto* kernel = req.shape.cols % kPack != 0
+                       ? &SplitRegsKernel<op, Load, Store, kPack, kBlock, kPacks, true>
+                       : &SplitRegsKernel<op, Load, Store, kPack, kBlock, kPacks, false>;
+    result = RunSplitRowClusters(req, action, stream, active_blocks, kernel, kBlock, smem,
+                                 /*persistent=*/true, load, store, SplitParams(req, num_packs));
   });
   return result;
 }

@@ -433,29 +433,32 @@ __device__ __forceinline__ typename Math::Partial BlockMergeAllWarps(
 // --- SplitRegsKernel's pieces ---
 
 // Issued by one thread: the bulk copy of the block's slice of `row` (pack k
-// at column (slice.first + k) * pack) into `cache`, in chunks of block_size
-// packs: chunk b holds pack b of every thread (packs b * block_size + t) and
-// completes barriers[b], so each thread waits for exactly the chunks it
-// reads. The slice is the same for every row, so a chunk the slice does not
-// reach is never copied nor waited for. Not inlined: inlined, the float32
-// instance of 1024 threads spilled 80 bytes instead of 56.
+// at column first_col + (slice.first + k) * pack) into `cache`, in chunks of
+// block_size packs: chunk b holds pack b of every thread (packs
+// b * block_size + t) and completes barriers[b], so each thread waits for
+// exactly the chunks it reads. Chunks up to `chunks` (those of the block's
+// largest slice, the same for every row) get one arrival each, an empty one
+// (the last block's slice a pack short on this row) completing its phase
+// alone, so each barrier completes one phase per row. Not inlined: inlined,
+// the float32 instance of 1024 threads spilled 80 bytes instead of 56.
 template <int pack, int block_size, int kPacks, class Load, class CachePack>
 __device__ __noinline__ void CopyThreadPacksAsync(const Load& load, int64_t row,
-                                                     const Slice& slice, CachePack* cache,
-                                                     uint64_t* barriers) {
+                                                     int64_t first_col, Slice slice, int chunks,
+                                                     CachePack* cache, uint64_t* barriers) {
   static_assert(sizeof(CachePack) == 16, "the bulk copy moves 16-byte packs");
-  const auto* src = load.src + row * load.row_stride + slice.first * pack;
+  const auto* src = load.src + row * load.row_stride + first_col + slice.first * pack;
   // The buffer was last read by generic loads; the copy writes it through
   // the async proxy.
   FenceProxyAsync();
 #pragma unroll
   for (int b = 0; b < kPacks; ++b) {
+    if (b >= chunks) break;
     const int64_t begin = static_cast<int64_t>(b) * block_size;
-    if (begin >= slice.count) break;
-    const int64_t packs = slice.count - begin < block_size ? slice.count - begin : block_size;
+    const int64_t left = slice.count - begin;
+    const int64_t packs = left <= 0 ? 0 : left < block_size ? left : block_size;
     const auto bytes = static_cast<uint32_t>(packs * sizeof(CachePack));
     ArriveExpectingBytes(&barriers[b], bytes);
-    BulkCopyToShared(cache + begin, src + begin * pack, bytes, &barriers[b]);
+    if (bytes > 0) BulkCopyToShared(cache + begin, src + begin * pack, bytes, &barriers[b]);
   }
 }
 
@@ -916,16 +919,21 @@ __global__ void __launch_bounds__(block_size)
 // online softmax on the way in, the exp again on the way out, two block and
 // cluster barriers per row) this runs each element's exp once and leaves
 // the cluster's blocks unsynchronised but for the one exchange.
+// `edges`: cols is not a multiple of pack. Each row's whole packs then
+// start at its RowEdges::head (the copy's 16-byte alignment), the last
+// block's slice is a pack short where the row has one fewer, and the head
+// (rank 0) and tail (last rank) elements move one per thread through
+// ordinary loads and stores, as SplitRowKernel's do.
 // Preconditions: sm_90+; cluster dims (split, 1, 1), 2 <= split <=
 // kMaxClusterBlocks, gridDim.x a multiple of split; blockDim.x = block_size;
-// a 16-byte pack that divides cols (kBulkCopies), x and y 16-byte aligned;
-// p.slicing = Slicing::Of(cols / pack, split) with every slice at most
-// kPacks * block_size packs; dynamic shared memory >= the largest slice
-// (SplitRegsSharedMemoryBytes). y may equal x: a block's next row is copied
-// before any block writes it only if it is another row, and each thread
-// writes only the packs it holds, after the exchange that follows every
-// block's reads of this row.
-template <Op op, class Load, class Store, int pack, int block_size, int kPacks>
+// a 16-byte pack (kBulkCopies) that divides cols unless `edges`, x and y
+// 16-byte aligned; p.slicing = Slicing::Of(cols / pack, split) with every
+// slice at most kPacks * block_size packs; dynamic shared memory >= the
+// largest slice (SplitRegsSharedMemoryBytes). y may equal x: a block's next
+// row is copied before any block writes it only if it is another row, and
+// each thread writes only the elements it holds, after the exchange that
+// follows every block's reads of this row.
+template <Op op, class Load, class Store, int pack, int block_size, int kPacks, bool edges>
 __global__ void __launch_bounds__(block_size, 1)
     SplitRegsKernel(Load load, Store store, split_row::Params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
@@ -935,6 +943,7 @@ __global__ void __launch_bounds__(block_size, 1)
   static_assert(op == Op::kSoftmax || op == Op::kLogSoftmax,
                 "one merge per row needs the softmax's rebasing (Row::RebasedTo)");
   static_assert(split_row::kBulkCopies<Load, pack>, "rows arrive by the bulk copy");
+  static_assert(!edges || kTakesAnyCols<Load, Store>, "rows off the pack grid need x's layout");
   static_assert(block_size % kWarpSize == 0, "whole warps: every lane shuffles");
   using Math = OpMath<op, kFastMathFor<Load>>;
   using Partial = typename Math::Partial;
@@ -948,21 +957,20 @@ __global__ void __launch_bounds__(block_size, 1)
   const cg::cluster_group cluster = cg::this_cluster();
   const int split = static_cast<int>(cluster.num_blocks());
   const int rank = static_cast<int>(cluster.block_rank());
-  const split_row::Slice slice = split_row::SliceOf(p.slicing, rank);
+  const split_row::Slice full_slice = split_row::SliceOf(p.slicing, rank);
+  // The chunks of the largest slice this block copies (one per kPacks at
+  // most), whose barriers complete once per row.
+  const int chunks = static_cast<int>((full_slice.count + block_size - 1) / block_size);
   const int64_t clusters = gridDim.x / split;
   const int64_t first_row = blockIdx.x / split;
-  // 32-bit where it fits (a slice is at most kPacks * block_size packs):
-  // with 64-bit pack indices the float32 instance spilled 48 bytes more.
-  const int slice_packs = static_cast<int>(slice.count);
-  const auto holds = [&](int b) {
-    return b * block_size + static_cast<int>(threadIdx.x) < slice_packs;
+  const auto part_of = [&](int64_t row) {
+    return split_row::RowPartOf<pack, edges>(row, p.cols, full_slice, rank, split);
   };
-  // This thread's first column; pack b is kStride * b further.
-  const int64_t first_col = (slice.first + threadIdx.x) * pack;
   constexpr int kStride = block_size * pack;
   const auto copy_row = [&](int64_t row) {
-    split_row::CopyThreadPacksAsync<pack, block_size, kPacks>(load, row, slice, cache,
-                                                              chunk_barriers);
+    const split_row::RowPart part = part_of(row);
+    split_row::CopyThreadPacksAsync<pack, block_size, kPacks>(
+        load, row, part.edges.head, part.slice, chunks, cache, chunk_barriers);
   };
 
   if (threadIdx.x == 0) {
@@ -976,6 +984,22 @@ __global__ void __launch_bounds__(block_size, 1)
 
   int64_t iteration = 0;  // rows this block has served: one exchange each
   for (int64_t row = first_row; row < p.rows; row += clusters, ++iteration) {
+    const split_row::RowPart part = part_of(row);
+    // 32-bit where it fits (a slice is at most kPacks * block_size packs):
+    // with 64-bit pack indices the float32 instance spilled 48 bytes more.
+    const int slice_packs = static_cast<int>(part.slice.count);
+    const auto holds = [&](int b) {
+      return b * block_size + static_cast<int>(threadIdx.x) < slice_packs;
+    };
+    // This thread's first column; pack b is kStride * b further.
+    const int64_t first_col = part.edges.head + (full_slice.first + threadIdx.x) * pack;
+    int64_t edge_col = -1;
+    float edge = 0.f;
+    if constexpr (edges) {
+      edge_col = split_row::EdgeColumn(part.edges, p.cols, rank, split);
+      // In flight while the slice's copy lands.
+      if (edge_col >= 0) load.template load<1>(&edge, row, edge_col);
+    }
     float v[kPacks][pack];
     float own_max = -INFINITY;
 #pragma unroll
@@ -987,6 +1011,7 @@ __global__ void __launch_bounds__(block_size, 1)
         for (int i = 0; i < pack; ++i) own_max = typename Math::First{}.Add(own_max, v[b][i]);
       }
     }
+    if (edge_col >= 0) own_max = typename Math::First{}.Add(own_max, edge);
     __syncthreads();  // every thread's packs are in registers: the buffer is free
     if (threadIdx.x == 0 && row + clusters < p.rows) copy_row(row + clusters);
 
@@ -1002,6 +1027,10 @@ __global__ void __launch_bounds__(block_size, 1)
         }
       }
     }
+    if (edge_col >= 0) {
+      edge = pass.Keep(edge);
+      kept_sum = pass.AddKept(kept_sum, edge);
+    }
     const Partial total = exchange.template AllMerge<Math>(Partial{own_max, kept_sum}, iteration,
                                                            rank, split);
     const typename Math::Row finish = Math::Finish(total, p);
@@ -1013,6 +1042,10 @@ __global__ void __launch_bounds__(block_size, 1)
         mine.template ApplyKept<pack>(v[b]);
         store.template store_as_one<pack>(v[b], row, first_col + b * kStride);
       }
+    }
+    if (edge_col >= 0) {
+      mine.template ApplyKept<1>(&edge);
+      store.template store<1>(&edge, row, edge_col);
     }
   }
 #endif

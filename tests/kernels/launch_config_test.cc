@@ -1006,7 +1006,7 @@ TEST(LaunchConfigTest, SplitRowCandidatesForFewLongRowsAndClustersForManyVeryLon
       // Many rows of at least 32000 columns: clusters only (split_regs for
       // softmax and log-softmax where a slice fits its registers).
       for (Shape shape : {Shape{264, 131072}, Shape{49152, 32768}, Shape{2048, 32000},
-                          Shape{2048, 128256}}) {
+                          Shape{2048, 50257}, Shape{2048, 128256}}) {
         const int count = CountSplitCandidates(op, dtype, shape, H100());
         EXPECT_GT(count, 0) << OpName(op) << " " << DTypeName(dtype) << " rows=" << shape.rows
                             << " cols=" << shape.cols;
@@ -1078,9 +1078,9 @@ TEST(LaunchConfigTest, SplitRowCandidatesCoverTheVocabulariesAt2048Rows) {
   }
 }
 
-// split_regs: the softmaxes only, 16-byte packs that divide cols, blocks of
-// 512 or 1024 threads, cluster splits, and a slice within the block's
-// registers (40 values a thread at 1024 threads); clusters only.
+// split_regs: the softmaxes only, 16-byte packs (any cols: a scalar head and
+// tail), blocks of 512 or 1024 threads, cluster splits, and a slice within
+// the block's registers (40 values a thread at 1024 threads); clusters only.
 TEST(LaunchConfigTest, SplitRegsRules) {
   const auto regs = [](int block, int pack, int split) {
     LaunchConfig c{Impl::kSplitRegs, block, pack, 32, 1, 0};
@@ -1111,8 +1111,16 @@ TEST(LaunchConfigTest, SplitRegsRules) {
                 "split_regs holds at most 8 per thread");
   ExpectRefused(Op::kSoftmax, DType::kFloat32, vocab, regs(512, 4, 4), invalid,
                 "split_regs holds at most 8 per thread");
-  ExpectRefused(Op::kSoftmax, DType::kFloat16, {2048, 50257}, regs(1024, 8, 4), invalid,
-                "does not divide");
+  // An odd vocabulary: 50257 / 8 = 6282 whole packs, 1571 per block of 4.
+  const Shape odd{2048, 50257};
+  for (Op op : {Op::kSoftmax, Op::kLogSoftmax}) {
+    EXPECT_TRUE(ValidateConfig(op, DType::kFloat16, odd, regs(1024, 8, 2), H100()).ok());
+    EXPECT_TRUE(ValidateConfig(op, DType::kFloat32, odd, regs(512, 4, 8), H100()).ok());
+  }
+  EXPECT_EQ(SharedMemoryBytes(Op::kSoftmax, DType::kFloat16, odd, regs(1024, 8, 4)), 1571 * 16);
+  // 50257 / 4 / 2 = 6282 float32 packs per block, past 512 x 8.
+  ExpectRefused(Op::kSoftmax, DType::kFloat32, odd, regs(512, 4, 2), invalid,
+                "split_regs holds at most 8 per thread");
   EXPECT_EQ(ValidateConfig(Op::kSoftmax, DType::kFloat16, vocab, regs(1024, 8, 4), A100()).code(),
             invalid);
   absl::StatusOr<LaunchConfig> parsed = ParseLaunchConfig("split_regs/b1024/p8/g32/r1/w0/s4");
@@ -1124,16 +1132,16 @@ TEST(LaunchConfigTest, SplitRegsRules) {
 }
 
 // Many softmax rows too long for one block's shared memory, in 16-byte
-// packs: split_regs at the smallest split up to 8 that fits, 1024 threads
+// packs (odd lengths too): split_regs at the smallest split up to 8 that fits, 1024 threads
 // for 16-bit, float32 512 threads where they hold the slice, else 1024.
 TEST(LaunchConfigTest, HeuristicSplitsManySoftmaxRowsInRegisters) {
   for (Op op : {Op::kSoftmax, Op::kLogSoftmax}) {
     for (DType dtype : kAllDTypes) {
-      for (int64_t cols : {int64_t{128256}, int64_t{151936}}) {
+      for (int64_t cols : {int64_t{128256}, int64_t{128257}, int64_t{151936}}) {
         absl::StatusOr<LaunchConfig> c = HeuristicConfig(op, dtype, {2048, cols}, H100());
         ASSERT_TRUE(c.ok()) << c.status();
         const char* expected = dtype != DType::kFloat32 ? "split_regs/b1024/p8/g32/r1/w0/s4"
-                               : cols == 128256       ? "split_regs/b512/p4/g32/r1/w0/s8"
+                               : cols < 151936        ? "split_regs/b512/p4/g32/r1/w0/s8"
                                                       : "split_regs/b1024/p4/g32/r1/w0/s8";
         EXPECT_EQ(ConfigKey(*c), expected)
             << OpName(op) << " " << DTypeName(dtype) << " cols=" << cols;
@@ -1142,7 +1150,7 @@ TEST(LaunchConfigTest, HeuristicSplitsManySoftmaxRowsInRegisters) {
         ASSERT_TRUE(c.ok()) << c.status();
         EXPECT_NE(c->impl, Impl::kSplitRegs) << ConfigKey(*c);
       }
-      // Rows that fit a block's shared memory, odd vocabularies, other ops.
+      // Rows that fit a block's shared memory.
       for (Shape shape : {Shape{2048, 32000}, Shape{2048, 50257}}) {
         absl::StatusOr<LaunchConfig> c = HeuristicConfig(op, dtype, shape, H100());
         ASSERT_TRUE(c.ok()) << c.status();

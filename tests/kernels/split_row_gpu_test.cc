@@ -321,10 +321,13 @@ TEST_P(SplitRowGpuTest, BulkCopyOverManyRowsMatchesTheReference) {
 // several rows, so its chunk barriers and its exchange's two slot sets go
 // through many phases; the LLM vocabularies at every split and block size
 // whose slice fits the registers (Slicing's remainder packs at 151936 / 16),
-// then the heuristic's config in place (y == x).
+// odd ones whose rows start at every offset from the pack grid (a head and
+// a tail, the last block a pack short on some rows: 50257 and 151939), then
+// the heuristic's config in place (y == x).
 TEST_P(SplitRowGpuTest, SplitRegsOverManyRowsMatchesTheReference) {
   if (op() != Op::kSoftmax && op() != Op::kLogSoftmax) GTEST_SKIP() << "softmax only";
-  for (Shape shape : {Shape{300, 128256}, Shape{264, 151936}, Shape{1024, 65536}}) {
+  for (Shape shape : {Shape{300, 128256}, Shape{264, 151936}, Shape{1024, 65536},
+                      Shape{300, 50257}, Shape{264, 151939}}) {
     SCOPED_TRACE(absl::StrCat("rows=", shape.rows, " cols=", shape.cols));
     const std::vector<LaunchConfig> configs = RegsConfigs(shape);
     ASSERT_FALSE(configs.empty());
