@@ -980,22 +980,7 @@ __global__ void __launch_bounds__(block_size, 1)
   }
   // Every block's barriers initialised before any peer's partial arrives.
   cluster.sync();
-  // With `edges`, this thread's head or tail element of `row` (column -1:
-  // none), loaded a row ahead like the slice: loaded when the row starts,
-  // its latency would hold back the next row's copy by as much.
-  const auto load_edge = [&](int64_t row, float& edge) {
-    int edge_col = -1;  // a slice fits the registers: cols fit an int
-    if constexpr (edges) {
-      if (row < p.rows) {
-        edge_col = static_cast<int>(split_row::EdgeColumn(part_of(row).edges, p.cols, rank, split));
-        if (edge_col >= 0) load.template load<1>(&edge, row, edge_col);
-      }
-    }
-    return edge_col;
-  };
   if (threadIdx.x == 0 && first_row < p.rows) copy_row(first_row);
-  float edge = 0.f;
-  int edge_col = load_edge(first_row, edge);
 
   int64_t iteration = 0;  // rows this block has served: one exchange each
   for (int64_t row = first_row; row < p.rows; row += clusters, ++iteration) {
@@ -1008,6 +993,13 @@ __global__ void __launch_bounds__(block_size, 1)
     };
     // This thread's first column; pack b is kStride * b further.
     const int64_t first_col = part.edges.head + (full_slice.first + threadIdx.x) * pack;
+    int64_t edge_col = -1;
+    float edge = 0.f;
+    if constexpr (edges) {
+      edge_col = split_row::EdgeColumn(part.edges, p.cols, rank, split);
+      // In flight while the slice's copy lands.
+      if (edge_col >= 0) load.template load<1>(&edge, row, edge_col);
+    }
     float v[kPacks][pack];
     float own_max = -INFINITY;
 #pragma unroll
@@ -1019,11 +1011,9 @@ __global__ void __launch_bounds__(block_size, 1)
         for (int i = 0; i < pack; ++i) own_max = typename Math::First{}.Add(own_max, v[b][i]);
       }
     }
+    if (edge_col >= 0) own_max = typename Math::First{}.Add(own_max, edge);
     __syncthreads();  // every thread's packs are in registers: the buffer is free
     if (threadIdx.x == 0 && row + clusters < p.rows) copy_row(row + clusters);
-    float next_edge = 0.f;
-    const int next_edge_col = load_edge(row + clusters, next_edge);
-    if (edge_col >= 0) own_max = typename Math::First{}.Add(own_max, edge);
 
     const auto pass = Math::Second(Math::KeepShift(own_max), p);
     float kept_sum = pass.kIdentity;
@@ -1057,8 +1047,6 @@ __global__ void __launch_bounds__(block_size, 1)
       mine.template ApplyKept<1>(&edge);
       store.template store<1>(&edge, row, edge_col);
     }
-    edge = next_edge;
-    edge_col = next_edge_col;
   }
 #endif
 }
