@@ -33,8 +33,8 @@ constexpr int64_t kSplitCandidateMinCols = 4096;
 // 2's vocabulary): a 16-bit row is then 62.5 KiB or more, so block_smem
 // holds at most three rows per SM and block_uncached reads each row twice,
 // while a cluster's bulk copy keeps whole slices in flight (issue 26: LLM
-// vocabularies at 2048 rows). The default stays one block per row there
-// until measurements say otherwise.
+// vocabularies at 2048 rows). The default takes kSplitRegs there for
+// float32 softmaxes only (SplitRegsHeuristic).
 constexpr int64_t kSplitRowManyRowsMinCols = 32000;
 
 // The default gives each thread at most this many packs of its slice. On
@@ -372,17 +372,23 @@ void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo&
   }
 }
 
-// Softmax and log-softmax over at least as many rows as SMs, each row too
-// long for one block's shared memory (where block_smem cannot cache it and
-// block_uncached reads it twice), in 16-byte packs (any cols: a scalar head
-// and tail around each row's packs): kSplitRegs at the smallest split up to 8 whose slice fits the registers,
-// 1024 threads for 16-bit dtypes; float32 tries 512 threads first, then
-// 1024. On the H100 at 2048 x 128256 and 151936
-// (bench/results/2026-11-26-h100-split-regs-float32/): 16-bit at split 4,
-// 89-92% of copy, where the best kSplitRow config reached 70-78%; float32
-// 512 threads at split 8 97% (1024 at split 4: 93%) and 1024 at split 8
-// 95% where 512 threads need 16. Slices under 40 KB run 57-73%: 16-bit at
-// split 8, float32 at 16.
+// Softmax and log-softmax over at least as many rows as SMs, in 16-byte
+// packs (any cols: a scalar head and tail around each row's packs), where
+// one block per row falls short: 16-bit rows too long for one block's
+// shared memory (block_smem cannot cache them, block_uncached reads them
+// twice), float32 rows from kSplitRowManyRowsMinCols columns (125 KB and
+// more, so block_smem holds one row per SM). There kSplitRegs at the
+// smallest split up to 8 whose slice fits the registers, 1024 threads for
+// 16-bit dtypes; float32 tries 512 threads first, then 1024. On the H100
+// (bench/results/2026-11-26-h100-split-regs-float32/, 2026-11-27-h100-split-
+// regs-odd-cols/): at 2048 x 128256 and 151936, 16-bit at split 4, 89-92%
+// of copy, where the best kSplitRow config reached 70-78%; float32 512
+// threads at split 8 97% (1024 at split 4: 93%) and 1024 at split 8 95%
+// where 512 threads need 16. Float32 at 2048 x 32000-57344 1.04-1.22x the
+// block kernels' default; 16-bit rows of 57344-100000 columns gained 0-7%
+// over the best block_smem config, or lost 5% at 1024 threads, so they keep
+// block_smem. Slices under 40 KB run 57-73%: 16-bit at split 8, float32 at
+// 16.
 namespace {
 std::optional<LaunchConfig> SplitRegsHeuristic(Op op, DType dtype, Shape shape,
                                                const DeviceInfo& device,
@@ -390,7 +396,10 @@ std::optional<LaunchConfig> SplitRegsHeuristic(Op op, DType dtype, Shape shape,
   const int pack = SplitRegsPack(dtype);
   if (!SupportsClusters(device) || !SplitRegsServes(op) || shape.inner != 1 ||
       shape.rows < device.sm_count ||
-      shape.cols * static_cast<int64_t>(DTypeSize(dtype)) <= device.max_smem_per_block_optin ||
+      (dtype == DType::kFloat32
+           ? shape.cols < kSplitRowManyRowsMinCols
+           : shape.cols * static_cast<int64_t>(DTypeSize(dtype)) <=
+                 device.max_smem_per_block_optin) ||
       WidestPackFor(op, Impl::kSplitRegs, dtype, shape, alignment_bytes) != pack) {
     return std::nullopt;
   }

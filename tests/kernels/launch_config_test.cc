@@ -809,9 +809,12 @@ TEST(LaunchConfigTest, BlockImplsTakeFullPacksAtOddColsWhereOperandsFollowX) {
       ASSERT_TRUE(c.ok()) << c.status();
       EXPECT_EQ(ConfigKey(*c), "block_smem/b1024/p2/g32/r1/w0") << OpName(op);
     }
+    // float32 softmaxes take split_regs there (HeuristicSplitsManySoftmaxRowsInRegisters).
     absl::StatusOr<LaunchConfig> c = HeuristicConfig(op, DType::kFloat32, {2048, 50257}, H100());
     ASSERT_TRUE(c.ok()) << c.status();
-    EXPECT_EQ(ConfigKey(*c), "block_smem/b1024/p4/g32/r1/w0") << OpName(op);
+    EXPECT_EQ(ConfigKey(*c), op == Op::kReduceScale ? "block_smem/b1024/p4/g32/r1/w0"
+                                                    : "split_regs/b512/p4/g32/r1/w0/s4")
+        << OpName(op);
   }
   absl::StatusOr<LaunchConfig> c =
       HeuristicConfig(Op::kLayerNorm, DType::kFloat16, {2048, 50257}, H100());
@@ -1131,9 +1134,10 @@ TEST(LaunchConfigTest, SplitRegsRules) {
             4748 * 16);
 }
 
-// Many softmax rows too long for one block's shared memory, in 16-byte
-// packs (odd lengths too): split_regs at the smallest split up to 8 that fits, 1024 threads
-// for 16-bit, float32 512 threads where they hold the slice, else 1024.
+// Many softmax rows in 16-byte packs (odd lengths too), 16-bit ones too long
+// for one block's shared memory, float32 ones from 32000 columns: split_regs
+// at the smallest split up to 8 that fits, 1024 threads for 16-bit, float32
+// 512 threads where they hold the slice, else 1024.
 TEST(LaunchConfigTest, HeuristicSplitsManySoftmaxRowsInRegisters) {
   for (Op op : {Op::kSoftmax, Op::kLogSoftmax}) {
     for (DType dtype : kAllDTypes) {
@@ -1150,11 +1154,20 @@ TEST(LaunchConfigTest, HeuristicSplitsManySoftmaxRowsInRegisters) {
         ASSERT_TRUE(c.ok()) << c.status();
         EXPECT_NE(c->impl, Impl::kSplitRegs) << ConfigKey(*c);
       }
-      // Rows that fit a block's shared memory.
-      for (Shape shape : {Shape{2048, 32000}, Shape{2048, 50257}}) {
+      // 16-bit rows that fit a block's shared memory, float32 rows from
+      // 32000 columns.
+      for (Shape shape : {Shape{2048, 31999}, Shape{2048, 32000}, Shape{2048, 50257},
+                          Shape{2048, 57344}}) {
         absl::StatusOr<LaunchConfig> c = HeuristicConfig(op, dtype, shape, H100());
         ASSERT_TRUE(c.ok()) << c.status();
-        EXPECT_NE(c->impl, Impl::kSplitRegs) << ConfigKey(*c) << " cols=" << shape.cols;
+        const char* expected = shape.cols == 31999 || dtype != DType::kFloat32 ? nullptr
+                               : shape.cols == 32000 ? "split_regs/b512/p4/g32/r1/w0/s2"
+                                                     : "split_regs/b512/p4/g32/r1/w0/s4";
+        if (expected == nullptr) {
+          EXPECT_NE(c->impl, Impl::kSplitRegs) << ConfigKey(*c) << " cols=" << shape.cols;
+        } else {
+          EXPECT_EQ(ConfigKey(*c), expected) << OpName(op) << " cols=" << shape.cols;
+        }
       }
     }
   }
@@ -1190,7 +1203,8 @@ TEST(LaunchConfigTest, HeuristicSplitsFewLongRows) {
         absl::StatusOr<LaunchConfig> c = HeuristicConfig(op, dtype, shape, H100());
         ASSERT_TRUE(c.ok()) << c.status();
         const bool in_registers =
-            (op == Op::kSoftmax || op == Op::kLogSoftmax) && shape.cols == 131072;
+            (op == Op::kSoftmax || op == Op::kLogSoftmax) &&
+            (shape.cols == 131072 || (dtype == DType::kFloat32 && shape.cols == 32768));
         EXPECT_EQ(c->impl == Impl::kSplitRegs, in_registers)
             << ConfigKey(*c) << " rows=" << shape.rows << " cols=" << shape.cols;
         if (!in_registers) {
