@@ -379,16 +379,17 @@ void AppendSplitRowCandidates(Op op, DType dtype, Shape shape, const DeviceInfo&
 // twice), float32 rows from kSplitRowManyRowsMinCols columns (125 KB and
 // more, so block_smem holds one row per SM). There kSplitRegs at the
 // smallest split up to 8 whose slice fits the registers, 1024 threads for
-// 16-bit dtypes; float32 tries 512 threads first, then 1024. On the H100
-// (bench/results/2026-11-26-h100-split-regs-float32/, 2026-11-27-h100-split-
-// regs-odd-cols/): at 2048 x 128256 and 151936, 16-bit at split 4, 89-92%
-// of copy, where the best kSplitRow config reached 70-78%; float32 512
-// threads at split 8 97% (1024 at split 4: 93%) and 1024 at split 8 95%
-// where 512 threads need 16. Float32 at 2048 x 32000-57344 1.04-1.22x the
-// block kernels' default; 16-bit rows of 57344-100000 columns gained 0-7%
-// over the best block_smem config, or lost 5% at 1024 threads, so they keep
-// block_smem. Slices under 40 KB run 57-73%: 16-bit at split 8, float32 at
-// 16.
+// 16-bit dtypes; float32 tries 512 threads first, then 1024. On the H100:
+//  - at 2048 x 128256 and 151936 (bench/results/2026-11-26-h100-split-regs-
+//    float32/), 16-bit at split 4 89-92% of copy, where the best kSplitRow
+//    config reached 70-78%; float32 512 threads at split 8 97% (1024 at
+//    split 4: 93%) and 1024 at split 8 95% where 512 threads need 16;
+//  - at 2048 x 32000-57344 float32 (2026-11-27-h100-split-regs-odd-cols/),
+//    the fastest split_regs config 1.14-1.22x the block kernels' default;
+//    16-bit rows of 57344-100000 columns ran 0.97-1.08x the best block_smem
+//    config, and 5% slower at 65536 with 1024 threads, so they keep
+//    block_smem.
+// Slices under 40 KB run 57-73%: 16-bit at split 8, float32 at 16.
 namespace {
 std::optional<LaunchConfig> SplitRegsHeuristic(Op op, DType dtype, Shape shape,
                                                const DeviceInfo& device,
