@@ -64,6 +64,12 @@ LaunchConfig TwoPass(int block, int pack, int split) {
   return c;
 }
 
+// The heuristic's config for the problem as its key, or the error it gave.
+std::string HeuristicKey(Op op, DType dtype, Shape shape, const DeviceInfo& device) {
+  absl::StatusOr<LaunchConfig> c = HeuristicConfig(op, dtype, shape, device);
+  return c.ok() ? ConfigKey(*c) : c.status().ToString();
+}
+
 void ExpectRefused(Op op, DType dtype, Shape shape, const LaunchConfig& config,
                    absl::StatusCode code, const std::string& mentions) {
   const absl::Status s = ValidateConfig(op, dtype, shape, config, H100());
@@ -547,13 +553,11 @@ TEST(LaunchConfigTest, AxisHeuristicCachesTheLineAndFillsTheDevice) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(ConfigKey(*c), "axis/b256/p4/g16/r1/w0");
   // Seed B: 896 = 7 rows x 128 lanes; blocks capped at 512 threads.
-  c = HeuristicConfig(Op::kLogSoftmax, DType::kFloat32, kAxisSeedB, H100());
-  ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(ConfigKey(*c), "axis/b512/p4/g128/r1/w0");
+  EXPECT_EQ(HeuristicKey(Op::kLogSoftmax, DType::kFloat32, kAxisSeedB, H100()),
+            "axis/b512/p4/g128/r1/w0");
   // 16-bit packs of 8 hold 4 rows: twice the lanes along dim.
-  c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, kAxisSeedA, H100());
-  ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(ConfigKey(*c), "axis/b512/p8/g32/r1/w0");
+  EXPECT_EQ(HeuristicKey(Op::kSoftmax, DType::kFloat16, kAxisSeedA, H100()),
+            "axis/b512/p8/g32/r1/w0");
   // Odd inner: scalar access.
   c = HeuristicConfig(Op::kSoftmax, DType::kBFloat16, {300, 127, 3}, H100());
   ASSERT_TRUE(c.ok()) << c.status();
@@ -1220,52 +1224,42 @@ TEST(LaunchConfigTest, HeuristicSplitsFewLongRows) {
       HeuristicConfig(Op::kSoftmax, DType::kFloat16, {8, 131072}, H100());
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(ConfigKey(*c), "split_two_pass/b256/p8/g32/r1/w0/s32");
-  c = HeuristicConfig(Op::kSoftmax, DType::kFloat32, {1, 131072}, H100());
-  ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(ConfigKey(*c), "split_two_pass/b256/p4/g32/r1/w0/s32");
+  EXPECT_EQ(HeuristicKey(Op::kSoftmax, DType::kFloat32, {1, 131072}, H100()),
+            "split_two_pass/b256/p4/g32/r1/w0/s32");
   // 2^21 float32 columns are 524288 packs: split 256 is the first whose
   // slices (2048 packs) fit 256 threads x 8 packs.
-  c = HeuristicConfig(Op::kSoftmax, DType::kFloat32, {1, 1 << 21}, H100());
-  ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(ConfigKey(*c), "split_two_pass/b256/p4/g32/r1/w0/s256");
+  EXPECT_EQ(HeuristicKey(Op::kSoftmax, DType::kFloat32, {1, 1 << 21}, H100()),
+            "split_two_pass/b256/p4/g32/r1/w0/s256");
   // 64 rows of 131072 float32: no cluster split fits one wave (the slices
   // need too much shared memory), so the fewest waves: split 16 (1024 blocks
   // of 256 threads, 6 x 132 resident by the described H100's shared-memory
   // estimate: 1.3 waves). At 100 rows even that is 2 waves, and one block
   // per row serves. (A real GPU's registers may allow fewer blocks.)
-  c = HeuristicConfig(Op::kSoftmax, DType::kFloat32, {64, 131072}, H100());
-  ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(ConfigKey(*c), "split_row/b256/p4/g32/r1/w0/s16");
+  EXPECT_EQ(HeuristicKey(Op::kSoftmax, DType::kFloat32, {64, 131072}, H100()),
+            "split_row/b256/p4/g32/r1/w0/s16");
   c = HeuristicConfig(Op::kSoftmax, DType::kFloat32, {100, 131072}, H100());
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_FALSE(HasSplit(c->impl)) << ConfigKey(*c);
   // Clusters beyond 33 rows: 34 rows of float16.
-  c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {34, 131072}, H100());
-  ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(ConfigKey(*c), "split_row/b512/p8/g32/r1/w0/s4");
+  EXPECT_EQ(HeuristicKey(Op::kSoftmax, DType::kFloat16, {34, 131072}, H100()),
+            "split_row/b512/p8/g32/r1/w0/s4");
   // 40 rows: split 4 fills the SMs (160 blocks, 3 resident per SM); split 2
   // leaves 52 idle.
-  c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {40, 131072}, H100());
-  ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(ConfigKey(*c), "split_row/b512/p8/g32/r1/w0/s4");
+  EXPECT_EQ(HeuristicKey(Op::kSoftmax, DType::kFloat16, {40, 131072}, H100()),
+            "split_row/b512/p8/g32/r1/w0/s4");
   // Two kernels need no clusters: the same default on an A100 while
   // rows * 16 <= four times its 108 SMs; beyond, without clusters, a grid
   // split with one block of each row per SM.
-  c = HeuristicConfig(Op::kSoftmax, DType::kFloat16, {1, 131072}, A100());
-  ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(ConfigKey(*c), "split_two_pass/b256/p8/g32/r1/w0/s32");
-  c = HeuristicConfig(Op::kRmsNorm, DType::kFloat32, {4, 131072}, A100());
-  ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(ConfigKey(*c), "split_two_pass/b256/p4/g32/r1/w0/s32");
-  c = HeuristicConfig(Op::kRmsNorm, DType::kFloat32, {13, 131072}, A100());
-  ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(ConfigKey(*c), "split_two_pass/b256/p4/g32/r1/w0/s32");
-  c = HeuristicConfig(Op::kRmsNorm, DType::kFloat32, {27, 131072}, A100());
-  ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(ConfigKey(*c), "split_two_pass/b256/p4/g32/r1/w0/s16");
-  c = HeuristicConfig(Op::kRmsNorm, DType::kFloat16, {28, 131072}, A100());
-  ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(ConfigKey(*c), "split_grid/b1024/p8/g32/r1/w0/s3");
+  EXPECT_EQ(HeuristicKey(Op::kSoftmax, DType::kFloat16, {1, 131072}, A100()),
+            "split_two_pass/b256/p8/g32/r1/w0/s32");
+  EXPECT_EQ(HeuristicKey(Op::kRmsNorm, DType::kFloat32, {4, 131072}, A100()),
+            "split_two_pass/b256/p4/g32/r1/w0/s32");
+  EXPECT_EQ(HeuristicKey(Op::kRmsNorm, DType::kFloat32, {13, 131072}, A100()),
+            "split_two_pass/b256/p4/g32/r1/w0/s32");
+  EXPECT_EQ(HeuristicKey(Op::kRmsNorm, DType::kFloat32, {27, 131072}, A100()),
+            "split_two_pass/b256/p4/g32/r1/w0/s16");
+  EXPECT_EQ(HeuristicKey(Op::kRmsNorm, DType::kFloat16, {28, 131072}, A100()),
+            "split_grid/b1024/p8/g32/r1/w0/s3");
 }
 
 // Launch checks the operands before it looks at the device: on a described
