@@ -395,12 +395,12 @@ std::optional<LaunchConfig> SplitRegsHeuristic(Op op, DType dtype, Shape shape,
                                                const DeviceInfo& device,
                                                int64_t alignment_bytes) {
   const int pack = SplitRegsPack(dtype);
+  const int64_t row_bytes = shape.cols * static_cast<int64_t>(DTypeSize(dtype));
+  const bool one_block_falls_short = dtype == DType::kFloat32
+                                         ? shape.cols >= kSplitRowManyRowsMinCols
+                                         : row_bytes > device.max_smem_per_block_optin;
   if (!SupportsClusters(device) || !SplitRegsServes(op) || shape.inner != 1 ||
-      shape.rows < device.sm_count ||
-      (dtype == DType::kFloat32
-           ? shape.cols < kSplitRowManyRowsMinCols
-           : shape.cols * static_cast<int64_t>(DTypeSize(dtype)) <=
-                 device.max_smem_per_block_optin) ||
+      shape.rows < device.sm_count || !one_block_falls_short ||
       WidestPackFor(op, Impl::kSplitRegs, dtype, shape, alignment_bytes) != pack) {
     return std::nullopt;
   }
