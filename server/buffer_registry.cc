@@ -15,7 +15,7 @@
 namespace kt::server {
 namespace {
 
-absl::Status UnknownBuffer(const std::string& id) {
+absl::Status UnknownBuffer(absl::string_view id) {
   // The same answer whether the id does not exist or is someone else's.
   return absl::NotFoundError(
       absl::StrCat("buffer_id \"", id, "\" is not registered by this process"));
@@ -70,15 +70,15 @@ absl::StatusOr<Registration> BufferRegistry::Register(
   return registration;
 }
 
-absl::StatusOr<Registration> BufferRegistry::Use(const PeerProcess& caller,
-                                                 const std::string& id, absl::Time now,
-                                                 bool count_run) {
+absl::StatusOr<BufferRegistry::InUse> BufferRegistry::Use(const PeerProcess& caller,
+                                                           absl::string_view id,
+                                                           absl::Time now) {
   absl::MutexLock lock(&mu_);
   auto it = by_id_.find(id);
   if (it == by_id_.end() || !(it->second.owner == caller)) return UnknownBuffer(id);
   it->second.last_used = std::max(it->second.last_used, now);
-  if (count_run) ++it->second.runs;
-  return it->second;
+  ++it->second.runs;
+  return InUse{it->second.memory, it->second.size_bytes};
 }
 
 absl::Status BufferRegistry::Unregister(const PeerProcess& caller, const std::string& id) {

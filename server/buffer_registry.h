@@ -15,6 +15,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/client_memory.h"
@@ -54,10 +55,15 @@ class BufferRegistry {
                                         std::shared_ptr<const ClientMemory> memory,
                                         int64_t size_bytes, absl::Duration ttl,
                                         std::string label, absl::Time now);
-  // The caller's registration `id` for a Run; renews its lease and, when
-  // `count_run` (its first tensor of that Run), counts the Run.
-  absl::StatusOr<Registration> Use(const PeerProcess& caller, const std::string& id,
-                                   absl::Time now, bool count_run = true);
+  // What a Run needs of a registration: its memory and the bytes usable
+  // from memory->base() (a registration's strings are not copied per Run).
+  struct InUse {
+    std::shared_ptr<const ClientMemory> memory;
+    int64_t size_bytes = 0;
+  };
+  // The caller's registration `id` for a Run: renews its lease and counts
+  // the Run (a Run uses each of its buffers once, whatever its tensors).
+  absl::StatusOr<InUse> Use(const PeerProcess& caller, absl::string_view id, absl::Time now);
   absl::Status Unregister(const PeerProcess& caller, const std::string& id);
   // The caller's registrations, oldest first.
   std::vector<Registration> List(const PeerProcess& caller) const;

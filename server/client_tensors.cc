@@ -54,11 +54,15 @@ int64_t CudaIpcMemoryCache::size_on(int device_ordinal) const {
 absl::StatusOr<TensorResolver::Opened> ClientTensorResolver::RegisteredBuffer(
     const std::string& buffer_id) {
   if (absl::Status s = MayOpenClientMemory(caller_, "a registered buffer"); !s.ok()) return s;
-  const bool first_use = used_.insert(buffer_id).second;
-  absl::StatusOr<Registration> registration =
-      registry_.Use(*caller_, buffer_id, absl::Now(), first_use);
+  for (const auto& [id, opened] : used_) {
+    if (id == buffer_id) return opened;
+  }
+  absl::StatusOr<BufferRegistry::InUse> registration =
+      registry_.Use(*caller_, buffer_id, absl::Now());
   if (!registration.ok()) return registration.status();
-  return Opened{std::move(registration->memory), registration->size_bytes};
+  Opened opened{std::move(registration->memory), registration->size_bytes};
+  used_.emplace_back(buffer_id, opened);
+  return opened;
 }
 
 absl::StatusOr<TensorResolver::Opened> ClientTensorResolver::CudaIpcAllocation(

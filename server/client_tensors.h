@@ -8,12 +8,14 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
-#include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "kernels/op_args.h"
 #include "server/backend.h"
 #include "server/buffer_registry.h"
 #include "server/client_memory.h"
@@ -61,7 +63,8 @@ class CudaIpcMemoryCache {
 };
 
 // Resolves one Run's references for its caller: the caller's own
-// registrations (each counted once per Run), and CUDA IPC handles.
+// registrations (each looked up, its lease renewed and the Run counted once
+// per Run, however many of its tensors it holds), and CUDA IPC handles.
 class ClientTensorResolver final : public TensorResolver {
  public:
   ClientTensorResolver(BufferRegistry& registry, CudaIpcMemoryCache& cuda_ipc,
@@ -76,7 +79,9 @@ class ClientTensorResolver final : public TensorResolver {
   BufferRegistry& registry_;
   CudaIpcMemoryCache& cuda_ipc_;
   const std::optional<PeerProcess>& caller_;
-  absl::flat_hash_set<std::string> used_;  // buffers this Run already counted
+  // The buffers this Run already looked up, by their ids in the request
+  // being resolved (a few at most: one per operand).
+  absl::InlinedVector<std::pair<absl::string_view, Opened>, kernels::kOperandCount> used_;
 };
 
 }  // namespace kt::server

@@ -423,6 +423,7 @@ absl::StatusOr<RunRequest> ValidateRunRequest(const pb::RunRequest& request,
 
 absl::Status ResolveTensorRefs(const pb::RunRequest& request, TensorResolver& resolver,
                                RunRequest& run) {
+  run.memory.reserve(kernels::kOperandCount);  // one allocation, not one per reference
   for (kernels::Operand operand : kernels::kAllOperands) {
     if (!kernels::TakesOperand(run.op, operand)) continue;
     const OperandField field = FieldOf(request, run.op, operand);

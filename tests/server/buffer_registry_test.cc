@@ -36,7 +36,7 @@ TEST(BufferRegistryTest, OnlyTheOwnerSeesUsesAndUnregisters) {
 
   EXPECT_TRUE(registry.Use(kAlice, registered->id, kT0).ok());
   for (const PeerProcess& other : {kBob, kAliceReborn}) {
-    absl::StatusOr<Registration> used = registry.Use(other, registered->id, kT0);
+    absl::StatusOr<BufferRegistry::InUse> used = registry.Use(other, registered->id, kT0);
     EXPECT_EQ(used.status().code(), absl::StatusCode::kNotFound);
     EXPECT_EQ(registry.Unregister(other, registered->id).code(), absl::StatusCode::kNotFound);
     EXPECT_TRUE(registry.List(other).empty());
