@@ -13,6 +13,7 @@
 #ifndef KERNTUNE_SERVER_CONFIG_CACHE_H_
 #define KERNTUNE_SERVER_CONFIG_CACHE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -128,6 +129,11 @@ class ConfigCache {
   mutable absl::Mutex mu_;
   std::shared_ptr<const tuner::ConfigTable> table_ ABSL_GUARDED_BY(mu_);
   int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  // The serial of table_, unique in the process (no two tables of any
+  // ConfigCache share one), written with it: a thread's memo of a lookup
+  // in that table is current while this still reads the same, which a
+  // repeated Run checks without the lock.
+  std::atomic<uint64_t> table_serial_{0};
   int64_t data_version_ ABSL_GUARDED_BY(mu_) = 0;
   std::string store_problem_ ABSL_GUARDED_BY(mu_);
 
