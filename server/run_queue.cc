@@ -231,6 +231,11 @@ std::vector<RunQueue::Taken> RunQueue::Take(int max) {
   return taken;
 }
 
+void RunQueue::KeepValidatedRun(std::shared_ptr<const pb::RunRequest> request, RunRequest run) {
+  validated_request_ = std::move(request);
+  validated_run_ = std::move(run);
+}
+
 void RunQueue::Complete(uint64_t tag, const absl::Status& status,
                         const pb::RunResponse* response) {
   std::array<char, layout::kCompletionSlotBytes> slot;

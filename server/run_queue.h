@@ -28,6 +28,7 @@
 #include "kerntune/v1/kerntune.pb.h"
 #include "proto/run_queue_layout.h"
 #include "server/peer_credentials.h"
+#include "server/run_request.h"
 
 namespace kt::server {
 
@@ -71,6 +72,20 @@ class RunQueue {
   std::vector<Taken> Take(int max);
   // Whether Take would take something now (poller only).
   bool HasWork();
+
+  // The Run the service validated from a request Take gave, kept for the
+  // descriptors that repeat it (poller only). The queue's repeated
+  // descriptors share one parsed request (Take), so they share its
+  // validation: a request is the same bytes for as long as it lives, and
+  // what validation makes of them depends on nothing else. What depends on
+  // the daemon's state (the owner's registrations, the device, the config)
+  // is still looked up per Run. Null when `request` is not the one kept.
+  const RunRequest* ValidatedRun(const kerntune::v1::RunRequest& request) const {
+    return &request == validated_request_.get() ? &validated_run_ : nullptr;
+  }
+  // Keeps `run`, validated from `request` (and nothing more: no caller, no
+  // memory), in place of the one kept before.
+  void KeepValidatedRun(std::shared_ptr<const kerntune::v1::RunRequest> request, RunRequest run);
 
   // Writes the completion of a taken descriptor into its reserved slot and
   // wakes the client if it sleeps. Thread-safe. On OK `response` (may be
@@ -120,6 +135,10 @@ class RunQueue {
   uint32_t sq_head_ = 0;
   std::string last_descriptor_;
   std::shared_ptr<const kerntune::v1::RunRequest> last_request_;
+  // The poller's too: the request a Run was last validated from, and that
+  // Run (KeepValidatedRun). Holding the request keeps its address unique.
+  std::shared_ptr<const kerntune::v1::RunRequest> validated_request_;
+  RunRequest validated_run_;
   absl::Mutex mu_;
   // The next completion slot, and completions owed (taken, not written).
   uint32_t cq_tail_ ABSL_GUARDED_BY(mu_) = 0;

@@ -38,6 +38,17 @@ absl::Status RefuseInlineTensors(const RunRequest& run) {
   return absl::OkStatus();
 }
 
+// Stage one's first part, the request on its own: ValidateRunRequest and,
+// for a Run that came through a queue (`path`), the queue's rule.
+absl::StatusOr<RunRequest> ValidateRun(const pb::RunRequest& request, int64_t max_request_bytes,
+                                       const char* path) {
+  absl::StatusOr<RunRequest> run = ValidateRunRequest(request, max_request_bytes);
+  if (run.ok() && path == kQueuePath) {
+    if (absl::Status s = RefuseInlineTensors(*run); !s.ok()) return s;
+  }
+  return run;
+}
+
 // server/CMakeLists.txt passes the project's version.
 #ifdef KT_PROJECT_VERSION
 constexpr char kProjectVersion[] = KT_PROJECT_VERSION;
@@ -303,7 +314,9 @@ grpc::ServerUnaryReactor* KernTuneService::Run(grpc::CallbackServerContext* cont
         new PreparedRun{drain_.Admit(), StageClock::now(), request});
     if (!prepared->admission) return reactor->Finish(ShuttingDown());
     prepared->caller = Caller(peer);
-    if (absl::Status s = Prepare(peer, *request, *prepared, *response->mutable_server_timing());
+    if (absl::Status s =
+            Prepare(*request, ValidateRun(*request, options_.max_request_bytes, kGrpcPath),
+                    *prepared, *response->mutable_server_timing());
         !s.ok()) {
       return reactor->Finish(RunAnswered(peer, *prepared, s, nullptr));
     }
@@ -370,24 +383,21 @@ grpc::ServerUnaryReactor* KernTuneService::CloseQueue(grpc::CallbackServerContex
   return Answer(context, false, &KernTuneService::HandleCloseQueue, request, response);
 }
 
-absl::Status KernTuneService::Prepare(absl::string_view peer, const pb::RunRequest& request,
-                                      PreparedRun& prepared, pb::RunTiming& timing) {
-  absl::StatusOr<RunRequest> run = ValidateRunRequest(request, options_.max_request_bytes);
-  if (!run.ok()) return run.status();
-  prepared.run = *std::move(run);
+absl::Status KernTuneService::Prepare(const pb::RunRequest& request,
+                                      absl::StatusOr<RunRequest> validated, PreparedRun& prepared,
+                                      pb::RunTiming& timing) {
+  if (!validated.ok()) return validated.status();
+  prepared.run = *std::move(validated);
   prepared.validated = true;
-  const StageClock::time_point validated = StageClock::now();
-  timing.set_validate_us(MicrosSince(prepared.start, validated));
-  if (prepared.path == kQueuePath) {
-    if (absl::Status s = RefuseInlineTensors(prepared.run); !s.ok()) return s;
-  }
+  const StageClock::time_point validated_at = StageClock::now();
+  timing.set_validate_us(MicrosSince(prepared.start, validated_at));
   prepared.run.caller = prepared.caller;
   ClientTensorResolver resolver(registry_, cuda_ipc_, prepared.run.caller);
   if (absl::Status s = ResolveTensorRefs(request, resolver, prepared.run); !s.ok()) return s;
   absl::StatusOr<int> device = backend_.Route(prepared.run);
   if (!device.ok()) return device.status();
   prepared.device = *device;
-  timing.set_resolve_us(MicrosSince(validated, StageClock::now()));
+  timing.set_resolve_us(MicrosSince(validated_at, StageClock::now()));
   return absl::OkStatus();
 }
 
@@ -453,7 +463,9 @@ grpc::Status KernTuneService::HandleRun(absl::string_view peer, const pb::RunReq
   PreparedRun prepared{drain_.Admit(), StageClock::now(), request};
   if (!prepared.admission) return ShuttingDown();
   prepared.caller = Caller(peer);
-  if (absl::Status s = Prepare(peer, *request, prepared, *response->mutable_server_timing());
+  if (absl::Status s =
+          Prepare(*request, ValidateRun(*request, options_.max_request_bytes, kGrpcPath),
+                  prepared, *response->mutable_server_timing());
       !s.ok()) {
     return RunAnswered(peer, prepared, s, nullptr);
   }
@@ -492,8 +504,18 @@ void KernTuneService::RunQueued(const std::shared_ptr<RunQueue>& queue, RunQueue
   }
   queued->request = *std::move(taken.request);
   prepared.request = queued->request.get();
-  if (absl::Status s =
-          Prepare(peer, *queued->request, prepared, *queued->response.mutable_server_timing());
+  pb::RunTiming& timing = *queued->response.mutable_server_timing();
+  // A descriptor that repeats the queue's last one (the same parsed
+  // request) reuses its validation; other bytes are validated and kept.
+  absl::StatusOr<RunRequest> validated;
+  if (const RunRequest* kept = queue->ValidatedRun(*queued->request); kept != nullptr) {
+    validated = *kept;
+    timing.set_repeated_descriptor(true);
+  } else {
+    validated = ValidateRun(*queued->request, options_.max_request_bytes, kQueuePath);
+    if (validated.ok()) queue->KeepValidatedRun(queued->request, *validated);
+  }
+  if (absl::Status s = Prepare(*queued->request, std::move(validated), prepared, timing);
       !s.ok()) {
     RunAnswered(peer, prepared, s, nullptr);
     return queue->Complete(tag, s, nullptr);

@@ -94,7 +94,9 @@ bool RunsOnGrpcThread(const kerntune::v1::RunRequest& request);
 // stages as a gRPC Run: Prepare (validation, resolution against the queue
 // owner's registrations, routing), then Complete, on the poller's thread
 // when small, else on the device's workers; the answer goes to the queue's
-// completion ring, counted with path "queue".
+// completion ring, counted with path "queue". A descriptor that repeats the
+// queue's last one reuses its validation, kept by the queue; it is
+// resolved and routed anew.
 class KernTuneService final : public kerntune::v1::KernTune::CallbackService,
                               public QueuedRunSink {
  public:
@@ -203,10 +205,12 @@ class KernTuneService final : public kerntune::v1::KernTune::CallbackService,
                                    Response* response);
   // A Run between its two stages.
   struct PreparedRun;
-  // Stage one: validation, resolution and routing; their times go into
+  // Stage one: `validated` (ValidateRun's answer for `request`, or a
+  // queue's kept copy of it) resolved and routed; the times go into
   // `timing`.
-  absl::Status Prepare(absl::string_view peer, const kerntune::v1::RunRequest& request,
-                       PreparedRun& prepared, kerntune::v1::RunTiming& timing);
+  absl::Status Prepare(const kerntune::v1::RunRequest& request,
+                       absl::StatusOr<RunRequest> validated, PreparedRun& prepared,
+                       kerntune::v1::RunTiming& timing);
   // How a Run's answer leaves: its status, with `response` filled on OK.
   // It may free the request and the response.
   using Deliver = absl::FunctionRef<void(const grpc::Status&)>;
