@@ -277,6 +277,8 @@ TEST_F(ConfigCacheTest, ReloadsWhenTheStoreChanges) {
   ASSERT_NE(cache, nullptr);
   const int64_t version = cache->data_version();
   EXPECT_FALSE(*cache->ReloadIfChanged());  // nothing changed
+  // This thread's memo of the problem, until the reload.
+  EXPECT_EQ(cache->LookupForRun(Op::kSoftmax, DType::kFloat16, shape)->config, first);
 
   // A tuner finishes: a better config for the point and a new point.
   auto configs = kernels::EnumerateConfigs(Op::kSoftmax, DType::kFloat16, shape, device_);
@@ -293,6 +295,36 @@ TEST_F(ConfigCacheTest, ReloadsWhenTheStoreChanges) {
   auto choice = cache->Lookup(Op::kSoftmax, DType::kFloat16, shape);
   EXPECT_EQ(choice->config, second);
   EXPECT_EQ(choice->tuned->median_us, 40);
+  EXPECT_EQ(cache->LookupForRun(Op::kSoftmax, DType::kFloat16, shape)->config, second);
+}
+
+// A thread remembers its last lookup; another cache (another device, or one
+// made where a destroyed one was) never answers from it.
+TEST_F(ConfigCacheTest, AThreadsLastLookupIsNeverAnotherCachesAnswer) {
+  const Shape shape{4096, 1024};
+  auto configs = kernels::EnumerateConfigs(Op::kSoftmax, DType::kFloat16, shape, device_);
+  ASSERT_TRUE(configs.ok());
+  ASSERT_GT(configs->size(), 2u);
+  const std::string other_path = dir_.File("other.db");
+  Import({Row(Op::kSoftmax, DType::kFloat16, shape, configs->front(), 5)});
+  ImportInto(other_path, {Row(Op::kSoftmax, DType::kFloat16, shape, (*configs)[1], 6)});
+  auto mine = MakeCache();
+  auto other = ConfigCache::Create(other_path, device_);
+  ASSERT_NE(mine, nullptr);
+  ASSERT_TRUE(other.ok()) << other.status();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(mine->LookupForRun(Op::kSoftmax, DType::kFloat16, shape)->config, configs->front());
+    EXPECT_EQ((*other)->LookupForRun(Op::kSoftmax, DType::kFloat16, shape)->config,
+              (*configs)[1]);
+  }
+  for (int i = 0; i < 3; ++i) {
+    mine.reset();
+    ImportInto(path_, {Row(Op::kSoftmax, DType::kFloat16, shape, (*configs)[2 - i % 2], 4)});
+    mine = MakeCache();
+    ASSERT_NE(mine, nullptr);
+    EXPECT_EQ(mine->LookupForRun(Op::kSoftmax, DType::kFloat16, shape)->config,
+              (*configs)[2 - i % 2]);
+  }
 }
 
 TEST_F(ConfigCacheTest, PollerPicksUpChangesAndStopsCleanly) {

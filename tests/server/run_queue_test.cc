@@ -2,7 +2,9 @@
 // checks (RunQueue), the registry, the poller (fairness, sleeping when
 // idle), and the service serving queues on the CPU backend, with a table
 // of hostile queue states each answered while a bystander queue keeps
-// getting correct results.
+// getting correct results (on fresh queues and on queues whose last
+// descriptor was valid), and repeated descriptors: validated once, then
+// resolved, looked up and run anew each time.
 #include "server/run_queue.h"
 
 #include <fcntl.h>
@@ -24,10 +26,15 @@
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "db/tuning_store.h"
+#include "kernels/launch_config.h"
 #include "kernels/reference.h"
+#include "kernels/version.h"
 #include "server/cpu_backend.h"
 #include "server/queue_poller.h"
 #include "server/service.h"
+#include "tests/testing/scoped_temp_dir.h"
+#include "tuner/backend.h"
 
 namespace kt::server {
 namespace {
@@ -659,27 +666,40 @@ class ServiceQueueTest : public ::testing::Test {
       return Self();
     };
     options.metrics = &metrics_;
-    service_ = std::make_unique<KernTuneService>(backend_, std::move(options));
+    service_ = std::make_unique<KernTuneService>(backend(), std::move(options));
     for (const char* peer : {"self", "other"}) {
-      const std::string name = absl::StrCat("/kt-queue-test-", getpid(), "-", peer);
-      shm_unlink(name.c_str());
-      const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
-      ASSERT_GE(fd, 0);
-      ASSERT_EQ(ftruncate(fd, kBufferBytes), 0);
-      char* data = static_cast<char*>(
-          mmap(nullptr, kBufferBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
-      close(fd);
-      pb::RegisterBufferRequest request;
-      request.mutable_host_shm()->set_name(name);
-      pb::RegisterBufferResponse response;
-      ASSERT_TRUE(service_->HandleRegisterBuffer(peer, &request, &response).ok());
-      shm_unlink(name.c_str());
-      buffers_[peer] = {response.buffer().buffer_id(), data};
+      ASSERT_NO_FATAL_FAILURE(buffers_[peer] = Register(peer, peer));
     }
   }
   void TearDown() override {
     service_.reset();
     for (auto& [peer, buffer] : buffers_) munmap(buffer.data, kBufferBytes);
+  }
+  // The backend the service runs on.
+  virtual Backend& backend() { return backend_; }
+
+  struct Buffer {
+    std::string id;
+    char* data = nullptr;
+  };
+  // A new shm object of kBufferBytes registered by `peer` (`what` makes its
+  // name unique); the caller unmaps it unless it goes into buffers_.
+  Buffer Register(const std::string& peer, const std::string& what) {
+    const std::string name = absl::StrCat("/kt-queue-test-", getpid(), "-", what);
+    shm_unlink(name.c_str());
+    const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+    EXPECT_GE(fd, 0);
+    EXPECT_EQ(ftruncate(fd, kBufferBytes), 0);
+    char* data = static_cast<char*>(
+        mmap(nullptr, kBufferBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+    close(fd);
+    pb::RegisterBufferRequest request;
+    request.mutable_host_shm()->set_name(name);
+    pb::RegisterBufferResponse response;
+    const grpc::Status status = service_->HandleRegisterBuffer(peer, &request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    shm_unlink(name.c_str());
+    return {response.buffer().buffer_id(), data};
   }
 
   struct Opened {
@@ -711,11 +731,18 @@ class ServiceQueueTest : public ::testing::Test {
     for (int c = 0; c < 64; ++c) sum += std::exp(in[c] - max);
     for (int c = 0; c < 64; ++c) EXPECT_NEAR(out[c], std::exp(in[c] - max) / sum, 1e-6) << c;
   }
+  // Submits `request` with `tag` and returns its completion (a failure when
+  // none comes, or another tag's).
+  MappedQueue::Completion RunQueued(MappedQueue& queue, uint64_t tag,
+                                    const pb::RunRequest& request) {
+    queue.Submit(tag, request);
+    std::optional<MappedQueue::Completion> done = queue.Next();
+    EXPECT_TRUE(done) << "no completion for tag " << tag;
+    if (!done) return {};
+    EXPECT_EQ(done->tag, tag);
+    return *done;
+  }
 
-  struct Buffer {
-    std::string id;
-    char* data = nullptr;
-  };
   Metrics metrics_{"test", "test"};
   CpuBackend backend_{1};
   std::unique_ptr<KernTuneService> service_;
@@ -824,6 +851,19 @@ std::vector<HostileCase> HostileCases() {
                    StatusCode::kInvalidArgument, ""});
   cases.push_back({"a valid proto of zeros", raw(8, 0, std::string(8, '\0')),
                    StatusCode::kInvalidArgument, ""});
+  // The bytes of a valid Run of this queue's own (after a valid Run, those
+  // of the last descriptor), broken in the slot's header.
+  auto own = [](uint32_t length_cut, uint32_t flags) {
+    return [=](MappedQueue& m, const std::string& own_id, const std::string&) {
+      const std::string bytes = Softmax(own_id).SerializeAsString();
+      m.WriteRaw(0, 9, static_cast<uint32_t>(bytes.size()) - length_cut, flags, bytes);
+      m.Publish(1);
+    };
+  };
+  cases.push_back({"a valid Run's bytes with flags set", own(0, 1), StatusCode::kInvalidArgument,
+                   "flags=1"});
+  cases.push_back({"a valid Run's bytes, torn (the last 4 missing)", own(4, 0),
+                   StatusCode::kInvalidArgument, ""});
   cases.push_back({"inline input", request([](auto& r, auto&, auto&) {
                      r.mutable_input()->set_inline_data(std::string(512, '\0'));
                    }),
@@ -909,61 +949,312 @@ std::vector<HostileCase> HostileCases() {
 TEST_F(ServiceQueueTest, HostileQueueStatesHurtNobodyElse) {
   Opened bystander = Open("other", 8);
   uint64_t bystander_tag = 0;
-  for (const HostileCase& c : HostileCases()) {
-    SCOPED_TRACE(c.name);
-    Opened queue = Open();
-    c.act(*queue.mapped, buffers_["self"].id, buffers_["other"].id);
-    if (c.closed == layout::CloseReason::kRegionShrank) {
-      // Nothing can be read back from the region: the bystander's Run below
-      // makes the poller look at every queue, and the daemon's status says
-      // the broken one was closed.
-    } else if (c.closed != layout::CloseReason::kOpen) {
-      const absl::Time deadline = absl::Now() + absl::Seconds(10);
-      while (queue.mapped->closed() == 0 && absl::Now() < deadline) {
-        absl::SleepFor(absl::Milliseconds(1));
+  // Each case on a fresh queue, then on one whose last descriptor was a
+  // valid Run (the one the `request` cases edit): what the queue keeps of
+  // it must not answer for what follows.
+  for (const bool primed : {false, true}) {
+    for (const HostileCase& c : HostileCases()) {
+      SCOPED_TRACE(c.name + (primed ? " (after a valid Run)" : ""));
+      Opened queue = Open();
+      if (primed) {
+        const MappedQueue::Completion valid =
+            RunQueued(*queue.mapped, 8, Softmax(buffers_["self"].id));
+        ASSERT_EQ(valid.code, absl::StatusCode::kOk) << valid.payload;
       }
-      EXPECT_EQ(queue.mapped->closed(), static_cast<uint32_t>(c.closed));
-      EXPECT_EQ(queue.mapped->ready(), 0u);
-    } else {
-      std::optional<MappedQueue::Completion> done = queue.mapped->Next();
+      c.act(*queue.mapped, buffers_["self"].id, buffers_["other"].id);
+      if (c.closed == layout::CloseReason::kRegionShrank) {
+        // Nothing can be read back from the region: the bystander's Run below
+        // makes the poller look at every queue, and the daemon's status says
+        // the broken one was closed.
+      } else if (c.closed != layout::CloseReason::kOpen) {
+        const absl::Time deadline = absl::Now() + absl::Seconds(10);
+        while (queue.mapped->closed() == 0 && absl::Now() < deadline) {
+          absl::SleepFor(absl::Milliseconds(1));
+        }
+        EXPECT_EQ(queue.mapped->closed(), static_cast<uint32_t>(c.closed));
+        EXPECT_EQ(queue.mapped->ready(), 0u);
+      } else {
+        std::optional<MappedQueue::Completion> done = queue.mapped->Next();
+        ASSERT_TRUE(done);
+        EXPECT_EQ(done->tag, 9u);
+        EXPECT_EQ(done->code, c.code) << done->payload;
+        EXPECT_THAT(done->payload, HasSubstr(c.message));
+        EXPECT_EQ(queue.mapped->closed(), 0u);
+      }
+      // The other client's queue is served, and right.
+      std::memset(buffers_["other"].data + kBufferBytes / 2, 0, 512);
+      bystander.mapped->Submit(++bystander_tag, FillSoftmax("other", 2));
+      std::optional<MappedQueue::Completion> done = bystander.mapped->Next();
       ASSERT_TRUE(done);
-      EXPECT_EQ(done->tag, 9u);
-      EXPECT_EQ(done->code, c.code) << done->payload;
-      EXPECT_THAT(done->payload, HasSubstr(c.message));
-      EXPECT_EQ(queue.mapped->closed(), 0u);
-    }
-    // The other client's queue is served, and right.
-    std::memset(buffers_["other"].data + kBufferBytes / 2, 0, 512);
-    bystander.mapped->Submit(++bystander_tag, FillSoftmax("other", 2));
-    std::optional<MappedQueue::Completion> done = bystander.mapped->Next();
-    ASSERT_TRUE(done);
-    EXPECT_EQ(done->tag, bystander_tag);
-    EXPECT_EQ(done->code, absl::StatusCode::kOk) << done->payload;
-    ExpectSoftmaxRow0("other");
-    if (c.closed == layout::CloseReason::kRegionShrank) {
-      const absl::Time deadline = absl::Now() + absl::Seconds(10);
-      pb::GetStatusRequest request;
+      EXPECT_EQ(done->tag, bystander_tag);
+      EXPECT_EQ(done->code, absl::StatusCode::kOk) << done->payload;
+      ExpectSoftmaxRow0("other");
+      if (c.closed == layout::CloseReason::kRegionShrank) {
+        const absl::Time deadline = absl::Now() + absl::Seconds(10);
+        pb::GetStatusRequest request;
+        pb::GetStatusResponse status;
+        do {
+          absl::SleepFor(absl::Milliseconds(1));
+          service_->Housekeep(absl::Now());
+          ASSERT_TRUE(service_->HandleGetStatus("self", &request, &status).ok());
+        } while (status.open_queues() > 1 && absl::Now() < deadline);
+      }
+      // A queue the daemon closed is reaped; an open one is closed by its
+      // owner. Only the bystander's is left.
+      service_->Housekeep(absl::Now());
+      pb::CloseQueueRequest close;
+      close.set_queue_id(queue.id);
+      pb::CloseQueueResponse closed;
+      const grpc::Status closing = service_->HandleCloseQueue("self", &close, &closed);
+      EXPECT_EQ(closing.ok(), c.closed == layout::CloseReason::kOpen) << closing.error_message();
+      pb::GetStatusRequest status_request;
       pb::GetStatusResponse status;
-      do {
-        absl::SleepFor(absl::Milliseconds(1));
-        service_->Housekeep(absl::Now());
-        ASSERT_TRUE(service_->HandleGetStatus("self", &request, &status).ok());
-      } while (status.open_queues() > 1 && absl::Now() < deadline);
+      ASSERT_TRUE(service_->HandleGetStatus("self", &status_request, &status).ok());
+      EXPECT_EQ(status.open_queues(), 1);
     }
-    // A queue the daemon closed is reaped; an open one is closed by its
-    // owner. Only the bystander's is left.
-    service_->Housekeep(absl::Now());
-    pb::CloseQueueRequest close;
-    close.set_queue_id(queue.id);
-    pb::CloseQueueResponse closed;
-    const grpc::Status closing = service_->HandleCloseQueue("self", &close, &closed);
-    EXPECT_EQ(closing.ok(), c.closed == layout::CloseReason::kOpen) << closing.error_message();
-    pb::GetStatusRequest status_request;
-    pb::GetStatusResponse status;
-    ASSERT_TRUE(service_->HandleGetStatus("self", &status_request, &status).ok());
-    EXPECT_EQ(status.open_queues(), 1);
   }
   EXPECT_GE(HostileCases().size(), 20u);
+}
+
+// ---------------------------------------------------------------- repeated descriptors
+
+TEST_F(ServiceQueueTest, ARepeatedDescriptorIsValidatedOnceAndRunAnewEachTime) {
+  Opened queue = Open("self", 16);
+  const pb::RunRequest request = FillSoftmax("self", 2);
+  // The same Run over gRPC, writing to a second output: what a request
+  // validated afresh gives.
+  pb::RunRequest fresh = request;
+  fresh.mutable_output()->mutable_buffer()->set_offset_bytes(kBufferBytes / 4);
+  char* data = buffers_["self"].data;
+  float* in = reinterpret_cast<float*>(data);
+  for (int round = 0; round < 4; ++round) {
+    SCOPED_TRACE(round);
+    // New inputs each time: an output not computed again is wrong.
+    for (int i = 0; i < 2 * 64; ++i) {
+      in[i] = 0.05f * static_cast<float>(i * (round + 3) % 89) - static_cast<float>(round);
+    }
+    std::memset(data + kBufferBytes / 2, 0, 512);
+    const MappedQueue::Completion done = RunQueued(*queue.mapped, 100 + round, request);
+    ASSERT_EQ(done.code, absl::StatusCode::kOk) << done.payload;
+    EXPECT_EQ(done.response().server_timing().repeated_descriptor(), round > 0);
+    EXPECT_EQ(done.response().config().source(), pb::CONFIG_SOURCE_CPU_REFERENCE);
+    ExpectSoftmaxRow0("self");
+    pb::RunResponse direct;
+    ASSERT_TRUE(service_->HandleRun("self", &fresh, &direct).ok());
+    EXPECT_FALSE(direct.server_timing().repeated_descriptor());
+    EXPECT_EQ(std::string(data + kBufferBytes / 2, 2 * 64 * sizeof(float)),
+              std::string(data + kBufferBytes / 4, 2 * 64 * sizeof(float)));
+  }
+  // A batch of the same descriptor shares the validation kept.
+  for (uint32_t i = 0; i < 6; ++i) queue.mapped->Write(i, 200 + i, request);
+  queue.mapped->Publish(6);
+  for (int i = 0; i < 6; ++i) {
+    std::optional<MappedQueue::Completion> done = queue.mapped->Next();
+    ASSERT_TRUE(done);
+    EXPECT_EQ(done->code, absl::StatusCode::kOk) << done->payload;
+    EXPECT_TRUE(done->response().server_timing().repeated_descriptor());
+  }
+  ExpectSoftmaxRow0("self");
+  // Every Run used the registration (renewed its lease, counted itself):
+  // 4 queued, 4 over gRPC, 6 in the batch.
+  pb::ListBuffersRequest list;
+  pb::ListBuffersResponse listed;
+  ASSERT_TRUE(service_->HandleListBuffers("self", &list, &listed).ok());
+  ASSERT_EQ(listed.buffers_size(), 1);
+  EXPECT_EQ(listed.buffers(0).runs(), 14);
+}
+
+TEST_F(ServiceQueueTest, ARepeatedDescriptorIsResolvedAgainstTheOwnersBuffersEachTime) {
+  Buffer extra = Register("self", "extra");
+  const pb::RunRequest request = SoftmaxOnBuffer(extra.id, 2, 64, 0, kBufferBytes / 2);
+  // The same but for its output, past the registration's end.
+  const pb::RunRequest past_end = SoftmaxOnBuffer(extra.id, 2, 64, 0, kBufferBytes - 256);
+  const auto expect_as_grpc = [&](const MappedQueue::Completion& done,
+                                  const pb::RunRequest& sent, absl::StatusCode code) {
+    pb::RunResponse direct;
+    const grpc::Status status = service_->HandleRun("self", &sent, &direct);
+    EXPECT_EQ(done.code, code) << done.payload;
+    EXPECT_EQ(static_cast<int>(status.error_code()), static_cast<int>(code));
+    EXPECT_EQ(done.payload, status.error_message());
+  };
+  Opened queue = Open();
+  for (uint64_t tag : {1, 2}) {
+    const MappedQueue::Completion done = RunQueued(*queue.mapped, tag, request);
+    ASSERT_EQ(done.code, absl::StatusCode::kOk) << done.payload;
+    EXPECT_EQ(done.response().server_timing().repeated_descriptor(), tag == 2);
+  }
+  // Bounds are checked per Run: refused each time, kept validation or not.
+  for (uint64_t tag : {3, 4}) {
+    expect_as_grpc(RunQueued(*queue.mapped, tag, past_end), past_end,
+                   absl::StatusCode::kOutOfRange);
+  }
+  ASSERT_EQ(RunQueued(*queue.mapped, 5, request).code, absl::StatusCode::kOk);
+  // The same bytes through another process's queue name none of its buffers.
+  Opened others = Open("other");
+  const MappedQueue::Completion foreign = RunQueued(*others.mapped, 6, request);
+  EXPECT_EQ(foreign.code, absl::StatusCode::kNotFound);
+  EXPECT_THAT(foreign.payload, HasSubstr("not registered by this process"));
+  // Unregistered between two identical descriptors: the second fails as a
+  // gRPC Run does.
+  pb::UnregisterBufferRequest unregister;
+  unregister.set_buffer_id(extra.id);
+  pb::UnregisterBufferResponse unregistered;
+  ASSERT_TRUE(service_->HandleUnregisterBuffer("self", &unregister, &unregistered).ok());
+  for (uint64_t tag : {7, 8}) {
+    const MappedQueue::Completion done = RunQueued(*queue.mapped, tag, request);
+    expect_as_grpc(done, request, absl::StatusCode::kNotFound);
+    EXPECT_THAT(done.payload, HasSubstr("input"));
+  }
+  munmap(extra.data, kBufferBytes);
+}
+
+TEST_F(ServiceQueueTest, ARewrittenDescriptorIsValidatedAgain) {
+  Opened queue = Open();
+  const pb::RunRequest valid = FillSoftmax("self", 2);
+  ASSERT_EQ(RunQueued(*queue.mapped, 1, valid).code, absl::StatusCode::kOk);
+  // Rewritten: the input where no float32 can start. Refused as over gRPC,
+  // though the queue kept the validation of the Run before; refused again
+  // when it repeats (a refusal is not kept).
+  pb::RunRequest misaligned = valid;
+  misaligned.mutable_input()->mutable_buffer()->set_offset_bytes(2);
+  pb::RunResponse direct;
+  const grpc::Status refused = service_->HandleRun("self", &misaligned, &direct);
+  ASSERT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  for (uint64_t tag : {2, 3}) {
+    const MappedQueue::Completion done = RunQueued(*queue.mapped, tag, misaligned);
+    EXPECT_EQ(done.code, absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(done.payload, refused.error_message());
+    EXPECT_THAT(done.payload, HasSubstr("input.buffer.offset_bytes=2"));
+  }
+  // Another valid Run (three rows) is validated afresh and runs its own
+  // shape; then the first again, validated again since other bytes came
+  // between, and then repeated.
+  const pb::RunRequest other = FillSoftmax("self", 3);
+  std::memset(buffers_["self"].data + kBufferBytes / 2, 0, 3 * 64 * sizeof(float));
+  MappedQueue::Completion done = RunQueued(*queue.mapped, 4, other);
+  ASSERT_EQ(done.code, absl::StatusCode::kOk) << done.payload;
+  EXPECT_FALSE(done.response().server_timing().repeated_descriptor());
+  const float* out = reinterpret_cast<const float*>(buffers_["self"].data + kBufferBytes / 2);
+  EXPECT_NE(out[2 * 64], 0.0f);  // its third row was written
+  for (uint64_t tag : {5, 6}) {
+    done = RunQueued(*queue.mapped, tag, valid);
+    ASSERT_EQ(done.code, absl::StatusCode::kOk) << done.payload;
+    EXPECT_EQ(done.response().server_timing().repeated_descriptor(), tag == 6);
+  }
+  // Within one batch: the kept one, a rewritten one, the kept one's bytes
+  // again (parsed again after other bytes, so validated again).
+  queue.mapped->Write(0, 7, valid);
+  queue.mapped->Write(1, 8, misaligned);
+  queue.mapped->Write(2, 9, valid);
+  queue.mapped->Publish(3);
+  const absl::StatusCode want[] = {absl::StatusCode::kOk, absl::StatusCode::kInvalidArgument,
+                                   absl::StatusCode::kOk};
+  for (int i = 0; i < 3; ++i) {
+    std::optional<MappedQueue::Completion> next = queue.mapped->Next();
+    ASSERT_TRUE(next);
+    EXPECT_EQ(next->tag, 7u + i);
+    EXPECT_EQ(next->code, want[i]) << next->payload;
+    if (next->code == absl::StatusCode::kOk) {
+      EXPECT_EQ(next->response().server_timing().repeated_descriptor(), i == 0);
+    }
+  }
+  ExpectSoftmaxRow0("self");
+}
+
+// A backend that looks up each Run's config as the GPU executor does (in a
+// config cache of a described H100 over a tuning store in a temp dir),
+// then runs the CPU reference.
+class LookingUpBackend final : public Backend {
+ public:
+  explicit LookingUpBackend(const std::string& store)
+      : cache_(*ConfigCache::Create(store, kernels::DescribedH100())) {}
+  std::string name() const override { return "looking-up"; }
+  absl::StatusOr<RunResult> Execute(int device_index, const RunRequest& request) override {
+    absl::StatusOr<tuner::ConfigChoice> choice =
+        cache_->LookupForRun(request.op, request.dtype, request.shape);
+    if (!choice.ok()) return choice.status();
+    absl::StatusOr<RunResult> result = cpu_.Execute(0, request);
+    if (result.ok()) result->config = *choice;
+    return result;
+  }
+  absl::StatusOr<const ConfigCache*> ConfigCacheFor(absl::string_view device) const override {
+    return cache_.get();
+  }
+  ConfigCache& cache() { return *cache_; }
+
+ private:
+  std::unique_ptr<ConfigCache> cache_;
+  CpuBackend cpu_{1};
+};
+
+class LookedUpQueueTest : public ServiceQueueTest {
+ protected:
+  Backend& backend() override { return looking_up_; }
+
+  kt::testing::ScopedTempDir dir_;
+  const std::string store_ = dir_.File("tuning.db");
+  LookingUpBackend looking_up_{store_};
+};
+
+TEST_F(LookedUpQueueTest, AReloadBetweenRepeatedDescriptorsServesTheNewConfig) {
+  Opened queue = Open();
+  const pb::RunRequest request = FillSoftmax("self", 2);
+  for (uint64_t tag : {1, 2}) {
+    const MappedQueue::Completion done = RunQueued(*queue.mapped, tag, request);
+    ASSERT_EQ(done.code, absl::StatusCode::kOk) << done.payload;
+    EXPECT_EQ(done.response().server_timing().repeated_descriptor(), tag == 2);
+    EXPECT_EQ(done.response().config().source(), pb::CONFIG_SOURCE_HEURISTIC);
+  }
+  // A tuning job lands a config of exactly this problem, not the
+  // heuristic's; the daemon reloads its store.
+  const kernels::DeviceInfo device = kernels::DescribedH100();
+  const kernels::Shape shape{2, 64, 1};
+  absl::StatusOr<kernels::LaunchConfig> heuristic =
+      kernels::HeuristicConfig(kernels::Op::kSoftmax, kernels::DType::kFloat32, shape, device);
+  absl::StatusOr<std::vector<kernels::LaunchConfig>> configs =
+      kernels::EnumerateConfigs(kernels::Op::kSoftmax, kernels::DType::kFloat32, shape, device);
+  ASSERT_TRUE(heuristic.ok() && configs.ok());
+  ASSERT_GT(configs->size(), 1u);
+  const kernels::LaunchConfig tuned =
+      configs->front() != *heuristic ? configs->front() : configs->back();
+  db::BestConfig row;
+  row.point.op = "softmax";
+  row.point.dtype = "float32";
+  row.point.rows = shape.rows;
+  row.point.cols = shape.cols;
+  row.config = tuner::ConfigRecordOf(tuned);
+  row.median_us = 7.5;
+  row.heuristic_key = kernels::ConfigKey(*heuristic);
+  row.env.kernel_version = kernels::kKernelLibraryVersion;
+  row.updated_at = 1700000000;
+  {
+    db::OpenOptions options;
+    options.create_if_missing = true;
+    absl::StatusOr<std::unique_ptr<db::TuningStore>> store =
+        db::TuningStore::Open(store_, options);
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE((*store)->ImportBestConfigs(tuner::SkuOf(device), {row}).ok());
+  }
+  absl::StatusOr<bool> reloaded = looking_up_.cache().ReloadIfChanged();
+  ASSERT_TRUE(reloaded.ok()) << reloaded.status();
+  ASSERT_TRUE(*reloaded);
+  pb::GetConfigRequest get;
+  get.set_op(request.op());
+  get.set_dtype(request.dtype());
+  *get.mutable_shape() = request.shape();
+  pb::GetConfigResponse served;
+  ASSERT_TRUE(service_->HandleGetConfig("self", &get, &served).ok());
+  ASSERT_EQ(served.config().source(), pb::CONFIG_SOURCE_TUNED);
+  // The descriptor repeats, validation and all; its config is the new one.
+  std::memset(buffers_["self"].data + kBufferBytes / 2, 0, 512);
+  const MappedQueue::Completion done = RunQueued(*queue.mapped, 3, request);
+  ASSERT_EQ(done.code, absl::StatusCode::kOk) << done.payload;
+  EXPECT_TRUE(done.response().server_timing().repeated_descriptor());
+  EXPECT_EQ(done.response().config().source(), pb::CONFIG_SOURCE_TUNED);
+  EXPECT_EQ(done.response().config().tuned_median_us(), 7.5);
+  EXPECT_EQ(done.response().config().config().SerializeAsString(),
+            served.config().config().SerializeAsString());
+  ExpectSoftmaxRow0("self");
 }
 
 TEST_F(ServiceQueueTest, QueueRunsAreCountedWithPathQueue) {
