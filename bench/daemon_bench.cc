@@ -204,6 +204,9 @@ class Stages {
     // gRPC on both sides, the socket, thread hand-offs: everything the
     // daemon's handler does not see.
     outside_.push_back(round_trip_us - t.handler_us());
+    // Queued Runs whose descriptor repeated the queue's last one: their
+    // validation was reused (validate_us is then only finding it).
+    repeated_ += t.repeated_descriptor() ? 1 : 0;
   }
   double handler_p50() const { return Percentile(handler_, 0.5); }
   double outside_p50() const { return Percentile(outside_, 0.5); }
@@ -213,11 +216,11 @@ class Stages {
         "    daemon (p50): handler %.1f us = validate %.1f + resolve %.1f + execute %.1f "
         "[lane wait %.1f, launch %.1f (config lookup %.1f, timing events %.1f, kernel "
         "launch call %.1f), GPU wait %.1f] + reply %.1f; outside the handler (gRPC, socket, "
-        "threads) %.1f us\n",
+        "threads) %.1f us; repeated descriptors %d of %d\n",
         handler_p50(), P(validate_), P(resolve_), P(execute_), P(lane_wait_), P(launch_),
         P(lookup_), P(timing_events_), P(kernel_launch_), P(gpu_wait_),
         std::max(0.0, handler_p50() - P(validate_) - P(resolve_) - P(execute_)),
-        outside_p50());
+        outside_p50(), repeated_, static_cast<int>(handler_.size()));
   }
   std::string Json() const {
     return absl::StrFormat(
@@ -225,16 +228,19 @@ class Stages {
         "\"resolve_p50_us\": %.2f, \"execute_p50_us\": %.2f, \"lane_wait_p50_us\": %.2f, "
         "\"launch_p50_us\": %.2f, \"lookup_p50_us\": %.2f, \"timing_events_p50_us\": %.2f, "
         "\"kernel_launch_p50_us\": %.2f, \"gpu_wait_p50_us\": %.2f, "
-        "\"outside_handler_p50_us\": %.2f, \"outside_handler_p99_us\": %.2f}",
+        "\"outside_handler_p50_us\": %.2f, \"outside_handler_p99_us\": %.2f, "
+        "\"runs\": %d, \"repeated_descriptors\": %d}",
         handler_p50(), Percentile(handler_, 0.99), P(validate_), P(resolve_), P(execute_),
         P(lane_wait_), P(launch_), P(lookup_), P(timing_events_), P(kernel_launch_),
-        P(gpu_wait_), outside_p50(), Percentile(outside_, 0.99));
+        P(gpu_wait_), outside_p50(), Percentile(outside_, 0.99),
+        static_cast<int>(handler_.size()), repeated_);
   }
 
  private:
   static double P(const std::vector<double>& v) { return Percentile(v, 0.5); }
   std::vector<double> validate_, resolve_, execute_, lane_wait_, launch_, lookup_,
       timing_events_, kernel_launch_, gpu_wait_, handler_, outside_;
+  int repeated_ = 0;
 };
 
 // GetStatus counters (cumulative in the daemon; a series takes differences).
