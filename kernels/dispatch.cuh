@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstdlib>
 #include <type_traits>
 
 #include "kernels/kernel_request.h"
@@ -169,19 +168,9 @@ cudaError_t RunBlockRowOp(const KernelRequest& req, KernelAction action,
         // Covers the whole packs of any row (RowEdges).
         const size_t smem =
             static_cast<size_t>(req.shape.cols) * sizeof(typename Load::cache_type);
-        // PROTOTYPE: KT_PROTO_RAW_BATCH=2/4 picks the raw-pack load batch of
-        // 16-bit block_smem (pack 8).
-        static const int proto_batch = [] {
-          const char* e = std::getenv("KT_PROTO_RAW_BATCH");
-          return e == nullptr ? 1 : std::atoi(e);
-        }();
-        auto* kernel = &BlockSmemRowKernel<op, Load, Store, kPack, kBlock, kEdges>;
-        if constexpr (kPack == 8 && sizeof(T) == 2) {
-          if (proto_batch == 2) kernel = &BlockSmemRowKernel<op, Load, Store, kPack, kBlock, kEdges, 2>;
-          if (proto_batch == 4) kernel = &BlockSmemRowKernel<op, Load, Store, kPack, kBlock, kEdges, 4>;
-        }
-        result = LaunchOrQuery(kernel, req, dim3(kBlock), smem, req.shape.rows, action, stream,
-                               active_blocks, load, store, RowParamsOf(req));
+        result = LaunchOrQuery(&BlockSmemRowKernel<op, Load, Store, kPack, kBlock, kEdges>, req,
+                               dim3(kBlock), smem, req.shape.rows, action, stream, active_blocks,
+                               load, store, RowParamsOf(req));
       } else {
         result = LaunchOrQuery(&BlockUncachedRowKernel<op, Load, Store, kPack, kBlock, kEdges>,
                                req, dim3(kBlock), 0, req.shape.rows, action, stream,
@@ -213,15 +202,10 @@ cudaError_t RunBlockRegsRowOp(const KernelRequest& req, KernelAction action,
   DispatchBlockKnobs<T>(req.config, [&](auto pack, auto block) {
     constexpr int kPack = decltype(pack)::value;
     constexpr int kBlock = decltype(block)::value;
-    // PROTOTYPE: rows past 16 values a thread take a 32-value instance
-    // (blocks up to 512 threads).
-    constexpr int kNarrow = BlockRegsPacksPerThread(kPack);
-    constexpr int kWide = kBlock <= 512 && kPack >= 4 ? 32 / kPack : kNarrow;
-    auto* kernel = &BlockRegsRowKernel<op, decltype(load), decltype(store), kPack, kBlock, kNarrow>;
-    auto* wide = &BlockRegsRowKernel<op, decltype(load), decltype(store), kPack, kBlock, kWide>;
-    if (req.shape.cols / kPack > int64_t{kNarrow} * kBlock) kernel = wide;
-    result = LaunchOrQuery(kernel, req, dim3(kBlock), 0, req.shape.rows, action, stream,
-                           active_blocks, load, store, RowParamsOf(req));
+    result = LaunchOrQuery(&BlockRegsRowKernel<op, decltype(load), decltype(store), kPack,
+                                               kBlock, BlockRegsPacksPerThread(kPack)>,
+                           req, dim3(kBlock), 0, req.shape.rows, action, stream, active_blocks, load,
+                           store, RowParamsOf(req));
   });
   return result;
 }

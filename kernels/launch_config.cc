@@ -126,8 +126,7 @@ absl::Status CheckBlockKnobs(Shape shape, const LaunchConfig& c) {
 // Whether a kBlockRegs block of `block` threads holds a row of `cols` in
 // registers.
 bool BlockRegsFits(int64_t cols, int pack, int block) {
-  // PROTOTYPE: 32 values a thread up to 512 threads.
-  return cols / pack <= static_cast<int64_t>(block <= 512 && pack >= 4 ? 32 / pack : BlockRegsPacksPerThread(pack)) * block;
+  return cols / pack <= static_cast<int64_t>(BlockRegsPacksPerThread(pack)) * block;
 }
 
 absl::Status CheckBlockRegsFits(Shape shape, const LaunchConfig& c) {

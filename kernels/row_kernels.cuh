@@ -327,8 +327,7 @@ class BlockRowStore {
 // Preconditions: cols % pack == 0 unless `edges`, pointers aligned to the
 // pack, dynamic shared memory = cols * sizeof(cache_type) (the whole packs
 // take at most that).
-template <Op op, class Load, class Store, int pack, int block_size, bool edges,
-          int raw_batch = BlockLoadBatch(pack)>
+template <Op op, class Load, class Store, int pack, int block_size, bool edges>
 __global__ void __launch_bounds__(block_size)
     BlockSmemRowKernel(Load load, Store store, RowParams p) {
   static_assert(!edges || kTakesAnyCols<Load, Store>, "rows off the pack grid need x's layout");
@@ -379,7 +378,7 @@ __global__ void __launch_bounds__(block_size)
       // 12288 at 512 threads). Measured, same configs: 1.00x at 49152 rows,
       // 1.01x on the norms at 8192 rows, 1.02x on softmax at 2048 x 32000
       // (bench/results/2026-11-26-h100-norm-instructions/).
-      ForEachFetchedPack<pack, block_size, raw_batch, int, CachePack>(
+      ForEachFetchedPack<pack, block_size, BlockLoadBatch(pack), int, CachePack>(
           static_cast<int>(row_edges.packs),
           [&](CachePack& c, int k) {
             c = load.template LoadPack<pack>(row, PackColumn<pack>(row_edges.head, k));
