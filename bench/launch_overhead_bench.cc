@@ -18,6 +18,9 @@
 #include "kernels/launch.h"
 #include "kernels/launch_config.h"
 
+// empty_kernel.cu: launches a kernel that does nothing.
+cudaError_t LaunchEmptyKernel(cudaStream_t stream);
+
 namespace {
 
 using kt::kernels::DType;
@@ -139,6 +142,30 @@ void BM_Launch(benchmark::State& state) {
   cudaStreamSynchronize(f.stream);
 }
 BENCHMARK(BM_Launch);
+
+// The CUDA launch call alone: an empty kernel, none of kernels::Launch's
+// checks. BM_Launch less this is what kernels::Launch adds.
+void BM_EmptyKernelLaunch(benchmark::State& state) {
+  Fixture& f = Get();
+  int n = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(LaunchEmptyKernel(f.stream));
+    if (++n % kSyncEvery == 0) cudaStreamSynchronize(f.stream);
+  }
+  cudaStreamSynchronize(f.stream);
+}
+BENCHMARK(BM_EmptyKernelLaunch);
+
+// The host's floor for any synchronous Run: launch an empty kernel and wait
+// for the stream.
+void BM_EmptyKernelLaunchAndWait(benchmark::State& state) {
+  Fixture& f = Get();
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(LaunchEmptyKernel(f.stream));
+    cudaStreamSynchronize(f.stream);
+  }
+}
+BENCHMARK(BM_EmptyKernelLaunchAndWait)->UseRealTime();
 
 // One synchronous small Run's GPU part, as the daemon's lane does it:
 // launch, then wait for the stream (the runtime's default wait), with and
