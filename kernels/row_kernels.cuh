@@ -327,8 +327,9 @@ class BlockRowStore {
 // Preconditions: cols % pack == 0 unless `edges`, pointers aligned to the
 // pack, dynamic shared memory = cols * sizeof(cache_type) (the whole packs
 // take at most that).
-template <Op op, class Load, class Store, int pack, int block_size, bool edges>
-__global__ void __launch_bounds__(block_size)
+template <Op op, class Load, class Store, int pack, int block_size, bool edges,
+          int min_blocks = 1>
+__global__ void __launch_bounds__(block_size, min_blocks)
     BlockSmemRowKernel(Load load, Store store, RowParams p) {
   static_assert(!edges || kTakesAnyCols<Load, Store>, "rows off the pack grid need x's layout");
   using Math = OpMath<op, kFastMathFor<Load>>;
@@ -445,8 +446,9 @@ __global__ void __launch_bounds__(block_size)
 // Rows off the pack grid (`edges`) as kBlockSmem: the edge elements are
 // read once, into registers.
 // Preconditions as kBlockSmem, without the shared memory.
-template <Op op, class Load, class Store, int pack, int block_size, bool edges>
-__global__ void __launch_bounds__(block_size)
+template <Op op, class Load, class Store, int pack, int block_size, bool edges,
+          int min_blocks = 1>
+__global__ void __launch_bounds__(block_size, min_blocks)
     BlockUncachedRowKernel(Load load, Store store, RowParams p) {
   static_assert(!edges || kTakesAnyCols<Load, Store>, "rows off the pack grid need x's layout");
   using Math = OpMath<op, kFastMathFor<Load>>;
