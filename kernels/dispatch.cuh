@@ -168,22 +168,20 @@ cudaError_t RunBlockRowOp(const KernelRequest& req, KernelAction action,
       // PROTOTYPE: KT_PROTO_FULL_OCC=1 caps the norms' block kernels at 32
       // registers (2048 threads per SM), as Inductor's reductions run.
       static const bool full_occ = std::getenv("KT_PROTO_FULL_OCC") != nullptr;
-      constexpr int kMinBlocks =
-          (op == Op::kLayerNorm || op == Op::kRmsNorm) && !kEdges ? 2048 / kBlock : 1;
+      constexpr bool kCaps = (op == Op::kLayerNorm || op == Op::kRmsNorm) && !kEdges;
       if (req.config.impl == Impl::kBlockSmem) {
         // Covers the whole packs of any row (RowEdges).
         const size_t smem =
             static_cast<size_t>(req.shape.cols) * sizeof(typename Load::cache_type);
         auto* kernel = &BlockSmemRowKernel<op, Load, Store, kPack, kBlock, kEdges>;
-        auto* capped = &BlockSmemRowKernel<op, Load, Store, kPack, kBlock, kEdges, kMinBlocks>;
-        if (full_occ) kernel = capped;
+        auto* capped = &BlockSmemRowKernelCapped<op, Load, Store, kPack, kBlock, kEdges>;
+        if (full_occ && kCaps) kernel = capped;
         result = LaunchOrQuery(kernel, req, dim3(kBlock), smem, req.shape.rows, action, stream,
                                active_blocks, load, store, RowParamsOf(req));
       } else {
         auto* kernel = &BlockUncachedRowKernel<op, Load, Store, kPack, kBlock, kEdges>;
-        auto* capped =
-            &BlockUncachedRowKernel<op, Load, Store, kPack, kBlock, kEdges, kMinBlocks>;
-        if (full_occ) kernel = capped;
+        auto* capped = &BlockUncachedRowKernelCapped<op, Load, Store, kPack, kBlock, kEdges>;
+        if (full_occ && kCaps) kernel = capped;
         result = LaunchOrQuery(kernel, req, dim3(kBlock), 0, req.shape.rows, action, stream,
                                active_blocks, load, store, RowParamsOf(req));
       }
