@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstdlib>
 #include <type_traits>
 
 #include "kernels/kernel_request.h"
@@ -165,24 +164,16 @@ cudaError_t RunBlockRowOp(const KernelRequest& req, KernelAction action,
     constexpr int kBlock = decltype(block)::value;
     const auto launch = [&](auto edges) {
       constexpr bool kEdges = decltype(edges)::value;
-      // PROTOTYPE: KT_PROTO_FULL_OCC=1 caps the norms' block kernels at 32
-      // registers (2048 threads per SM), as Inductor's reductions run.
-      static const bool full_occ = std::getenv("KT_PROTO_FULL_OCC") != nullptr;
-      constexpr bool kCaps = (op == Op::kLayerNorm || op == Op::kRmsNorm) && !kEdges;
       if (req.config.impl == Impl::kBlockSmem) {
         // Covers the whole packs of any row (RowEdges).
         const size_t smem =
             static_cast<size_t>(req.shape.cols) * sizeof(typename Load::cache_type);
-        auto* kernel = &BlockSmemRowKernel<op, Load, Store, kPack, kBlock, kEdges>;
-        auto* capped = &BlockSmemRowKernelCapped<op, Load, Store, kPack, kBlock, kEdges>;
-        if (full_occ && kCaps) kernel = capped;
-        result = LaunchOrQuery(kernel, req, dim3(kBlock), smem, req.shape.rows, action, stream,
-                               active_blocks, load, store, RowParamsOf(req));
+        result = LaunchOrQuery(&BlockSmemRowKernel<op, Load, Store, kPack, kBlock, kEdges>, req,
+                               dim3(kBlock), smem, req.shape.rows, action, stream, active_blocks,
+                               load, store, RowParamsOf(req));
       } else {
-        auto* kernel = &BlockUncachedRowKernel<op, Load, Store, kPack, kBlock, kEdges>;
-        auto* capped = &BlockUncachedRowKernelCapped<op, Load, Store, kPack, kBlock, kEdges>;
-        if (full_occ && kCaps) kernel = capped;
-        result = LaunchOrQuery(kernel, req, dim3(kBlock), 0, req.shape.rows, action, stream,
+        result = LaunchOrQuery(&BlockUncachedRowKernel<op, Load, Store, kPack, kBlock, kEdges>,
+                               req, dim3(kBlock), 0, req.shape.rows, action, stream,
                                active_blocks, load, store, RowParamsOf(req));
       }
     };

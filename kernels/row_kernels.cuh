@@ -328,7 +328,8 @@ class BlockRowStore {
 // pack, dynamic shared memory = cols * sizeof(cache_type) (the whole packs
 // take at most that).
 template <Op op, class Load, class Store, int pack, int block_size, bool edges>
-__device__ __forceinline__ void BlockSmemRowBody(Load load, Store store, RowParams p) {
+__global__ void __launch_bounds__(block_size)
+    BlockSmemRowKernel(Load load, Store store, RowParams p) {
   static_assert(!edges || kTakesAnyCols<Load, Store>, "rows off the pack grid need x's layout");
   using Math = OpMath<op, kFastMathFor<Load>>;
   using First = typename Math::First;
@@ -435,18 +436,6 @@ __device__ __forceinline__ void BlockSmemRowBody(Load load, Store store, RowPara
   }
 }
 
-template <Op op, class Load, class Store, int pack, int block_size, bool edges>
-__global__ void __launch_bounds__(block_size)
-    BlockSmemRowKernel(Load load, Store store, RowParams p) {
-  BlockSmemRowBody<op, Load, Store, pack, block_size, edges>(load, store, p);
-}
-// PROTOTYPE: at most 32 registers (2048 threads per SM).
-template <Op op, class Load, class Store, int pack, int block_size, bool edges>
-__global__ void __launch_bounds__(block_size, 2048 / block_size)
-    BlockSmemRowKernelCapped(Load load, Store store, RowParams p) {
-  BlockSmemRowBody<op, Load, Store, pack, block_size, edges>(load, store, p);
-}
-
 // kBlockUncached: one block per row, nothing cached, so any cols works. The
 // statistic is streamed (OpMath's Accumulator: an online max and sum of
 // exp for softmax, one read of the row instead of OneFlow's two; Welford
@@ -457,7 +446,8 @@ __global__ void __launch_bounds__(block_size, 2048 / block_size)
 // read once, into registers.
 // Preconditions as kBlockSmem, without the shared memory.
 template <Op op, class Load, class Store, int pack, int block_size, bool edges>
-__device__ __forceinline__ void BlockUncachedRowBody(Load load, Store store, RowParams p) {
+__global__ void __launch_bounds__(block_size)
+    BlockUncachedRowKernel(Load load, Store store, RowParams p) {
   static_assert(!edges || kTakesAnyCols<Load, Store>, "rows off the pack grid need x's layout");
   using Math = OpMath<op, kFastMathFor<Load>>;
   // Outside the row loop: the reducer alternates its slots across rows.
@@ -492,18 +482,6 @@ __device__ __forceinline__ void BlockUncachedRowBody(Load load, Store store, Row
       store.template store<1>(&edge, row, edge_col);
     }
   }
-}
-
-template <Op op, class Load, class Store, int pack, int block_size, bool edges>
-__global__ void __launch_bounds__(block_size)
-    BlockUncachedRowKernel(Load load, Store store, RowParams p) {
-  BlockUncachedRowBody<op, Load, Store, pack, block_size, edges>(load, store, p);
-}
-// PROTOTYPE: at most 32 registers (2048 threads per SM).
-template <Op op, class Load, class Store, int pack, int block_size, bool edges>
-__global__ void __launch_bounds__(block_size, 2048 / block_size)
-    BlockUncachedRowKernelCapped(Load load, Store store, RowParams p) {
-  BlockUncachedRowBody<op, Load, Store, pack, block_size, edges>(load, store, p);
 }
 
 // kBlockRegs: one block per row (grid-stride over rows), the row in
