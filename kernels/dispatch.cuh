@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstdlib>
 #include <type_traits>
 
 #include "kernels/kernel_request.h"
@@ -173,13 +172,8 @@ cudaError_t RunBlockRowOp(const KernelRequest& req, KernelAction action,
                                dim3(kBlock), smem, req.shape.rows, action, stream, active_blocks,
                                load, store, RowParamsOf(req));
       } else {
-        // PROTOTYPE: KT_PROTO_LEAN=1 runs the norms' lean instance.
-        static const bool lean = std::getenv("KT_PROTO_LEAN") != nullptr;
-        constexpr bool kLean = (op == Op::kLayerNorm || op == Op::kRmsNorm) && !kEdges;
-        auto* kernel = &BlockUncachedRowKernel<op, Load, Store, kPack, kBlock, kEdges>;
-        auto* lean_kernel = &BlockUncachedRowKernelLean<op, Load, Store, kPack, kBlock, kEdges>;
-        if (lean && kLean) kernel = lean_kernel;
-        result = LaunchOrQuery(kernel, req, dim3(kBlock), 0, req.shape.rows, action, stream,
+        result = LaunchOrQuery(&BlockUncachedRowKernel<op, Load, Store, kPack, kBlock, kEdges>,
+                               req, dim3(kBlock), 0, req.shape.rows, action, stream,
                                active_blocks, load, store, RowParamsOf(req));
       }
     };

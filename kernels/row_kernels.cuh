@@ -147,10 +147,10 @@ __device__ __forceinline__ void ForEachFetchedPack(Index num_packs, Fetch&& fetc
 
 // The row's whole packs from global memory (pack k at column edges.head +
 // k * pack), BlockLoadBatch(pack) in flight.
-template <int pack, int block_size, int batch = BlockLoadBatch(pack), class RowLoad, class F>
+template <int pack, int block_size, class RowLoad, class F>
 __device__ __forceinline__ void ForEachLoadedPack(const RowLoad& row_load, const RowEdges& edges,
                                                   F&& f) {
-  ForEachFetchedPack<pack, block_size, batch, int>(
+  ForEachFetchedPack<pack, block_size, BlockLoadBatch(pack), int>(
       static_cast<int>(edges.packs),
       [&](float* v, int k) { row_load.template load<pack>(v, PackColumn<pack>(edges.head, k)); },
       f);
@@ -445,9 +445,9 @@ __global__ void __launch_bounds__(block_size)
 // Rows off the pack grid (`edges`) as kBlockSmem: the edge elements are
 // read once, into registers.
 // Preconditions as kBlockSmem, without the shared memory.
-template <Op op, class Load, class Store, int pack, int block_size, bool edges,
-          int load_batch>
-__device__ __forceinline__ void BlockUncachedRowBody(Load load, Store store, RowParams p) {
+template <Op op, class Load, class Store, int pack, int block_size, bool edges>
+__global__ void __launch_bounds__(block_size)
+    BlockUncachedRowKernel(Load load, Store store, RowParams p) {
   static_assert(!edges || kTakesAnyCols<Load, Store>, "rows off the pack grid need x's layout");
   using Math = OpMath<op, kFastMathFor<Load>>;
   // Outside the row loop: the reducer alternates its slots across rows.
@@ -462,10 +462,10 @@ __device__ __forceinline__ void BlockUncachedRowBody(Load load, Store store, Row
     float edge = 0.f;
     if (edge_col >= 0) row_load.template load<1>(&edge, edge_col);
     typename Math::Accumulator accumulator;
-    ForEachLoadedPack<pack, block_size, load_batch>(
+    ForEachLoadedPack<pack, block_size>(
         row_load, row_edges, [&](float* v, int) { accumulator.template Add<pack>(v); });
     if (edge_col >= 0) accumulator.template Add<1>(&edge);
-    BlockRowStore<Store, pack, block_size, load_batch, true, edges> out(store, row_edges);
+    BlockRowStore<Store, pack, block_size, BlockLoadBatch(pack), true, edges> out(store, row_edges);
     out.Prefetch();
     const typename Math::Row stat =
         Math::Finish(reducer.Run(accumulator.Get(), typename Math::MergeOp()), p);
@@ -482,20 +482,6 @@ __device__ __forceinline__ void BlockUncachedRowBody(Load load, Store store, Row
       store.template store<1>(&edge, row, edge_col);
     }
   }
-}
-
-template <Op op, class Load, class Store, int pack, int block_size, bool edges>
-__global__ void __launch_bounds__(block_size)
-    BlockUncachedRowKernel(Load load, Store store, RowParams p) {
-  BlockUncachedRowBody<op, Load, Store, pack, block_size, edges, BlockLoadBatch(pack)>(load, store,
-                                                                                      p);
-}
-// PROTOTYPE: one pack in flight a thread, at most 32 registers (2048
-// threads per SM): Inductor's two-pass norm kernels' shape.
-template <Op op, class Load, class Store, int pack, int block_size, bool edges>
-__global__ void __launch_bounds__(block_size, 2048 / block_size)
-    BlockUncachedRowKernelLean(Load load, Store store, RowParams p) {
-  BlockUncachedRowBody<op, Load, Store, pack, block_size, edges, 1>(load, store, p);
 }
 
 // kBlockRegs: one block per row (grid-stride over rows), the row in
