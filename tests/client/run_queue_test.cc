@@ -98,6 +98,30 @@ class RunQueueTest : public CpuDaemonTest {
     return args;
   }
 
+  // Fresh random values in every input operand's place, and both output
+  // areas poisoned (differently, so an output never written cannot match).
+  void FreshInputsPoisonedOutputs(kernels::DType dtype, int64_t elements, std::mt19937_64& rng) {
+    for (int64_t offset : {kX, kGamma, kBeta, kMask}) {
+      const std::string values = RandomTensor(dtype, elements, rng, 0.5);
+      std::memcpy(shm_.data() + offset, values.data(), values.size());
+    }
+    std::memset(shm_.data() + kQueueOut, 0x7f, kGrpcOut - kQueueOut);
+    std::memset(shm_.data() + kGrpcOut, 0x3f, kGrpcOut - kQueueOut);
+  }
+
+  // The queued Run wrote y (y_bytes) and the per-row outputs of `op` as the
+  // gRPC Run did.
+  void ExpectQueuedOutputsAsGrpcs(pb::Op op, size_t y_bytes, int64_t rows) const {
+    EXPECT_EQ(Get(kQueueOut + kY, y_bytes), Get(kGrpcOut + kY, y_bytes));
+    EXPECT_NE(Get(kQueueOut + kY, y_bytes), std::string(y_bytes, '\x7f'));
+    if (op == pb::OP_LAYER_NORM || op == pb::OP_REDUCE_SCALE) {
+      EXPECT_EQ(Get(kQueueOut + kStat1, rows * 4), Get(kGrpcOut + kStat1, rows * 4));
+    }
+    if (op == pb::OP_LAYER_NORM || op == pb::OP_RMS_NORM) {
+      EXPECT_EQ(Get(kQueueOut + kStat2, rows * 4), Get(kGrpcOut + kStat2, rows * 4));
+    }
+  }
+
   SharedMemory shm_;
   std::optional<DaemonClient> queued_, grpc_;
   RegisteredBuffer buffer_;
@@ -111,26 +135,12 @@ TEST_F(RunQueueTest, EveryOpAndDtypeGivesTheSameBytesAsGrpc) {
     for (pb::DType dtype : {pb::DTYPE_FLOAT32, pb::DTYPE_FLOAT16, pb::DTYPE_BFLOAT16}) {
       SCOPED_TRACE(pb::Op_Name(op) + " " + pb::DType_Name(dtype));
       const kernels::DType kdtype = ToKernels(dtype);
-      for (int64_t offset : {kX, kGamma, kBeta, kMask}) {
-        const std::string values = RandomTensor(kdtype, kRows * kCols, rng, 0.5);
-        std::memcpy(shm_.data() + offset, values.data(), values.size());
-      }
-      std::memset(shm_.data() + kQueueOut, 0x7f, kGrpcOut - kQueueOut);
-      std::memset(shm_.data() + kGrpcOut, 0x3f, kGrpcOut - kQueueOut);
+      FreshInputsPoisonedOutputs(kdtype, kRows * kCols, rng);
       absl::StatusOr<pb::RunResponse> queued = queued_->Run(Args(op, dtype, kRows, kCols, kQueueOut));
       ASSERT_TRUE(queued.ok()) << queued.status();
       absl::StatusOr<pb::RunResponse> direct = grpc_->Run(Args(op, dtype, kRows, kCols, kGrpcOut));
       ASSERT_TRUE(direct.ok()) << direct.status();
-      const size_t y_bytes = kRows * kCols * kernels::DTypeSize(kdtype);
-      EXPECT_EQ(Get(kQueueOut + kY, y_bytes), Get(kGrpcOut + kY, y_bytes));
-      EXPECT_NE(Get(kQueueOut + kY, y_bytes), std::string(y_bytes, '\x7f'));
-      // The per-row outputs of the ops that have them (poisoned unlike).
-      if (op == pb::OP_LAYER_NORM || op == pb::OP_REDUCE_SCALE) {
-        EXPECT_EQ(Get(kQueueOut + kStat1, kRows * 4), Get(kGrpcOut + kStat1, kRows * 4));
-      }
-      if (op == pb::OP_LAYER_NORM || op == pb::OP_RMS_NORM) {
-        EXPECT_EQ(Get(kQueueOut + kStat2, kRows * 4), Get(kGrpcOut + kStat2, kRows * 4));
-      }
+      ExpectQueuedOutputsAsGrpcs(op, kRows * kCols * kernels::DTypeSize(kdtype), kRows);
       EXPECT_EQ(queued->config().source(), pb::CONFIG_SOURCE_CPU_REFERENCE);
       EXPECT_EQ(queued->backend(), "cpu");
       EXPECT_GT(queued->kernel_time_us(), 0);
@@ -161,27 +171,13 @@ TEST_F(RunQueueTest, ARunSentAgainRunsAgainWithGrpcsBytes) {
     const RunArgs grpc_args = Args(op, pb::DTYPE_FLOAT16, kRows, kCols, kGrpcOut);
     for (int round = 0; round < 3; ++round) {
       SCOPED_TRACE(pb::Op_Name(op) + " round " + std::to_string(round));
-      for (int64_t offset : {kX, kGamma, kBeta, kMask}) {
-        const std::string values =
-            RandomTensor(kernels::DType::kFloat16, kRows * kCols, rng, 0.5);
-        std::memcpy(shm_.data() + offset, values.data(), values.size());
-      }
-      std::memset(shm_.data() + kQueueOut, 0x7f, kGrpcOut - kQueueOut);
-      std::memset(shm_.data() + kGrpcOut, 0x3f, kGrpcOut - kQueueOut);
+      FreshInputsPoisonedOutputs(kernels::DType::kFloat16, kRows * kCols, rng);
       absl::StatusOr<pb::RunResponse> queued = queued_->Run(queued_args);
       ASSERT_TRUE(queued.ok()) << queued.status();
       absl::StatusOr<pb::RunResponse> direct = grpc_->Run(grpc_args);
       ASSERT_TRUE(direct.ok()) << direct.status();
       EXPECT_EQ(queued->server_timing().repeated_descriptor(), round > 0);
-      const size_t y_bytes = kRows * kCols * 2;
-      EXPECT_EQ(Get(kQueueOut + kY, y_bytes), Get(kGrpcOut + kY, y_bytes));
-      EXPECT_NE(Get(kQueueOut + kY, y_bytes), std::string(y_bytes, '\x7f'));
-      if (op == pb::OP_LAYER_NORM || op == pb::OP_REDUCE_SCALE) {
-        EXPECT_EQ(Get(kQueueOut + kStat1, kRows * 4), Get(kGrpcOut + kStat1, kRows * 4));
-      }
-      if (op == pb::OP_LAYER_NORM || op == pb::OP_RMS_NORM) {
-        EXPECT_EQ(Get(kQueueOut + kStat2, kRows * 4), Get(kGrpcOut + kStat2, kRows * 4));
-      }
+      ExpectQueuedOutputsAsGrpcs(op, kRows * kCols * 2, kRows);
     }
   }
 }
