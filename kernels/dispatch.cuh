@@ -8,6 +8,7 @@
 #include <climits>
 #include <type_traits>
 
+#include "kernels/dispatch_launch.h"
 #include "kernels/kernel_request.h"
 #include "kernels/op_functors.cuh"
 #include "kernels/row_kernels.cuh"
@@ -61,8 +62,9 @@ cudaError_t LaunchOrQuery(Kernel kernel, const KernelRequest& req, dim3 block,
     grid = std::min<int64_t>(grid, resident * req.config.grid_waves);
   }
   grid = std::max<int64_t>(grid, 1);
-  kernel<<<static_cast<unsigned>(grid), block, smem_bytes, stream>>>(args...);
-  return cudaPeekAtLastError();
+  void* params[] = {static_cast<void*>(&args)...};
+  return LaunchKernel(req.device, reinterpret_cast<const void*>(kernel),
+                      dim3(static_cast<unsigned>(grid)), block, smem_bytes, stream, params);
 }
 
 template <Op op, DType dtype>
