@@ -7,6 +7,7 @@
 // Launches go to one stream and are synchronized every kSyncEvery calls, so
 // the queue never fills (a full queue would make the launch call block).
 #include <benchmark/benchmark.h>
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include <chrono>
@@ -18,8 +19,10 @@
 #include "kernels/launch.h"
 #include "kernels/launch_config.h"
 
-// empty_kernel.cu: launches a kernel that does nothing.
-cudaError_t LaunchEmptyKernel(cudaStream_t stream);
+// empty_kernel.cu: launches a kernel that does nothing, as kernels::Launch
+// launches, or with the runtime's launch call.
+cudaError_t LaunchEmptyKernel(int device, cudaStream_t stream);
+cudaError_t LaunchEmptyKernelWithRuntime(cudaStream_t stream);
 
 namespace {
 
@@ -103,7 +106,8 @@ void BM_SteadyClockNow(benchmark::State& state) {
 }
 BENCHMARK(BM_SteadyClockNow);
 
-// How the queue poller asks whether a stream has passed its Runs.
+// What the queue poller paid per look before its streams wrote a word
+// (BM_EmptyKernelLaunchAndWord), and still pays when a stream stalls.
 void BM_StreamQueryIdle(benchmark::State& state) {
   Fixture& f = Get();
   cudaStreamSynchronize(f.stream);
@@ -149,23 +153,70 @@ void BM_EmptyKernelLaunch(benchmark::State& state) {
   Fixture& f = Get();
   int n = 0;
   for (auto _ : state) {
-    benchmark::DoNotOptimize(LaunchEmptyKernel(f.stream));
+    benchmark::DoNotOptimize(LaunchEmptyKernel(f.device.ordinal, f.stream));
     if (++n % kSyncEvery == 0) cudaStreamSynchronize(f.stream);
   }
   cudaStreamSynchronize(f.stream);
 }
 BENCHMARK(BM_EmptyKernelLaunch);
 
+// The runtime's launch call (<<<>>>), which kernels::Launch does not use:
+// what the driver's call saves (kernels/dispatch_launch.h).
+void BM_EmptyKernelRuntimeLaunch(benchmark::State& state) {
+  Fixture& f = Get();
+  int n = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(LaunchEmptyKernelWithRuntime(f.stream));
+    if (++n % kSyncEvery == 0) cudaStreamSynchronize(f.stream);
+  }
+  cudaStreamSynchronize(f.stream);
+}
+BENCHMARK(BM_EmptyKernelRuntimeLaunch);
+
 // The host's floor for any synchronous Run: launch an empty kernel and wait
 // for the stream.
 void BM_EmptyKernelLaunchAndWait(benchmark::State& state) {
   Fixture& f = Get();
   for (auto _ : state) {
-    benchmark::DoNotOptimize(LaunchEmptyKernel(f.stream));
+    benchmark::DoNotOptimize(LaunchEmptyKernel(f.device.ordinal, f.stream));
     cudaStreamSynchronize(f.stream);
   }
 }
 BENCHMARK(BM_EmptyKernelLaunchAndWait)->UseRealTime();
+
+// The queue poller's floor: launch an empty kernel, have the stream write a
+// pinned host word after it (cuStreamWriteValue32) and spin on the word, as
+// the daemon's RunStreams tell when the GPU passed a batch.
+void BM_EmptyKernelLaunchAndWord(benchmark::State& state) {
+  Fixture& f = Get();
+  using WriteValue32 = CUresult(CUDAAPI*)(CUstream, CUdeviceptr, cuuint32_t, unsigned);
+  void* function = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  uint32_t* word = nullptr;
+  void* address = nullptr;
+  if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &function, 12000,
+                                       cudaEnableDefault, &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess ||
+      cudaHostAlloc(reinterpret_cast<void**>(&word), sizeof(uint32_t), cudaHostAllocMapped) !=
+          cudaSuccess ||
+      cudaHostGetDevicePointer(&address, word, 0) != cudaSuccess) {
+    state.SkipWithError("no cuStreamWriteValue32 or mapped host memory");
+    return;
+  }
+  const auto write = reinterpret_cast<WriteValue32>(function);
+  *word = 0;
+  uint32_t batch = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(LaunchEmptyKernel(f.device.ordinal, f.stream));
+    write(reinterpret_cast<CUstream>(f.stream), reinterpret_cast<CUdeviceptr>(address), ++batch,
+          0);
+    while (__atomic_load_n(word, __ATOMIC_ACQUIRE) != batch) {
+    }
+  }
+  cudaStreamSynchronize(f.stream);
+  cudaFreeHost(word);
+}
+BENCHMARK(BM_EmptyKernelLaunchAndWord)->UseRealTime();
 
 // One synchronous small Run's GPU part, as the daemon's lane does it:
 // launch, then wait for the stream (the runtime's default wait), with and
