@@ -4,6 +4,7 @@
 #include <cuda.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <deque>
 #include <cstring>
@@ -80,6 +81,32 @@ bool IsSticky(cudaError_t error) {
     default:
       return false;
   }
+}
+
+// Makes `ordinal` the calling thread's current device. Asking costs less
+// than setting (0.06 against 0.1-0.2 us on the lent H100 hosts), and a
+// poller's thread mostly stays on one device.
+absl::Status UseDevice(int ordinal) {
+  int current = -1;
+  if (cudaGetDevice(&current) == cudaSuccess && current == ordinal) return absl::OkStatus();
+  return CudaError(cudaSetDevice(ordinal), "cudaSetDevice");
+}
+
+// cuStreamWriteValue32 through the runtime's driver entry point (no
+// link-time dependency on libcuda); null when the driver lacks it.
+using StreamWriteValue32Fn = CUresult(CUDAAPI*)(CUstream, CUdeviceptr, cuuint32_t, unsigned);
+StreamWriteValue32Fn StreamWriteValue32() {
+  static const StreamWriteValue32Fn write = [] {
+    void* function = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &function, 12000,
+                                         cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      return StreamWriteValue32Fn{nullptr};
+    }
+    return reinterpret_cast<StreamWriteValue32Fn>(function);
+  }();
+  return write;
 }
 
 // Sets the device's scheduling flag to yield, keeping its other flags: it
@@ -160,9 +187,7 @@ absl::StatusOr<RunResult> DeviceExecutor::Execute(const RunRequest& request) {
   }
   // The executing thread (a gRPC handler thread) sets its own device; the
   // kernel library never switches devices behind its back.
-  if (absl::Status s = CudaError(cudaSetDevice(device_.ordinal), "cudaSetDevice"); !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = UseDevice(device_.ordinal); !s.ok()) return s;
   LanePool::Lease lease(*lanes_);
   ExecuteTiming timing;
   timing.lane_wait_us = MicrosSince(start, StageClock::now());
@@ -308,32 +333,32 @@ absl::StatusOr<RunResult> DeviceExecutor::ExecuteOn(Lane& lane, const RunRequest
 }
 
 // A RunStream on its own lane (run_stream.h). Runs are answered in
-// submission order once the stream has passed them. A batch (the Runs of
-// one Flush) that ends the stream needs no mark: the stream itself says
-// when it is done. Only when more work follows does the batch get a mark,
-// an event recorded before that work: one event per batch at most, none
-// for a lone Run (recording one costs ~1.6 us on an H100 host). Only the
+// submission order once the stream has passed them. Each batch (the Runs of
+// one Flush) ends with a stream memory write of the batch's number into a
+// pinned host word, so Poll learns what the GPU passed from one load and
+// makes no CUDA call. A stream query costs 1.3-1.7 us of driver time on the
+// lent H100 hosts, and a poller that asked one after another answered a
+// small Run that much later (bench/results/2026-11-27-h100-queue-completion-word).
+// A failed kernel stops the stream before its batch's write: a stream
+// that has passed nothing for kStallCheck is asked for its error. Only the
 // poller that owns the stream calls it, so nothing here is locked.
 class DeviceExecutor::Stream final : public RunStream {
  public:
   explicit Stream(DeviceExecutor& executor) : executor_(executor) {}
   ~Stream() override;
 
-  absl::Status Init(RunPriority priority) {
-    if (absl::Status s = CudaError(cudaSetDevice(executor_.device_.ordinal), "cudaSetDevice");
-        !s.ok()) {
-      return s;
-    }
-    absl::StatusOr<int> stream_priority = RunStreamPriority(priority);
-    if (!stream_priority.ok()) return stream_priority.status();
-    return CreateLane(lane_, *stream_priority);
-  }
+  absl::Status Init(RunPriority priority);
 
   void Submit(const RunRequest& request, Done done) override;
   void Flush() override;
   int Poll() override;
 
  private:
+  // How long a stream with Runs in flight may pass nothing before Poll asks
+  // it whether it failed: a small Run passes in microseconds, and a failed
+  // one is answered this late at most.
+  static constexpr std::chrono::microseconds kStallCheck{100};
+
   struct InFlight {
     const RunRequest* request;  // null once answered
     Started started;
@@ -342,23 +367,58 @@ class DeviceExecutor::Stream final : public RunStream {
     Done done;  // empty once answered (early)
     // Its client memory, held after an early answer until the GPU passed.
     std::vector<std::shared_ptr<const ClientMemory>> memory;
-    // Set once work follows its batch; until then the stream's own state
-    // tells when it is done.
-    cudaEvent_t mark = nullptr;
+    uint32_t batch = 0;  // its Flush's number; 0 until flushed
   };
+  // The number of the newest batch the GPU has passed.
+  uint32_t passed_batch() const { return __atomic_load_n(passed_word_, __ATOMIC_ACQUIRE); }
   // Answers every Run in flight with `status` (the stream is broken).
   void FailAll(const absl::Status& status);
-  // Marks the tail batch before more work goes on the stream.
-  void MarkTailBatch();
-  cudaEvent_t NewMark();
 
   DeviceExecutor& executor_;
   Lane lane_;
+  // Pinned, mapped host memory: the GPU writes each batch's number here
+  // once it has passed the batch (numbers wrap; compared as differences).
+  uint32_t* passed_word_ = nullptr;
+  CUdeviceptr passed_address_ = 0;
+  uint32_t flushed_batch_ = 0;  // the newest batch's number
   std::deque<InFlight> in_flight_;
   size_t unflushed_ = 0;  // the newest Runs, since the last Flush
-  size_t tail_batch_ = 0;  // the Runs of the last Flush, unmarked
-  std::vector<cudaEvent_t> spare_marks_;
+  // When the stream last passed a batch or got one while idle.
+  StageClock::time_point progress_;
 };
+
+absl::Status DeviceExecutor::Stream::Init(RunPriority priority) {
+  if (absl::Status s = UseDevice(executor_.device_.ordinal); !s.ok()) return s;
+  absl::StatusOr<int> stream_priority = RunStreamPriority(priority);
+  if (!stream_priority.ok()) return stream_priority.status();
+  if (absl::Status s = CreateLane(lane_, *stream_priority); !s.ok()) return s;
+  if (StreamWriteValue32() == nullptr) {
+    return absl::UnavailableError("cuStreamWriteValue32 is not available");
+  }
+  void* word = nullptr;
+  if (absl::Status s = CudaError(cudaHostAlloc(&word, sizeof(uint32_t),
+                                               cudaHostAllocMapped | cudaHostAllocPortable),
+                                 "cudaHostAlloc (a stream's completion word)");
+      !s.ok()) {
+    return s;
+  }
+  passed_word_ = static_cast<uint32_t*>(word);
+  *passed_word_ = 0;
+  void* address = nullptr;
+  if (absl::Status s = CudaError(cudaHostGetDevicePointer(&address, word, 0),
+                                 "cudaHostGetDevicePointer");
+      !s.ok()) {
+    return s;
+  }
+  passed_address_ = reinterpret_cast<CUdeviceptr>(address);
+  // One write now: a driver without stream memory operations refuses the
+  // stream here (its Runs go the synchronous way), not at a Run.
+  if (StreamWriteValue32()(reinterpret_cast<CUstream>(lane_.stream), passed_address_, 0,
+                           CU_STREAM_WRITE_VALUE_DEFAULT) != CUDA_SUCCESS) {
+    return absl::UnavailableError("cuStreamWriteValue32 failed on a new stream");
+  }
+  return CudaError(cudaStreamSynchronize(lane_.stream), "writing a stream's completion word");
+}
 
 DeviceExecutor::Stream::~Stream() {
   cudaSetDevice(executor_.device_.ordinal);
@@ -368,19 +428,8 @@ DeviceExecutor::Stream::~Stream() {
     Poll();
   }
   FailAll(absl::UnavailableError("the stream closed with this Run in flight"));
-  for (cudaEvent_t mark : spare_marks_) cudaEventDestroy(mark);
-  DestroyLane(lane_);
-}
-
-cudaEvent_t DeviceExecutor::Stream::NewMark() {
-  if (!spare_marks_.empty()) {
-    cudaEvent_t mark = spare_marks_.back();
-    spare_marks_.pop_back();
-    return mark;
-  }
-  cudaEvent_t mark = nullptr;
-  if (cudaEventCreateWithFlags(&mark, cudaEventDisableTiming) != cudaSuccess) return nullptr;
-  return mark;
+  DestroyLane(lane_);  // waits for the stream: the word is written no more
+  if (passed_word_ != nullptr) cudaFreeHost(passed_word_);
 }
 
 void DeviceExecutor::Stream::Submit(const RunRequest& request, Done done) {
@@ -388,12 +437,8 @@ void DeviceExecutor::Stream::Submit(const RunRequest& request, Done done) {
     return done(absl::UnavailableError(absl::StrCat(
         "CUDA device ", executor_.device_.ordinal, " failed: ", executor_.failure())));
   }
-  if (absl::Status s = CudaError(cudaSetDevice(executor_.device_.ordinal), "cudaSetDevice");
-      !s.ok()) {
-    return done(s);
-  }
-  MarkTailBatch();
-  InFlight run{&request, {}, {}, {}, std::move(done), {}, nullptr};
+  if (absl::Status s = UseDevice(executor_.device_.ordinal); !s.ok()) return done(s);
+  InFlight run{&request, {}, {}, {}, std::move(done), {}, 0};
   absl::StatusOr<Started> started = executor_.Start(lane_, request, run.timing);
   if (!started.ok()) {
     // Launch errors leave the lane usable unless they are sticky.
@@ -415,60 +460,62 @@ void DeviceExecutor::Stream::Submit(const RunRequest& request, Done done) {
   ++unflushed_;
 }
 
-void DeviceExecutor::Stream::MarkTailBatch() {
-  if (tail_batch_ == 0) return;
-  // Submit marks the tail batch before it adds anything: it ends the deque.
-  const size_t first = in_flight_.size() - tail_batch_;
-  tail_batch_ = 0;
-  cudaEvent_t mark = NewMark();
-  if (mark != nullptr && cudaEventRecord(mark, lane_.stream) == cudaSuccess) {
-    for (size_t i = first; i < in_flight_.size(); ++i) in_flight_[i].mark = mark;
+void DeviceExecutor::Stream::Flush() {
+  if (unflushed_ == 0) return;
+  const uint32_t batch = flushed_batch_ + 1;
+  const CUresult written =
+      StreamWriteValue32()(reinterpret_cast<CUstream>(lane_.stream), passed_address_, batch,
+                           CU_STREAM_WRITE_VALUE_DEFAULT);
+  if (in_flight_.size() == unflushed_) progress_ = StageClock::now();  // it was idle
+  flushed_batch_ = batch;
+  for (size_t i = in_flight_.size() - unflushed_; i < in_flight_.size(); ++i) {
+    in_flight_[i].batch = batch;
+  }
+  unflushed_ = 0;
+  if (written == CUDA_SUCCESS) return;
+  // No write on the stream: wait for it here and write the word instead
+  // (the batch is answered late, never wrongly), unless the stream failed.
+  const cudaError_t state = cudaStreamSynchronize(lane_.stream);
+  if (state != cudaSuccess) {
+    FailAll(executor_.CheckSticky(state, CudaError(state, "running the kernel")));
     return;
   }
-  if (mark != nullptr) spare_marks_.push_back(mark);
-  // No mark: the batch is answered once the stream is idle, later than it
-  // could be, never wrongly.
-}
-
-void DeviceExecutor::Stream::Flush() {
-  // With nothing new the tail batch stays as it is (unmarked).
-  if (unflushed_ == 0) return;
-  tail_batch_ = unflushed_;
-  unflushed_ = 0;
+  __atomic_store_n(passed_word_, batch, __ATOMIC_RELEASE);
 }
 
 int DeviceExecutor::Stream::Poll() {
-  if (in_flight_.empty()) return 0;
-  if (cudaSetDevice(executor_.device_.ordinal) != cudaSuccess) {
+  if (in_flight_.size() == unflushed_) return static_cast<int>(in_flight_.size());
+  const uint32_t passed = passed_batch();
+  if (static_cast<int32_t>(passed - in_flight_.front().batch) < 0) {
+    if (StageClock::now() - progress_ < kStallCheck) {
+      return static_cast<int>(in_flight_.size());
+    }
+    progress_ = StageClock::now();
+    // Asked on its device; any answer but an error leaves it to the word.
+    const cudaError_t state = UseDevice(executor_.device_.ordinal).ok()
+                                  ? cudaStreamQuery(lane_.stream)
+                                  : cudaErrorNotReady;
+    if (state != cudaSuccess && state != cudaErrorNotReady) {
+      FailAll(executor_.CheckSticky(state, CudaError(state, "running the kernel")));
+      return 0;
+    }
     return static_cast<int>(in_flight_.size());
   }
-  cudaEvent_t passed_mark = nullptr;
-  bool stream_idle = false;
-  while (!in_flight_.empty() && in_flight_.size() > unflushed_) {
+  progress_ = StageClock::now();
+  while (in_flight_.size() > unflushed_ &&
+         static_cast<int32_t>(passed - in_flight_.front().batch) >= 0) {
     InFlight& run = in_flight_.front();
-    const bool passed = run.mark != nullptr ? run.mark == passed_mark : stream_idle;
-    if (!passed) {
-      // An unmarked Run is in the stream's last batch (or lost its mark):
-      // the stream's state is its own.
-      const cudaError_t state =
-          run.mark != nullptr ? cudaEventQuery(run.mark) : cudaStreamQuery(lane_.stream);
-      if (state == cudaErrorNotReady) break;
-      if (state != cudaSuccess) {
-        FailAll(executor_.CheckSticky(state, CudaError(state, "running the kernel")));
-        return 0;
-      }
-      if (run.mark != nullptr) {
-        passed_mark = run.mark;
-      } else {
-        stream_idle = true;
-      }
-    }
+    // Timing events and staged buffers are its device's; a Run on client
+    // device memory, untimed, needs no CUDA call here.
+    const bool on_device = (run.started.timed == nullptr && !run.started.staging->stages_any()) ||
+                           UseDevice(executor_.device_.ordinal).ok();
     absl::Status status;
     RunResult result = std::move(run.started.result);
     result.timing = run.timing;
-    result.timing.gpu_wait_us = MicrosSince(run.queued, StageClock::now());
+    result.timing.gpu_wait_us = MicrosSince(run.queued, progress_);
     if (run.started.timed != nullptr) {
-      result.kernel_time_us = executor_.lanes_->ReadTime(lane_, *run.started.timed);
+      result.kernel_time_us =
+          on_device ? executor_.lanes_->ReadTime(lane_, *run.started.timed) : -1;
       if (result.kernel_time_us < 0) {
         status = absl::InternalError("cudaEventElapsedTime failed on a finished launch");
       }
@@ -477,13 +524,7 @@ int DeviceExecutor::Stream::Poll() {
       status = run.started.staging->WriteToClientHost(*run.request);
     }
     Done done = std::move(run.done);
-    const cudaEvent_t mark = run.mark;
     in_flight_.pop_front();
-    tail_batch_ = std::min(tail_batch_, in_flight_.size() - unflushed_);
-    // The mark is free again once no Run still points at it.
-    if (mark != nullptr && (in_flight_.empty() || in_flight_.front().mark != mark)) {
-      spare_marks_.push_back(mark);
-    }
     if (done) {
       if (status.ok()) {
         done(std::move(result));
@@ -499,14 +540,10 @@ void DeviceExecutor::Stream::FailAll(const absl::Status& status) {
   while (!in_flight_.empty()) {
     InFlight& run = in_flight_.front();
     Done done = std::move(run.done);
-    if (run.mark != nullptr && (in_flight_.size() == 1 || in_flight_[1].mark != run.mark)) {
-      spare_marks_.push_back(run.mark);
-    }
     in_flight_.pop_front();
     if (done) done(status);
   }
   unflushed_ = 0;
-  tail_batch_ = 0;
 }
 
 std::unique_ptr<RunStream> DeviceExecutor::OpenRunStream(RunPriority priority) {

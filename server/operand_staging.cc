@@ -67,6 +67,13 @@ bool OperandStaging::stages_outputs() const {
   return false;
 }
 
+bool OperandStaging::stages_any() const {
+  for (const Staged& staged : staged_) {
+    if (staged.device != nullptr) return true;
+  }
+  return false;
+}
+
 absl::Status OperandStaging::QueueCopiesBack(const RunRequest& request, RunResult& result) {
   for (kernels::Operand operand : kernels::kAllOperands) {
     Staged& staged = staged_[static_cast<size_t>(operand)];

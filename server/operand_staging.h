@@ -34,6 +34,8 @@ class OperandStaging {
   // Whether any output is staged (it must then be copied back, so the Run
   // waits for the GPU).
   bool stages_outputs() const;
+  // Whether any operand is staged (its buffer is freed on its device).
+  bool stages_any() const;
   // After the launch: queues the staged outputs' copies to the host, into
   // `result` for those returned inline, else into a private copy.
   absl::Status QueueCopiesBack(const RunRequest& request, RunResult& result);
