@@ -237,7 +237,7 @@ void RunQueue::KeepValidatedRun(std::shared_ptr<const pb::RunRequest> request, R
 }
 
 void RunQueue::Complete(uint64_t tag, const absl::Status& status,
-                        const pb::RunResponse* response) {
+                        const pb::RunResponse* response, absl::string_view prefix) {
   std::array<char, layout::kCompletionSlotBytes> slot;
   layout::CompletionHeader completion{};
   completion.tag = tag;
@@ -251,23 +251,27 @@ void RunQueue::Complete(uint64_t tag, const absl::Status& status,
   };
   if (!status.ok()) {
     fail(status.message());
-  } else if (response != nullptr) {
-    size_t length = response->ByteSizeLong();
-    if (length <= layout::kMaxCompletionPayload) {
-      response->SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(payload));
-    } else {
+  } else if (response != nullptr || !prefix.empty()) {
+    const size_t room = layout::kMaxCompletionPayload - std::min(prefix.size(),
+                                                                 layout::kMaxCompletionPayload);
+    pb::RunResponse trimmed;
+    const pb::RunResponse* written = response != nullptr ? response : &trimmed;
+    size_t length = written->ByteSizeLong();
+    if (length > room) {
       // The instrumentation goes first when the answer does not fit.
-      pb::RunResponse trimmed = *response;
+      trimmed = *written;
       trimmed.clear_server_timing();
+      written = &trimmed;
       length = trimmed.ByteSizeLong();
-      if (length <= layout::kMaxCompletionPayload) {
-        trimmed.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(payload));
-      } else {
-        completion.code = static_cast<int32_t>(absl::StatusCode::kInternal);
-        fail("the Run's response does not fit a completion slot");
-      }
     }
-    if (completion.code == 0) completion.length = static_cast<uint32_t>(length);
+    if (prefix.size() + length <= layout::kMaxCompletionPayload) {
+      std::copy_n(prefix.data(), prefix.size(), payload);  // no memcpy of a null view
+      written->SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(payload) + prefix.size());
+      completion.length = static_cast<uint32_t>(prefix.size() + length);
+    } else {
+      completion.code = static_cast<int32_t>(absl::StatusCode::kInternal);
+      fail("the Run's response does not fit a completion slot");
+    }
   }
   std::memcpy(slot.data(), &completion, sizeof(completion));
   const size_t used = sizeof(completion) + completion.length;

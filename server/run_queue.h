@@ -24,6 +24,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "kerntune/v1/kerntune.pb.h"
 #include "proto/run_queue_layout.h"
@@ -88,10 +89,12 @@ class RunQueue {
   void KeepValidatedRun(std::shared_ptr<const kerntune::v1::RunRequest> request, RunRequest run);
 
   // Writes the completion of a taken descriptor into its reserved slot and
-  // wakes the client if it sleeps. Thread-safe. On OK `response` (may be
-  // null) goes into the slot; otherwise the status's message, cut to fit.
+  // wakes the client if it sleeps. Thread-safe. On OK `prefix` (serialized
+  // RunResponse fields) and then `response` (may be null) go into the slot,
+  // which the client parses as one RunResponse; otherwise the status's
+  // message, cut to fit.
   void Complete(uint64_t tag, const absl::Status& status,
-                const kerntune::v1::RunResponse* response);
+                const kerntune::v1::RunResponse* response, absl::string_view prefix = {});
 
   // Going to sleep (poller only): sets need_wakeup, returns the doorbell
   // word to FUTEX_WAIT on with its value, or nullptr when the queue is

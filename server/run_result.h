@@ -2,10 +2,12 @@
 #ifndef KERNTUNE_SERVER_RUN_RESULT_H_
 #define KERNTUNE_SERVER_RUN_RESULT_H_
 
-#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
 
 #include "kernels/op_args.h"
 #include "tuner/config_lookup.h"
@@ -30,18 +32,22 @@ struct RunResult {
   // for the output, rows float32 values for each per-row output (inv_std
   // holds RMSNorm's 1/rms, row_scale ReduceScale's scales). Empty for
   // outputs written to client memory.
-  std::array<std::string, kernels::kOperandCount> inline_outputs;
+  // Empty until one is set (most Runs return none), so that a RunResult
+  // costs little to make and move on the queue's path.
+  std::vector<std::string> inline_outputs;
   // Empty on the CPU backend (no launch config there).
   std::optional<tuner::ConfigChoice> config;
   double kernel_time_us = 0;
   ExecuteTiming timing;
   // Answered once queued (done_event), before the GPU finished.
   bool answered_early = false;
-  // The device that ran it: -1 and empty on the CPU backend.
+  // The device that ran it: -1 and empty on the CPU backend. The UUID is
+  // the backend's, which outlives every Run.
   int device_ordinal = -1;
-  std::string device_uuid;
+  absl::string_view device_uuid;
 
   std::string& inline_output(kernels::Operand operand) {
+    if (inline_outputs.empty()) inline_outputs.resize(kernels::kOperandCount);
     return inline_outputs[static_cast<size_t>(operand)];
   }
 };

@@ -212,8 +212,12 @@ class KernTuneService final : public kerntune::v1::KernTune::CallbackService,
                        absl::StatusOr<RunRequest> validated, PreparedRun& prepared,
                        kerntune::v1::RunTiming& timing);
   // How a Run's answer leaves: its status, with `response` filled on OK.
-  // It may free the request and the response.
-  using Deliver = absl::FunctionRef<void(const grpc::Status&)>;
+  // It may free the request and the response. A queued Run's response
+  // leaves out the fields of its point (config, backend, device): they come
+  // serialized in `answer_prefix`, to be written before the response's
+  // (the protobuf wire format joins the two). Empty for other Runs.
+  using Deliver =
+      absl::FunctionRef<void(const grpc::Status&, absl::string_view answer_prefix)>;
   // Stage two: the backend on the routed device, and the response.
   void Complete(absl::string_view peer, PreparedRun& prepared,
                 kerntune::v1::RunResponse* response, Deliver deliver);

@@ -288,6 +288,64 @@ TEST(RunQueueTest, AFullCompletionRingStopsTakingUntilTheClientReads) {
   EXPECT_EQ(queue->Take(8).size(), 3u);
 }
 
+// A queued Run's answer comes in two parts, the fields its point repeats
+// (serialized once) and its own: the client parses one RunResponse. When
+// the two do not fit, the timing goes first, then the answer becomes an
+// error; a prefix on an error is not written.
+TEST(RunQueueTest, AnAnswerPrefixAndTheResponseParseAsOneResponse) {
+  std::shared_ptr<RunQueue> queue = *RunQueue::Create(Self(), 8);
+  MappedQueue mapped(queue->shm_name(), 8);
+  for (uint32_t i = 0; i < 4; ++i) mapped.Write(i, 10 + i, SoftmaxOnBuffer("b", 1, 4, 0, 64));
+  mapped.Publish(4);
+  ASSERT_EQ(queue->Take(4).size(), 4u);
+
+  pb::RunResponse point;
+  point.set_backend("cuda");
+  point.set_device_ordinal(1);
+  point.mutable_config()->set_source(pb::CONFIG_SOURCE_TUNED);
+  point.mutable_config()->mutable_config()->set_key("warp_b128_p8");
+  const std::string prefix = point.SerializeAsString();
+  pb::RunResponse own;
+  own.set_kernel_time_us(2.5);
+  own.mutable_server_timing()->set_handler_us(11);
+  queue->Complete(10, absl::OkStatus(), &own, prefix);
+
+  pb::RunResponse large = own;
+  // Its own fields take 12 bytes besides the data without the timing (the
+  // data's tag and length, the kernel time) and 23 with it.
+  large.set_output_data(std::string(layout::kMaxCompletionPayload - prefix.size() - 17, 'x'));
+  queue->Complete(11, absl::OkStatus(), &large, prefix);  // fits without its timing
+  large.set_output_data(std::string(layout::kMaxCompletionPayload, 'x'));
+  queue->Complete(12, absl::OkStatus(), &large, prefix);  // does not fit at all
+  queue->Complete(13, absl::NotFoundError("input.buffer: no such buffer"), &own, prefix);
+
+  std::optional<MappedQueue::Completion> whole = mapped.Next();
+  ASSERT_TRUE(whole);
+  EXPECT_EQ(whole->code, absl::StatusCode::kOk);
+  pb::RunResponse expected = point;
+  expected.MergeFrom(own);
+  EXPECT_EQ(whole->response().SerializeAsString(), expected.SerializeAsString());
+  EXPECT_EQ(whole->response().config().config().key(), "warp_b128_p8");
+  EXPECT_EQ(whole->response().server_timing().handler_us(), 11);
+
+  std::optional<MappedQueue::Completion> trimmed = mapped.Next();
+  ASSERT_TRUE(trimmed);
+  EXPECT_EQ(trimmed->code, absl::StatusCode::kOk);
+  EXPECT_EQ(trimmed->response().backend(), "cuda");
+  EXPECT_FALSE(trimmed->response().has_server_timing());
+  EXPECT_EQ(trimmed->response().kernel_time_us(), 2.5);
+
+  std::optional<MappedQueue::Completion> too_large = mapped.Next();
+  ASSERT_TRUE(too_large);
+  EXPECT_EQ(too_large->code, absl::StatusCode::kInternal);
+  EXPECT_THAT(too_large->payload, HasSubstr("does not fit"));
+
+  std::optional<MappedQueue::Completion> error = mapped.Next();
+  ASSERT_TRUE(error);
+  EXPECT_EQ(error->code, absl::StatusCode::kNotFound);
+  EXPECT_EQ(error->payload, "input.buffer: no such buffer");
+}
+
 // Found by kt_run_queue_fuzzer: an error without a message was copied from
 // its null data pointer (undefined even for zero bytes; UBSan stops there).
 TEST(RunQueueTest, AnErrorWithoutAMessageCompletesWithItsCodeAlone) {
