@@ -4,13 +4,13 @@
 #include <cstdio>
 #include <algorithm>
 #include <cstdlib>
+#include <mutex>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
-#include "absl/synchronization/mutex.h"
 #include "client/run_queue.h"
 
 namespace kt::client {
@@ -26,11 +26,13 @@ struct internal::DaemonConnection {
   // are at most kMaxQueues of them; beyond, they share in turn. After the
   // stub, so they close first. A queue the daemon closed is replaced.
   static constexpr int kMaxQueues = 4;
-  mutable absl::Mutex queue_mu;
-  mutable std::vector<std::shared_ptr<RunQueueClient>> queues ABSL_GUARDED_BY(queue_mu);
-  mutable std::vector<std::shared_ptr<RunQueueClient>> idle_queues ABSL_GUARDED_BY(queue_mu);
-  mutable size_t next_shared ABSL_GUARDED_BY(queue_mu) = 0;
-  mutable bool queue_refused ABSL_GUARDED_BY(queue_mu) = false;
+  // Guards the four members after it; a std::mutex, as RunQueueClient's
+  // (run_queue.h says why).
+  mutable std::mutex queue_mu;
+  mutable std::vector<std::shared_ptr<RunQueueClient>> queues;
+  mutable std::vector<std::shared_ptr<RunQueueClient>> idle_queues;
+  mutable size_t next_shared = 0;
+  mutable bool queue_refused = false;
 
   // The path of a "unix:PATH" or "unix:///PATH" target.
   std::string SocketPath() const {
@@ -47,7 +49,7 @@ struct internal::DaemonConnection {
   // The queue to send `request` through, or none: gRPC then.
   QueueLease LeaseQueue(const pb::RunRequest& request, absl::Duration deadline) const {
     if (!use_queue || !QueueCarries(request)) return {};
-    absl::MutexLock lock(&queue_mu);
+    std::lock_guard<std::mutex> lock(queue_mu);
     auto is_closed = [](const std::shared_ptr<RunQueueClient>& q) { return q->closed(); };
     while (!idle_queues.empty()) {
       std::shared_ptr<RunQueueClient> queue = std::move(idle_queues.back());
@@ -73,7 +75,7 @@ struct internal::DaemonConnection {
   }
   void ReturnQueue(QueueLease& lease) const {
     if (!lease.exclusive) return;
-    absl::MutexLock lock(&queue_mu);
+    std::lock_guard<std::mutex> lock(queue_mu);
     idle_queues.push_back(std::move(lease.queue));
   }
 };

@@ -233,13 +233,13 @@ void RunQueueClient::WaitForCompletions(uint32_t seen, absl::Duration timeout) {
   }
   if (Load(tail) != seen || closed() || timeout <= kYieldSpin) return;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (sleepers_++ == 0) __atomic_store_n(&header()->client_waiting, 1u, __ATOMIC_SEQ_CST);
   }
   const timespec wait = absl::ToTimespec(timeout - kYieldSpin);
   // Returns at once when cq_tail moved after `seen` was read.
   syscall(SYS_futex, tail, FUTEX_WAIT, seen, &wait, nullptr, 0);
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (--sleepers_ == 0) __atomic_store_n(&header()->client_waiting, 0u, __ATOMIC_SEQ_CST);
 }
 
@@ -272,11 +272,11 @@ RunQueueClient::Outcome RunQueueClient::Run(const pb::RunRequest& request,
       DaemonExited();
     }
   };
-  mu_.Lock();
+  mu_.lock();
   // A free descriptor slot: at most `entries` Runs unanswered.
   while (true) {
     if (closed()) {
-      mu_.Unlock();
+      mu_.unlock();
       outcome.response = absl::UnavailableError(
           daemon_exited_ ? "the daemon exited" : "the daemon closed the queue");
       return outcome;
@@ -285,15 +285,15 @@ RunQueueClient::Outcome RunQueueClient::Run(const pb::RunRequest& request,
     if (sq_tail_ - cq_head_ < entries_) break;
     const absl::Time now = absl::Now();
     if (now >= until) {
-      mu_.Unlock();
+      mu_.unlock();
       outcome.response = absl::DeadlineExceededError("the queue stayed full");
       return outcome;
     }
     check_daemon(now);
     const uint32_t seen = cq_head_;
-    mu_.Unlock();
+    mu_.unlock();
     WaitForCompletions(seen, std::min(until - now, absl::Milliseconds(100)));
-    mu_.Lock();
+    mu_.lock();
   }
   tag = next_tag_++;
   char* slot = base_ + layout::SubmissionOffset() +
@@ -305,14 +305,14 @@ RunQueueClient::Outcome RunQueueClient::Run(const pb::RunRequest& request,
   __atomic_store_n(&header()->sq_tail, sq_tail_, __ATOMIC_SEQ_CST);
   ring = __atomic_load_n(&header()->need_wakeup, __ATOMIC_SEQ_CST) != 0;
   waiting_[tag] = &me;
-  mu_.Unlock();
+  mu_.unlock();
   outcome.submitted = true;
   if (ring) {
     __atomic_fetch_add(&header()->doorbell, 1, __ATOMIC_SEQ_CST);
     syscall(SYS_futex, &header()->doorbell, FUTEX_WAKE, 1, nullptr, nullptr, 0);
   }
 
-  mu_.Lock();
+  mu_.lock();
   while (true) {
     DrainCompletions();
     if (me.done) break;
@@ -328,11 +328,11 @@ RunQueueClient::Outcome RunQueueClient::Run(const pb::RunRequest& request,
       break;
     }
     const uint32_t seen = cq_head_;
-    mu_.Unlock();
+    mu_.unlock();
     WaitForCompletions(seen, std::min(until - now, absl::Milliseconds(100)));
-    mu_.Lock();
+    mu_.lock();
   }
-  mu_.Unlock();
+  mu_.unlock();
   if (me.status.ok()) {
     outcome.response = std::move(me.response);
   } else {

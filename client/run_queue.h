@@ -17,12 +17,11 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "kerntune/v1/kerntune.grpc.pb.h"
 #include "proto/run_queue_layout.h"
@@ -71,11 +70,11 @@ class RunQueueClient {
   proto::queue::RegionHeader* header() const {
     return reinterpret_cast<proto::queue::RegionHeader*>(base_);
   }
-  // Moves every ready completion to its waiter.
-  void DrainCompletions() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves every ready completion to its waiter. mu_ held.
+  void DrainCompletions();
   // Waits up to `timeout` for a completion past `seen` (cq_head_ when the
   // caller last drained): spins briefly, then sleeps on the futex.
-  void WaitForCompletions(uint32_t seen, absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
+  void WaitForCompletions(uint32_t seen, absl::Duration timeout);
   // Whether the daemon's process has exited (false when unknown); once it
   // has, closed() is true for good.
   bool DaemonExited();
@@ -89,13 +88,17 @@ class RunQueueClient {
   // Runs in flight their deadline.
   const int daemon_pidfd_;
   std::atomic<bool> daemon_exited_{false};
-  mutable absl::Mutex mu_;
-  uint32_t sq_tail_ ABSL_GUARDED_BY(mu_) = 0;
-  uint32_t cq_head_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t next_tag_ ABSL_GUARDED_BY(mu_) = 1;
+  // Guards what follows. A std::mutex: Debian's Abseil checks every
+  // absl::Mutex acquisition for lock-order cycles, which cost a small Run
+  // about 0.5 us of its round trip in this class's few acquisitions
+  // (bench/results/2026-11-27-h100-queue-completion-word).
+  mutable std::mutex mu_;
+  uint32_t sq_tail_ = 0;
+  uint32_t cq_head_ = 0;
+  uint64_t next_tag_ = 1;
   // Runs submitted and not yet answered, by tag.
-  absl::flat_hash_map<uint64_t, Waiter*> waiting_ ABSL_GUARDED_BY(mu_);
-  int sleepers_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<uint64_t, Waiter*> waiting_;
+  int sleepers_ = 0;
 };
 
 }  // namespace kt::client
