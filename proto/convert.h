@@ -51,7 +51,8 @@ pb::ConfigSource ConfigSourceToProto(tuner::ConfigSource source);
 absl::StatusOr<tuner::ConfigSource> ConfigSourceFromProto(pb::ConfigSource source,
                                                           absl::string_view field);
 // The config, its source and, when it came from a tuned entry, that entry's
-// point, time and origin.
+// point, time and origin. (The service's SameChoiceFields compares exactly
+// these to reuse a queued answer's serialized fields: keep the two alike.)
 pb::ConfigChoice ConfigChoiceToProto(const tuner::ConfigChoice& choice);
 pb::TunedEntry TunedEntryToProto(const tuner::TunedEntry& entry);
 

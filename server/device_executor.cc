@@ -491,11 +491,17 @@ int DeviceExecutor::Stream::Poll() {
       return static_cast<int>(in_flight_.size());
     }
     progress_ = StageClock::now();
-    // Asked on its device; any answer but an error leaves it to the word.
+    // Asked on its device. Still running: the word will say when it is
+    // done. Idle with the word behind (a write that never landed): every
+    // flushed batch has passed, so the word is set here.
     const cudaError_t state = UseDevice(executor_.device_.ordinal).ok()
                                   ? cudaStreamQuery(lane_.stream)
                                   : cudaErrorNotReady;
-    if (state != cudaSuccess && state != cudaErrorNotReady) {
+    if (state == cudaSuccess) {
+      if (static_cast<int32_t>(passed_batch() - in_flight_.front().batch) < 0) {
+        __atomic_store_n(passed_word_, flushed_batch_, __ATOMIC_RELEASE);
+      }
+    } else if (state != cudaErrorNotReady) {
       FailAll(executor_.CheckSticky(state, CudaError(state, "running the kernel")));
       return 0;
     }
