@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "kernels/device_info.h"
+#include "kernels/driver_api.h"
 #include "kernels/launch.h"
 #include "kernels/launch_config.h"
 
@@ -78,6 +79,18 @@ kt::kernels::RowOpArgs Args(const Fixture& f) {
   return args;
 }
 
+// Times `queue` (one call that queues work on f.stream) back to back,
+// synchronizing every kSyncEvery calls.
+template <typename Queue>
+void TimeQueuing(benchmark::State& state, Fixture& f, Queue queue) {
+  int n = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(queue());
+    if (++n % kSyncEvery == 0) cudaStreamSynchronize(f.stream);
+  }
+  cudaStreamSynchronize(f.stream);
+}
+
 void BM_CudaGetDevice(benchmark::State& state) {
   Get();
   int device = -1;
@@ -90,14 +103,10 @@ BENCHMARK(BM_CudaGetDevice);
 
 void BM_CudaEventRecord(benchmark::State& state) {
   Fixture& f = Get();
-  int n = 0;
-  for (auto _ : state) {
-    cudaEventRecord(f.start, f.stream);
-    if (++n % kSyncEvery == 0) cudaStreamSynchronize(f.stream);
-  }
-  cudaStreamSynchronize(f.stream);
+  TimeQueuing(state, f, [&] { return cudaEventRecord(f.start, f.stream); });
 }
 BENCHMARK(BM_CudaEventRecord);
+
 
 // The clock every daemon stage timing reads (a syscall where the host's
 // clocksource has no vDSO path, as on some VMs).
@@ -137,13 +146,10 @@ BENCHMARK(BM_ValidateConfig);
 void BM_Launch(benchmark::State& state) {
   Fixture& f = Get();
   const kt::kernels::RowOpArgs args = Args(f);
-  int n = 0;
-  for (auto _ : state) {
-    benchmark::DoNotOptimize(kt::kernels::Launch(Op::kSoftmax, DType::kFloat16, kShape, args,
-                                                 f.config, f.device, f.stream));
-    if (++n % kSyncEvery == 0) cudaStreamSynchronize(f.stream);
-  }
-  cudaStreamSynchronize(f.stream);
+  TimeQueuing(state, f, [&] {
+    return kt::kernels::Launch(Op::kSoftmax, DType::kFloat16, kShape, args, f.config, f.device,
+                               f.stream);
+  });
 }
 BENCHMARK(BM_Launch);
 
@@ -151,12 +157,7 @@ BENCHMARK(BM_Launch);
 // checks. BM_Launch less this is what kernels::Launch adds.
 void BM_EmptyKernelLaunch(benchmark::State& state) {
   Fixture& f = Get();
-  int n = 0;
-  for (auto _ : state) {
-    benchmark::DoNotOptimize(LaunchEmptyKernel(f.device.ordinal, f.stream));
-    if (++n % kSyncEvery == 0) cudaStreamSynchronize(f.stream);
-  }
-  cudaStreamSynchronize(f.stream);
+  TimeQueuing(state, f, [&] { return LaunchEmptyKernel(f.device.ordinal, f.stream); });
 }
 BENCHMARK(BM_EmptyKernelLaunch);
 
@@ -164,14 +165,10 @@ BENCHMARK(BM_EmptyKernelLaunch);
 // what the driver's call saves (kernels/dispatch_launch.h).
 void BM_EmptyKernelRuntimeLaunch(benchmark::State& state) {
   Fixture& f = Get();
-  int n = 0;
-  for (auto _ : state) {
-    benchmark::DoNotOptimize(LaunchEmptyKernelWithRuntime(f.stream));
-    if (++n % kSyncEvery == 0) cudaStreamSynchronize(f.stream);
-  }
-  cudaStreamSynchronize(f.stream);
+  TimeQueuing(state, f, [&] { return LaunchEmptyKernelWithRuntime(f.stream); });
 }
 BENCHMARK(BM_EmptyKernelRuntimeLaunch);
+
 
 // The host's floor for any synchronous Run: launch an empty kernel and wait
 // for the stream.
@@ -190,20 +187,16 @@ BENCHMARK(BM_EmptyKernelLaunchAndWait)->UseRealTime();
 void BM_EmptyKernelLaunchAndWord(benchmark::State& state) {
   Fixture& f = Get();
   using WriteValue32 = CUresult(CUDAAPI*)(CUstream, CUdeviceptr, cuuint32_t, unsigned);
-  void* function = nullptr;
-  cudaDriverEntryPointQueryResult found{};
+  const auto write = kt::kernels::DriverFunction<WriteValue32>("cuStreamWriteValue32");
   uint32_t* word = nullptr;
   void* address = nullptr;
-  if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &function, 12000,
-                                       cudaEnableDefault, &found) != cudaSuccess ||
-      found != cudaDriverEntryPointSuccess ||
+  if (write == nullptr ||
       cudaHostAlloc(reinterpret_cast<void**>(&word), sizeof(uint32_t), cudaHostAllocMapped) !=
           cudaSuccess ||
       cudaHostGetDevicePointer(&address, word, 0) != cudaSuccess) {
     state.SkipWithError("no cuStreamWriteValue32 or mapped host memory");
     return;
   }
-  const auto write = reinterpret_cast<WriteValue32>(function);
   *word = 0;
   uint32_t batch = 0;
   for (auto _ : state) {

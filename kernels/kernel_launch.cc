@@ -1,4 +1,5 @@
-// Kernel launches through the driver (dispatch.cuh, LaunchKernel).
+// The driver API through the runtime (driver_api.h), and the row families'
+// launches through it (dispatch_launch.h).
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
@@ -6,28 +7,28 @@
 #include <cstdint>
 
 #include "kernels/dispatch_launch.h"
+#include "kernels/driver_api.h"
+
+namespace kt::kernels {
+
+void* DriverEntryPoint(const char* name) {
+  void* function = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  if (cudaGetDriverEntryPointByVersion(name, &function, 12000, cudaEnableDefault, &found) !=
+          cudaSuccess ||
+      found != cudaDriverEntryPointSuccess) {
+    return nullptr;
+  }
+  return function;
+}
+
+}  // namespace kt::kernels
 
 namespace kt::kernels::internal {
 namespace {
 
 using CuLaunchKernel = CUresult(CUDAAPI*)(CUfunction, unsigned, unsigned, unsigned, unsigned,
                                            unsigned, unsigned, unsigned, CUstream, void**, void**);
-
-// cuLaunchKernel through the runtime's driver entry point (no link-time
-// dependency on libcuda); null when the driver does not give it.
-CuLaunchKernel DriverLaunch() {
-  static const CuLaunchKernel launch = [] {
-    void* function = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuLaunchKernel", &function, 12000, cudaEnableDefault,
-                                         &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      return CuLaunchKernel{nullptr};
-    }
-    return reinterpret_cast<CuLaunchKernel>(function);
-  }();
-  return launch;
-}
 
 // The thread's function handles by (kernel, device): a direct-mapped cache,
 // where a collision only costs the lookup again.
@@ -48,7 +49,7 @@ Handle& HandleSlot(const void* kernel, int device) {
 
 cudaError_t LaunchKernel(int device, const void* kernel, dim3 grid, dim3 block,
                          size_t smem_bytes, cudaStream_t stream, void** params) {
-  const CuLaunchKernel launch = DriverLaunch();
+  static const auto launch = DriverFunction<CuLaunchKernel>("cuLaunchKernel");
   if (launch != nullptr) {
     Handle& handle = HandleSlot(kernel, device);
     if (handle.kernel != kernel || handle.device != device) {

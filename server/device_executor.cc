@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "kernels/driver_api.h"
 #include "kernels/launch.h"
 #include "kernels/launch_config.h"
 #include "server/cuda_status.h"
@@ -34,20 +35,11 @@ class CudaIpcMemory final : public ClientMemory {
   }
 };
 
-// cuMemGetAddressRange through the runtime's driver entry point, so the
-// daemon needs no link-time dependency on libcuda.
+// cuMemGetAddressRange (kernels/driver_api.h).
 absl::StatusOr<int64_t> AllocationSize(void* pointer) {
   using GetAddressRange = CUresult(CUDAAPI*)(CUdeviceptr*, size_t*, CUdeviceptr);
-  static GetAddressRange get_range = [] {
-    void* function = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &function, 12000,
-                                         cudaEnableDefault, &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      return GetAddressRange{nullptr};
-    }
-    return reinterpret_cast<GetAddressRange>(function);
-  }();
+  static const auto get_range =
+      kernels::DriverFunction<GetAddressRange>("cuMemGetAddressRange");
   if (get_range == nullptr) return absl::InternalError("cuMemGetAddressRange is not available");
   CUdeviceptr base = 0;
   size_t size = 0;
@@ -92,20 +84,10 @@ absl::Status UseDevice(int ordinal) {
   return CudaError(cudaSetDevice(ordinal), "cudaSetDevice");
 }
 
-// cuStreamWriteValue32 through the runtime's driver entry point (no
-// link-time dependency on libcuda); null when the driver lacks it.
+// cuStreamWriteValue32 (kernels/driver_api.h); null when the driver lacks it.
 using StreamWriteValue32Fn = CUresult(CUDAAPI*)(CUstream, CUdeviceptr, cuuint32_t, unsigned);
 StreamWriteValue32Fn StreamWriteValue32() {
-  static const StreamWriteValue32Fn write = [] {
-    void* function = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &function, 12000,
-                                         cudaEnableDefault, &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      return StreamWriteValue32Fn{nullptr};
-    }
-    return reinterpret_cast<StreamWriteValue32Fn>(function);
-  }();
+  static const auto write = kernels::DriverFunction<StreamWriteValue32Fn>("cuStreamWriteValue32");
   return write;
 }
 
