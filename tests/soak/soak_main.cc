@@ -16,6 +16,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -148,6 +149,13 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::string& log, int st
   std::vector<char*> raw;
   for (std::string& arg : copy) raw.push_back(arg.data());
   raw.push_back(nullptr);
+  // Blocked across the fork, so the child has it blocked from its first
+  // instruction: blocking it in the child left a moment in which a SIGTERM
+  // killed it (kt_soak_cpu once failed so).
+  sigset_t term, before;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  if (hold_sigterm) pthread_sigmask(SIG_BLOCK, &term, &before);
   const pid_t pid = fork();
   if (pid == 0) {
     const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
@@ -155,15 +163,10 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::string& log, int st
       dup2(stdout_fd >= 0 ? stdout_fd : fd, STDOUT_FILENO);
       dup2(fd, STDERR_FILENO);
     }
-    if (hold_sigterm) {
-      sigset_t term;
-      sigemptyset(&term);
-      sigaddset(&term, SIGTERM);
-      sigprocmask(SIG_BLOCK, &term, nullptr);
-    }
     execv(raw[0], raw.data());
     _exit(127);
   }
+  if (hold_sigterm) pthread_sigmask(SIG_SETMASK, &before, nullptr);
   return pid;
 }
 
