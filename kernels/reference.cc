@@ -128,12 +128,16 @@ absl::Status RunReference(Op op, DType dtype, Shape shape, const RowOpArgs& args
     }
   };
 
-  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int64_t rows = row_end - row_begin;
-  // Small problems are not worth a thread each.
+  // Small problems are not worth a thread each. They run here before the
+  // core count is asked for: glibc reads it from sysfs on every call, which
+  // was a third of a CPU-backend daemon's time on small queued Runs.
   const int64_t min_elements_per_thread = 1 << 16;
-  threads = static_cast<int>(std::clamp<int64_t>(
-      rows * cols * inner / min_elements_per_thread, 1, std::min<int64_t>(threads, rows)));
+  const int64_t wanted = std::min(rows * cols * inner / min_elements_per_thread, rows);
+  if (wanted > 1 && threads <= 0) {
+    threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }
+  threads = wanted > 1 ? static_cast<int>(std::min<int64_t>(wanted, threads)) : 1;
   if (threads <= 1) {
     run_rows(row_begin, row_end);
     return absl::OkStatus();
