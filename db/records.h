@@ -88,7 +88,7 @@ std::string DescribePoint(absl::string_view op, absl::string_view dtype, int64_t
 // kernels::LaunchConfig as stored, plus its ConfigKey.
 struct ConfigRecord {
   // "warp", "block_smem", "block_uncached", "split_row", "axis", "split_grid",
-  // "split_two_pass", "block_regs", "split_regs"
+  // "split_two_pass", "block_regs", "split_regs", "block_reread"
   std::string impl;
   int block_size = 0;
   int pack_size = 0;

@@ -212,6 +212,27 @@ cudaError_t RunBlockRegsRowOp(const KernelRequest& req, KernelAction action,
   return result;
 }
 
+// LayerNorm and RMSNorm only (BlockRereadServes): the CMake instance list
+// and SelectFamily name no other op.
+template <Op op, DType dtype>
+cudaError_t RunBlockRereadRowOp(const KernelRequest& req, KernelAction action,
+                                cudaStream_t stream, int* active_blocks) {
+  static_assert(BlockRereadServes(op), "block_reread serves the norms only");
+  using T = typename StorageOf<dtype>::type;
+  const auto load = MakeLoad<op, T, true>(req);
+  const auto store = MakeStore<op, T, true>(req);
+  cudaError_t result = cudaErrorInvalidConfiguration;
+  DispatchBlockKnobs<T>(req.config, [&](auto pack, auto block) {
+    constexpr int kPack = decltype(pack)::value;
+    constexpr int kBlock = decltype(block)::value;
+    result = LaunchOrQuery(&BlockRereadRowKernel<op, decltype(load), decltype(store), kPack,
+                                                 kBlock, BlockRereadPacksPerThread(kPack)>,
+                           req, dim3(kBlock), 0, req.shape.rows, action, stream, active_blocks, load,
+                           store, RowParamsOf(req));
+  });
+  return result;
+}
+
 }  // namespace kt::kernels::internal
 
 #endif  // KERNTUNE_KERNELS_DISPATCH_CUH_

@@ -60,6 +60,9 @@ cudaError_t RunBlockRowOp(const KernelRequest&, KernelAction, cudaStream_t,
                           int*);
 template <Op op, DType dtype>
 cudaError_t RunBlockRegsRowOp(const KernelRequest&, KernelAction, cudaStream_t, int*);
+// LayerNorm and RMSNorm only.
+template <Op op, DType dtype>
+cudaError_t RunBlockRereadRowOp(const KernelRequest&, KernelAction, cudaStream_t, int*);
 template <Op op, DType dtype>
 cudaError_t RunSplitRowOp(const KernelRequest&, KernelAction, cudaStream_t,
                           int*);

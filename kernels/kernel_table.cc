@@ -35,6 +35,12 @@ RowOpEntry SelectFamily(Impl impl) {
       } else {
         return nullptr;
       }
+    case Impl::kBlockReread:
+      if constexpr (BlockRereadServes(op)) {
+        return &RunBlockRereadRowOp<op, dtype>;
+      } else {
+        return nullptr;
+      }
   }
   return nullptr;
 }

@@ -137,6 +137,25 @@ absl::Status CheckBlockRegsFits(Shape shape, const LaunchConfig& c) {
       c.block_size, " (", kBlockRegsValuesPerThread, " elements per thread)"));
 }
 
+// Whether a kBlockReread block of `block` threads has room for a row of
+// `cols` in flight.
+bool BlockRereadFits(int64_t cols, int pack, int block) {
+  return cols / pack <= static_cast<int64_t>(BlockRereadPacksPerThread(pack)) * block;
+}
+
+absl::Status CheckBlockRereadKnobs(Op op, Shape shape, const LaunchConfig& c) {
+  if (!BlockRereadServes(op)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "impl=block_reread serves layer_norm and rms_norm only, not ", OpName(op)));
+  }
+  if (absl::Status s = CheckBlockKnobs(shape, c); !s.ok()) return s;
+  if (BlockRereadFits(shape.cols, c.pack_size, c.block_size)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "cols=", shape.cols, " exceeds block_reread's limit of ",
+      static_cast<int64_t>(c.block_size) * kBlockRereadValuesPerThread, " for block_size=",
+      c.block_size, " (", kBlockRereadValuesPerThread, " elements per thread)"));
+}
+
 // Block sizes worth having every thread busy on a row of `num_packs` packs.
 std::vector<int> UsefulBlockSizes(int64_t num_packs) {
   std::vector<int> sizes;
@@ -184,6 +203,15 @@ void AppendRowCandidates(Op op, DType dtype, Shape shape, std::vector<LaunchConf
         }
       }
     }
+    // kBlockReread in 8- and 16-byte packs (narrower ones only where Launch
+    // narrows a pack for a pointer's alignment), a block per row.
+    if (BlockRereadServes(op) && divides && pack * DTypeSize(dtype) >= 8) {
+      for (int block : UsefulBlockSizes(shape.cols / pack)) {
+        if (BlockRereadFits(shape.cols, pack, block)) {
+          candidates.push_back({Impl::kBlockReread, block, pack, 32, 1, 0});
+        }
+      }
+    }
   }
 }
 
@@ -209,6 +237,8 @@ absl::string_view ImplName(Impl impl) {
       return "block_regs";
     case Impl::kSplitRegs:
       return "split_regs";
+    case Impl::kBlockReread:
+      return "block_reread";
   }
   return "unknown";
 }
@@ -216,13 +246,13 @@ absl::string_view ImplName(Impl impl) {
 absl::StatusOr<Impl> ParseImpl(absl::string_view name) {
   for (Impl impl : {Impl::kWarp, Impl::kBlockSmem, Impl::kBlockUncached, Impl::kSplitRow,
                     Impl::kAxis, Impl::kSplitGrid, Impl::kSplitTwoPass, Impl::kBlockRegs,
-                    Impl::kSplitRegs}) {
+                    Impl::kSplitRegs, Impl::kBlockReread}) {
     if (name == ImplName(impl)) return impl;
   }
   return absl::InvalidArgumentError(
       absl::StrCat("impl=\"", name,
                    "\" is not one of warp, block_smem, block_uncached, split_row, axis, "
-                   "split_grid, split_two_pass, block_regs, split_regs"));
+                   "split_grid, split_two_pass, block_regs, split_regs, block_reread"));
 }
 
 std::string ConfigKey(const LaunchConfig& c) {
@@ -311,6 +341,7 @@ int64_t SharedMemoryBytes(Op op, DType dtype, Shape shape, const LaunchConfig& c
     case Impl::kBlockUncached:
     case Impl::kSplitTwoPass:  // registers only
     case Impl::kBlockRegs:
+    case Impl::kBlockReread:
       break;
   }
   return 0;
@@ -444,6 +475,9 @@ absl::Status ValidateConfig(Op op, DType dtype, Shape shape, const LaunchConfig&
     case Impl::kBlockRegs:
       knobs = CheckBlockKnobs(shape, config);
       if (knobs.ok()) knobs = CheckBlockRegsFits(shape, config);
+      break;
+    case Impl::kBlockReread:
+      knobs = CheckBlockRereadKnobs(op, shape, config);
       break;
     case Impl::kSplitRow:
       knobs = internal::CheckSplitRowKnobs(op, dtype, shape, config, device);

@@ -71,10 +71,22 @@ enum class Impl {
   // block (LLM vocabularies): at 2048 x 128256 / 151936 on the H100, 16-bit
   // 89-92% of copy and float32 95-97%, where kSplitRow reached 70-78%.
   kSplitRegs,
+  // LayerNorm and RMSNorm: one block per row like kBlockUncached, read
+  // twice, but every pack of a thread's row is in flight at once (at most
+  // BlockRereadPacksPerThread(pack_size), a compile-time count as in
+  // kBlockRegs), and only while the statistic is gathered; the second read,
+  // after the block reduction, finds the row in L1. The first read asks L1
+  // and L2 to keep the row (evict_last), the second to drop it
+  // (evict_first). torch.compile's Inductor kernels take this shape; at
+  // 8192 rows x 5120-12288 on the H100 it came to 0.994-1.012x of them,
+  // where kBlockSmem, kBlockUncached and kBlockRegs trailed by up to 2.3%
+  // (bench/results/2026-11-27-h100-norms-8192-roofline/). Rows up to
+  // block_size * kBlockRereadValuesPerThread elements, whole packs.
+  kBlockReread,
 };
 
 // "warp", "block_smem", "block_uncached", "split_row", "axis", "split_grid",
-// "split_two_pass", "block_regs", "split_regs"
+// "split_two_pass", "block_regs", "split_regs", "block_reread"
 absl::string_view ImplName(Impl impl);
 absl::StatusOr<Impl> ParseImpl(absl::string_view name);
 
@@ -136,6 +148,13 @@ inline constexpr int64_t kMaxBlockRowPacks = int64_t{1} << 30;
 // kernel instance per pack size holds 16 / pack packs.
 inline constexpr int kBlockRegsValuesPerThread = 16;
 constexpr int BlockRegsPacksPerThread(int pack) { return kBlockRegsValuesPerThread / pack; }
+// kBlockReread: row elements each thread has in flight (its raw packs, held
+// only until they are summed): 12288-column rows at 512 threads, the
+// fastest block there.
+inline constexpr int kBlockRereadValuesPerThread = 32;
+constexpr int BlockRereadPacksPerThread(int pack) { return kBlockRereadValuesPerThread / pack; }
+// The ops kBlockReread serves: those it was measured to pay for.
+constexpr bool BlockRereadServes(Op op) { return op == Op::kLayerNorm || op == Op::kRmsNorm; }
 // kSplitRegs: block sizes (a template parameter), and the row elements a
 // block holds in registers: up to 40960 floats (40 a thread at 1024
 // threads, their 64-register budget) in at most 8 packs a thread, since

@@ -7,6 +7,7 @@
 #define KERNTUNE_KERNELS_ROW_KERNELS_CUH_
 
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "kernels/op_math.cuh"
@@ -561,6 +562,137 @@ __global__ void __launch_bounds__(block_size)
 #pragma unroll
       for (int b = 0; b < kPacks; ++b) {
         if (b < count) store.template store<pack>(v[b], row, first_col + b * kStride);
+      }
+    }
+  }
+}
+
+// Eviction priorities for kBlockReread's two reads of a row: kept (in L1
+// and L2) for the second, then dropped.
+enum class Eviction { kLast, kFirst };
+
+template <Eviction eviction>
+__device__ __forceinline__ uint64_t L2EvictionPolicy() {
+  uint64_t policy;
+  if constexpr (eviction == Eviction::kLast) {
+    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  } else {
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  }
+  return policy;
+}
+
+// One pack read with L1 eviction priority `eviction` and the L2 `policy`
+// (L2EvictionPolicy). Packs under 4 bytes (a pointer's alignment narrowed
+// the config's) are read plainly.
+#define KT_LOAD_WITH_EVICTION(L1, VEC, ...) \
+  asm volatile("ld.global.L1::" L1 ".L2::cache_hint" VEC : __VA_ARGS__)
+template <Eviction eviction, class P>
+__device__ __forceinline__ P LoadWithEviction(const P* address, uint64_t policy) {
+  P pack;
+  if constexpr (sizeof(P) == 16) {
+    uint4 r;
+    if constexpr (eviction == Eviction::kLast) {
+      KT_LOAD_WITH_EVICTION("evict_last", ".v4.u32 {%0,%1,%2,%3}, [%4], %5;",
+                            "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(address),
+                            "l"(policy));
+    } else {
+      KT_LOAD_WITH_EVICTION("evict_first", ".v4.u32 {%0,%1,%2,%3}, [%4], %5;",
+                            "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(address),
+                            "l"(policy));
+    }
+    memcpy(&pack, &r, sizeof(r));
+  } else if constexpr (sizeof(P) == 8) {
+    uint2 r;
+    if constexpr (eviction == Eviction::kLast) {
+      KT_LOAD_WITH_EVICTION("evict_last", ".v2.u32 {%0,%1}, [%2], %3;",
+                            "=r"(r.x), "=r"(r.y) : "l"(address), "l"(policy));
+    } else {
+      KT_LOAD_WITH_EVICTION("evict_first", ".v2.u32 {%0,%1}, [%2], %3;",
+                            "=r"(r.x), "=r"(r.y) : "l"(address), "l"(policy));
+    }
+    memcpy(&pack, &r, sizeof(r));
+  } else if constexpr (sizeof(P) == 4) {
+    unsigned r;
+    if constexpr (eviction == Eviction::kLast) {
+      KT_LOAD_WITH_EVICTION("evict_last", ".u32 %0, [%1], %2;", "=r"(r) : "l"(address),
+                            "l"(policy));
+    } else {
+      KT_LOAD_WITH_EVICTION("evict_first", ".u32 %0, [%1], %2;", "=r"(r) : "l"(address),
+                            "l"(policy));
+    }
+    memcpy(&pack, &r, sizeof(r));
+  } else {
+    pack = *address;
+  }
+  return pack;
+}
+#undef KT_LOAD_WITH_EVICTION
+
+// kBlockReread: one block per row (grid-stride over rows), read twice as
+// kBlockUncached, but all of a thread's packs of the row (t, t +
+// block_size, ..., at most kPacks) are loaded before any is used, and held
+// raw only until they are added to the statistic (OpMath's Accumulator,
+// merged over the block). The second read comes after the block
+// reduction, from L1 (the first read's evict_last), and each thread
+// re-reads and writes only its own packs, so in place is safe.
+// Preconditions: a load that reads x unchanged (kLoadsRowUnchanged),
+// cols % pack == 0, cols / pack <= kPacks * block_size, pointers aligned
+// to the pack.
+template <Op op, class Load, class Store, int pack, int block_size, int kPacks>
+__global__ void __launch_bounds__(block_size)
+    BlockRereadRowKernel(Load load, Store store, RowParams p) {
+  static_assert(kLoadsRowUnchanged<Load>, "block_reread reads x's packs as stored");
+  using Math = OpMath<op, kFastMathFor<Load>>;
+  using T = typename std::remove_cv_t<Load>::storage_type;
+  using Raw = Pack<T, pack>;
+  using Reducer = BlockAllReducer<block_size, typename Math::Partial>;
+  __shared__ typename Reducer::Storage storage;
+  Reducer reducer(storage);
+  const int64_t num_packs = p.cols / pack;
+  // This thread's packs; threads past the row's end hold none but still
+  // take part in the reduction.
+  const int count =
+      threadIdx.x < num_packs
+          ? static_cast<int>((num_packs - threadIdx.x + block_size - 1) / block_size)
+          : 0;
+  const uint64_t keep = L2EvictionPolicy<Eviction::kLast>();
+  const uint64_t drop = L2EvictionPolicy<Eviction::kFirst>();
+  for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
+    const Raw* x = reinterpret_cast<const Raw*>(load.src + row * load.row_stride);
+    Raw raw[kPacks];
+#pragma unroll
+    for (int b = 0; b < kPacks; ++b) {
+      if (b < count) {
+        raw[b] = LoadWithEviction<Eviction::kLast>(x + threadIdx.x + b * block_size, keep);
+      }
+    }
+    typename Math::Accumulator accumulator;
+#pragma unroll
+    for (int b = 0; b < kPacks; ++b) {
+      if (b < count) {
+        float v[pack];
+        Load::template WidenPack<pack>(raw[b], v);
+        accumulator.template Add<pack>(v);
+      }
+    }
+    const typename Math::Row stat =
+        Math::Finish(reducer.Run(accumulator.Get(), typename Math::MergeOp()), p);
+    if (threadIdx.x == 0) stat.WriteStats(p, row);
+#pragma unroll
+    for (int b = 0; b < kPacks; ++b) {
+      if (b < count) {
+        raw[b] = LoadWithEviction<Eviction::kFirst>(x + threadIdx.x + b * block_size, drop);
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < kPacks; ++b) {
+      if (b < count) {
+        float v[pack];
+        Load::template WidenPack<pack>(raw[b], v);
+        stat.template Apply<pack>(v);
+        store.template store<pack>(v, row,
+                                   (static_cast<int64_t>(threadIdx.x) + b * block_size) * pack);
       }
     }
   }

@@ -222,6 +222,22 @@ TEST_P(KernelGpuTest, BlockImplsAtOddColsWithMisalignedPointersNarrowThePack) {
       });
 }
 
+// block_reread narrows its pack as the other block impls do when x or y is
+// off the 16-byte grid, down to plain loads for packs under 4 bytes.
+TEST_P(KernelGpuTest, BlockRereadNarrowsItsPackForMisalignedPointers) {
+  if (!BlockRereadServes(op())) GTEST_SKIP() << "LayerNorm and RMSNorm only";
+  const Shape shape{9, 4096};
+  absl::StatusOr<HostProblem> host =
+      MakeProblem(op(), dtype(), shape, FreshSeed(), InputPattern::kNormal, false);
+  ASSERT_TRUE(host.ok()) << host.status();
+  absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
+  ASSERT_TRUE(problem.ok()) << problem.status();
+  CheckMisalignedOperandsNarrowThePack(
+      op(), dtype(), shape, *problem, Narrowing::kExactly, [](int widest) {
+        return std::vector<LaunchConfig>{LaunchConfig{Impl::kBlockReread, 512, widest, 32, 1, 0}};
+      });
+}
+
 // Pointers off the 16-byte grid make Launch narrow the pack instead of
 // issuing misaligned vector accesses.
 TEST_P(KernelGpuTest, MisalignedPointersFallBackToNarrowerPacks) {

@@ -688,7 +688,7 @@ TEST(LaunchConfigTest, PacksNeedNotDivideColsWhereOperandsFollowX) {
       EXPECT_EQ(PackMustDivideLength(op, impl), !any_cols) << OpName(op) << " " << ImplName(impl);
     }
     for (Impl impl : {Impl::kWarp, Impl::kBlockRegs, Impl::kSplitGrid, Impl::kSplitTwoPass,
-                      Impl::kAxis}) {
+                      Impl::kAxis, Impl::kBlockReread}) {
       EXPECT_TRUE(PackMustDivideLength(op, impl)) << OpName(op) << " " << ImplName(impl);
     }
     for (DType dtype : kAllDTypes) {
@@ -853,6 +853,46 @@ TEST(LaunchConfigTest, BlockRegsHoldsTheRowInRegisters) {
             0);
   const LaunchConfig c = Block(Impl::kBlockRegs, 256, 8, 1);
   EXPECT_EQ(ConfigKey(c), "block_regs/b256/p8/g32/r1/w1");
+  absl::StatusOr<LaunchConfig> parsed = ParseLaunchConfig(ConfigKey(c));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(*parsed, c);
+}
+
+TEST(LaunchConfigTest, BlockRereadServesTheNormsWithTheRowInFlight) {
+  // bfloat16 packs of 8 at 12288 columns: 1536 packs, three a thread at
+  // 512 threads (32 elements a thread at most); 256 threads would need six.
+  const Shape shape{8192, 12288};
+  for (Op op : {Op::kLayerNorm, Op::kRmsNorm}) {
+    EXPECT_TRUE(ValidateConfig(op, DType::kBFloat16, shape, Block(Impl::kBlockReread, 512, 8),
+                               H100())
+                    .ok());
+    ExpectRefused(op, DType::kBFloat16, shape, Block(Impl::kBlockReread, 256, 8),
+                  absl::StatusCode::kInvalidArgument, "block_reread's limit of 8192");
+    ExpectRefused(op, DType::kBFloat16, {8, 12292}, Block(Impl::kBlockReread, 512, 8),
+                  absl::StatusCode::kInvalidArgument, "does not divide cols=12292");
+    // Enumerated in 8- and 16-byte packs, at every block size that fits.
+    absl::StatusOr<std::vector<LaunchConfig>> configs =
+        EnumerateConfigs(op, DType::kBFloat16, shape, H100());
+    ASSERT_TRUE(configs.ok()) << configs.status();
+    std::set<std::string> reread;
+    for (const LaunchConfig& c : *configs) {
+      if (c.impl == Impl::kBlockReread) reread.insert(ConfigKey(c));
+    }
+    EXPECT_EQ(reread, (std::set<std::string>{
+                          "block_reread/b512/p8/g32/r1/w0", "block_reread/b1024/p8/g32/r1/w0",
+                          "block_reread/b512/p4/g32/r1/w0", "block_reread/b1024/p4/g32/r1/w0"}));
+  }
+  ExpectRefused(Op::kSoftmax, DType::kBFloat16, shape, Block(Impl::kBlockReread, 512, 8),
+                absl::StatusCode::kInvalidArgument, "serves layer_norm and rms_norm only");
+  absl::StatusOr<std::vector<LaunchConfig>> softmax =
+      EnumerateConfigs(Op::kSoftmax, DType::kBFloat16, shape, H100());
+  ASSERT_TRUE(softmax.ok()) << softmax.status();
+  for (const LaunchConfig& c : *softmax) EXPECT_NE(c.impl, Impl::kBlockReread) << ConfigKey(c);
+  EXPECT_EQ(SharedMemoryBytes(Op::kRmsNorm, DType::kBFloat16, shape,
+                              Block(Impl::kBlockReread, 512, 8)),
+            0);
+  const LaunchConfig c = Block(Impl::kBlockReread, 512, 8);
+  EXPECT_EQ(ConfigKey(c), "block_reread/b512/p8/g32/r1/w0");
   absl::StatusOr<LaunchConfig> parsed = ParseLaunchConfig(ConfigKey(c));
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(*parsed, c);
