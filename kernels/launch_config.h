@@ -77,11 +77,14 @@ enum class Impl {
   // kBlockRegs), and only while the statistic is gathered; the second read,
   // after the block reduction, finds the row in L1. The first read asks L1
   // and L2 to keep the row (evict_last), the second to drop it
-  // (evict_first). torch.compile's Inductor kernels take this shape; at
-  // 8192 rows x 5120-12288 on the H100 it came to 0.994-1.012x of them,
-  // where kBlockSmem, kBlockUncached and kBlockRegs trailed by up to 2.3%
-  // (bench/results/2026-11-27-h100-norms-8192-roofline/). Rows up to
-  // block_size * kBlockRereadValuesPerThread elements, whole packs.
+  // (evict_first). torch.compile's Inductor kernels take this shape. At
+  // 8192 rows x 4096-12288 on the H100 its fastest config beat the shipped
+  // (tuned) configs at 7 of 24 points, by up to 1.036x, and lost at others:
+  // its registers are sized for the longest row it takes, which costs
+  // occupancy at shorter ones, most in bfloat16
+  // (bench/results/2026-11-27-h100-norms-8192-roofline/). So it is a tuner
+  // candidate, never a default. Rows up to block_size *
+  // kBlockRereadValuesPerThread elements, whole packs.
   kBlockReread,
 };
 
