@@ -584,43 +584,30 @@ __device__ __forceinline__ uint64_t L2EvictionPolicy() {
 
 // One pack read with L1 eviction priority `eviction` and the L2 `policy`
 // (L2EvictionPolicy). Packs under 4 bytes (a pointer's alignment narrowed
-// the config's) are read plainly.
-#define KT_LOAD_WITH_EVICTION(L1, VEC, ...) \
-  asm volatile("ld.global.L1::" L1 ".L2::cache_hint" VEC : __VA_ARGS__)
+// the config's) are read plainly. The qualifiers are part of the asm
+// string, so each width names both priorities.
+#define KT_LOAD_WITH_EVICTION(VEC, ...)                                                    \
+  if constexpr (eviction == Eviction::kLast) {                                             \
+    asm volatile("ld.global.L1::evict_last.L2::cache_hint" VEC : __VA_ARGS__);             \
+  } else {                                                                                 \
+    asm volatile("ld.global.L1::evict_first.L2::cache_hint" VEC : __VA_ARGS__);            \
+  }
 template <Eviction eviction, class P>
 __device__ __forceinline__ P LoadWithEviction(const P* address, uint64_t policy) {
   P pack;
   if constexpr (sizeof(P) == 16) {
     uint4 r;
-    if constexpr (eviction == Eviction::kLast) {
-      KT_LOAD_WITH_EVICTION("evict_last", ".v4.u32 {%0,%1,%2,%3}, [%4], %5;",
-                            "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(address),
-                            "l"(policy));
-    } else {
-      KT_LOAD_WITH_EVICTION("evict_first", ".v4.u32 {%0,%1,%2,%3}, [%4], %5;",
-                            "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(address),
-                            "l"(policy));
-    }
+    KT_LOAD_WITH_EVICTION(".v4.u32 {%0,%1,%2,%3}, [%4], %5;", "=r"(r.x), "=r"(r.y), "=r"(r.z),
+                          "=r"(r.w) : "l"(address), "l"(policy));
     memcpy(&pack, &r, sizeof(r));
   } else if constexpr (sizeof(P) == 8) {
     uint2 r;
-    if constexpr (eviction == Eviction::kLast) {
-      KT_LOAD_WITH_EVICTION("evict_last", ".v2.u32 {%0,%1}, [%2], %3;",
-                            "=r"(r.x), "=r"(r.y) : "l"(address), "l"(policy));
-    } else {
-      KT_LOAD_WITH_EVICTION("evict_first", ".v2.u32 {%0,%1}, [%2], %3;",
-                            "=r"(r.x), "=r"(r.y) : "l"(address), "l"(policy));
-    }
+    KT_LOAD_WITH_EVICTION(".v2.u32 {%0,%1}, [%2], %3;", "=r"(r.x), "=r"(r.y) : "l"(address),
+                          "l"(policy));
     memcpy(&pack, &r, sizeof(r));
   } else if constexpr (sizeof(P) == 4) {
     unsigned r;
-    if constexpr (eviction == Eviction::kLast) {
-      KT_LOAD_WITH_EVICTION("evict_last", ".u32 %0, [%1], %2;", "=r"(r) : "l"(address),
-                            "l"(policy));
-    } else {
-      KT_LOAD_WITH_EVICTION("evict_first", ".u32 %0, [%1], %2;", "=r"(r) : "l"(address),
-                            "l"(policy));
-    }
+    KT_LOAD_WITH_EVICTION(".u32 %0, [%1], %2;", "=r"(r) : "l"(address), "l"(policy));
     memcpy(&pack, &r, sizeof(r));
   } else {
     pack = *address;
