@@ -61,6 +61,18 @@ class KernelGpuTest : public gpu_testing::GpuSweepTest,
     std::printf("[%s] %s %s: %lld launches\n", label, OpName(op()).data(),
                 DTypeName(dtype()).data(), static_cast<long long>(launches));
   }
+  // CheckMisalignedOperandsNarrowThePack on fresh normal data of `shape`,
+  // without the affine operands.
+  void CheckMisalignedNarrowing(
+      Shape shape, Narrowing narrowing,
+      const std::function<std::vector<LaunchConfig>(int widest)>& configs) {
+    absl::StatusOr<HostProblem> host =
+        MakeProblem(op(), dtype(), shape, FreshSeed(), InputPattern::kNormal, false);
+    ASSERT_TRUE(host.ok()) << host.status();
+    absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
+    ASSERT_TRUE(problem.ok()) << problem.status();
+    CheckMisalignedOperandsNarrowThePack(op(), dtype(), shape, *problem, narrowing, configs);
+  }
 };
 
 // cols straddling each boundary: sub-warp groups (1, 2, 31..33), the warp
@@ -208,49 +220,29 @@ TEST_P(KernelGpuTest, BlockImplsAtOddColsWithMisalignedPointersNarrowThePack) {
   if (!OperandsFollowRowLayout(op())) {
     GTEST_SKIP() << "softmax, log-softmax and ReduceScale (operands that follow x)";
   }
-  const Shape shape{9, 50257};
-  absl::StatusOr<HostProblem> host =
-      MakeProblem(op(), dtype(), shape, FreshSeed(), InputPattern::kNormal, false);
-  ASSERT_TRUE(host.ok()) << host.status();
-  absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
-  ASSERT_TRUE(problem.ok()) << problem.status();
-  CheckMisalignedOperandsNarrowThePack(
-      op(), dtype(), shape, *problem, Narrowing::kExactly, [](int widest) {
-        return std::vector<LaunchConfig>{
-            LaunchConfig{Impl::kBlockSmem, 512, widest, 32, 1, 0},
-            LaunchConfig{Impl::kBlockUncached, 1024, widest, 32, 1, 0}};
-      });
+  CheckMisalignedNarrowing({9, 50257}, Narrowing::kExactly, [](int widest) {
+    return std::vector<LaunchConfig>{LaunchConfig{Impl::kBlockSmem, 512, widest, 32, 1, 0},
+                                     LaunchConfig{Impl::kBlockUncached, 1024, widest, 32, 1, 0}};
+  });
 }
 
 // block_reread narrows its pack as the other block impls do when x or y is
 // off the 16-byte grid, down to plain loads for packs under 4 bytes.
 TEST_P(KernelGpuTest, BlockRereadNarrowsItsPackForMisalignedPointers) {
   if (!BlockRereadServes(op())) GTEST_SKIP() << "LayerNorm and RMSNorm only";
-  const Shape shape{9, 4096};
-  absl::StatusOr<HostProblem> host =
-      MakeProblem(op(), dtype(), shape, FreshSeed(), InputPattern::kNormal, false);
-  ASSERT_TRUE(host.ok()) << host.status();
-  absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
-  ASSERT_TRUE(problem.ok()) << problem.status();
-  CheckMisalignedOperandsNarrowThePack(
-      op(), dtype(), shape, *problem, Narrowing::kExactly, [](int widest) {
-        return std::vector<LaunchConfig>{LaunchConfig{Impl::kBlockReread, 512, widest, 32, 1, 0}};
-      });
+  CheckMisalignedNarrowing({9, 4096}, Narrowing::kExactly, [](int widest) {
+    return std::vector<LaunchConfig>{LaunchConfig{Impl::kBlockReread, 512, widest, 32, 1, 0}};
+  });
 }
 
 // Pointers off the 16-byte grid make Launch narrow the pack instead of
 // issuing misaligned vector accesses.
 TEST_P(KernelGpuTest, MisalignedPointersFallBackToNarrowerPacks) {
   const Shape shape{29, 1024};
-  absl::StatusOr<HostProblem> host =
-      MakeProblem(op(), dtype(), shape, FreshSeed(), InputPattern::kNormal, false);
-  ASSERT_TRUE(host.ok());
-  absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
-  ASSERT_TRUE(problem.ok());
   absl::StatusOr<LaunchConfig> heuristic = HeuristicConfig(op(), dtype(), shape, device_);
   ASSERT_TRUE(heuristic.ok());
-  CheckMisalignedOperandsNarrowThePack(op(), dtype(), shape, *problem, Narrowing::kAtMost,
-                                       [&heuristic](int) { return std::vector{*heuristic}; });
+  CheckMisalignedNarrowing(shape, Narrowing::kAtMost,
+                           [&heuristic](int) { return std::vector{*heuristic}; });
 }
 
 // The norms (LayerNorm, RMSNorm) without gamma/beta and without their
