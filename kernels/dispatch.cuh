@@ -33,6 +33,12 @@ bool DispatchInt(int value, F&& f) {
                            : false) ||
           ...);
 }
+// Calls f(std::integral_constant<int, v>) for the first v in `values`
+// (ascending) that is at least `value`; false when none is.
+template <int... values, class F>
+bool DispatchAtLeast(int value, F&& f) {
+  return ((value <= values ? (f(std::integral_constant<int, values>{}), true) : false) || ...);
+}
 
 template <class Kernel, class... Args>
 cudaError_t LaunchOrQuery(Kernel kernel, const KernelRequest& req, dim3 block,
@@ -225,10 +231,27 @@ cudaError_t RunBlockRereadRowOp(const KernelRequest& req, KernelAction action,
   DispatchBlockKnobs<T>(req.config, [&](auto pack, auto block) {
     constexpr int kPack = decltype(pack)::value;
     constexpr int kBlock = decltype(block)::value;
-    result = LaunchOrQuery(&BlockRereadRowKernel<op, decltype(load), decltype(store), kPack,
-                                                 kBlock, BlockRereadPacksPerThread(kPack)>,
-                           req, dim3(kBlock), 0, req.shape.rows, action, stream, active_blocks, load,
-                           store, RowParamsOf(req));
+    constexpr int kMaxPacks = BlockRereadPacksPerThread(kPack);
+    const auto launch = [&](auto packs) {
+      constexpr int kPacks = decltype(packs)::value;
+      if constexpr (kPacks <= kMaxPacks) {
+        result = LaunchOrQuery(&BlockRereadRowKernel<op, decltype(load), decltype(store), kPack,
+                                                     kBlock, kPacks>,
+                               req, dim3(kBlock), 0, req.shape.rows, action, stream,
+                               active_blocks, load, store, RowParamsOf(req));
+      }
+    };
+    // A thread's registers hold the fewest packs that cover the row, not
+    // the longest row's: at 1024 threads the float16 instances for 2
+    // packs of 8 take 32 registers where the one for 4 took 53, two blocks
+    // per SM instead of one. Packs under 8 bytes (a pointer's alignment
+    // narrowed the config's, never a tuned choice) keep the one instance.
+    if constexpr (kPack * sizeof(T) >= 8) {
+      const int64_t needed = (req.shape.cols / kPack + kBlock - 1) / kBlock;
+      DispatchAtLeast<1, 2, 3, 4, 6, 8, 12, 16>(static_cast<int>(needed), launch);
+    } else {
+      launch(std::integral_constant<int, kMaxPacks>{});
+    }
   });
   return result;
 }

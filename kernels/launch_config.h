@@ -73,8 +73,9 @@ enum class Impl {
   kSplitRegs,
   // LayerNorm and RMSNorm: one block per row like kBlockUncached, read
   // twice, but every pack of a thread's row is in flight at once (at most
-  // BlockRereadPacksPerThread(pack_size), a compile-time count as in
-  // kBlockRegs), and only while the statistic is gathered; the second read,
+  // BlockRereadPacksPerThread(pack_size); a compile-time count, the
+  // fewest instantiated that cover the row, RunBlockRereadRowOp), and
+  // only while the statistic is gathered; the second read,
   // after the block reduction, finds the row in L1. The first read asks L1
   // and L2 to keep the row (evict_last), the second to drop it
   // (evict_first). torch.compile's Inductor kernels take this shape. At

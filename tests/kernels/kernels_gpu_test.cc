@@ -115,6 +115,20 @@ TEST_P(KernelGpuTest, NarrowRowsAndBatchedBlockLoadsMatchTheReference) {
               "narrow+batched");
 }
 
+// block_reread launches the instance with the fewest packs per thread that
+// cover the row (1, 2, 3, 4, 6, 8, 12 or 16). A row one 16-byte pack short
+// of k such packs per thread at 512 threads needs k of them there, about
+// k / 2 at 1024 threads and twice as many in 8-byte packs: over the
+// enumerated block sizes these eight lengths take every instance that
+// fits, each with a partial last round of packs. Every config.
+TEST_P(KernelGpuTest, BlockRereadInstancesForEachRowLengthMatchTheReference) {
+  if (!BlockRereadServes(op())) GTEST_SKIP() << "LayerNorm and RMSNorm only";
+  const int64_t pack16 = 16 / static_cast<int64_t>(DTypeSize(dtype()));
+  std::vector<Shape> shapes;
+  for (int64_t k : {1, 2, 3, 4, 6, 8, 12, 16}) shapes.push_back({3, (k * 512 - 1) * pack16});
+  SweepShapes(shapes, "block_reread packs");
+}
+
 // Block kernels whose blocks loop over several rows: their reducer
 // alternates two shared-memory slots from one reduction to the next (the
 // softmax takes two per row), with no barrier after a reduction, and float32
