@@ -227,6 +227,12 @@ cudaError_t RunBlockRereadRowOp(const KernelRequest& req, KernelAction action,
   using T = typename StorageOf<dtype>::type;
   const auto load = MakeLoad<op, T, true>(req);
   const auto store = MakeStore<op, T, true>(req);
+  // Named here, not by decltype inside the nested lambdas: there nvcc's
+  // host side names the instances with reference types (const Load&) that
+  // the device side never compiled, so the runtime cannot find them
+  // ("invalid resource handle").
+  using Load = decltype(load);
+  using Store = decltype(store);
   cudaError_t result = cudaErrorInvalidConfiguration;
   DispatchBlockKnobs<T>(req.config, [&](auto pack, auto block) {
     constexpr int kPack = decltype(pack)::value;
@@ -235,8 +241,7 @@ cudaError_t RunBlockRereadRowOp(const KernelRequest& req, KernelAction action,
     const auto launch = [&](auto packs) {
       constexpr int kPacks = decltype(packs)::value;
       if constexpr (kPacks <= kMaxPacks) {
-        result = LaunchOrQuery(&BlockRereadRowKernel<op, decltype(load), decltype(store), kPack,
-                                                     kBlock, kPacks>,
+        result = LaunchOrQuery(&BlockRereadRowKernel<op, Load, Store, kPack, kBlock, kPacks>,
                                req, dim3(kBlock), 0, req.shape.rows, action, stream,
                                active_blocks, load, store, RowParamsOf(req));
       }
