@@ -149,6 +149,16 @@ absl::Status CheckBlockRereadKnobs(Op op, Shape shape, const LaunchConfig& c) {
         "impl=block_reread serves layer_norm and rms_norm only, not ", OpName(op)));
   }
   if (absl::Status s = CheckBlockKnobs(shape, c); !s.ok()) return s;
+  // One block per row, no row loop (BlockRereadRowKernel).
+  if (c.grid_waves != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "grid_waves=", c.grid_waves, " must be 0 for block_reread (one block per row)"));
+  }
+  if (shape.rows > kMaxGridBlocks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rows=", shape.rows, " exceeds block_reread's limit of ", kMaxGridBlocks,
+                     " (one block per row)"));
+  }
   if (BlockRereadFits(shape.cols, c.pack_size, c.block_size)) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       "cols=", shape.cols, " exceeds block_reread's limit of ",

@@ -157,6 +157,8 @@ constexpr int BlockRegsPacksPerThread(int pack) { return kBlockRegsValuesPerThre
 // fastest block there.
 inline constexpr int kBlockRereadValuesPerThread = 32;
 constexpr int BlockRereadPacksPerThread(int pack) { return kBlockRereadValuesPerThread / pack; }
+// kBlockReread launches one block per row, up to the grid's x limit.
+inline constexpr int64_t kMaxGridBlocks = 2147483647;  // 2^31 - 1
 // The ops kBlockReread serves: those it was measured to pay for.
 constexpr bool BlockRereadServes(Op op) { return op == Op::kLayerNorm || op == Op::kRmsNorm; }
 // kSplitRegs: block sizes (a template parameter), and the row elements a

@@ -870,6 +870,17 @@ TEST(LaunchConfigTest, BlockRereadServesTheNormsWithTheRowInFlight) {
                   absl::StatusCode::kInvalidArgument, "block_reread's limit of 8192");
     ExpectRefused(op, DType::kBFloat16, {8, 12292}, Block(Impl::kBlockReread, 512, 8),
                   absl::StatusCode::kInvalidArgument, "does not divide cols=12292");
+    // One block per row: no grid-stride loop to cap the grid for, nor to
+    // cover more rows than one grid holds.
+    LaunchConfig capped = Block(Impl::kBlockReread, 512, 8);
+    capped.grid_waves = 2;
+    ExpectRefused(op, DType::kBFloat16, shape, capped, absl::StatusCode::kInvalidArgument,
+                  "grid_waves=2 must be 0 for block_reread");
+    ExpectRefused(op, DType::kBFloat16, {kMaxGridBlocks + 1, 8}, Block(Impl::kBlockReread, 128, 8),
+                  absl::StatusCode::kInvalidArgument, "exceeds block_reread's limit of 2147483647");
+    EXPECT_TRUE(ValidateConfig(op, DType::kBFloat16, {kMaxGridBlocks, 8},
+                               Block(Impl::kBlockReread, 128, 8), H100())
+                    .ok());
     // Enumerated in 8- and 16-byte packs, at every block size that fits.
     absl::StatusOr<std::vector<LaunchConfig>> configs =
         EnumerateConfigs(op, DType::kBFloat16, shape, H100());
