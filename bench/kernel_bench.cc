@@ -117,16 +117,6 @@ absl::StatusOr<std::map<std::string, LaunchConfig>> LoadTunedConfigs(
 
 // The tuner's figure: minimum bytes (the mask, ReduceScale's scales and the
 // norms' weights included: tuner::PointBytes) over time.
-// Graph replays per measurement: `reps`, fewer for long launches (about
-// 0.2 s of replays of 20 launches), never under 10 (torch_bench.py's
-// graph_reps).
-int GraphRepetitions(int reps, double launch_us) {
-  constexpr double kBudgetUs = 200000;
-  constexpr int kLaunchesPerGraph = 20, kMinReps = 10;
-  const double affordable = kBudgetUs / std::max(kLaunchesPerGraph * launch_us, 1e-3);
-  return std::max(kMinReps, std::min(reps, static_cast<int>(affordable)));
-}
-
 double Gbps(const tuner::GridPoint& p, double us) {
   return static_cast<double>(tuner::PointBytes(p)) / (us * 1e3);
 }
@@ -226,7 +216,7 @@ absl::Status Run(const Options& o) {
     std::optional<tuner::CandidateMeasurement> graph;
     tuner::MeasureOptions point_graph_timing = graph_timing;
     if (m->timing) {
-      point_graph_timing.repetitions = GraphRepetitions(o.reps, m->timing->median_us);
+      point_graph_timing.repetitions = tuner::GraphRepetitions(o.reps, m->timing->median_us);
       absl::StatusOr<tuner::CandidateMeasurement> g =
           (*measurer)->Measure(*config, point_graph_timing);
       if (!g.ok()) return g.status();

@@ -24,7 +24,6 @@ constexpr int64_t kDistinctRows = 256;
 // launches on one set exceed L2 this many times.
 constexpr int kL2Multiple = 4;
 constexpr int kMaxRotationSets = 64;
-constexpr int kLaunchesPerGraph = 20;
 // The copy roofline's size (source and target each), as PERF.md measures it;
 // a memory limit may make it smaller.
 constexpr int64_t kCopyRooflineBytes = int64_t{1} << 30;

@@ -180,6 +180,13 @@ absl::StatusOr<TimingStats> TimeLaunches(const LaunchFn& launch, int warmup, int
   return Summarize(*std::move(us));
 }
 
+int GraphRepetitions(int reps, double launch_us) {
+  constexpr double kBudgetUs = 200000;
+  constexpr int kMinReps = 10;
+  const double affordable = kBudgetUs / std::max(kLaunchesPerGraph * launch_us, 1e-3);
+  return std::max(kMinReps, std::min(reps, static_cast<int>(affordable)));
+}
+
 absl::StatusOr<TimingStats> TimeGraphReplay(const LaunchFn& launch, int launches_per_graph,
                                             int reps, cudaStream_t stream,
                                             const L2Flusher* flush) {

@@ -77,6 +77,14 @@ absl::StatusOr<TimingStats> TimeGraphReplay(const LaunchFn& launch, int launches
                                             int reps, cudaStream_t stream,
                                             const L2Flusher* flush = nullptr);
 
+// Launches per graph of a replay measurement (at least; more where more
+// rotation sets are cycled).
+inline constexpr int kLaunchesPerGraph = 20;
+// Graph replays for one TimeGraphReplay measurement of launches of about
+// `launch_us`: `reps`, fewer for long launches (about 0.2 s of replays of
+// kLaunchesPerGraph launches), never under 10 (torch_bench.py's graph_reps).
+int GraphRepetitions(int reps, double launch_us);
+
 // Device-to-device copy of `bytes` (cudaMemcpyAsync): GB/s counting bytes
 // read plus bytes written, from the median of `reps` copies. The roofline
 // every kernel figure is compared with.

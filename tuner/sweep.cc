@@ -280,6 +280,7 @@ absl::StatusOr<Confirmation> Confirm(PointMeasurer& measurer,
   contenders.insert(contenders.end(), leaders.begin(), leaders.end());
   std::vector<std::vector<double>> rounds(contenders.size());
   timing.prune_above_us.reset();
+  timing.graph_replay = true;  // the benchmark's method (SweepOptions::confirm_rounds)
   for (int round = 0; round < options.confirm_rounds; ++round) {
     for (size_t c = 0; c < contenders.size(); ++c) {
       // The re-timings are candidates too: a stop lands between them.
@@ -287,8 +288,11 @@ absl::StatusOr<Confirmation> Confirm(PointMeasurer& measurer,
         confirmation.stopped = true;
         return confirmation;
       }
+      MeasureOptions contender_timing = timing;
+      contender_timing.repetitions =
+          GraphRepetitions(timing.repetitions, *candidates[contenders[c]].median_us);
       absl::StatusOr<std::optional<CandidateMeasurement>> m = Undisturbed<CandidateMeasurement>(
-          options, [&] { return measurer.Measure(configs[contenders[c]], timing); });
+          options, [&] { return measurer.Measure(configs[contenders[c]], contender_timing); });
       if (!m.ok()) return m.status();
       if (!m->has_value()) {
         confirmation.stopped = true;
@@ -425,7 +429,7 @@ absl::StatusOr<std::optional<PointOutcome>> TunePoint(
   row.spread_high_us = winner.spread_high_us;
   row.gbps = *winner.gbps * rescale;
   row.pct_of_copy = *winner.pct_of_copy * rescale;
-  row.graph_replay = winner.graph_replay;
+  row.graph_replay = confirmed->winner.has_value() || winner.graph_replay;
   row.heuristic_key = outcome.heuristic_key;
   if (outcome.heuristic_us > 0) row.heuristic_us = outcome.heuristic_us;
   row.run_id = run_id;
@@ -435,6 +439,7 @@ absl::StatusOr<std::optional<PointOutcome>> TunePoint(
 
   outcome.best_key = winner.config.key;
   outcome.best_us = row.median_us;
+  outcome.graph_replay = row.graph_replay;
   outcome.gbps = row.gbps;
   outcome.pct_of_copy = row.pct_of_copy;
   return std::optional<PointOutcome>(std::move(outcome));

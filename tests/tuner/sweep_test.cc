@@ -61,6 +61,9 @@ struct FakeDevice {
   bool fail_with_error = false;
   // A config that looks fastest on its first timing and slow ever after.
   std::string lucky_key;
+  // A config that times at a quarter of its model time under graph replay
+  // (per-launch events overstate it, as they did block_reread's).
+  std::string graph_favored_key;
   std::vector<std::string> prepared;  // PointName of every Prepare
   Rendezvous* rendezvous = nullptr;         // the first Prepare waits here
   Rendezvous* second_rendezvous = nullptr;  // and the second here
@@ -103,6 +106,7 @@ class FakeMeasurer final : public PointMeasurer {
     TimingStats t;
     t.median_us = ModelTime(key, device_.scale_us);
     if (key == device_.lucky_key) t.median_us *= device_.measures[key] == 1 ? 0.1 : 10.0;
+    if (key == device_.graph_favored_key && options.graph_replay) t.median_us *= 0.25;
     if (device_.disturbed) t.median_us *= 0.01;
     t.min_us = t.median_us * 0.99;
     t.p10_us = t.min_us;
@@ -251,6 +255,48 @@ TEST_F(SweepTest, ALeaderThatWasLuckyOnceLosesTheConfirmation) {
   ASSERT_EQ(best.size(), 1u);
   EXPECT_NE(best[0].config.key, slowest);
   EXPECT_GE(*best[0].heuristic_us, best[0].median_us);
+}
+
+// The confirmation re-times the leaders as kt_kernel_bench times kerntune,
+// under graph replay, though the sweep ranked them by per-launch events:
+// the third leader, which graph replay times at a quarter, wins.
+TEST_F(SweepTest, TheConfirmationRanksTheLeadersUnderGraphReplay) {
+  const GridPoint point = grid_[0];
+  const auto configs = kernels::EnumerateConfigs(point.op, point.dtype, point.shape,
+                                                 kernels::DescribedH100());
+  const auto heuristic = kernels::HeuristicConfig(point.op, point.dtype, point.shape,
+                                                  kernels::DescribedH100());
+  ASSERT_TRUE(configs.ok() && heuristic.ok());
+  std::vector<std::string> keys;  // by model time; the fastest fails the check
+  for (const LaunchConfig& c : *configs) keys.push_back(kernels::ConfigKey(c));
+  std::sort(keys.begin(), keys.end(), [](const std::string& a, const std::string& b) {
+    return ModelTime(a, 1) < ModelTime(b, 1);
+  });
+  const std::string heuristic_key = kernels::ConfigKey(*heuristic);
+  std::vector<std::string> leaders;
+  for (size_t i = 1; i < keys.size() && leaders.size() < 3; ++i) {
+    if (keys[i] != heuristic_key) leaders.push_back(keys[i]);
+  }
+  ASSERT_EQ(leaders.size(), 3u);
+  ASSERT_LT(ModelTime(leaders[0], 1), ModelTime(heuristic_key, 1)) << "no confirmation would run";
+  fake_.graph_favored_key = leaders[2];
+  FakeBackend backend(fake_);
+  absl::StatusOr<SweepSummary> summary = RunSweep(*store_, backend, {point}, {});
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  ASSERT_EQ(summary->points.size(), 1u);
+  EXPECT_EQ(summary->points[0].best_key, leaders[2]);
+  EXPECT_TRUE(summary->points[0].graph_replay);
+  // The sweep's timings (the point is not launch-bound) were events, the
+  // three rounds of the heuristic and three leaders graph replays.
+  ASSERT_EQ(fake_.options_seen.size(), configs->size() + 3 * 4);
+  for (size_t i = 0; i < fake_.options_seen.size(); ++i) {
+    EXPECT_EQ(fake_.options_seen[i].graph_replay, i >= configs->size()) << i;
+  }
+  const std::vector<db::BestConfig> best = Best();
+  ASSERT_EQ(best.size(), 1u);
+  EXPECT_EQ(best[0].config.key, leaders[2]);
+  EXPECT_TRUE(best[0].graph_replay);
+  EXPECT_DOUBLE_EQ(best[0].median_us, ModelTime(leaders[2], fake_.scale_us) * 0.25);
 }
 
 TEST_F(SweepTest, ALeaderWithinTheMarginKeepsTheHeuristic) {
