@@ -71,21 +71,19 @@ enum class Impl {
   // block (LLM vocabularies): at 2048 x 128256 / 151936 on the H100, 16-bit
   // 89-92% of copy and float32 95-97%, where kSplitRow reached 70-78%.
   kSplitRegs,
-  // LayerNorm and RMSNorm: one block per row like kBlockUncached, read
-  // twice, but every pack of a thread's row is in flight at once (at most
-  // BlockRereadPacksPerThread(pack_size); a compile-time count, the
-  // fewest instantiated that cover the row, RunBlockRereadRowOp), and
-  // only while the statistic is gathered; the second read,
-  // after the block reduction, finds the row in L1. The first read asks L1
-  // and L2 to keep the row (evict_last), the second to drop it
-  // (evict_first). torch.compile's Inductor kernels take this shape. At
-  // 8192 rows x 4096-12288 on the H100 its fastest config beat the shipped
-  // (tuned) configs at 7 of 24 points, by up to 1.036x, and lost at others:
-  // its registers are sized for the longest row it takes, which costs
-  // occupancy at shorter ones, most in bfloat16
-  // (bench/results/2026-11-27-h100-norms-8192-roofline/). So it is a tuner
-  // candidate, never a default. Rows up to block_size *
-  // kBlockRereadValuesPerThread elements, whole packs.
+  // LayerNorm and RMSNorm: one block per row like kBlockUncached (no row
+  // loop), read twice, but every pack of a thread's row is in flight at
+  // once (at most BlockRereadPacksPerThread(pack_size); a compile-time
+  // count, the fewest instantiated that cover the row, RunBlockRereadRowOp),
+  // and only while the statistic is gathered; the second read, after the
+  // block reduction, finds the row in L1. The first read asks L1 and L2 to
+  // keep the row (evict_last), the second to drop it (evict_first).
+  // torch.compile's Inductor kernels take this shape. Tuned on the H100 it
+  // wins 20-22 of the 192 norm points of the standard grid, up to 1.033x
+  // the shipped configs it replaced at 8192 rows, and loses elsewhere (e.g.
+  // to block_regs at 4096 columns): a tuner candidate, never a default
+  // (bench/results/2026-11-27-h100-norms-block-reread-retune/). Rows up to
+  // block_size * kBlockRereadValuesPerThread elements, whole packs.
   kBlockReread,
 };
 

@@ -39,10 +39,12 @@ struct SweepOptions {
   // re-timed in `confirm_rounds` interleaved rounds; the best of them by
   // the median of its rounds wins, and a leader replaces the heuristic only
   // when it is faster by more than `confirm_margin`. 0 rounds = off.
-  // The re-timings are graph replays, as kt_kernel_bench times kerntune
-  // beside its peers, at every point: per-launch events had block_reread
-  // 2.5-3 us slower than graph replay at 8192-row norms while block_smem
-  // read the same, and ranked it behind configs it beat by 0.6-2.2% there
+  // The re-timings are graph replays at every point, as kt_kernel_bench
+  // times kerntune beside its peers. At 8192-row norms per-launch events
+  // read most configs 2.3-3.3 us above graph replay but some block_smem
+  // ones within -0.2..1.9 us, ranking them ahead of block_reread configs
+  // that graph replay timed 1.1-2.6% faster; confirming by graph replay
+  // moved LayerNorm 16-bit x 5120 to block_reread, 1.022-1.027x faster
   // (bench/results/2026-11-27-h100-norms-block-reread-retune/).
   int confirm_rounds = 3;
   int confirm_leaders = 3;
