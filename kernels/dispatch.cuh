@@ -249,14 +249,11 @@ cudaError_t RunBlockRereadRowOp(const KernelRequest& req, KernelAction action,
     // A thread's registers hold the fewest packs that cover the row, not
     // the longest row's: at 1024 threads the float16 instances for 2
     // packs of 8 take 32 registers where the one for 4 took 53, two blocks
-    // per SM instead of one. Packs under 8 bytes (a pointer's alignment
-    // narrowed the config's, never a tuned choice) keep the one instance.
-    if constexpr (kPack * sizeof(T) >= 8) {
-      const int64_t needed = (req.shape.cols / kPack + kBlock - 1) / kBlock;
-      DispatchAtLeast<1, 2, 3, 4, 6, 8, 12, 16>(static_cast<int>(needed), launch);
-    } else {
-      launch(std::integral_constant<int, kMaxPacks>{});
-    }
+    // per SM instead of one. Packs a pointer's alignment narrowed too:
+    // float32 rows of 12288 in packs of 1 at 1024 threads take the 12-pack
+    // instance (8 bytes of spill) instead of the 32-pack one (712 bytes).
+    const int64_t needed = (req.shape.cols / kPack + kBlock - 1) / kBlock;
+    DispatchAtLeast<1, 2, 3, 4, 6, 8, 12, 16, 24, 32>(static_cast<int>(needed), launch);
   });
   return result;
 }

@@ -116,7 +116,8 @@ TEST_P(KernelGpuTest, NarrowRowsAndBatchedBlockLoadsMatchTheReference) {
 }
 
 // block_reread launches the instance with the fewest packs per thread that
-// cover the row (1, 2, 3, 4, 6, 8, 12 or 16). A row one 16-byte pack short
+// cover the row (1, 2, 3, 4, 6, 8, 12 or 16 in the enumerated 8- and
+// 16-byte packs; narrowed packs also 24 and 32). A row one 16-byte pack short
 // of k such packs per thread at 512 threads needs k of them there, about
 // k / 2 at 1024 threads and twice as many in 8-byte packs: over the
 // enumerated block sizes these eight lengths take every instance that
@@ -241,12 +242,18 @@ TEST_P(KernelGpuTest, BlockImplsAtOddColsWithMisalignedPointersNarrowThePack) {
 }
 
 // block_reread narrows its pack as the other block impls do when x or y is
-// off the 16-byte grid, down to plain loads for packs under 4 bytes.
+// off the 16-byte grid, down to plain loads for packs under 4 bytes; the
+// narrower packs take the row-sized instances too, up to 32 a thread
+// (12288 and 32768 columns in packs of one element).
 TEST_P(KernelGpuTest, BlockRereadNarrowsItsPackForMisalignedPointers) {
   if (!BlockRereadServes(op())) GTEST_SKIP() << "LayerNorm and RMSNorm only";
-  CheckMisalignedNarrowing({9, 4096}, Narrowing::kExactly, [](int widest) {
-    return std::vector<LaunchConfig>{LaunchConfig{Impl::kBlockReread, 512, widest, 32, 1, 0}};
-  });
+  for (const auto& [shape, block] : {std::pair<Shape, int>{{9, 4096}, 512},
+                                     std::pair<Shape, int>{{5, 12288}, 512},
+                                     std::pair<Shape, int>{{3, 32768}, 1024}}) {
+    CheckMisalignedNarrowing(shape, Narrowing::kExactly, [block = block](int widest) {
+      return std::vector<LaunchConfig>{LaunchConfig{Impl::kBlockReread, block, widest, 32, 1, 0}};
+    });
+  }
 }
 
 // Pointers off the 16-byte grid make Launch narrow the pack instead of
