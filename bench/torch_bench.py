@@ -74,6 +74,12 @@ Method (PERF.md):
     cache already holds the kernel); a failure is recorded and the run goes on.
   * A point whose buffers do not fit in free GPU memory is skipped with the
     reason recorded.
+  * Persisting L2 lines: before each timing (events and graph alike) the
+    context's L2 lines left at evict_last priority are reset to normal
+    (cudaCtxResetPersistingL2Cache, as tuner/measure.h does). Inductor's
+    norm kernels read x with evict_last, and such lines outlast any amount
+    of normal traffic: on the H100 a copy of the same buffer ran 3-4% faster
+    after a compiled norm (bench/results/2026-11-27-h100-reread-l2-leak/).
   * One stream: once a process has done device work (8 launches are enough)
     on a second stream, every later launch can cost ~0.35 us more
     (tuner/measure.h). Like kt_kernel_bench, this tool launches everything on
@@ -160,6 +166,18 @@ SHORT_NAMES = {
     "reduce_scale": "rscl", "scaled_masked_softmax": "msmax",
     "float32": "f32", "float16": "f16", "bfloat16": "bf16",
 }
+
+
+def load_cudart():
+    """The CUDA runtime torch loaded (ctypes): torch does not expose
+    cudaCtxResetPersistingL2Cache."""
+    import ctypes
+    for name in ("libcudart.so.13", "libcudart.so.12", "libcudart.so"):
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            continue
+    sys.exit("torch_bench needs the CUDA runtime library (libcudart.so) to reset persisting L2 lines")
 
 
 def log(msg):
@@ -401,6 +419,7 @@ class PeerBench:
         self.l2_bytes = max(int(getattr(props, "L2_cache_size", 0)), L2_FLOOR_BYTES)
         # Reading 4 x L2 of float32 evicts every line the timed launches could reuse.
         self.flush_buf = torch.randn(self.l2_bytes, dtype=torch.float32, device="cuda")
+        self.cudart = load_cudart()
         self.copy_gbps = None
         self.results = []
 
@@ -429,6 +448,15 @@ class PeerBench:
         torch.cuda.empty_cache()
         return 2 * COPY_BYTES / (median_ms * 1e-3) / 1e9
 
+    def reset_persisting_l2(self):
+        """After the stream's work so far, returns L2 lines left at evict_last
+        priority to normal, so that no earlier measurement's cache hints time
+        the next (the module docstring's "Persisting L2 lines")."""
+        self.torch.cuda.synchronize()
+        err = self.cudart.cudaCtxResetPersistingL2Cache()
+        if err != 0:
+            raise RuntimeError(f"cudaCtxResetPersistingL2Cache failed: CUDA error {err}")
+
     def hold_stream(self, reps):
         """Queues a spin kernel long enough for the host to queue `reps`
         repetitions behind it (tuner/measure.h's SpinKernel)."""
@@ -438,6 +466,7 @@ class PeerBench:
         """Per-launch times in us: events around each launch over the rotating sets."""
         torch = self.torch
         outs = [None] * ring.sets  # keeps each output alive for a full turn, so outputs rotate too
+        self.reset_persisting_l2()
         for _ in range(self.args.warmup):
             k = ring.advance()
             outs[k] = fn(ring.xs[k], *extra)
@@ -468,6 +497,7 @@ class PeerBench:
         # Warm up on the current stream, not a side one as the graph docs
         # suggest: work on a second stream can change every later launch's
         # cost (see "One stream" above). The op already ran here eagerly.
+        self.reset_persisting_l2()
         fn(xs[0], *extra)
         torch.cuda.synchronize()
         graph = torch.cuda.CUDAGraph()

@@ -121,6 +121,21 @@ __global__ void ReadAllKernel(const float4* data, size_t n, float* sink) {
   if (sum == 1234567.f) *sink = sum;
 }
 
+// Returns L2 lines that earlier work left at evict_last priority to
+// normal. A kernel's evict_last reads keep that priority past the kernel,
+// and such lines outlast any amount of normal traffic: on the H100, lines
+// a norm kernel left behind made a later block_smem config on the same
+// buffers 3% faster and a block_uncached one 15% slower
+// (bench/results/2026-11-27-h100-reread-l2-leak/). After what ran before
+// has finished, so no other measurement's leftovers time this one.
+absl::Status ResetPersistingL2(cudaStream_t stream) {
+  if (absl::Status s = CudaStatus(cudaStreamSynchronize(stream), "work before a measurement");
+      !s.ok()) {
+    return s;
+  }
+  return CudaStatus(cudaCtxResetPersistingL2Cache(), "reset persisting L2 lines");
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<L2Flusher>> L2Flusher::Create(int64_t l2_bytes, int multiple,
@@ -158,6 +173,7 @@ absl::Status L2Flusher::Flush(cudaStream_t stream) const {
 absl::StatusOr<TimingStats> TimeLaunches(const LaunchFn& launch, int warmup, int reps,
                                          cudaStream_t stream, const L2Flusher* flush) {
   if (reps < 1) return absl::InvalidArgumentError(absl::StrCat("reps=", reps, " must be >= 1"));
+  if (absl::Status s = ResetPersistingL2(stream); !s.ok()) return s;
   for (int i = 0; i < warmup; ++i) {
     if (absl::Status s = launch(i); !s.ok()) return s;
   }
@@ -193,6 +209,7 @@ absl::StatusOr<TimingStats> TimeGraphReplay(const LaunchFn& launch, int launches
   if (launches_per_graph < 1 || reps < 1) {
     return absl::InvalidArgumentError("launches_per_graph and reps must be >= 1");
   }
+  if (absl::Status s = ResetPersistingL2(stream); !s.ok()) return s;
   // Warm once outside capture so lazy initialisation stays out of the graph.
   if (absl::Status s = launch(0); !s.ok()) return s;
   if (absl::Status s = CudaStatus(cudaStreamSynchronize(stream), "warm-up"); !s.ok()) return s;

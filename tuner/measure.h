@@ -65,6 +65,9 @@ class L2Flusher {
 // pair of events. A spin kernel is queued first, so every launch is already
 // queued when the GPU reaches it and host overhead never shows as GPU time.
 // With `flush`, L2 is flushed before each timed launch (outside its events).
+// Both timers first wait for the stream and return L2 lines left at
+// evict_last priority to normal, so earlier work's cache hints cannot
+// speed up or slow down what is timed.
 absl::StatusOr<TimingStats> TimeLaunches(const LaunchFn& launch, int warmup, int reps,
                                          cudaStream_t stream,
                                          const L2Flusher* flush = nullptr);
