@@ -40,12 +40,13 @@ struct SweepOptions {
   // the median of its rounds wins, and a leader replaces the heuristic only
   // when it is faster by more than `confirm_margin`. 0 rounds = off.
   // The re-timings are graph replays at every point, as kt_kernel_bench
-  // times kerntune beside its peers. At 8192-row norms per-launch events
-  // read most configs 2.3-3.3 us above graph replay but some block_smem
-  // ones within -0.2..1.9 us, ranking them ahead of block_reread configs
-  // that graph replay timed 1.1-2.6% faster; confirming by graph replay
-  // moved LayerNorm 16-bit x 5120 to block_reread, 1.022-1.027x faster
-  // (bench/results/2026-11-27-h100-norms-block-reread-retune/).
+  // times kerntune beside its peers: per-launch events add 2-3 us a
+  // launch at 8192-row norms, not the same for every config. Confirming
+  // by graph replay moved LayerNorm 16-bit x 5120 to block_reread,
+  // 1.022-1.027x faster (bench/results/2026-11-27-h100-norms-block-reread-retune/;
+  // the block_smem events that study saw closest to graph replay were
+  // sped up by block_reread's leftover L2 lines, since fixed:
+  // bench/results/2026-11-27-h100-reread-l2-leak/).
   int confirm_rounds = 3;
   int confirm_leaders = 3;
   double confirm_margin = 0.01;
