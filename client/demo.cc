@@ -56,16 +56,20 @@ absl::Status RunOnCpu(const DemoOptions& o) {
       o.op, o.dtype, o.shape, /*seed=*/42, kernels::InputPattern::kNormal, true);
   if (!host.ok()) return host.status();
   std::vector<uint8_t> y(host->x.size());
-  std::vector<float> mean(o.shape.rows), inv_std(o.shape.rows);
   kernels::RowOpArgs args;
   args.x = host->x.data();
   args.y = y.data();
   args.gamma = host->gamma.empty() ? nullptr : host->gamma.data();
   args.beta = host->beta.empty() ? nullptr : host->beta.data();
-  args.mean = mean.data();
-  args.inv_std = inv_std.data();
+  args.mask = host->mask.empty() ? nullptr : host->mask.data();
   args.params = host->params;
-    args.mask = host->mask.empty() ? nullptr : host->mask.data();
+  // The per-row outputs this op has; the reference refuses any other.
+  std::vector<std::vector<float>> row_stats;
+  row_stats.reserve(kernels::kOperandCount);  // the pointers handed out stay put
+  for (const kernels::Operand operand : kernels::kAllOperands) {
+    if (!kernels::IsRowStat(operand) || !kernels::TakesOperand(o.op, operand)) continue;
+    args.set_operand(operand, row_stats.emplace_back(o.shape.rows).data());
+  }
   const auto start = std::chrono::steady_clock::now();
   if (absl::Status s = kernels::RunReference(o.op, o.dtype, o.shape, args, 0, o.shape.rows,
                                              o.dtype);

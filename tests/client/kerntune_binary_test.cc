@@ -7,8 +7,10 @@
 #include <cstdlib>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/types.h"
 #include "tests/client/fixture.h"
 
 namespace kt::client {
@@ -37,6 +39,24 @@ ProcessResult Kerntune(const std::string& args, const std::string& env = "") {
   const int status = pclose(pipe);
   run.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return run;
+}
+
+// The README's first command runs `kerntune demo` with no arguments; on a
+// machine without a GPU every op runs on the CPU reference backend.
+TEST(KerntuneBinaryTest, DemoRunsEveryOpAndDTypeOnTheCpu) {
+  const ProcessResult defaults = Kerntune("demo --cpu");
+  EXPECT_EQ(defaults.code, 0) << defaults.output;
+  EXPECT_THAT(defaults.output, HasSubstr("softmax float16 rows=4096 cols=1024"));
+  for (const kernels::Op op : kernels::kAllOps) {
+    for (const kernels::DType dtype : kernels::kAllDTypes) {
+      const std::string args = absl::StrCat("demo --cpu --op=", kernels::OpName(op),
+                                            " --dtype=", kernels::DTypeName(dtype),
+                                            " --rows=96 --cols=1000");
+      const ProcessResult run = Kerntune(args);
+      EXPECT_EQ(run.code, 0) << args << "\n" << run.output;
+      EXPECT_THAT(run.output, HasSubstr("matches the fp64 reference")) << args;
+    }
+  }
 }
 
 TEST(KerntuneBinaryTest, HelpListsTheVerbsAndExitsZero) {
