@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The README's first command: installs the build dependencies, builds
-# kerntune, and runs its main job on the embedded defaults:
+# The README's first command: installs the build dependencies (through
+# sudo unless run as root), builds kerntune, and runs its main job on the
+# embedded defaults; its arguments go to `kerntune demo` (--op, --dtype,
+# --rows, --cols, --cpu):
 #  1. `kerntune demo` (softmax, float16, 4096 x 1024) on this machine: on
 #     the GPU with the heuristic config when there is one, else on the CPU
 #     reference backend; checked against the fp64 reference;
