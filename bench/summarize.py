@@ -15,6 +15,11 @@ GB/s ratio is a time ratio. Both tools keep all device work on one stream
 (no "streams" key) are summarized with a warning.
 
   python3 bench/summarize.py kernel_bench.json torch_bench.json > summary.md
+
+--plot PNG also draws kerntune's best and the best peer of each point of one
+group (--plot-group, default main: 49152 rows) as GB/s against columns, one
+panel per op, a colour per dtype, on a log2 axis of columns beside the run's
+copy roofline. Only --plot needs matplotlib (Debian: python3-matplotlib).
 """
 
 import argparse
@@ -57,6 +62,104 @@ def best_peer(ours, peers, graph_replay=None):
     return best
 
 
+def point_best(r, peers):
+    """best_peer of kt_kernel_bench result `r` against its peers (mode -> torch_bench
+    result): kerntune's best is its tuned entry when the run had one, else the
+    heuristic; None when kerntune failed or no peer passed."""
+    t = r.get("tuned")
+    if t and t.get("gbps"):
+        return best_peer(t, peers, bool(t.get("graph_replay")))
+    return best_peer(r, peers) if r.get("passed") else None
+
+
+def peers_of(torch):
+    """torch_bench's results by (group, op, dtype, rows, cols, inner, mode)."""
+    return {(r["group"], r["op"], r["dtype"], r["rows"], r["cols"], r.get("inner", 1),
+             r["mode"]): r for r in torch["results"]}
+
+
+def point_peers(r, peers):
+    """The eager and compile results of kt_kernel_bench result `r`'s point."""
+    key = (r["group"], r["op"], r["dtype"], r["rows"], r["cols"], r.get("inner", 1))
+    return {"eager": peers.get(key + ("eager",)), "compile": peers.get(key + ("compile",))}
+
+
+def plot(ours, torch, group, path):
+    """Writes a PNG of kerntune's best and the best peer, GB/s against cols, at
+    the points of `group` that have both; one panel per op. Returns the number
+    of points drawn."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        import matplotlib.ticker
+    except ImportError:
+        sys.exit("summarize.py: --plot needs matplotlib (Debian: apt-get install "
+                 "python3-matplotlib; deploy/install_deps.sh installs it)")
+    peers = peers_of(torch)
+    # op -> dtype -> [(cols, ours, peer, basis)], rows and inner per op.
+    lines, shapes = {}, {}
+    for r in ours["results"]:
+        if r["group"] != group:
+            continue
+        best = point_best(r, point_peers(r, peers))
+        if not best or not best[0] or not best[1]:
+            continue
+        lines.setdefault(r["op"], {}).setdefault(r["dtype"], []).append(
+            (r["cols"], best[0], best[1], best[2]))
+        shapes.setdefault(r["op"], set()).add((r["rows"], r.get("inner", 1)))
+    if not lines:
+        sys.exit(f"summarize.py: --plot: no {group} point has both kerntune and a peer "
+                 "that passed")
+    ops = list(lines)
+    ncols = min(3, len(ops))
+    nrows = (len(ops) + ncols - 1) // ncols
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.9 * nrows), dpi=90,
+                             squeeze=False, sharey=True)
+    colours = {"float32": "tab:blue", "float16": "tab:orange", "bfloat16": "tab:green"}
+    copy = ours["copy_gbps"]
+    for ax, op in zip(axes.flat, ops):
+        for dtype, points in lines[op].items():
+            points.sort()
+            cols = [p[0] for p in points]
+            colour = colours.get(dtype)
+            ax.plot(cols, [p[1] for p in points], "-", color=colour, label=f"kerntune {dtype}")
+            ax.plot(cols, [p[2] for p in points], "--", color=colour, alpha=0.7,
+                    label=f"best peer {dtype}")
+            # The basis of each comparison: filled, graph replay; open, per-launch events.
+            for basis, face in (("graph", colour), ("event", "white")):
+                at = [p for p in points if p[3] == basis]
+                ax.plot([p[0] for p in at], [p[1] for p in at], "o", color=colour,
+                        markerfacecolor=face, markersize=3.5)
+        ax.axhline(copy, color="grey", linewidth=0.8, linestyle=":")
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x:.0f}"))
+        ax.set_ylim(bottom=0)
+        shape = ", ".join(f"{rows} rows" + (f" x inner {inner}" if inner > 1 else "")
+                          for rows, inner in sorted(shapes[op]))
+        ax.set_title(f"{op} ({shape})", fontsize=10)
+        ax.set_xlabel("cols (reduced axis)")
+        ax.grid(True, which="major", alpha=0.3)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("GB/s (bytes read + written)")
+    for ax in list(axes.flat)[len(ops):]:
+        ax.axis("off")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    handles.append(plt.Line2D([], [], color="grey", linewidth=0.8, linestyle=":"))
+    labels.append(f"1 GiB copy {copy:.0f} GB/s")
+    fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8,
+               frameon=False)
+    fig.suptitle(f"kerntune (tuned, else heuristic) vs the faster of torch eager and "
+                 f"torch.compile\n{ours['gpu']}, {ours['date'][:10]}, commit {ours['commit']}"
+                 f", torch {torch.get('torch', '?')}\ndashed: best peer; filled points timed by graph "
+                 f"replay, open ones per launch (events)", fontsize=10)
+    legend_rows = (len(labels) + 3) // 4
+    fig.tight_layout(rect=(0, 0.04 + 0.035 * legend_rows / nrows, 1, 1))
+    fig.savefig(path)
+    plt.close(fig)
+    return sum(len(p) for d in lines.values() for p in d.values())
+
+
 def ratio(a, b, basis):
     if not a or not b:
         return "-"
@@ -78,11 +181,17 @@ def main():
                         help="%% of copy expected of 16-bit points with cols >= 1024")
     parser.add_argument("--tuned-target-pct", type=float, default=90.0,
                         help="%% of copy expected of tuned configs (any dtype) with cols >= 1024")
+    parser.add_argument("--plot", metavar="PNG",
+                        help="also draw GB/s against cols, kerntune and the best peer, into PNG")
+    parser.add_argument("--plot-group", default="main", choices=GROUPS,
+                        help="the group --plot draws (default main)")
     args = parser.parse_args()
     ours = load(args.kernel_bench)
     torch = load(args.torch_bench)
-    peers = {(r["group"], r["op"], r["dtype"], r["rows"], r["cols"], r.get("inner", 1),
-              r["mode"]): r for r in torch["results"]}
+    if args.plot:
+        drawn = plot(ours, torch, args.plot_group, args.plot)
+        sys.stderr.write(f"summarize.py: {args.plot}: {drawn} {args.plot_group} points\n")
+    peers = peers_of(torch)
     copy = ours["copy_gbps"]
     streams = (ours.get("streams"), torch.get("streams"))
     if streams[0] != streams[1]:
@@ -137,9 +246,7 @@ def main():
                     if t["gbps"] < peer:
                         tuned_slower_than_compile.append((key, t["gbps"], peer))
             # kerntune's best against the best peer of the point.
-            modes = {"eager": eager, "compile": compiled}
-            best = (best_peer(t, modes, bool(t.get("graph_replay"))) if has_tuned
-                    else best_peer(r, modes) if r.get("passed") else None)
+            best = point_best(r, {"eager": eager, "compile": compiled})
             if best:
                 x, y, bbasis, mode = best
                 best_text = f"{y:.0f} {mode}{' g' if bbasis == 'graph' else ''}"
