@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -18,6 +19,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/match.h"
 #include "client/cli_common.h"
 #include "client/sku_configs.h"
 #include "db/records.h"
@@ -29,38 +33,64 @@
 namespace kt::client {
 namespace {
 
+// Which table a column is in: the default one of `configs list` (within
+// 120 columns), the --wide one, both, or neither (scripts only). Scripts get
+// every column but the table-only ones, whichever table is shown.
+enum class In { kBoth, kWide, kNarrowOnly, kScripts };
+
+struct BestColumn {
+  const char* key;
+  const char* title;
+  In in;
+};
+
 // The columns of a best config, shared by list, show and their scripts'
 // output: where the row comes from (origin) and what the daemon serves at
-// its point (served: the lookup's source there).
-Table BestConfigTable() {
-  return Table({
-      {"gpu_id", "GPU"},
-      {"gpu_name", "GPU NAME", Visibility::kScriptsOnly},
-      {"op", "OP"},
-      {"dtype", "DTYPE"},
-      {"rows", "ROWS"},
-      {"cols", "COLS"},
-      {"inner", "INNER"},
-      {"config", "CONFIG"},
-      {"split", "SPLIT"},
-      {"median_us", "TIME US"},
-      {"spread_low_us", "LOW US", Visibility::kScriptsOnly},
-      {"spread_high_us", "HIGH US", Visibility::kScriptsOnly},
-      {"gbps", "GB/S"},
-      {"pct_of_copy", "% COPY"},
-      {"heuristic_config", "HEURISTIC"},
-      {"heuristic_us", "HEUR US"},
-      {"speedup", "SPEEDUP"},
-      {"graph_replay", "GRAPH"},
-      {"kernel_version", "KERNELS"},
-      {"stale", "STALE", Visibility::kScriptsOnly},
-      {"origin", "ORIGIN"},
-      {"served", "SERVED"},
-      {"driver_version", "DRIVER", Visibility::kScriptsOnly},
-      {"runtime_version", "RUNTIME", Visibility::kScriptsOnly},
-      {"run_id", "RUN", Visibility::kScriptsOnly},
-      {"updated_at", "UPDATED", Visibility::kScriptsOnly},
-  });
+// its point (served: the lookup's source there). The default table keeps the
+// point, the config, its time, % of copy, the speedup and the origin; the
+// GPU is its short name (the summary line under the table names it in full).
+constexpr BestColumn kBestColumns[] = {
+    {"gpu_id", "ID", In::kWide},
+    {"gpu_name", "GPU", In::kBoth},
+    {"op", "OP", In::kBoth},
+    {"dtype", "DTYPE", In::kBoth},
+    {"rows", "ROWS", In::kWide},
+    {"cols", "COLS", In::kWide},
+    {"inner", "INNER", In::kWide},
+    {"shape", "SHAPE", In::kNarrowOnly},
+    {"config", "CONFIG", In::kBoth},
+    {"split", "SPLIT", In::kWide},
+    {"median_us", "TIME US", In::kBoth},
+    {"spread_low_us", "LOW US", In::kScripts},
+    {"spread_high_us", "HIGH US", In::kScripts},
+    {"gbps", "GB/S", In::kWide},
+    {"pct_of_copy", "% COPY", In::kBoth},
+    {"heuristic_config", "HEURISTIC", In::kWide},
+    {"heuristic_us", "HEUR US", In::kWide},
+    {"speedup", "SPEEDUP", In::kBoth},
+    {"graph_replay", "GRAPH", In::kWide},
+    {"kernel_version", "KERNELS", In::kWide},
+    {"stale", "STALE", In::kScripts},
+    {"origin", "ORIGIN", In::kBoth},
+    {"served", "SERVED", In::kWide},
+    {"driver_version", "DRIVER", In::kScripts},
+    {"runtime_version", "RUNTIME", In::kScripts},
+    {"run_id", "RUN", In::kScripts},
+    {"updated_at", "UPDATED", In::kScripts},
+};
+
+Table BestConfigTable(bool wide = true) {
+  std::vector<Column> columns;
+  for (const BestColumn& c : kBestColumns) {
+    if (c.in == In::kNarrowOnly) {
+      // SHAPE stands for ROWS, COLS, INNER in the narrow table only.
+      if (!wide) columns.push_back({c.key, c.title, Visibility::kTableOnly});
+      continue;
+    }
+    const bool shown = c.in == In::kBoth || (wide && c.in == In::kWide);
+    columns.push_back({c.key, c.title, shown ? Visibility::kAll : Visibility::kScriptsOnly});
+  }
+  return Table(std::move(columns));
 }
 
 // "local" or "shipped".
@@ -76,40 +106,92 @@ Cell ServedCell(const SkuConfigs& sku, const db::BestConfig& best) {
   return Cell::Text(std::string(tuner::ConfigSourceName(choice->source)));
 }
 
+// "bf16" for the narrow table (ParseDType reads it back).
+std::string ShortDType(const std::string& dtype) {
+  if (dtype == "float32") return "fp32";
+  if (dtype == "float16") return "fp16";
+  if (dtype == "bfloat16") return "bf16";
+  return dtype;
+}
+
+// "49152x4096", "512x896x48" with an inner extent.
+std::string ShapeText(const db::PointKey& p) {
+  return absl::StrCat(p.rows, "x", p.cols, p.inner > 1 ? absl::StrCat("x", p.inner) : "");
+}
+
+// The name a table shows for `name`: without "NVIDIA ", its fewest leading
+// words that no other name of `names` starts with ("H100" beside "H200";
+// "H100 PCIe" beside "H100 80GB HBM3").
+std::string ShortGpuName(const std::string& name, const std::vector<std::string>& names) {
+  const auto strip = [](absl::string_view n) {
+    absl::ConsumePrefix(&n, "NVIDIA ");
+    return std::string(n);
+  };
+  const std::string full = strip(name);
+  const std::vector<absl::string_view> words = absl::StrSplit(full, ' ');
+  std::string prefix;
+  for (absl::string_view word : words) {
+    prefix = prefix.empty() ? std::string(word) : absl::StrCat(prefix, " ", word);
+    bool unique = true;
+    for (const std::string& other : names) {
+      const std::string o = strip(other);
+      if (o == full) continue;
+      unique &= !(o == prefix || absl::StartsWith(o, absl::StrCat(prefix, " ")));
+    }
+    if (unique) return prefix;
+  }
+  return full;
+}
+
+// A row of BestConfigTable(wide). `gpu_short`: the GPU's name in the
+// table; scripts get the full one.
 void AddBestConfigRow(const SkuConfigs& sku, const db::BestConfig& best,
-                      tuner::EntryOrigin origin, Table& table) {
+                      tuner::EntryOrigin origin, Table& table, bool wide = true,
+                      const std::string& gpu_short = "") {
   const std::optional<double> speedup = best.Speedup();
   Cell speedup_cell = Cell::OptionalReal(speedup, 2);
   if (speedup) speedup_cell.ShowAs(absl::StrFormat("%.2fx", *speedup));
-  table.AddRow({
-      sku.in_store ? Cell::Int(best.point.gpu_id) : Cell::Null(),
-      Cell::Text(sku.gpu.sku.name),
-      Cell::Text(best.point.op),
-      Cell::Text(best.point.dtype),
-      Cell::Int(best.point.rows),
-      Cell::Int(best.point.cols),
-      Cell::Int(best.point.inner),
-      Cell::Text(best.config.key),
-      Cell::Int(best.config.split),
-      Cell::Real(best.median_us),
-      Cell::OptionalReal(best.spread_low_us),
-      Cell::OptionalReal(best.spread_high_us),
-      Cell::Real(best.gbps, 1),
-      Cell::Real(best.pct_of_copy, 1),
-      Cell::Text(best.heuristic_key),
-      Cell::OptionalReal(best.heuristic_us),
-      std::move(speedup_cell),
-      Cell::Bool(best.graph_replay),
-      Cell::Text(best.env.kernel_version)
-          .ShowAs(DescribeKernelVersion(best.env.kernel_version)),
-      Cell::Bool(IsStale(best.env.kernel_version)),
-      Cell::Text(OriginName(origin)),
-      ServedCell(sku, best),
-      Cell::Int(best.env.driver_version),
-      Cell::Int(best.env.runtime_version),
-      best.run_id ? Cell::Int(*best.run_id) : Cell::Null(),
-      Cell::Int(best.updated_at).ShowAs(FormatUnixTime(best.updated_at)),
-  });
+  Cell gpu_name = Cell::Text(sku.gpu.sku.name);
+  if (!gpu_short.empty()) gpu_name.ShowAs(gpu_short);
+  Cell dtype = Cell::Text(best.point.dtype);
+  if (!wide) dtype.ShowAs(ShortDType(best.point.dtype));
+  std::vector<std::pair<absl::string_view, Cell>> cells = {
+      {"gpu_id", sku.in_store ? Cell::Int(best.point.gpu_id) : Cell::Null()},
+      {"gpu_name", std::move(gpu_name)},
+      {"op", Cell::Text(best.point.op)},
+      {"dtype", std::move(dtype)},
+      {"rows", Cell::Int(best.point.rows)},
+      {"cols", Cell::Int(best.point.cols)},
+      {"inner", Cell::Int(best.point.inner)},
+      {"shape", Cell::Text(ShapeText(best.point))},
+      {"config", Cell::Text(best.config.key)},
+      {"split", Cell::Int(best.config.split)},
+      {"median_us", Cell::Real(best.median_us)},
+      {"spread_low_us", Cell::OptionalReal(best.spread_low_us)},
+      {"spread_high_us", Cell::OptionalReal(best.spread_high_us)},
+      {"gbps", Cell::Real(best.gbps, 1)},
+      {"pct_of_copy", Cell::Real(best.pct_of_copy, 1)},
+      {"heuristic_config", Cell::Text(best.heuristic_key)},
+      {"heuristic_us", Cell::OptionalReal(best.heuristic_us)},
+      {"speedup", std::move(speedup_cell)},
+      {"graph_replay", Cell::Bool(best.graph_replay)},
+      {"kernel_version", Cell::Text(best.env.kernel_version)
+                             .ShowAs(DescribeKernelVersion(best.env.kernel_version))},
+      {"stale", Cell::Bool(IsStale(best.env.kernel_version))},
+      {"origin", Cell::Text(OriginName(origin))},
+      {"served", ServedCell(sku, best)},
+      {"driver_version", Cell::Int(best.env.driver_version)},
+      {"runtime_version", Cell::Int(best.env.runtime_version)},
+      {"run_id", best.run_id ? Cell::Int(*best.run_id) : Cell::Null()},
+      {"updated_at", Cell::Int(best.updated_at).ShowAs(FormatUnixTime(best.updated_at))},
+  };
+  std::vector<Cell> row;
+  for (const Column& column : table.columns()) {
+    for (auto& [key, cell] : cells) {
+      if (key == column.key) row.push_back(std::move(cell));
+    }
+  }
+  table.AddRow(std::move(row));
 }
 
 absl::StatusOr<PointFilter> CheckFlags(const PointFlags& flags) {
@@ -168,17 +250,6 @@ std::string GpuChoice(const SkuConfigs& sku) {
              ? absl::StrCat("--gpu=", sku.gpu.id, " ", SkuDescription(sku.gpu.sku))
              : absl::StrCat("--gpu=\"", sku.gpu.sku.name, "\" ", SkuDescription(sku.gpu.sku),
                             " (shipped configs only)");
-}
-
-// The row of `rows` at exactly `point` (the gpu id aside), if any.
-const db::BestConfig* RowAt(const std::vector<db::BestConfig>& rows,
-                            const db::PointKey& point) {
-  for (const db::BestConfig& row : rows) {
-    db::PointKey key = row.point;
-    key.gpu_id = point.gpu_id;
-    if (key == point) return &row;
-  }
-  return nullptr;
 }
 
 // The SKU `show` reports on: the one --gpu selects; without --gpu the only
@@ -378,10 +449,11 @@ void AddTimeLines(const db::BestConfig& best, const db::Candidate* chosen,
   }
 }
 
-// What a store row measured: time, bandwidth, the heuristic beside it, and
-// when and with what software.
+// What a row measured: time, bandwidth, the heuristic beside it, and when
+// and with what software. `shipped_file`: the shipped file the row comes
+// from; empty for a store row.
 void AddMeasurementLines(const db::BestConfig& best, const db::Candidate* chosen,
-                         LabelledLines& lines) {
+                         const std::string& shipped_file, LabelledLines& lines) {
   AddTimeLines(best, chosen, lines);
   lines.push_back({"bandwidth",
                    absl::StrFormat("%.1f GB/s, %.1f%% of copy", best.gbps, best.pct_of_copy)});
@@ -396,8 +468,9 @@ void AddMeasurementLines(const db::BestConfig& best, const db::Candidate* chosen
   lines.push_back(
       {"measured",
        absl::StrCat(FormatUnixTime(best.updated_at),
-                    best.run_id ? absl::StrCat(", run ", *best.run_id)
-                                : std::string(", imported"),
+                    !shipped_file.empty() ? absl::StrCat(", shipped in ", shipped_file)
+                    : best.run_id         ? absl::StrCat(", run ", *best.run_id)
+                                          : std::string(", imported"),
                     "; kernels ", DescribeKernelVersion(best.env.kernel_version), ", driver ",
                     FormatCudaVersion(best.env.driver_version), ", runtime ",
                     FormatCudaVersion(best.env.runtime_version))});
@@ -413,6 +486,23 @@ std::string WhyNotServed(const db::BestConfig& local, const SkuConfigs& sku) {
   }
   return absl::StrCat(entry, ": not served, not a legal config for this point on ",
                       sku.gpu.sku.name);
+}
+
+// `show --candidates` at a point only a shipped file has: what the file
+// holds, and how to measure the candidates here. The tuner keeps every
+// candidate in the store it tuned into; a shipped file carries the winner.
+std::string NoShippedCandidates(const SkuConfigs& sku, const db::BestConfig& row,
+                                const std::string& file) {
+  const db::PointKey& p = row.point;
+  return absl::StrCat(
+      "shipped entry from ", file, ": ", row.config.key,
+      absl::StrFormat(", %.2f us", row.median_us), " measured ",
+      FormatUnixTime(row.updated_at), ", kernels ",
+      DescribeKernelVersion(row.env.kernel_version),
+      "\ncandidates are not shipped (a shipped file holds each point's chosen config only):\nrun "
+      "`kerntune tune --ops=", p.op, " --dtypes=", p.dtype, " --rows=", p.rows, " --cols=",
+      p.cols, p.inner > 1 ? absl::StrCat(" --inner=", p.inner) : "", "` on ",
+      sku.gpu.sku.name, " to measure and record them in the local store\n");
 }
 
 // The lookup as one row for scripts.
@@ -479,6 +569,65 @@ Table SkippedTable(const proto::ParsedConfigFile& parsed) {
   return skipped;
 }
 
+// What `configs list` prints under its table: the rows per GPU and per
+// origin, the stale ones, and why % of copy can pass 100.
+class ListSummary {
+ public:
+  void Count(const SkuConfigs& sku, const std::string& short_name, const db::BestConfig& row,
+             tuner::EntryOrigin origin) {
+    ++rows_;
+    auto gpu = std::find_if(gpus_.begin(), gpus_.end(),
+                            [&](const GpuCount& g) { return g.name == sku.gpu.sku.name; });
+    if (gpu == gpus_.end()) gpu = gpus_.insert(gpus_.end(), {sku.gpu.sku.name, short_name, 0});
+    ++gpu->rows;
+    ++(origin == tuner::EntryOrigin::kLocal ? local_ : shipped_);
+    if (IsStale(row.env.kernel_version)) ++stale_;
+    if (row.pct_of_copy > 100) {
+      // GB/s x us = 1e3 bytes.
+      const double mb = row.gbps * row.median_us * 1e3 / 1e6;
+      smallest_over_mb_ = over_copy_ == 0 ? mb : std::min(smallest_over_mb_, mb);
+      highest_pct_ = std::max(highest_pct_, row.pct_of_copy);
+      ++over_copy_;
+    }
+  }
+
+  // "816 configs: 816 shipped, 0 local; 0 stale", "GPUs: 474 on H100
+  // (NVIDIA H100 80GB HBM3), 342 on H200 (NVIDIA H200)", then the note on
+  // % of copy when a row passes 100.
+  std::string Lines() const {
+    std::vector<std::string> gpus;
+    for (const GpuCount& g : gpus_) {
+      gpus.push_back(absl::StrCat(g.rows, " on ", g.short_name, " (", g.name, ")"));
+    }
+    std::string lines = absl::StrCat(
+        rows_, " configs: ", shipped_, " shipped, ", local_, " local; ", stale_, " stale",
+        stale_ > 0 ? " (measured with another kernel library: never served)" : "",
+        "\nGPUs: ", absl::StrJoin(gpus, ", "), "\n");
+    if (over_copy_ > 0) {
+      absl::StrAppend(
+          &lines, "% COPY: GB/s over the tuning run's 1 GiB device-to-device copy "
+                  "(cudaMemcpyAsync, bytes read + written).\n",
+          over_copy_, " rows pass 100",
+          absl::StrFormat(" (up to %.1f%%; the smallest moves %.0f MB): a streaming kernel can "
+                          "move its bytes",
+                          highest_pct_, smallest_over_mb_),
+          "\nslightly faster than cudaMemcpyAsync's own copy, and the tuner times each problem "
+          "over buffers rotated past L2.\n");
+    }
+    return lines;
+  }
+
+ private:
+  struct GpuCount {
+    std::string name;
+    std::string short_name;
+    size_t rows = 0;
+  };
+  std::vector<GpuCount> gpus_;
+  size_t rows_ = 0, local_ = 0, shipped_ = 0, stale_ = 0, over_copy_ = 0;
+  double smallest_over_mb_ = 0, highest_pct_ = 0;
+};
+
 }  // namespace
 
 int RunConfigsList(const ConfigsListOptions& options, std::ostream& out,
@@ -493,13 +642,19 @@ int RunConfigsList(const ConfigsListOptions& options, std::ostream& out,
   absl::StatusOr<std::vector<SkuConfigs>> skus = LoadSkuConfigs(*store->store, shipped);
   if (!skus.ok()) return ReportError(kVerb, skus.status(), err);
 
-  Table table = BestConfigTable();
+  std::vector<std::string> names;
+  for (const SkuConfigs& sku : *skus) names.push_back(sku.gpu.sku.name);
+  Table table = BestConfigTable(options.wide);
+  ListSummary summary;
   for (const SkuConfigs& sku : *skus) {
     if (!Selects(filter->gpu, sku)) continue;
+    const std::string short_name = ShortGpuName(sku.gpu.sku.name, names);
     for (const auto& [rows, origin] : {std::pair(&sku.local, tuner::EntryOrigin::kLocal),
                                        std::pair(&sku.shipped, tuner::EntryOrigin::kShipped)}) {
       for (const db::BestConfig& best : *rows) {
-        if (RowMatches(*filter, best)) AddBestConfigRow(sku, best, origin, table);
+        if (!RowMatches(*filter, best)) continue;
+        AddBestConfigRow(sku, best, origin, table, options.wide, short_name);
+        summary.Count(sku, short_name, best, origin);
       }
     }
   }
@@ -513,6 +668,7 @@ int RunConfigsList(const ConfigsListOptions& options, std::ostream& out,
     return kExitOk;
   }
   Render(table, options.format, out);
+  if (options.format == OutputFormat::kTable) out << summary.Lines();
   return kExitOk;
 }
 
@@ -576,8 +732,17 @@ int RunConfigsShow(const ConfigsShowOptions& options, std::ostream& out,
     candidates = *std::move(listed);
   }
 
+  // The shipped files' entry at the point, served or not, and its file.
+  const db::BestConfig* shipped_row = RowAt(sku.shipped, point);
+  const std::string shipped_file =
+      shipped_row != nullptr ? sku.shipped_from[shipped_row - sku.shipped.data()] : "";
+
   Table local_table = BestConfigTable();
   if (local != nullptr) AddBestConfigRow(sku, *local, tuner::EntryOrigin::kLocal, local_table);
+  Table shipped_table = BestConfigTable();
+  if (shipped_row != nullptr) {
+    AddBestConfigRow(sku, *shipped_row, tuner::EntryOrigin::kShipped, shipped_table);
+  }
   const Table candidate_table =
       CandidateTable(local != nullptr ? *local : db::BestConfig(), candidates);
   const Table lookup_table = LookupTable(sku, point, *choice);
@@ -585,8 +750,12 @@ int RunConfigsShow(const ConfigsShowOptions& options, std::ostream& out,
     case OutputFormat::kTable: {
       LabelledLines lines = LookupLines(sku, point, *choice);
       const bool local_served = choice->source == tuner::ConfigSource::kTuned;
+      const bool shipped_served =
+          choice->source == tuner::ConfigSource::kShipped && shipped_row != nullptr;
       if (local_served) {
-        AddMeasurementLines(*local, ChosenCandidate(*local, candidates), lines);
+        AddMeasurementLines(*local, ChosenCandidate(*local, candidates), "", lines);
+      } else if (shipped_served) {
+        AddMeasurementLines(*shipped_row, nullptr, shipped_file, lines);
       } else if (choice->tuned) {
         lines.push_back({"time", absl::StrFormat("%.2f us where tuned; kernels %s",
                                                  choice->tuned->median_us,
@@ -598,7 +767,9 @@ int RunConfigsShow(const ConfigsShowOptions& options, std::ostream& out,
       WriteLabelledLines(lines, out);
       if (options.candidates) {
         out << "\n";
-        if (candidates.empty()) {
+        if (candidates.empty() && shipped_row != nullptr) {
+          out << NoShippedCandidates(sku, *shipped_row, shipped_file);
+        } else if (candidates.empty()) {
           out << "no candidates recorded for this point (not tuned in this store, imported "
                  "from a file, or measured in another store)\n";
         } else {
@@ -612,7 +783,11 @@ int RunConfigsShow(const ConfigsShowOptions& options, std::ostream& out,
     }
     case OutputFormat::kJson:
       out << "{\"lookup\": " << RowToJson(lookup_table, 0)
-          << ",\n\"best\": " << (local != nullptr ? RowToJson(local_table, 0) : "null");
+          << ",\n\"best\": " << (local != nullptr ? RowToJson(local_table, 0) : "null")
+          << ",\n\"shipped\": "
+          << (shipped_row != nullptr ? RowToJson(shipped_table, 0) : "null")
+          << ",\n\"shipped_file\": "
+          << (shipped_row != nullptr ? JsonQuote(shipped_file) : "null");
       if (options.candidates) {
         out << ",\n\"candidates\": " << TableToJson(candidate_table);
       }
@@ -625,6 +800,60 @@ int RunConfigsShow(const ConfigsShowOptions& options, std::ostream& out,
   return kExitOk;
 }
 
+// The SKU `configs export` writes: the store's one GPU that --gpu selects
+// (or its only GPU without --gpu); when the store has none that matches, the
+// one shipped files' SKU that does. NotFound when none matches,
+// InvalidArgument listing the choices when several do.
+absl::StatusOr<const SkuConfigs*> ExportedSku(const std::vector<SkuConfigs>& skus,
+                                              const GpuSelector& selector,
+                                              const std::string& where) {
+  std::vector<const SkuConfigs*> matched;
+  for (const SkuConfigs& sku : skus) {
+    if (Selects(selector, sku)) matched.push_back(&sku);
+  }
+  // The store's GPUs first: what this node tuned (an H100 whose memory
+  // differs a little from the shipped file's is another SKU, and
+  // `--gpu=h100` means this one).
+  std::vector<const SkuConfigs*> in_store;
+  for (const SkuConfigs* sku : matched) {
+    if (sku->in_store) in_store.push_back(sku);
+  }
+  if (!in_store.empty()) matched = in_store;
+  if (matched.empty()) {
+    return absl::NotFoundError(
+        selector.empty()
+            ? absl::StrCat("nothing to export: ", where,
+                           " (run `kerntune tune` on a GPU, or pass --db)")
+            : absl::StrCat(selector.ToString(), " matches no GPU in ", where,
+                           " (`kerntune gpus` lists the store's, `kerntune configs list` "
+                           "every SKU)"));
+  }
+  if (matched.size() > 1) {
+    std::vector<std::string> choices;
+    for (const SkuConfigs* sku : matched) choices.push_back(GpuChoice(*sku));
+    return absl::InvalidArgumentError(absl::StrCat(
+        selector.empty() ? absl::StrCat(where, " holds ", matched.size(), " GPUs")
+                         : absl::StrCat(selector.ToString(), " matches ", matched.size(),
+                                        " GPUs"),
+        "; choose one with --gpu:\n  ", absl::StrJoin(choices, "\n  ")));
+  }
+  return matched.front();
+}
+
+// "474 from deploy/configs/h100.json" per shipped file and "36 from the
+// store PATH", for export's report.
+std::string DescribeSources(size_t local, const StoreForReading& store,
+                            const std::vector<std::pair<std::string, size_t>>& shipped) {
+  std::vector<std::string> parts;
+  if (local > 0 || shipped.empty()) {
+    parts.push_back(absl::StrCat(local, " from the store ", store.Describe()));
+  }
+  for (const auto& [file, count] : shipped) {
+    parts.push_back(absl::StrCat(count, " from the shipped file ", file));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
 int RunConfigsExport(const ConfigsExportOptions& options, std::ostream& out,
                      std::ostream& err) {
   constexpr absl::string_view kVerb = "configs export";
@@ -632,26 +861,57 @@ int RunConfigsExport(const ConfigsExportOptions& options, std::ostream& out,
   if (!filter.ok()) return ReportError(kVerb, filter.status(), err, kExitUsage);
   absl::StatusOr<StoreForReading> store = OpenStoreForReading(options.db_path);
   if (!store.ok()) return ReportError(kVerb, store.status(), err);
-  if (!store->exists) {
-    return ReportError(kVerb,
-                       absl::NotFoundError(absl::StrCat(
-                           "nothing to export: ", store->Describe(),
-                           " (run `kerntune tune` on a GPU, or pass --db)")),
-                       err);
+  const std::vector<proto::ShippedConfigFile> shipped =
+      ReadShipped(kVerb, options.configs_dir, err);
+  absl::StatusOr<std::vector<SkuConfigs>> skus = LoadSkuConfigs(*store->store, shipped);
+  if (!skus.ok()) return ReportError(kVerb, skus.status(), err);
+  absl::StatusOr<const SkuConfigs*> chosen = ExportedSku(
+      *skus, filter->gpu,
+      options.configs_dir.empty() ? store->Describe()
+                                  : absl::StrCat(store->Describe(), " or ", options.configs_dir));
+  if (!chosen.ok()) {
+    return ReportError(kVerb, chosen.status(), err,
+                       absl::IsInvalidArgument(chosen.status()) ? kExitUsage : kExitFailure);
   }
-  absl::StatusOr<db::Gpu> gpu = SelectOneGpu(*store->store, filter->gpu);
-  if (!gpu.ok()) {
-    return ReportError(kVerb, gpu.status(), err,
-                       absl::IsInvalidArgument(gpu.status()) ? kExitUsage
-                                                             : kExitFailure);
+  const SkuConfigs& sku = **chosen;
+
+  // Every point of the store and of the shipped files, each with the row
+  // the daemon serves there: what this node serves, as one file.
+  std::vector<db::PointKey> points;
+  for (const db::BestConfig& row : sku.local) {
+    if (RowMatches(*filter, row)) points.push_back(row.point);
   }
-  PointFilter one_gpu = *filter;
-  one_gpu.gpu = GpuSelector{gpu->id, std::nullopt};
-  absl::StatusOr<std::vector<db::BestConfig>> rows =
-      store->store->ListBestConfigs(ToStoreFilter(one_gpu));
-  if (!rows.ok()) return ReportError(kVerb, rows.status(), err);
+  for (const db::BestConfig& row : sku.shipped) {
+    if (RowMatches(*filter, row) && RowAt(sku.local, row.point) == nullptr) {
+      points.push_back(row.point);
+    }
+  }
+  std::sort(points.begin(), points.end(), [](const db::PointKey& a, const db::PointKey& b) {
+    return std::tie(a.op, a.dtype, a.rows, a.cols, a.inner) <
+           std::tie(b.op, b.dtype, b.rows, b.cols, b.inner);
+  });
+  std::vector<db::BestConfig> rows;
+  size_t local = 0;
+  std::vector<std::pair<std::string, size_t>> from_files;
+  for (const db::PointKey& point : points) {
+    tuner::EntryOrigin origin = tuner::EntryOrigin::kLocal;
+    const db::BestConfig* row = sku.ServedRow(point, origin);
+    rows.push_back(*row);
+    if (origin == tuner::EntryOrigin::kLocal) {
+      ++local;
+      continue;
+    }
+    const std::string& file = sku.shipped_from[row - sku.shipped.data()];
+    auto counted = std::find_if(from_files.begin(), from_files.end(),
+                                [&](const auto& entry) { return entry.first == file; });
+    if (counted == from_files.end()) {
+      from_files.push_back({file, 1});
+    } else {
+      ++counted->second;
+    }
+  }
   absl::StatusOr<kerntune::v1::TunedConfigFile> file =
-      proto::MakeConfigFile(gpu->sku, *rows, options.now);
+      proto::MakeConfigFile(sku.gpu.sku, rows, options.now);
   if (!file.ok()) {
     return ReportError(kVerb,
                        absl::Status(file.status().code(), absl::StrCat(file.status().message(),
@@ -665,8 +925,13 @@ int RunConfigsExport(const ConfigsExportOptions& options, std::ostream& out,
   if (!out) {
     return ReportError(kVerb, absl::DataLossError("cannot write the output"), err);
   }
-  err << "exported " << rows->size() << " tuned configs of "
-      << SkuDescription(gpu->sku) << "\n";
+  err << "exported " << rows.size() << " tuned configs of " << SkuDescription(sku.gpu.sku)
+      << ": " << DescribeSources(local, *store, from_files)
+      << (local > 0 && !from_files.empty()
+              ? " (at each point the entry the daemon serves: the store's, else the shipped "
+                "one)"
+              : "")
+      << "\n";
   return kExitOk;
 }
 

@@ -33,14 +33,20 @@ struct ConfigsListOptions {
   PointFlags filter;
   // Shipped tuned-config files (proto/shipped_configs.h); empty: none.
   std::string configs_dir = "";
+  // The table with every column (today's 200+ characters) instead of the
+  // ones that fit 120; scripts always get every column.
+  bool wide = false;
 };
 
 // One row per tuned point (inner included) of the store, then of the shipped
-// files: the chosen config and its split, its time, GB/s, % of copy, the
-// heuristic's config and time, the speedup, graph replay, the kernel version
-// (stale ones marked), where the row comes from (local or shipped) and what
-// the daemon serves at its point (tuned, shipped, nearest_tuned,
-// heuristic). Exit code kExitOk / kExitFailure / kExitUsage.
+// files: the GPU, the chosen config and its split, its time, GB/s, % of copy,
+// the heuristic's config and time, the speedup, graph replay, the kernel
+// version (stale ones marked), where the row comes from (local or shipped)
+// and what the daemon serves at its point (tuned, shipped, nearest_tuned,
+// heuristic). The table (within 120 columns unless `wide`) ends with a
+// summary line (rows per GPU, shipped and local, stale) and, when a row is
+// above 100% of copy, a note saying why that happens.
+// Exit code kExitOk / kExitFailure / kExitUsage.
 int RunConfigsList(const ConfigsListOptions& options, std::ostream& out,
                    std::ostream& err);
 
@@ -68,13 +74,20 @@ int RunConfigsShow(const ConfigsShowOptions& options, std::ostream& out,
 
 struct ConfigsExportOptions {
   std::string db_path;
-  // gpu must select exactly one SKU (unset: the store's only one); the
-  // others narrow the points exported.
+  // gpu must select exactly one of the store's GPUs, or when it selects
+  // none of them, one SKU of the shipped files (unset: the store's only GPU,
+  // else the only shipped SKU); the others narrow the points exported.
   PointFlags filter;
   absl::Time now = absl::Now();  // the file's exported_at
+  // Shipped tuned-config files (proto/shipped_configs.h); empty: none.
+  std::string configs_dir = "";
 };
 
-// Writes the tuned-config file (client/README.md) to `out`.
+// Writes the tuned-config file (client/README.md) to `out`: for each point,
+// the entry the daemon would serve there (the store's current one, else the
+// shipped one; a stale store entry when nothing else is there), so an empty
+// store exports the shipped files' entries. Says on `err` how many came from
+// the store (its path) and from which shipped files.
 int RunConfigsExport(const ConfigsExportOptions& options, std::ostream& out,
                      std::ostream& err);
 

@@ -89,6 +89,10 @@ ABSL_FLAG(bool, dry_run, false,
           "and the config source they got, and tune nothing (on a machine without a GPU: those "
           "of every GPU model the daemon serves)");
 ABSL_FLAG(bool, cpu, false, "use the CPU reference backend even if a GPU is present");
+ABSL_FLAG(bool, wide, false,
+          "configs list: every column (GPU id, rows, cols, inner, split, GB/s, the heuristic, "
+          "graph replay, kernel version, what is served), over 200 characters wide; the "
+          "default table fits 120");
 ABSL_FLAG(bool, candidates, false,
           "also list every candidate measured for the point");
 ABSL_FLAG(std::string, server, "",
@@ -237,9 +241,9 @@ std::string ShippedConfigDir() {
 }
 
 int ConfigsList(const std::vector<std::string>&) {
-  return kt::client::RunConfigsList(
-      {absl::GetFlag(FLAGS_db), FormatFlag(), PointFlags(), ShippedConfigDir()}, std::cout,
-      std::cerr);
+  return kt::client::RunConfigsList({absl::GetFlag(FLAGS_db), FormatFlag(), PointFlags(),
+                                     ShippedConfigDir(), absl::GetFlag(FLAGS_wide)},
+                                    std::cout, std::cerr);
 }
 
 int ConfigsShow(const std::vector<std::string>&) {
@@ -252,6 +256,7 @@ int ConfigsExport(const std::vector<std::string>&) {
   kt::client::ConfigsExportOptions options;
   options.db_path = absl::GetFlag(FLAGS_db);
   options.filter = PointFlags();
+  options.configs_dir = ShippedConfigDir();
   return kt::client::RunConfigsExport(options, std::cout, std::cerr);
 }
 
@@ -377,7 +382,7 @@ const std::vector<Verb>& Verbs() {
        "the chosen config of every tuned point, local and shipped: time, GB/s, % of copy, "
        "the heuristic and the speedup over it, kernel version (stale marked), and what the "
        "daemon serves at the point (tuned, shipped, nearest_tuned, heuristic)",
-       {"db", "configs", "format", "gpu", "op", "dtype", "rows", "cols", "inner"}, 0,
+       {"db", "configs", "format", "gpu", "op", "dtype", "rows", "cols", "inner", "wide"}, 0,
        ConfigsList, {},
        {{"db", kReadOnlyDb},
         {"gpu", "a filter"},
@@ -397,10 +402,12 @@ const std::vector<Verb>& Verbs() {
         {"inner", "default 1"}}},
       {{"configs", "export"}, "",
        "write one GPU SKU's tuned configs to standard output as a versioned "
-       "JSON file (client/README.md)",
-       {"db", "gpu", "op", "dtype", "rows", "cols", "inner"}, 0, ConfigsExport, {},
+       "JSON file (client/README.md): at each point the entry the daemon serves, the store's, "
+       "else the shipped file's; stderr says how many came from each",
+       {"db", "configs", "gpu", "op", "dtype", "rows", "cols", "inner"}, 0, ConfigsExport, {},
        {{"db", kReadOnlyDb},
-        {"gpu", "the one SKU to export; may be left out when the store holds one"},
+        {"gpu", "the one SKU to export; may be left out when the store holds one GPU, or "
+                "nothing but one SKU is known"},
         {"op", "a filter"},
         {"dtype", "a filter"},
         {"rows", "a filter"},

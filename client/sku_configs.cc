@@ -27,6 +27,7 @@ SkuConfigs Complete(SkuConfigs sku, absl::Span<const proto::ShippedConfigFile> s
     for (db::BestConfig row : file.contents->valid) {
       row.point.gpu_id = sku.gpu.id;
       sku.shipped.push_back(std::move(row));
+      sku.shipped_from.push_back(file.path);
     }
   }
   const db::GpuSku& s = sku.gpu.sku;
@@ -46,6 +47,30 @@ absl::StatusOr<tuner::ConfigChoice> SkuConfigs::Lookup(const db::PointKey& point
   absl::StatusOr<kernels::DType> dtype = kernels::ParseDType(point.dtype);
   if (!dtype.ok()) return dtype.status();
   return table.Lookup(*op, *dtype, kernels::Shape{point.rows, point.cols, point.inner}, *device);
+}
+
+const db::BestConfig* RowAt(const std::vector<db::BestConfig>& rows,
+                            const db::PointKey& point) {
+  for (const db::BestConfig& row : rows) {
+    db::PointKey key = row.point;
+    key.gpu_id = point.gpu_id;
+    if (key == point) return &row;
+  }
+  return nullptr;
+}
+
+const db::BestConfig* SkuConfigs::ServedRow(const db::PointKey& point,
+                                            tuner::EntryOrigin& origin) const {
+  const db::BestConfig* local_row = RowAt(local, point);
+  const db::BestConfig* shipped_row = RowAt(shipped, point);
+  absl::StatusOr<tuner::ConfigChoice> choice = Lookup(point);
+  const bool shipped_serves = choice.ok() && choice->source == tuner::ConfigSource::kShipped;
+  if (shipped_row != nullptr && (shipped_serves || local_row == nullptr)) {
+    origin = tuner::EntryOrigin::kShipped;
+    return shipped_row;
+  }
+  origin = tuner::EntryOrigin::kLocal;
+  return local_row;
 }
 
 absl::StatusOr<std::vector<SkuConfigs>> LoadSkuConfigs(

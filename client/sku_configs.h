@@ -26,6 +26,9 @@ struct SkuConfigs {
   // files' (point.gpu_id = gpu.id).
   std::vector<db::BestConfig> local;
   std::vector<db::BestConfig> shipped;
+  // The file of each shipped row (shipped_from[i] holds shipped[i]), and
+  // the SKU's files in order.
+  std::vector<std::string> shipped_from;
   std::vector<std::string> shipped_files;
   // The SKU as a described device; an error for an architecture kerntune
   // does not know, and then nothing can be looked up.
@@ -35,7 +38,16 @@ struct SkuConfigs {
 
   // The daemon's choice at `point` (its op, dtype and shape).
   absl::StatusOr<tuner::ConfigChoice> Lookup(const db::PointKey& point) const;
+
+  // The row the daemon serves at exactly `point` (the lookup's tuned or
+  // shipped entry there); when neither serves, the store's row at the point
+  // (stale, or illegal here), else the shipped one; null when neither has
+  // the point. `origin` tells which list it came from.
+  const db::BestConfig* ServedRow(const db::PointKey& point, tuner::EntryOrigin& origin) const;
 };
+
+// The row of `rows` at exactly `point` (the gpu id aside), if any.
+const db::BestConfig* RowAt(const std::vector<db::BestConfig>& rows, const db::PointKey& point);
 
 // Every GPU of the store (by id), then every SKU that only the shipped
 // files know (in file order).

@@ -28,6 +28,7 @@
 #include "kernels/launch_config.h"
 #include "kernels/version.h"
 #include "proto/config_file.h"
+#include "proto/shipped_configs.h"
 #include "tests/client/fixture.h"
 #include "tuner/backend.h"
 
@@ -273,6 +274,74 @@ TEST_F(ConfigsCliTest, AMissingDefaultStoreReadsAsEmptyAndIsNotCreated) {
   EXPECT_FALSE(Exists(dir_.File("home") + "/.local"));
 }
 
+// A fresh install: no tuning store, the shipped files of deploy/configs. The
+// README's `configs list --gpu=h100`, `configs export --gpu=h100 > h100.json`
+// and `configs show ... --candidates` answer from the shipped files and say so.
+TEST_F(ConfigsCliTest, AFreshInstallListsShowsAndExportsTheShippedConfigs) {
+  const std::string fresh = dir_.File("fresh.db");
+  ASSERT_TRUE(db::TuningStore::Open(fresh, {/*create_if_missing=*/true}).ok());
+  const std::string configs = proto::DefaultShippedConfigDir();
+  size_t h100 = 0, h200 = 0, over_copy = 0;
+  for (const proto::ShippedConfigFile& file : proto::ReadShippedConfigs(configs)) {
+    ASSERT_TRUE(file.contents.ok()) << file.path;
+    const std::string& name = file.contents->sku.name;
+    ASSERT_TRUE(name == "NVIDIA H100 80GB HBM3" || name == "NVIDIA H200") << name;
+    (name == "NVIDIA H200" ? h200 : h100) += file.contents->valid.size();
+    for (const db::BestConfig& row : file.contents->valid) over_copy += row.pct_of_copy > 100;
+  }
+  ASSERT_GT(h100, 0u);
+  ASSERT_GT(h200, 0u);
+
+  ConfigsListOptions list_options{fresh, OutputFormat::kTable, {}, configs};
+  const Result list = Call(RunConfigsList, list_options);
+  ASSERT_EQ(list.code, kExitOk) << list.err;
+  const std::vector<std::string> lines = Lines(list.out);
+  ASSERT_EQ(lines.size(), 1 + h100 + h200 + 2 + (over_copy > 0 ? 3 : 0)) << list.out;
+  for (size_t i = 1; i <= h100 + h200; ++i) {
+    EXPECT_TRUE(lines[i].rfind("H100 ", 0) == 0 || lines[i].rfind("H200 ", 0) == 0) << lines[i];
+  }
+  for (const std::string& line : lines) EXPECT_LE(DisplayWidth(line), 120u) << line;
+  EXPECT_EQ(lines[h100 + h200 + 1],
+            absl::StrCat(h100 + h200, " configs: ", h100 + h200, " shipped, 0 local; 0 stale"));
+  EXPECT_EQ(lines[h100 + h200 + 2], absl::StrCat("GPUs: ", h100, " on H100 (NVIDIA H100 80GB "
+                                                 "HBM3), ", h200, " on H200 (NVIDIA H200)"));
+  if (over_copy > 0) {
+    EXPECT_THAT(list.out, HasSubstr(absl::StrCat("\n", over_copy, " rows pass 100 (up to ")));
+  }
+  list_options.wide = true;
+  const Result wide = Call(RunConfigsList, list_options);
+  EXPECT_THAT(wide.out, HasSubstr("HEURISTIC"));
+  EXPECT_GT(Lines(wide.out)[0].size(), 120u);
+
+  ConfigsExportOptions export_options;
+  export_options.db_path = fresh;
+  export_options.filter = {"h100"};
+  export_options.configs_dir = configs;
+  const Result exported = Call(RunConfigsExport, export_options);
+  ASSERT_EQ(exported.code, kExitOk) << exported.err;
+  const absl::StatusOr<proto::ParsedConfigFile> parsed = proto::ParseConfigFile(exported.out);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->valid.size(), h100);
+  EXPECT_EQ(exported.err, absl::StrCat("exported ", h100, " tuned configs of NVIDIA H100 80GB "
+                                       "HBM3 (cc 9.0, 132 SMs, 79.2 GiB): ", h100,
+                                       " from the shipped file ", configs, "/h100.json\n"));
+  // Without --gpu an empty store has two SKUs to choose from.
+  export_options.filter = {};
+  const Result ambiguous = Call(RunConfigsExport, export_options);
+  EXPECT_EQ(ambiguous.code, kExitUsage);
+  EXPECT_THAT(ambiguous.err, HasSubstr("--gpu=\"NVIDIA H200\""));
+
+  const Result shown = Call(RunConfigsShow,
+                            ConfigsShowOptions{fresh, OutputFormat::kTable,
+                                               {"h100", "softmax", "float16", 49152, 4096},
+                                               /*candidates=*/true, configs});
+  ASSERT_EQ(shown.code, kExitOk) << shown.err;
+  EXPECT_THAT(shown.out, HasSubstr("shipped (the shipped file's entry for this point)"));
+  EXPECT_THAT(shown.out, HasSubstr("bandwidth"));
+  EXPECT_THAT(shown.out, HasSubstr("shipped entry from " + configs + "/h100.json: "));
+  EXPECT_THAT(shown.out, HasSubstr("candidates are not shipped"));
+}
+
 TEST_F(ConfigsCliTest, DefaultDatabaseComesFromTheEnvironment) {
   ScopedEnv env;
   env.Set("KERNTUNE_DB", db_);
@@ -292,15 +361,21 @@ TEST_F(ConfigsCliTest, UnopenableStoreIsARuntimeFailure) {
 // --- configs list -----------------------------------------------------------
 
 TEST_F(ConfigsCliTest, ListShowsEveryPointForPeople) {
-  const Result result = List({});
+  ConfigsListOptions options{db_, OutputFormat::kTable, {}};
+  options.wide = true;
+  const Result result = Call(RunConfigsList, options);
   ASSERT_EQ(result.code, kExitOk) << result.err;
   const std::vector<std::string> lines = Lines(result.out);
-  ASSERT_EQ(lines.size(), 7u) << result.out;
-  for (const char* title : {"GPU", "OP", "DTYPE", "ROWS", "COLS", "CONFIG", "TIME US",
+  // The header, 6 rows, the 2-line summary and the 3-line note on % of copy
+  // (the fixture's made-up times pass 100).
+  ASSERT_EQ(lines.size(), 12u) << result.out;
+  for (const char* title : {"ID", "GPU", "OP", "DTYPE", "ROWS", "COLS", "CONFIG", "TIME US",
                             "GB/S", "% COPY", "HEURISTIC", "HEUR US", "SPEEDUP",
-                            "GRAPH", "KERNELS"}) {
+                            "GRAPH", "KERNELS", "ORIGIN", "SERVED"}) {
     EXPECT_THAT(lines[0], HasSubstr(title));
   }
+  EXPECT_THAT(lines[1], HasSubstr("H100"));
+  EXPECT_THAT(lines[6], HasSubstr("A100"));
   // Ordered by gpu, op, dtype, rows, cols; the stale row is marked.
   EXPECT_THAT(lines[1], HasSubstr("layer_norm"));
   EXPECT_THAT(lines[1], HasSubstr(std::string(testing::kStaleKernelVersion) + " (stale)"));
@@ -308,8 +383,55 @@ TEST_F(ConfigsCliTest, ListShowsEveryPointForPeople) {
   EXPECT_THAT(lines[2], Not(HasSubstr("stale")));
   EXPECT_THAT(lines[3], HasSubstr("38.25"));  // H100 softmax float16: fastest correct
   EXPECT_THAT(lines[3], HasSubstr("1.25x"));
-  // Columns line up: every line has the header's width or less.
-  for (const std::string& line : lines) EXPECT_LE(line.size(), lines[1].size() + 16);
+  // Columns line up: every row has the header's width or less.
+  for (size_t i = 0; i < 7; ++i) EXPECT_LE(lines[i].size(), lines[1].size() + 16);
+  EXPECT_EQ(lines[7], "6 configs: 0 shipped, 6 local; 1 stale (measured with another kernel "
+                      "library: never served)");
+  EXPECT_EQ(lines[8], "GPUs: 4 on H100 (NVIDIA H100 80GB HBM3), 2 on A100-SXM4-80GB (NVIDIA "
+                      "A100-SXM4-80GB)");
+}
+
+// The default table fits 120 columns: the GPU by its short name (the summary
+// names it in full), the point as one SHAPE, short dtypes; the columns it
+// leaves out are in --wide and in every script's output.
+TEST_F(ConfigsCliTest, ListFitsInOneHundredTwentyColumnsByDefault) {
+  const Result narrow = List({});
+  ASSERT_EQ(narrow.code, kExitOk) << narrow.err;
+  const std::vector<std::string> lines = Lines(narrow.out);
+  ASSERT_EQ(lines.size(), 12u) << narrow.out;
+  EXPECT_EQ(lines[0].rfind("GPU ", 0), 0u) << lines[0];
+  for (const char* title : {"OP", "DTYPE", "SHAPE", "CONFIG", "TIME US", "% COPY", "SPEEDUP",
+                            "ORIGIN"}) {
+    EXPECT_THAT(lines[0], HasSubstr(title));
+  }
+  for (const char* wide_only : {"HEURISTIC", "KERNELS", "SERVED", "ROWS", "GB/S"}) {
+    EXPECT_THAT(lines[0], Not(HasSubstr(wide_only)));
+  }
+  EXPECT_EQ(lines[3].rfind("H100 ", 0), 0u) << lines[3];
+  EXPECT_THAT(lines[3], HasSubstr("fp16"));
+  EXPECT_THAT(lines[3], HasSubstr("49152x4096"));
+  for (const std::string& line : lines) EXPECT_LE(DisplayWidth(line), 120u) << line;
+  // Scripts get the same columns either way, the full GPU name among them.
+  const Result csv = List({}, OutputFormat::kCsv);
+  const auto rows = Csv(csv.out);
+  EXPECT_EQ(rows[1][ColumnIndex(rows, "gpu_name")], "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(rows[1][ColumnIndex(rows, "heuristic_config")].empty(), false);
+  EXPECT_EQ(std::find(rows[0].begin(), rows[0].end(), "shape"), rows[0].end());
+}
+
+// Rows above 100% of copy get a note under the table saying what the figure
+// is and why it can pass 100.
+TEST_F(ConfigsCliTest, ListExplainsPercentOfCopyAboveOneHundred) {
+  const Result result = List({});
+  ASSERT_EQ(result.code, kExitOk) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("% COPY: GB/s over the tuning run's 1 GiB "
+                                    "device-to-device copy (cudaMemcpyAsync, bytes read + "
+                                    "written).\n5 rows pass 100 (up to "));
+  EXPECT_THAT(result.out, HasSubstr("a streaming kernel can move its bytes\nslightly faster "
+                                    "than cudaMemcpyAsync's own copy"));
+  // No note when no row passes 100; none for scripts.
+  EXPECT_THAT(List({{}, "log_softmax"}).out, Not(HasSubstr("% COPY:")));
+  EXPECT_THAT(List({}, OutputFormat::kCsv).out, Not(HasSubstr("configs:")));
 }
 
 TEST_F(ConfigsCliTest, ListFiltersByEachFlag) {
@@ -692,7 +814,10 @@ TEST_F(ShippedConfigsCliTest, ShowNamesTheSourceOfEachPointsConfig) {
   ASSERT_EQ(shown.code, kExitOk) << shown.err;
   EXPECT_THAT(shown.out, HasSubstr("shipped (the shipped file's entry for this "
                                    "point)"));
-  EXPECT_THAT(shown.out, HasSubstr("12.50 us where tuned; kernels "));
+  // What the shipped entry measured, and where it comes from.
+  EXPECT_THAT(shown.out, HasSubstr("time         12.50 us\n"));
+  EXPECT_THAT(shown.out, HasSubstr("2024-05-01 12:00:00 UTC, shipped in " + configs_ +
+                                   "/h100.json; kernels "));
   EXPECT_THAT(shown.out, HasSubstr("(stale): not served"));
 
   // Only shipped, at a neighbouring point: the nearest, from the file.
@@ -748,6 +873,68 @@ TEST_F(ShippedConfigsCliTest, ListShowsShippedRowsAndWhatIsServed) {
   EXPECT_EQ(csv[1][op], "layer_norm");
   EXPECT_EQ(csv[1][origin], "local");
   EXPECT_EQ(csv[1][served], "shipped");
+}
+
+TEST_F(ShippedConfigsCliTest, ShowCandidatesAtAShippedPointSaysWhatTheFileHolds) {
+  const Result shown = Call(RunConfigsShow,
+                            ConfigsShowOptions{db_, OutputFormat::kTable,
+                                               {"h100", "rms_norm", "float16", 1024, 1024},
+                                               /*candidates=*/true, configs_});
+  ASSERT_EQ(shown.code, kExitOk) << shown.err;
+  EXPECT_THAT(shown.out, HasSubstr("shipped entry from " + configs_ + "/h100.json: "));
+  EXPECT_THAT(shown.out, HasSubstr(", 12.50 us measured 2024-05-01 12:00:00 UTC, kernels "));
+  EXPECT_THAT(shown.out, HasSubstr(
+                             "candidates are not shipped (a shipped file holds each point's "
+                             "chosen config only):\nrun `kerntune tune --ops=rms_norm "
+                             "--dtypes=float16 --rows=1024 --cols=1024` on NVIDIA H100 80GB "
+                             "HBM3 to measure and record them in the local store"));
+  EXPECT_THAT(shown.out, Not(HasSubstr("no candidates recorded")));
+  // Scripts get the shipped entry and its file beside the store's.
+  const Result json = Call(RunConfigsShow,
+                           ConfigsShowOptions{db_, OutputFormat::kJson,
+                                              {"h100", "rms_norm", "float16", 1024, 1024},
+                                              /*candidates=*/true, configs_});
+  gpb::Struct document;
+  ASSERT_TRUE(gpb::util::JsonStringToMessage(json.out, &document).ok()) << json.out;
+  EXPECT_EQ(document.fields().at("shipped_file").string_value(), configs_ + "/h100.json");
+  EXPECT_EQ(document.fields().at("shipped").struct_value().fields().at("median_us")
+                .number_value(),
+            12.5);
+  EXPECT_TRUE(document.fields().at("best").has_null_value());
+}
+
+// export writes what the daemon serves: the store's entry at each point
+// where it is current, the shipped one elsewhere, and says where each came
+// from on stderr.
+TEST_F(ShippedConfigsCliTest, ExportWritesWhatTheDaemonServesAndSaysWhereFrom) {
+  ConfigsExportOptions options;
+  options.db_path = db_;
+  options.filter = {"h100"};
+  options.configs_dir = configs_;
+  const Result result = Call(RunConfigsExport, options);
+  ASSERT_EQ(result.code, kExitOk) << result.err;
+  const absl::StatusOr<proto::ParsedConfigFile> parsed = proto::ParseConfigFile(result.out);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  // The store's 4 points and the shipped-only rms_norm one.
+  ASSERT_EQ(parsed->valid.size(), 5u);
+  for (const db::BestConfig& row : parsed->valid) {
+    if (row.point.op == "layer_norm" || row.point.op == "rms_norm") {
+      EXPECT_EQ(row.median_us, 12.5) << row.point.op;  // the shipped entries
+      EXPECT_EQ(row.env.kernel_version, kernels::kKernelLibraryVersion);
+    } else {
+      EXPECT_NE(row.median_us, 12.5) << row.point.op;  // the store's
+    }
+  }
+  EXPECT_EQ(result.err, "exported 5 tuned configs of NVIDIA H100 80GB HBM3 (cc 9.0, 132 SMs, "
+                        "79.6 GiB): 3 from the store " + db_ + ", 2 from the shipped file " +
+                        configs_ + "/h100.json (at each point the entry the daemon serves: the "
+                        "store's, else the shipped one)\n");
+  // A SKU only the shipped files know exports from them alone.
+  options.filter = {"h200"};
+  const Result h200 = Call(RunConfigsExport, options);
+  ASSERT_EQ(h200.code, kExitOk) << h200.err;
+  EXPECT_EQ(proto::ParseConfigFile(h200.out)->valid.size(), 1u);
+  EXPECT_THAT(h200.err, HasSubstr(": 1 from the shipped file " + configs_ + "/h200.json\n"));
 }
 
 TEST_F(ShippedConfigsCliTest, ABadShippedFileIsNamedAndTheOthersStillServe) {
