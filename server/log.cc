@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "google/protobuf/stubs/logging.h"
 #include "grpc/support/log.h"
 
 namespace kt::server {
@@ -43,20 +44,73 @@ void Log(LogLevel level, absl::string_view message) {
   }
 }
 
+bool LogLimiter::Log(LogLevel level, absl::string_view message, absl::Time now) {
+  std::string summary;
+  {
+    absl::MutexLock lock(&mu_);
+    if (now - window_start_ >= window_) {
+      if (suppressed_ > 0) {
+        const double seconds = absl::ToDoubleSeconds(now - window_start_);
+        summary = absl::StrFormat("%d more like this in the last %.0f s", suppressed_, seconds);
+      }
+      window_start_ = now;
+      written_ = 0;
+      suppressed_ = 0;
+    }
+    if (written_ >= lines_) {
+      ++suppressed_;
+      return false;
+    }
+    ++written_;
+  }
+  if (!summary.empty()) kt::server::Log(level, summary);
+  kt::server::Log(level, message);
+  return true;
+}
+
 namespace {
+
+// Library lines: a few per window from each library.
+LogLimiter& GrpcLines() {
+  static LogLimiter* limiter = new LogLimiter();
+  return *limiter;
+}
+LogLimiter& ProtobufLines() {
+  static LogLimiter* limiter = new LogLimiter();
+  return *limiter;
+}
+
+thread_local int quiet_protobuf = 0;
+
+// Libraries name their source files by the path they were built from.
+absl::string_view BaseName(const char* file) {
+  absl::string_view name = file != nullptr ? file : "?";
+  return name.substr(name.rfind('/') + 1);
+}
 
 void LogFromGrpc(gpr_log_func_args* args) {
   const LogLevel level = args->severity == GPR_LOG_SEVERITY_ERROR ? LogLevel::kError
                                                                   : LogLevel::kInfo;
-  // gRPC names its source files by the path they were built from.
-  absl::string_view file = args->file != nullptr ? args->file : "?";
-  file = file.substr(file.rfind('/') + 1);
-  Log(level, absl::StrCat("grpc: ", file, ":", args->line, ": ",
-                          args->message != nullptr ? args->message : ""));
+  GrpcLines().Log(level, absl::StrCat("grpc: ", BaseName(args->file), ":", args->line, ": ",
+                                      args->message != nullptr ? args->message : ""));
+}
+
+void LogFromProtobuf(google::protobuf::LogLevel severity, const char* file, int line,
+                     const std::string& message) {
+  if (quiet_protobuf > 0) return;
+  LogLevel level = LogLevel::kInfo;
+  if (severity == google::protobuf::LOGLEVEL_WARNING) level = LogLevel::kWarning;
+  if (severity >= google::protobuf::LOGLEVEL_ERROR) level = LogLevel::kError;
+  ProtobufLines().Log(level, absl::StrCat("protobuf: ", BaseName(file), ":", line, ": ", message));
 }
 
 }  // namespace
 
 void RouteGrpcLogging() { gpr_set_log_function(&LogFromGrpc); }
+
+void RouteProtobufLogging() { google::protobuf::SetLogHandler(&LogFromProtobuf); }
+
+QuietProtobufLog::QuietProtobufLog() { ++quiet_protobuf; }
+QuietProtobufLog::~QuietProtobufLog() { --quiet_protobuf; }
 
 }  // namespace kt::server

@@ -15,8 +15,10 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "proto/parse_failure.h"
 #include "server/buffer_registry.h"
 #include "server/client_memory.h"
+#include "server/log.h"
 
 namespace kt::server {
 namespace {
@@ -216,13 +218,17 @@ std::vector<RunQueue::Taken> RunQueue::Take(int max) {
       out.request = last_request_;
     } else {
       auto request = std::make_shared<pb::RunRequest>();
+      QuietProtobufLog quiet;  // the completion and the request log say it
       if (request->ParseFromArray(descriptor.data(), static_cast<int>(descriptor.size()))) {
         last_descriptor_.assign(descriptor.data(), descriptor.size());
         last_request_ = request;
         out.request = std::move(request);
       } else {
-        out.request = absl::InvalidArgumentError(absl::StrCat(
-            "descriptor of ", slot_header.length, " bytes does not hold a kerntune.v1.RunRequest"));
+        // Which field, when a string is not UTF-8.
+        const absl::Status why = proto::DescribeParseFailure(*pb::RunRequest::descriptor(),
+                                                             descriptor);
+        out.request = absl::InvalidArgumentError(
+            absl::StrCat("descriptor of ", slot_header.length, " bytes: ", why.message()));
       }
     }
   }

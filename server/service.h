@@ -43,6 +43,7 @@
 #include "server/peer_credentials.h"
 #include "server/queue_poller.h"
 #include "server/request_log.h"
+#include "server/request_parsing.h"
 #include "server/run_counters.h"
 #include "server/run_queue.h"
 #include "server/stage_clock.h"
@@ -74,6 +75,8 @@ struct ServiceOptions {
   // Where answered Runs and the daemon's state are counted; null = nowhere.
   // Must outlive the service.
   Metrics* metrics = nullptr;
+  // Where `metrics` serves /metrics (host:bound port), for GetStatus.
+  std::string metrics_address;
   // Threads for the calls that may wait long: this many shared, and this
   // many per device for executing large Runs.
   int workers = 8;
@@ -97,8 +100,7 @@ bool RunsOnGrpcThread(const kerntune::v1::RunRequest& request);
 // completion ring, counted with path "queue". A descriptor that repeats the
 // queue's last one reuses its validation, kept by the queue; it is
 // resolved and routed anew.
-class KernTuneService final : public kerntune::v1::KernTune::CallbackService,
-                              public QueuedRunSink {
+class KernTuneService final : public ParsingService, public QueuedRunSink {
  public:
   // `backend` must outlive the service.
   KernTuneService(Backend& backend, ServiceOptions options);
@@ -191,6 +193,11 @@ class KernTuneService final : public kerntune::v1::KernTune::CallbackService,
   RequestLog& request_log() { return request_log_; }
 
  private:
+  // ParsingService: a request that did not parse, refused as any bad one.
+  grpc::Status Unparsed(absl::string_view rpc, absl::string_view peer,
+                        const absl::Status& status) override {
+    return Fail(rpc, peer, status);
+  }
   std::optional<PeerProcess> Caller(absl::string_view peer) const;
   // A failed call: logged (rate-limited, by caller) and converted.
   grpc::Status Fail(absl::string_view rpc, absl::string_view peer, const absl::Status& status);

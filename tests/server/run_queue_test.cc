@@ -229,6 +229,27 @@ TEST(RunQueueTest, ARepeatedDescriptorSharesItsParsedRequest) {
   EXPECT_EQ(*taken[0].request, *taken[2].request);
 }
 
+// issue 43: a descriptor whose string field is not UTF-8 was refused as
+// "does not hold a kerntune.v1.RunRequest", after protobuf wrote a raw
+// line of its own per descriptor. It names the field now.
+TEST(RunQueueTest, ADescriptorWithAStringThatIsNotUtf8NamesTheField) {
+  std::shared_ptr<RunQueue> queue = *RunQueue::Create(Self(), 8);
+  MappedQueue mapped(queue->shm_name(), 8);
+  pb::RunRequest bad_device = SoftmaxOnBuffer("b", 1, 4, 0, 64);
+  bad_device.set_device("\xff\xfe");
+  pb::RunRequest bad_buffer = SoftmaxOnBuffer("b\xc3", 1, 4, 0, 64);
+  mapped.Write(0, 1, bad_device);
+  mapped.Write(1, 2, bad_buffer);
+  mapped.Publish(2);
+  const std::vector<RunQueue::Taken> taken = queue->Take(8);
+  ASSERT_EQ(taken.size(), 2u);
+  EXPECT_EQ(taken[0].request.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(taken[0].request.status().message(), HasSubstr("device is not UTF-8"));
+  EXPECT_EQ(taken[1].request.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(taken[1].request.status().message(),
+              HasSubstr("input.buffer.buffer_id is not UTF-8"));
+}
+
 TEST(RunQueueTest, TakesABatchCopiedOutAndCompletesIt) {
   std::shared_ptr<RunQueue> queue = *RunQueue::Create(Self(), 8);
   MappedQueue mapped(queue->shm_name(), 8);
@@ -903,7 +924,8 @@ std::vector<HostileCase> HostileCases() {
   cases.push_back({"flags set", raw(static_cast<uint32_t>(valid.size()), 4, valid),
                    StatusCode::kInvalidArgument, "flags=4"});
   cases.push_back({"bytes that are no proto", raw(64, 0, std::string(64, '\xff')),
-                   StatusCode::kInvalidArgument, "does not hold a kerntune.v1.RunRequest"});
+                   StatusCode::kInvalidArgument,
+                   "is not a kerntune.v1.RunRequest in protobuf's wire format"});
   cases.push_back({"a torn request (its first half)",
                    raw(static_cast<uint32_t>(valid.size() / 2), 0, valid),
                    StatusCode::kInvalidArgument, ""});
