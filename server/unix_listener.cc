@@ -8,6 +8,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -23,7 +24,49 @@ absl::Status SocketError(absl::string_view what, const std::string& path) {
   return absl::UnavailableError(absl::StrCat(what, " unix:", path, ": ", std::strerror(errno)));
 }
 
+// Refused connections and accept failures come once per client attempt:
+// a few lines per window, the rest counted.
+LogLimiter& RefusalLines() {
+  static LogLimiter* limiter = new LogLimiter(5, absl::Seconds(10));
+  return *limiter;
+}
+
+// How long the loop waits after an accept failure it cannot drain.
+constexpr int kAcceptBackoffMs = 100;
+
 }  // namespace
+
+int ConnectionCounts::Prune(pid_t pid) {
+  auto it = by_pid_.find(pid);
+  if (it == by_pid_.end()) return 0;
+  std::vector<Connection>& open = it->second;
+  open.erase(std::remove_if(open.begin(), open.end(),
+                            [](const Connection& c) {
+                              struct stat info {};
+                              return fstat(c.fd, &info) != 0 || info.st_dev != c.device ||
+                                     info.st_ino != c.inode;
+                            }),
+             open.end());
+  const int count = static_cast<int>(open.size());
+  if (count == 0) by_pid_.erase(it);
+  return count;
+}
+
+int ConnectionCounts::Open(pid_t pid) { return Prune(pid); }
+
+bool ConnectionCounts::Admit(pid_t pid, int fd) {
+  // Now and then, forget the processes whose connections all ended.
+  if (++admitted_ % 256 == 0) {
+    std::vector<pid_t> pids;
+    for (const auto& [known, unused] : by_pid_) pids.push_back(known);
+    for (pid_t known : pids) Prune(known);
+  }
+  if (Prune(pid) >= max_per_process_) return false;
+  struct stat info {};
+  if (fstat(fd, &info) != 0) return true;  // not countable; gRPC will see it fail
+  by_pid_[pid].push_back({fd, info.st_dev, info.st_ino});
+  return true;
+}
 
 absl::StatusOr<std::unique_ptr<UnixListener>> UnixListener::Listen(const std::string& path) {
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -57,14 +100,17 @@ absl::StatusOr<std::unique_ptr<UnixListener>> UnixListener::Listen(const std::st
     close(fd);
     return error;
   }
-  return std::unique_ptr<UnixListener>(
+  auto listener = std::unique_ptr<UnixListener>(
       new UnixListener(fd, wake[0], wake[1], MemoryAccessPolicy(geteuid(), info.st_gid)));
+  listener->spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  return listener;
 }
 
 UnixListener::~UnixListener() {
   Stop();
   close(wake_read_);
   close(wake_write_);
+  if (spare_fd_ >= 0) close(spare_fd_);
 }
 
 void UnixListener::Start(grpc::Server* server, PeerTable* peers) {
@@ -107,15 +153,20 @@ void UnixListener::AcceptLoop(grpc::Server* server, PeerTable* peers) {
     if (fds[1].revents != 0) return;  // Stop()
     const int connection = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (connection < 0) {
-      if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
-        LogError(absl::StrCat("accept: ", std::strerror(errno)));
-        // Out of descriptors, say: back off instead of spinning.
-        if (errno == EMFILE || errno == ENFILE) usleep(100 * 1000);
-      }
+      if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) AcceptFailed(errno);
       continue;
     }
     absl::StatusOr<PeerProcess> peer = IdentifyPeer(connection);
     if (peer.ok()) {
+      if (!connections_.Admit(peer->pid, connection)) {
+        RefusalLines().Log(
+            LogLevel::kWarning,
+            absl::StrCat("refused a connection from ", peer->Describe(), ": it holds ",
+                         kMaxConnectionsPerProcess,
+                         " already, the most one process may (close idle channels)"));
+        close(connection);
+        continue;
+      }
       peers->Set(connection, *peer);
     } else {
       // Still served (inline tensors need no identity); forget whoever
@@ -126,6 +177,32 @@ void UnixListener::AcceptLoop(grpc::Server* server, PeerTable* peers) {
     }
     grpc::AddInsecureChannelFromFd(server, connection);  // gRPC owns it now
   }
+}
+
+void UnixListener::AcceptFailed(int error) {
+  const bool out_of_descriptors = error == EMFILE || error == ENFILE;
+  bool drained = false;
+  if (out_of_descriptors && spare_fd_ >= 0) {
+    // Give up the spare, take the waiting connection and close it: its
+    // client is refused now rather than left to time out, and poll stops
+    // reporting it. Then take the spare back.
+    close(spare_fd_);
+    const int connection = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (connection >= 0) {
+      close(connection);
+      drained = true;
+    }
+    spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  }
+  RefusalLines().Log(
+      LogLevel::kError,
+      absl::StrCat("accept on the Unix socket: ", std::strerror(error),
+                   out_of_descriptors
+                       ? drained ? "; refused a connection (the daemon is out of descriptors: "
+                                   "see its open connections, LimitNOFILE)"
+                                 : "; the daemon is out of descriptors (LimitNOFILE)"
+                       : ""));
+  if (!drained) usleep(kAcceptBackoffMs * 1000);  // do not spin on it
 }
 
 }  // namespace kt::server

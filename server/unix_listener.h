@@ -3,13 +3,22 @@
 // does not expose them) and recorded in a PeerTable, then the connection is
 // handed to the gRPC server, which names its peer "fd:<n>". Each caller's
 // right to pass memory references is decided there too (memory_access.h).
+// A process may hold kMaxConnectionsPerProcess connections at once: 400
+// idle ones from one process once took every descriptor the daemon had and
+// locked every other client out (issue 43).
 #ifndef KERNTUNE_SERVER_UNIX_LISTENER_H_
 #define KERNTUNE_SERVER_UNIX_LISTENER_H_
 
+#include <sys/types.h>
+
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
 
 #include "absl/status/statusor.h"
 #include "grpcpp/grpcpp.h"
@@ -17,6 +26,36 @@
 #include "server/peer_credentials.h"
 
 namespace kt::server {
+
+// A client keeps one or a few channels; 64 leaves room for a pool of them.
+inline constexpr int kMaxConnectionsPerProcess = 64;
+
+// The connections each process holds open, for the per-process limit. The
+// listener hands each connection to gRPC, which closes it unseen, so a
+// connection counts while its descriptor is open and still the socket it
+// was (same inode): a descriptor number reused by another file is not it.
+class ConnectionCounts {
+ public:
+  explicit ConnectionCounts(int max_per_process) : max_per_process_(max_per_process) {}
+  // Counts `fd` for `pid` unless the process already holds the maximum
+  // (then false: refuse it).
+  bool Admit(pid_t pid, int fd);
+  // The connections `pid` holds open now.
+  int Open(pid_t pid);
+
+ private:
+  struct Connection {
+    int fd;
+    dev_t device;
+    ino_t inode;
+  };
+  // Drops `pid`'s closed connections; erases the entry when none is left.
+  int Prune(pid_t pid);
+
+  const int max_per_process_;
+  absl::flat_hash_map<pid_t, std::vector<Connection>> by_pid_;
+  uint64_t admitted_ = 0;
+};
 
 class UnixListener {
  public:
@@ -44,6 +83,10 @@ class UnixListener {
         wake_write_(wake_write),
         memory_access_(std::move(memory_access)) {}
   void AcceptLoop(grpc::Server* server, PeerTable* peers);
+  // accept4 failed with `error`: out of descriptors, say. Drains the
+  // connection waiting (refused, with the spare descriptor) or backs off,
+  // so that the loop does not spin on it.
+  void AcceptFailed(int error);
   // Who is calling on `connection`, and whether it may pass memory.
   absl::StatusOr<PeerProcess> IdentifyPeer(int connection) const;
 
@@ -51,6 +94,11 @@ class UnixListener {
   int wake_read_;
   int wake_write_;
   const MemoryAccessPolicy memory_access_;
+  // Held open to be given up when the daemon is out of descriptors, so that
+  // the connection waiting can be accepted and closed at once: its client
+  // learns at once, and poll stops reporting it.
+  int spare_fd_ = -1;
+  ConnectionCounts connections_{kMaxConnectionsPerProcess};
   std::thread thread_;
 };
 

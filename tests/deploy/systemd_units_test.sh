@@ -6,6 +6,7 @@
 #    unknown or misspelt directive, warning only, so any output fails;
 #  - the exposure of each unit (`systemd-analyze security --offline`) stays
 #    at or below what deploy/systemd/README.md states;
+#  - kerntuned.service sets LimitNOFILE (at least 16384);
 #  - systemd-sysusers makes the kerntune user and group from the file;
 #  - and the checks fail where they must: a unit whose program is missing,
 #    and one with an unknown directive.
@@ -51,6 +52,14 @@ for unit in "${!ceiling[@]}"; do
     fail "$unit is more exposed than ${ceiling[$unit]}/10: $level"
   fi
 done
+
+# The daemon's descriptor limit: room for many clients' connections.
+nofile=$(sed -n 's/^LimitNOFILE=//p' "$units/kerntuned.service")
+if [[ "$nofile" =~ ^[0-9]+$ ]] && [ "$nofile" -ge 16384 ]; then
+  echo "ok: kerntuned.service sets LimitNOFILE=$nofile"
+else
+  fail "kerntuned.service sets no LimitNOFILE of at least 16384 (got '${nofile}')"
+fi
 
 mkdir -p "$root/sysusers/etc"
 systemd-sysusers --root="$root/sysusers" "$units/kerntune.sysusers" > /dev/null 2>&1 ||
