@@ -124,6 +124,9 @@ void WriteText(const std::string& target, const pb::GetStatusResponse& s, std::o
   lines.push_back({"inline", absl::StrCat("tensors up to ", HumanBytes(s.max_request_bytes()),
                                           " (--max_request_bytes); larger ones in registered "
                                           "memory")});
+  lines.push_back({"metrics", s.metrics_address().empty()
+                                  ? std::string("not served")
+                                  : absl::StrCat("http://", s.metrics_address(), "/metrics")});
   // What it has served.
   const pb::DaemonStats& stats = s.stats();
   lines.push_back(
@@ -196,6 +199,7 @@ void WriteJson(const std::string& target, const pb::GetStatusResponse& s, std::o
       {"default_buffer_ttl_seconds", absl::StrCat(s.default_buffer_ttl_seconds())},
       {"max_request_bytes", absl::StrCat(s.max_request_bytes())},
       {"cuda_ipc_supported", s.cuda_ipc_supported() ? "true" : "false"},
+      {"metrics_address", JsonQuote(s.metrics_address())},
       {"idle_tuning",
        absl::StrCat("{\"enabled\": ", s.idle_tuning().enabled() ? "true" : "false",
                     ", \"tuning\": ", JsonQuote(s.idle_tuning().tuning()),

@@ -162,7 +162,7 @@ int main(int argc, char** argv) {
   const absl::Status status = kt::server::RunServer(options);
   if (!status.ok()) {
     kt::server::LogError(status.ToString());
-    return 1;
+    return kt::server::IsUsageError(status) ? 2 : 1;  // a flag value it could not use: 2
   }
   // Everything the daemon owns is closed by now. Skip the static
   // destructors and the CUDA runtime's exit-time teardown, which was seen to

@@ -1,7 +1,13 @@
 // kerntuned's Prometheus metrics (see metrics.h).
 #include "server/metrics.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <exception>
 #include <utility>
 
@@ -23,6 +29,43 @@ const prometheus::Histogram::BucketBoundaries& TimeBuckets() {
     return made;
   }();
   return *buckets;
+}
+
+// "127.0.0.1:9464" -> {"127.0.0.1", "9464"}; "[::1]:9464" -> {"::1", ...};
+// "9464" -> {"", "9464"} (civetweb: every interface).
+std::pair<std::string, std::string> SplitAddress(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return {"", address};
+  std::string host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return {host, address.substr(colon + 1)};
+}
+
+// Why nothing can listen on `address`, as bind(2) says it (civetweb's
+// exception only says that it could not): 0 when bind succeeds or the
+// address does not resolve.
+int BindError(const std::string& address) {
+  const auto [host, port] = SplitAddress(address);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &found) != 0) {
+    return 0;
+  }
+  int error = 0;
+  const int fd = socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC, 0);
+  if (fd >= 0) {
+    const int on = 1;  // as civetweb: a port left in TIME_WAIT is free
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+    if (bind(fd, found->ai_addr, found->ai_addrlen) != 0) error = errno;
+    close(fd);
+  }
+  freeaddrinfo(found);
+  return error;
 }
 
 uint64_t NextInstance() {
@@ -98,10 +141,23 @@ absl::Status Metrics::Serve(const std::string& address) {
   try {
     exposer_ = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/1);
   } catch (const std::exception& error) {
-    return absl::UnavailableError(
-        absl::StrCat("--metrics_address=", address, ": cannot listen: ", error.what()));
+    const int bind_error = BindError(address);
+    const std::string why =
+        bind_error == EADDRINUSE ? "the port is in use (another kerntuned's metrics?)"
+        : bind_error != 0        ? std::strerror(bind_error)
+                                 : absl::StrCat("cannot listen: ", error.what());
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--metrics_address=", address, ": ", why,
+        "; give another HOST:PORT (port 0 picks a free one), or --metrics_address= to serve "
+        "no metrics"));
   }
   exposer_->RegisterCollectable(registry_);
+  const std::vector<int> ports = exposer_->GetListeningPorts();
+  const std::string host = SplitAddress(address).first;
+  const std::string shown_host = host.find(':') != std::string::npos ? absl::StrCat("[", host, "]")
+                                 : host.empty()                      ? "0.0.0.0"
+                                                                     : host;
+  address_ = ports.empty() ? address : absl::StrCat(shown_host, ":", ports.front());
   return absl::OkStatus();
 }
 

@@ -62,9 +62,12 @@ class Metrics {
   Metrics(const Metrics&) = delete;
   Metrics& operator=(const Metrics&) = delete;
 
-  // Serves /metrics on `address` ("host:port"). Unavailable when it cannot
-  // listen there.
+  // Serves /metrics on `address` ("host:port"; port 0: one the system
+  // picks). InvalidArgument naming --metrics_address when it cannot listen
+  // there: why (the port in use, say) and the ways out.
   absl::Status Serve(const std::string& address);
+  // Where Serve listens, with the port it bound ("127.0.0.1:40123").
+  const std::string& address() const { return address_; }
 
   // A Run answered with `code`; `handler_seconds` from its handler's start;
   // `kernel_seconds` when its kernel was timed (< 0: not).
@@ -109,6 +112,7 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& owners_;
   prometheus::Family<prometheus::Gauge>& config_entries_;
   std::unique_ptr<prometheus::Exposer> exposer_;
+  std::string address_;
 };
 
 }  // namespace kt::server

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -18,6 +19,7 @@
 #include <memory>
 #include <thread>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
@@ -36,6 +38,7 @@
 #include "server/gpu_backend.h"
 #include "server/idle_tuner.h"
 #include "server/log.h"
+#include "server/memory_trim.h"
 #include "server/service.h"
 #include "server/unix_listener.h"
 #include "tuner/backend.h"
@@ -257,11 +260,46 @@ void UpdateDeviceHealth(const Backend& backend, grpc::HealthCheckServiceInterfac
 }
 
 int MessageLimit(int64_t max_request_bytes) {
-  // Input plus LayerNorm's gamma and beta, plus room for the envelope.
+  // The most one legal Run carries inline: its input plus LayerNorm's gamma
+  // and beta, each up to --max_request_bytes (one row of that size), plus
+  // room for the envelope. Refused only once received whole: gRPC checks
+  // the size of a message it holds; the quota below bounds how many.
   const int64_t limit = max_request_bytes <= (INT_MAX - (1 << 20)) / 3
                             ? 3 * max_request_bytes + (1 << 20)
                             : INT_MAX;
   return static_cast<int>(limit);
+}
+
+// The memory gRPC may hold in received messages at once, over every
+// connection: one largest request and as much again. Without it each
+// concurrent call received its message whole before any was refused: four
+// of 760 MiB took the daemon to 3.14 GB (issue 43). Past it gRPC stops
+// reading (flow control) and, under pressure, ends the connections with
+// the most in flight.
+size_t ReceiveQuota(int64_t max_request_bytes) {
+  return 2 * static_cast<size_t>(MessageLimit(max_request_bytes));
+}
+
+// A usage error: RunServer's caller exits 2 on it (IsUsageError).
+constexpr char kUsageErrorUrl[] = "kerntune.dev/usage-error";
+
+absl::Status UsageError(absl::Status status) {
+  status.SetPayload(kUsageErrorUrl, absl::Cord("1"));
+  return status;
+}
+
+// Descriptors: raised to the hard limit, which is what the operator (or
+// systemd's LimitNOFILE) allows; the soft limit is often 1024, fewer than
+// kMaxConnectionsPerProcess x a few clients.
+void RaiseDescriptorLimit() {
+  struct rlimit limit {};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  const rlim_t was = limit.rlim_cur;
+  limit.rlim_cur = limit.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    LogWarning(absl::StrCat("cannot raise the descriptor limit from ", was, " to ",
+                            limit.rlim_max, ": ", std::strerror(errno)));
+  }
 }
 
 // The gRPC server: TCP when asked, with `tcp_credentials` (the Unix socket
@@ -278,6 +316,9 @@ std::unique_ptr<grpc::Server> BuildGrpcServer(
   if (!tcp.empty()) builder.AddListeningPort(tcp, tcp_credentials, &tcp_port);
   builder.SetMaxReceiveMessageSize(MessageLimit(options.limits.max_request_bytes));
   builder.SetMaxSendMessageSize(MessageLimit(options.limits.max_request_bytes));
+  grpc::ResourceQuota quota("kerntuned");
+  quota.Resize(ReceiveQuota(options.limits.max_request_bytes));
+  builder.SetResourceQuota(quota);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTimeMs);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
   builder.SetSyncServerOption(grpc::ServerBuilder::MIN_POLLERS, kGrpcMinPollers);
@@ -404,11 +445,21 @@ absl::Status ValidateOptions(const Options& options) {
   return ValidateTcpSecurity(options.listen.tcp_address, options.listen.tcp_security);
 }
 
+bool IsUsageError(const absl::Status& status) {
+  return status.GetPayload(kUsageErrorUrl).has_value();
+}
+
 absl::Status RunServer(const Options& options) {
   if (absl::Status s = InstallSignalHandlers(); !s.ok()) return s;
+  RouteProtobufLogging();
+  RaiseDescriptorLimit();
   if (absl::Status s = PrepareSocketPath(options.listen.socket_path); !s.ok()) return s;
   absl::StatusOr<Backends> backends = MakeBackend(options);
-  if (!backends.ok()) return backends.status();
+  if (!backends.ok()) {
+    return backends.status().code() == absl::StatusCode::kInvalidArgument
+               ? UsageError(backends.status())  // --devices
+               : backends.status();
+  }
   Backend& backend = *backends->backend;
   std::unique_ptr<IdleTuner> idle_tuner;
   if (options.tuning.tune_idle) {
@@ -435,8 +486,9 @@ absl::Status RunServer(const Options& options) {
     metrics = std::make_unique<Metrics>(KT_PROJECT_VERSION, kernels::kKernelLibraryVersion);
     if (absl::Status s = metrics->Serve(options.listen.metrics_address); s.ok()) {
       service_options.metrics = metrics.get();
+      service_options.metrics_address = metrics->address();
     } else if (options.listen.metrics_address_given) {
-      return s;
+      return UsageError(s);
     } else {
       LogWarning(absl::StrCat("no metrics: ", s.message()));
       metrics.reset();
@@ -445,7 +497,8 @@ absl::Status RunServer(const Options& options) {
   KernTuneService service(backend, std::move(service_options));
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> tcp_credentials =
       MakeTcpCredentials(options.listen.tcp_security, service.request_log());
-  if (!tcp_credentials.ok()) return tcp_credentials.status();
+  // Each names the flag and the file it gave.
+  if (!tcp_credentials.ok()) return UsageError(tcp_credentials.status());
 
   // The Unix socket is accepted by the daemon (peer credentials), TCP by gRPC.
   absl::StatusOr<std::unique_ptr<UnixListener>> listener =
@@ -454,11 +507,12 @@ absl::Status RunServer(const Options& options) {
   std::unique_ptr<grpc::Server> server = BuildGrpcServer(options, service, *tcp_credentials);
   if (server == nullptr) {
     unlink(options.listen.socket_path.c_str());
-    return absl::UnavailableError(absl::StrCat(
+    return UsageError(absl::UnavailableError(absl::StrCat(
         "cannot listen on --tcp=", options.listen.tcp_address,
+        " (is the port in use? pick another)",
         options.listen.tcp_security.tls()
             ? " (or gRPC refused the TLS files: does --tls_key belong to --tls_cert?)"
-            : ""));
+            : "")));
   }
   if (const std::optional<std::string> warning = TcpSecurityWarning(
           options.listen.tcp_address, options.listen.tcp_security)) {
@@ -471,6 +525,7 @@ absl::Status RunServer(const Options& options) {
   std::thread housekeeper([&] {
     while (!stop_housekeeping.WaitForNotificationWithTimeout(absl::Seconds(1))) {
       service.Housekeep(absl::Now());
+      TrimAfterLargeMessages();
       UpdateDeviceHealth(backend, *server->GetHealthCheckService());
     }
   });
@@ -479,7 +534,7 @@ absl::Status RunServer(const Options& options) {
   health->SetServingStatus(kServiceName, true);
   UpdateDeviceHealth(backend, *health);
   LogServing(options, backend, backends->reason,
-             metrics ? absl::StrCat("http://", options.listen.metrics_address, "/metrics") : "",
+             metrics ? absl::StrCat("http://", metrics->address(), "/metrics") : "",
              (*listener)->memory_access());
   if (idle_tuner != nullptr) {
     idle_tuner->Start();

@@ -88,6 +88,11 @@ std::string DefaultSocketPath();
 // not a socket.
 absl::Status PrepareSocketPath(const std::string& path);
 
+// Whether RunServer's error is a flag value it could not use (an unknown
+// --devices entry, unusable TLS files, a --tcp or --metrics_address port
+// in use): a usage error, exit 2 as for ValidateOptions.
+bool IsUsageError(const absl::Status& status);
+
 // Serves until SIGTERM or SIGINT, then refuses new calls, lets requests in
 // flight finish (up to kShutdownGrace), removes the socket and returns OK.
 // Installs process-wide SIGTERM/SIGINT handlers (a self-pipe). `options`
