@@ -135,6 +135,8 @@ TEST_F(KerntuneDaemonVerbsTest, StatusAsTextAndJson) {
         "memory\n",
         "buffers    0 registered, 0 B, owned by 0 processes",
         "cuda ipc   not supported by this backend\n",
+        // issue 43: where /metrics is (the bound port), or that it is off.
+        "metrics    ",
         "runs       0 answered, 0 of them before the GPU finished\n", "uptime     "}) {
     EXPECT_THAT(text.out, HasSubstr(line));
   }
@@ -153,7 +155,8 @@ TEST_F(KerntuneDaemonVerbsTest, StatusAsTextAndJson) {
                           "database_data_version", "database_problem", "registered_buffers", "registered_bytes",
                           "buffer_owners", "open_ipc_mappings", "default_buffer_ttl_seconds",
                           "uptime_seconds", "shipped_entries", "shipped_config_files",
-                          "stale_entries_skipped", "handler_us", "max_request_bytes"}) {
+                          "stale_entries_skipped", "handler_us", "max_request_bytes",
+                          "metrics_address"}) {
     EXPECT_TRUE(f.contains(key)) << key;
   }
   EXPECT_EQ(f.at("max_request_bytes").number_value(), 256 << 20);
