@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/host_dtype.h"
+#include "kernels/parallel.h"
 
 namespace kt::kernels {
 
@@ -142,15 +143,12 @@ absl::Status RunReference(Op op, DType dtype, Shape shape, const RowOpArgs& args
     run_rows(row_begin, row_end);
     return absl::OkStatus();
   }
-  std::vector<std::thread> workers;
   const int64_t chunk = (rows + threads - 1) / threads;
-  for (int t = 0; t < threads; ++t) {
+  RunOnThreads(threads, [&](int t) {
     const int64_t first = row_begin + t * chunk;
     const int64_t last = std::min(row_end, first + chunk);
-    if (first >= last) break;
-    workers.emplace_back(run_rows, first, last);
-  }
-  for (std::thread& w : workers) w.join();
+    if (first < last) run_rows(first, last);
+  });
   return absl::OkStatus();
 }
 

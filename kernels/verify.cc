@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "kernels/host_dtype.h"
+#include "kernels/parallel.h"
 #include "kernels/reference.h"
 
 namespace kt::kernels {
@@ -38,13 +39,9 @@ void ParallelChunks(int64_t n, int64_t chunk, int threads, Fn fn) {
   const int64_t chunks = (n + chunk - 1) / chunk;
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   threads = static_cast<int>(std::min<int64_t>(threads, std::max<int64_t>(chunks, 1)));
-  std::vector<std::thread> workers;
-  for (int t = 0; t < threads; ++t) {
-    workers.emplace_back([&, t] {
-      for (int64_t c = t; c < chunks; c += threads) fn(c * chunk, std::min(n, (c + 1) * chunk));
-    });
-  }
-  for (std::thread& w : workers) w.join();
+  RunOnThreads(threads, [&](int t) {
+    for (int64_t c = t; c < chunks; c += threads) fn(c * chunk, std::min(n, (c + 1) * chunk));
+  });
 }
 
 // Normal values for elements [first, last) of a buffer, from a generator

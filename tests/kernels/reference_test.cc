@@ -2,6 +2,8 @@
 // dtype wrapper (the CPU backend) against the per-row function.
 #include "kernels/reference.h"
 
+#include <sys/wait.h>
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -10,6 +12,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/host_dtype.h"
+#include "tests/testing/without_threads.h"
 
 namespace kt::kernels {
 namespace {
@@ -291,6 +294,34 @@ TEST(ReferenceTest, StorageWrapperMatchesRowFunctionOnEveryThreadCount) {
       }
     }
   }
+}
+
+// A daemon that ran out of memory maps aborted on the next CPU Run above
+// 64Ki elements: the reference's std::thread threw and nothing caught it.
+// Now the rows the threads would have taken run on the caller.
+TEST(ReferenceTest, StorageWrapperRunsOnTheCallerWhenNoThreadStarts) {
+  if (!testing::kCanStarveThreads) GTEST_SKIP() << "sanitizer build";
+  const Shape shape{64, 4096};  // 4 threads' worth at 64Ki elements each
+  std::vector<float> x(shape.elements());
+  for (int64_t i = 0; i < shape.elements(); ++i) x[i] = std::sin(0.01 * static_cast<double>(i));
+  std::vector<float> want(shape.elements()), got(shape.elements(), -1.0f);
+  RowOpArgs args;
+  args.x = x.data();
+  args.y = want.data();
+  ASSERT_TRUE(
+      RunReference(Op::kSoftmax, DType::kFloat32, shape, args, 0, shape.rows, DType::kFloat32, 1)
+          .ok());
+  args.y = got.data();
+  const int status = testing::WaitStatusWithoutThreads([&] {
+    if (!RunReference(Op::kSoftmax, DType::kFloat32, shape, args, 0, shape.rows,
+                      DType::kFloat32, 8)
+             .ok()) {
+      return 1;
+    }
+    return got == want ? 0 : 2;
+  });
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died of signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: an error status; 2: wrong values";
 }
 
 TEST(ReferenceTest, StorageWrapperRejectsBadArguments) {
