@@ -21,7 +21,10 @@ namespace {
 
 class HostSharedMemory final : public ClientMemory {
  public:
-  HostSharedMemory(char* base, int64_t size) : ClientMemory(base, size, MemorySpace::kHost, -1) {}
+  HostSharedMemory(char* base, int64_t size, const struct stat& file)
+      : ClientMemory(base, size, MemorySpace::kHost, -1,
+                     MemoryObject{MemorySpace::kHost, static_cast<uint64_t>(file.st_dev),
+                                  static_cast<uint64_t>(file.st_ino)}) {}
   ~HostSharedMemory() override { munmap(base(), static_cast<size_t>(size())); }
 };
 
@@ -152,7 +155,7 @@ absl::StatusOr<std::shared_ptr<const ClientMemory>> OpenHostSharedMemory(std::st
     return absl::InternalError(absl::StrCat("mmap ", name, ": ", std::strerror(error)));
   }
   return std::make_shared<const HostSharedMemory>(static_cast<char*>(base),
-                                                  static_cast<int64_t>(info.st_size));
+                                                  static_cast<int64_t>(info.st_size), info);
 }
 
 }  // namespace kt::server

@@ -19,6 +19,22 @@ namespace kt::server {
 
 enum class MemorySpace { kHost, kDevice };
 
+// Which memory a mapping shows, whatever mapping the daemon reaches it
+// through: a client can have the same shared-memory object mapped twice (two
+// registrations), at two addresses. File 0/0 is the daemon's own address
+// space, where an address names the memory (heap blocks, and CUDA
+// allocations, which the IPC cache maps once each in the unified address
+// space).
+struct MemoryObject {
+  MemorySpace space = MemorySpace::kHost;
+  uint64_t file_device = 0;  // st_dev of a shared-memory object
+  uint64_t file_inode = 0;   // st_ino
+
+  friend bool operator==(const MemoryObject& a, const MemoryObject& b) {
+    return a.space == b.space && a.file_device == b.file_device && a.file_inode == b.file_inode;
+  }
+};
+
 class ClientMemory {
  public:
   virtual ~ClientMemory() = default;
@@ -28,16 +44,32 @@ class ClientMemory {
   int64_t size() const { return size_; }
   MemorySpace space() const { return space_; }
   int device() const { return device_; }  // CUDA ordinal; -1 for host memory
+  // The memory this mapping shows, and where base() is in it: two views
+  // overlap when their objects are equal and their ranges, counted from
+  // object_offset(), meet.
+  const MemoryObject& object() const { return object_; }
+  uint64_t object_offset() const { return object_offset_; }
 
  protected:
+  // Memory named by its address in the daemon's address space.
   ClientMemory(char* base, int64_t size, MemorySpace space, int device)
-      : base_(base), size_(size), space_(space), device_(device) {}
+      : base_(base),
+        size_(size),
+        space_(space),
+        device_(device),
+        object_{space, 0, 0},
+        object_offset_(reinterpret_cast<uintptr_t>(base)) {}
+  // All of the file `object` mapped from its start.
+  ClientMemory(char* base, int64_t size, MemorySpace space, int device, MemoryObject object)
+      : base_(base), size_(size), space_(space), device_(device), object_(object) {}
 
  private:
   char* const base_;
   const int64_t size_;
   const MemorySpace space_;
   const int device_;
+  const MemoryObject object_;
+  const uint64_t object_offset_ = 0;
 };
 
 // Opens the POSIX shared-memory object `name` ("/x" or "x"; no other "/")

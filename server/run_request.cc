@@ -134,13 +134,29 @@ absl::Status Resolve(const Ref& ref, absl::string_view field, TensorResolver& re
   view.where = opened->memory->space() == MemorySpace::kDevice ? TensorView::Where::kDevice
                                                                 : TensorView::Where::kClientHost;
   view.data = opened->memory->base() + offset;
+  view.memory = opened->memory.get();
   run.memory.push_back(std::move(opened->memory));
   return absl::OkStatus();
 }
 
+// Where a view in client memory starts in its memory object: two
+// registrations of one shared-memory object are two mappings at two
+// addresses, and their views are compared by these.
+uint64_t ObjectOffset(const TensorView& view) {
+  return view.memory->object_offset() + static_cast<uint64_t>(view.data - view.memory->base());
+}
+
+bool SameMemory(const TensorView& a, const TensorView& b) {
+  return a.in_client_memory() && b.in_client_memory() &&
+         a.memory->object() == b.memory->object();
+}
+
 bool Overlap(const TensorView& a, const TensorView& b) {
-  return a.in_client_memory() && b.in_client_memory() && a.data < b.data + b.bytes &&
-         b.data < a.data + a.bytes;
+  if (!SameMemory(a, b)) return false;
+  const uint64_t a_first = ObjectOffset(a);
+  const uint64_t b_first = ObjectOffset(b);
+  return a_first < b_first + static_cast<uint64_t>(b.bytes) &&
+         b_first < a_first + static_cast<uint64_t>(a.bytes);
 }
 
 // Where one operand travels in a RunRequest: the field errors name, and its
@@ -446,7 +462,8 @@ absl::Status ResolveTensorRefs(const pb::RunRequest& request, TensorResolver& re
         continue;
       }
       const bool in_place = written == kernels::Operand::kOutput &&
-                            other == kernels::Operand::kInput && output.data == input.data;
+                            other == kernels::Operand::kInput &&
+                            ObjectOffset(output) == ObjectOffset(input);
       if (in_place) continue;
       return absl::InvalidArgumentError(absl::StrCat(
           FieldOf(request, run.op, written).name, " overlaps ",

@@ -43,6 +43,9 @@ struct TensorView {
   // byte; kInline outputs: null (the backend makes the response's bytes).
   char* data = nullptr;
   int64_t bytes = 0;
+  // kClientHost / kDevice: the mapping `data` points into (RunRequest::memory
+  // holds it), which says what memory it is (the overlap check's business).
+  const ClientMemory* memory = nullptr;
 
   bool present() const { return where != Where::kAbsent; }
   bool in_client_memory() const { return where == Where::kClientHost || where == Where::kDevice; }
@@ -111,8 +114,9 @@ absl::StatusOr<RunRequest> ValidateRunRequest(const kerntune::v1::RunRequest& re
 
 // Stage 2: fills every referenced view of `run` (from `request`, which
 // stage 1 accepted). NotFound for unknown buffers, OutOfRange for a tensor
-// past its allocation, InvalidArgument for overlaps and events without a
-// device tensor.
+// past its allocation, InvalidArgument for overlaps (of the memory, however
+// many registrations or handles reach it) and events without a device
+// tensor.
 absl::Status ResolveTensorRefs(const kerntune::v1::RunRequest& request,
                                TensorResolver& resolver, RunRequest& run);
 

@@ -46,6 +46,20 @@ TEST(ClientMemoryTest, OpensTheCallersObjectWithItsRealSize) {
   }
 }
 
+TEST(ClientMemoryTest, TwoOpensOfOneObjectAreTwoMappingsOfOneMemoryObject) {
+  ShmObject object(8192);
+  ShmObject other(8192);
+  auto first = OpenHostSharedMemory(object.name(), getuid());
+  auto second = OpenHostSharedMemory(object.name(), getuid());
+  auto third = OpenHostSharedMemory(other.name(), getuid());
+  ASSERT_TRUE(first.ok() && second.ok() && third.ok());
+  EXPECT_NE((*first)->base(), (*second)->base());
+  EXPECT_TRUE((*first)->object() == (*second)->object());
+  EXPECT_EQ((*first)->object_offset(), 0u);
+  EXPECT_EQ((*second)->object_offset(), 0u);
+  EXPECT_FALSE((*first)->object() == (*third)->object());
+}
+
 TEST(ClientMemoryTest, RefusesOtherUsersObjectsBadNamesAndEmptyObjects) {
   ShmObject object(64);
   EXPECT_EQ(OpenHostSharedMemory(object.name(), getuid() + 1).status().code(),

@@ -19,10 +19,20 @@ class FakeMemory final : public ClientMemory {
     return std::shared_ptr<const ClientMemory>(new FakeMemory(
         std::move(storage), space, space == MemorySpace::kDevice ? device : -1));
   }
+  // A mapping of all of the shared-memory file `object`: two made with the
+  // same object stand for two mappings of one file, at two addresses.
+  static std::shared_ptr<const ClientMemory> MakeFile(int64_t size, MemoryObject object) {
+    auto storage = std::make_shared<std::vector<char>>(static_cast<size_t>(size));
+    return std::shared_ptr<const ClientMemory>(new FakeMemory(std::move(storage), object));
+  }
 
  private:
   FakeMemory(std::shared_ptr<std::vector<char>> storage, MemorySpace space, int device)
       : ClientMemory(storage->data(), static_cast<int64_t>(storage->size()), space, device),
+        storage_(std::move(storage)) {}
+  FakeMemory(std::shared_ptr<std::vector<char>> storage, MemoryObject object)
+      : ClientMemory(storage->data(), static_cast<int64_t>(storage->size()), object.space, -1,
+                     object),
         storage_(std::move(storage)) {}
   std::shared_ptr<std::vector<char>> storage_;
 };
