@@ -59,6 +59,24 @@ absl::StatusOr<Registration> BufferRegistry::Register(
   registration.last_used = now;
 
   absl::MutexLock lock(&mu_);
+  if (absl::Status s = AdmitsLocked(owner); !s.ok()) return s;
+  by_id_.emplace(registration.id, registration);
+  return registration;
+}
+
+absl::Status BufferRegistry::Admits(const PeerProcess& owner) const {
+  absl::MutexLock lock(&mu_);
+  return AdmitsLocked(owner);
+}
+
+absl::Status BufferRegistry::AdmitsLocked(const PeerProcess& owner) const {
+  if (static_cast<int64_t>(by_id_.size()) >= limits_.max_buffers) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "kerntuned holds ", by_id_.size(), " registered buffers, its limit (--max_buffers=",
+        limits_.max_buffers, ", every process's together, each registration a memory map of "
+        "its own): unregister buffers first, or register an object once and use offsets "
+        "into it"));
+  }
   int owned = 0;
   for (const auto& [id, existing] : by_id_) owned += existing.owner == owner ? 1 : 0;
   if (owned >= limits_.max_buffers_per_owner) {
@@ -66,8 +84,7 @@ absl::StatusOr<Registration> BufferRegistry::Register(
         owner.Describe(), " already has ", owned, " registered buffers, the limit; "
         "unregister some first"));
   }
-  by_id_.emplace(registration.id, registration);
-  return registration;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<BufferRegistry::InUse> BufferRegistry::Use(const PeerProcess& caller,

@@ -44,6 +44,15 @@ struct RegistryLimits {
   absl::Duration max_ttl = absl::Hours(24 * 7);
   // Per owning process; beyond it RegisterBuffer is ResourceExhausted.
   int max_buffers_per_owner = 4096;
+  // Every owner's together (kerntuned --max_buffers), aliases counted: each
+  // registration of host memory is a memory map of its own, even of an
+  // object registered before. The kernel refuses a process's maps past
+  // vm.max_map_count (65530 by default), and the daemon's threads, gRPC,
+  // the CUDA driver and the cached CUDA IPC mappings need maps too: issue
+  // 43's 16 clients x 4096 registrations reached it, mmap then failed, and
+  // so did the next thread the daemon started. Half the default leaves the
+  // daemon the other half.
+  int max_buffers = 32768;
 };
 
 class BufferRegistry {
@@ -61,6 +70,10 @@ class BufferRegistry {
     std::shared_ptr<const ClientMemory> memory;
     int64_t size_bytes = 0;
   };
+  // OK when `owner` may register one more buffer; ResourceExhausted naming
+  // the limit otherwise. Register checks again (others register meanwhile);
+  // asked first, it spares opening memory that would be refused.
+  absl::Status Admits(const PeerProcess& owner) const;
   // The caller's registration `id` for a Run: renews its lease and counts
   // the Run (a Run uses each of its buffers once, whatever its tensors).
   absl::StatusOr<InUse> Use(const PeerProcess& caller, absl::string_view id, absl::Time now);
@@ -95,6 +108,7 @@ class BufferRegistry {
   // TotalsWhere's device for every registration, host memory included.
   static constexpr int kAnyDevice = -2;
   Totals TotalsWhere(int device) const;
+  absl::Status AdmitsLocked(const PeerProcess& owner) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const RegistryLimits limits_;
   mutable absl::Mutex mu_;

@@ -152,7 +152,14 @@ absl::StatusOr<std::shared_ptr<const ClientMemory>> OpenHostSharedMemory(std::st
   const int error = errno;
   close(fd);  // the mapping keeps the object alive
   if (base == MAP_FAILED) {
-    return absl::InternalError(absl::StrCat("mmap ", name, ": ", std::strerror(error)));
+    // ENOMEM: out of address space or of maps (vm.max_map_count), which the
+    // registry's limit is there to prevent; the client may try again later.
+    const std::string what = absl::StrCat("mmap ", name, ": ", std::strerror(error));
+    if (error == ENOMEM) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          what, ": kerntuned has no room for another mapping (vm.max_map_count)"));
+    }
+    return absl::InternalError(what);
   }
   return std::make_shared<const HostSharedMemory>(static_cast<char*>(base),
                                                   static_cast<int64_t>(info.st_size), info);

@@ -37,8 +37,10 @@ absl::Status MayOpenClientMemory(const std::optional<PeerProcess>& caller,
 
 class CudaIpcMemoryCache {
  public:
-  // The backend opens the handles; a mapping unused for `idle` closes.
-  CudaIpcMemoryCache(Backend& backend, absl::Duration idle) : backend_(backend), idle_(idle) {}
+  // The backend opens the handles; a mapping unused for `idle` closes; at
+  // most `max_mappings` are open at once.
+  CudaIpcMemoryCache(Backend& backend, absl::Duration idle, int max_mappings)
+      : backend_(backend), idle_(idle), memory_(static_cast<size_t>(max_mappings)) {}
 
   // The allocation of `handle` on the daemon's device `device_ordinal`,
   // opened on first use. InvalidArgument when the handle's allocation is on

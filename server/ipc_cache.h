@@ -8,6 +8,7 @@
 #define KERNTUNE_SERVER_IPC_CACHE_H_
 
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -18,6 +19,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/peer_credentials.h"
@@ -29,13 +31,25 @@ class IpcCache {
  public:
   using Opener = absl::FunctionRef<absl::StatusOr<std::shared_ptr<Resource>>()>;
 
-  // The resource for `handle`, opening it with `open` on first use.
+  // At most `max_entries` handles open at once: each is a mapping in the
+  // daemon's address space, and a process has a limited number of those.
+  explicit IpcCache(size_t max_entries = std::numeric_limits<size_t>::max())
+      : max_entries_(max_entries) {}
+
+  // The resource for `handle`, opening it with `open` on first use;
+  // ResourceExhausted, opening nothing, when that would pass the limit.
   absl::StatusOr<std::shared_ptr<Resource>> GetOrOpen(const std::string& handle,
                                                       const PeerProcess& user, absl::Time now,
                                                       Opener open) {
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(handle);
     if (it == entries_.end()) {
+      if (entries_.size() >= max_entries_) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "kerntuned holds ", entries_.size(), " opened CUDA IPC handles, its limit (each a "
+            "mapping of its own): register allocations and reuse them, or wait for idle ones "
+            "to close"));
+      }
       // Opening under the lock: a second caller with the same handle must
       // not open it again.
       absl::StatusOr<std::shared_ptr<Resource>> opened = open();
@@ -126,6 +140,7 @@ class IpcCache {
     absl::flat_hash_set<PeerProcess> users;
     absl::Time last_used;
   };
+  const size_t max_entries_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
 };

@@ -64,6 +64,11 @@ ABSL_FLAG(int64_t, max_request_bytes, kt::server::kDefaultMaxRequestBytes,
           "largest tensor (rows * cols * inner * dtype size) a request may carry inline");
 ABSL_FLAG(int64_t, buffer_ttl_s, 3600,
           "default idle lease of a registered buffer, in seconds (RegisterBuffer ttl_seconds=0)");
+ABSL_FLAG(int, max_buffers, kt::server::RegistryLimits{}.max_buffers,
+          "registered buffers of every client together, each registration counted (each one of "
+          "shared memory is a memory map of the daemon's own); beyond it RegisterBuffer is "
+          "RESOURCE_EXHAUSTED. Keep it under half of vm.max_map_count (65530 by default): the "
+          "daemon's threads, gRPC and the CUDA driver need maps too");
 ABSL_FLAG(int, workers, 8,
           "threads for the calls that may wait long (RegisterBuffer, preparing Runs above 64Ki "
           "elements), and as many per device executing those Runs; the rest are answered on "
@@ -121,6 +126,7 @@ kt::server::Options OptionsFromFlags(bool metrics_address_given) {
   options.tuning.tune_idle = absl::GetFlag(FLAGS_tune_idle);
   options.limits.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
   options.limits.buffer_ttl_s = absl::GetFlag(FLAGS_buffer_ttl_s);
+  options.limits.max_buffers = absl::GetFlag(FLAGS_max_buffers);
   return options;
 }
 

@@ -424,6 +424,10 @@ absl::Status ValidateOptions(const Options& options) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--buffer_ttl_s=", options.limits.buffer_ttl_s, " must be in [1, 604800] (a week)"));
   }
+  if (options.limits.max_buffers < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_buffers=", options.limits.max_buffers, " must be >= 1"));
+  }
   if (options.execution.force_cpu && options.execution.devices != "all") {
     return absl::InvalidArgumentError(absl::StrCat(
         "--cpu and --devices=", options.execution.devices, " exclude each other: the CPU "
@@ -476,6 +480,7 @@ absl::Status RunServer(const Options& options) {
   service_options.database_path = options.configs.db_path;
   service_options.shipped_config_files = backends->shipped_config_files;
   service_options.registry.default_ttl = absl::Seconds(options.limits.buffer_ttl_s);
+  service_options.registry.max_buffers = options.limits.max_buffers;
   service_options.identify_caller = [&peers](absl::string_view grpc_peer) {
     return peers.Lookup(grpc_peer);
   };

@@ -72,6 +72,9 @@ struct Options {
     // --buffer_ttl_s: the default idle lease of a registered buffer
     // (RegisterBuffer ttl_seconds 0).
     int64_t buffer_ttl_s = 3600;
+    // --max_buffers: registered buffers of every client together
+    // (RegistryLimits::max_buffers says why).
+    int max_buffers = RegistryLimits{}.max_buffers;
   } limits;
 };
 

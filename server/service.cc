@@ -777,6 +777,7 @@ grpc::Status KernTuneService::HandleRegisterBuffer(absl::string_view peer,
   if (absl::Status s = ValidateRegisterBuffer(*request); !s.ok()) {
     return Fail("RegisterBuffer", peer, s);
   }
+  if (absl::Status s = registry_.Admits(*caller); !s.ok()) return Fail("RegisterBuffer", peer, s);
   absl::StatusOr<std::shared_ptr<const ClientMemory>> memory =
       OpenRegisteredMemory(*request, *caller);
   if (!memory.ok()) return Fail("RegisterBuffer", peer, memory.status());

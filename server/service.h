@@ -69,6 +69,11 @@ struct ServiceOptions {
   RegistryLimits registry;
   // How long a one-off CUDA IPC mapping stays cached unused.
   absl::Duration ipc_idle = absl::Seconds(60);
+  // Opened CUDA IPC allocations at once, registered or one-off: each maps
+  // into the daemon's address space. With RegistryLimits::max_buffers'
+  // 32768 it leaves the daemon itself a quarter of vm.max_map_count's
+  // default 65530.
+  int max_ipc_mappings = 16384;
   // The calling process (peer credentials of the Unix socket) from gRPC's
   // peer string; nullopt for TCP callers, which may send inline tensors only.
   std::function<std::optional<PeerProcess>(absl::string_view grpc_peer)> identify_caller;
@@ -250,7 +255,7 @@ class KernTuneService final : public ParsingService, public QueuedRunSink {
   RunCounters run_counters_;
   BufferRegistry registry_{options_.registry};
   // Opened CUDA IPC memory by handle bytes (registrations and one-offs).
-  CudaIpcMemoryCache cuda_ipc_{backend_, options_.ipc_idle};
+  CudaIpcMemoryCache cuda_ipc_{backend_, options_.ipc_idle, options_.max_ipc_mappings};
   // Failed calls on the log; flushed by Housekeep.
   RequestLog request_log_{&Log};
   // Failed devices whose registrations were released (Housekeep's alone).

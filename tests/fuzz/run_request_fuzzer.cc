@@ -357,7 +357,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!run.ok()) return 0;
   CheckInlineViews(request, *run);
   FakeIpcBackend backend;
-  kt::server::CudaIpcMemoryCache cuda_ipc(backend, absl::Seconds(60));
+  kt::server::CudaIpcMemoryCache cuda_ipc(backend, absl::Seconds(60), 16);
   kt::server::ClientTensorResolver resolver(fixture.registry, cuda_ipc, fixture.caller);
   if (!kt::server::ResolveTensorRefs(request, resolver, *run).ok()) return 0;
   CheckResolved(request, *run, fixture);

@@ -122,6 +122,53 @@ TEST(BufferRegistryTest, PerOwnerLimit) {
                                 kT0).ok());
 }
 
+// Issue 43: 16 owners under the per-owner limit took the daemon past
+// vm.max_map_count. The daemon-wide limit counts every registration, the
+// same memory registered again included.
+TEST(BufferRegistryTest, DaemonWideLimitCountsEveryOwnersRegistrationsAndAliases) {
+  RegistryLimits limits;
+  limits.max_buffers = 3;
+  BufferRegistry registry{limits};
+  auto memory = FakeMemory::Make(8);
+  ASSERT_TRUE(registry.Admits(kAlice).ok());
+  for (const PeerProcess& owner : {kAlice, kAlice, kBob}) {
+    ASSERT_TRUE(registry.Register(owner, BufferKind::kHostShm, memory, 0, absl::ZeroDuration(),
+                                  "", kT0).ok());
+  }
+  for (const PeerProcess& owner : {kAlice, kBob, kAliceReborn}) {
+    const absl::Status admits = registry.Admits(owner);
+    EXPECT_EQ(admits.code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_THAT(std::string(admits.message()),
+                HasSubstr("kerntuned holds 3 registered buffers, its limit (--max_buffers=3"));
+    absl::StatusOr<Registration> refused = registry.Register(
+        owner, BufferKind::kHostShm, FakeMemory::Make(8), 0, absl::ZeroDuration(), "", kT0);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  }
+  EXPECT_EQ(registry.totals().buffers, 3);
+  ASSERT_TRUE(registry.Unregister(kBob, registry.List(kBob)[0].id).ok());
+  EXPECT_TRUE(registry.Admits(kAliceReborn).ok());
+}
+
+TEST(IpcCacheTest, OpensNothingPastItsLimit) {
+  IpcCache<const ClientMemory> cache(2);
+  int opened = 0;
+  auto open = [&]() -> absl::StatusOr<std::shared_ptr<const ClientMemory>> {
+    ++opened;
+    return FakeMemory::Make(16, MemorySpace::kDevice);
+  };
+  ASSERT_TRUE(cache.GetOrOpen("handle-1", kAlice, kT0, open).ok());
+  ASSERT_TRUE(cache.GetOrOpen("handle-2", kBob, kT0, open).ok());
+  auto refused = cache.GetOrOpen("handle-3", kAlice, kT0, open);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("holds 2 opened CUDA IPC handles, its limit"));
+  EXPECT_EQ(opened, 2);
+  // An open handle is still served; one closes, and there is room again.
+  EXPECT_TRUE(cache.GetOrOpen("handle-1", kBob, kT0, open).ok());
+  EXPECT_EQ(cache.Evict(kT0, absl::Seconds(60), [](const PeerProcess&) { return false; }), 2);
+  EXPECT_TRUE(cache.GetOrOpen("handle-3", kAlice, kT0, open).ok());
+}
+
 TEST(IpcCacheTest, OpensOnceSharesAndEvictsWhenIdleOrOrphaned) {
   IpcCache<const ClientMemory> cache;
   int opened = 0;

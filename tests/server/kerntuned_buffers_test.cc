@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -361,6 +362,86 @@ TEST_F(KerntunedBuffersTest, BadRegistrationsGetTheirCodeAndChangeNothing) {
   EXPECT_EQ(Call(&pb::KernTune::Stub::Run, SoftmaxOnBuffers(id, 0, "f00d", 64, 1, 4), &response)
                 .error_code(),
             StatusCode::NOT_FOUND);
+}
+
+// Issue 43: registered twice, one object is two mappings at two addresses,
+// and an output through the second overlapped the input through the first
+// unseen (32,725 bytes of the caller's input changed).
+TEST_F(KerntunedBuffersTest, AnOutputMayNotOverlapItsInputThroughASecondRegistration) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  constexpr int64_t kRows = 16, kCols = 100, kBytes = kRows * kCols * 4;
+  SharedMemory shm(2 * kBytes);
+  float* x = reinterpret_cast<float*>(shm.data());
+  for (int64_t i = 0; i < kRows * kCols; ++i) x[i] = static_cast<float>(i % 37) - 18.0f;
+  const std::vector<char> before(shm.data(), shm.data() + kBytes);
+  absl::StatusOr<pb::BufferInfo> first = Register(shm.name());
+  absl::StatusOr<pb::BufferInfo> second = Register(shm.name());
+  ASSERT_TRUE(first.ok() && second.ok());
+
+  pb::RunResponse response;
+  grpc::Status status = Call(
+      &pb::KernTune::Stub::Run,
+      SoftmaxOnBuffers(first->buffer_id(), 0, second->buffer_id(), 128, kRows, kCols), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr("output overlaps input"));
+  EXPECT_TRUE(std::equal(before.begin(), before.end(), shm.data())) << "the input changed";
+
+  // Out of place through the alias, then in place through it.
+  ASSERT_TRUE(Call(&pb::KernTune::Stub::Run,
+                   SoftmaxOnBuffers(first->buffer_id(), 0, second->buffer_id(), kBytes, kRows,
+                                    kCols),
+                   &response)
+                  .ok());
+  ExpectSoftmax(x, x + kRows * kCols, kRows, kCols);
+  EXPECT_TRUE(Call(&pb::KernTune::Stub::Run,
+                   SoftmaxOnBuffers(first->buffer_id(), 0, second->buffer_id(), 0, kRows, kCols),
+                   &response)
+                  .ok());
+}
+
+// Issue 43: 16 clients x 4096 registrations of one 4 KiB object took the
+// daemon to vm.max_map_count; registrations then failed INTERNAL and the
+// next Run above 64Ki elements aborted it. The daemon-wide limit counts
+// every registration, aliases included, whoever registers.
+TEST_F(KerntunedBuffersTest, RegistrationsPastMaxBuffersAreRefusedAndTheDaemonServesOn) {
+  ASSERT_NO_FATAL_FAILURE(Start({"--max_buffers=4"}));
+  SharedMemory shm(4096);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 4; ++i) {
+    absl::StatusOr<pb::BufferInfo> buffer = Register(shm.name());
+    ASSERT_TRUE(buffer.ok()) << i << ": " << buffer.status();
+    ids.push_back(buffer->buffer_id());
+  }
+  absl::StatusOr<pb::BufferInfo> refused = Register(shm.name());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("holds 4 registered buffers, its limit (--max_buffers=4"));
+  // Another process is refused as well: the limit is the daemon's.
+  EXPECT_THAT(OtherClient("try-register-shm", shm.name()),
+              ::testing::StartsWith(
+                  std::to_string(static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED)) + " "));
+  EXPECT_EQ(Status().registered_buffers(), 4);
+
+  // A Run above 64Ki elements (on a worker, on the reference's threads).
+  pb::RunRequest large;
+  large.set_op(pb::OP_SOFTMAX);
+  large.set_dtype(pb::DTYPE_FLOAT32);
+  large.mutable_shape()->set_rows(256);
+  large.mutable_shape()->set_cols(512);
+  large.mutable_input()->set_inline_data(std::string(256 * 512 * 4, '\0'));
+  pb::RunResponse response;
+  grpc::Status status = Call(&pb::KernTune::Stub::Run, large, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+
+  // Room again once one goes.
+  pb::UnregisterBufferRequest unregister;
+  unregister.set_buffer_id(ids.back());
+  pb::UnregisterBufferResponse unregistered;
+  ASSERT_TRUE(Call(&pb::KernTune::Stub::UnregisterBuffer, unregister, &unregistered).ok());
+  EXPECT_TRUE(Register(shm.name()).ok());
+  grpc::Status health;
+  EXPECT_EQ(Health(channel_, "", &health), grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_TRUE(daemon_->running());
 }
 
 TEST_F(KerntunedBuffersTest, ShrinkingTheObjectUnderTheDaemonIsDataLossNotACrash) {

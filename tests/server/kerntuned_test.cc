@@ -608,6 +608,7 @@ TEST_F(KerntunedTest, BadFlagsAreRefusedByName) {
       {"--workers=0", 2, "--workers=0 must be in [1, 1024]"},
       {"--buffer_ttl_s=0", 2, "--buffer_ttl_s=0 must be in [1, 604800]"},
       {"--max_request_bytes=0", 2, "--max_request_bytes=0 must be >= 1"},
+      {"--max_buffers=0", 2, "--max_buffers=0 must be >= 1"},
       {"--socket=" + std::string(200, 's'), 2, "bytes, the Unix socket path limit"},
       {"--tune_idle", 2, "--tune_idle and --cpu exclude each other"},
       {"--gpu_wait=spin", 1, "Unknown command line flag 'gpu_wait'"},
@@ -637,7 +638,8 @@ TEST_F(KerntunedTest, HelpListsTheFlagsWithoutABuildPath) {
   const std::string help = daemon.Log();
   for (const char* flag : {"--socket", "--tcp", "--tls_cert", "--tls_key", "--tls_client_ca",
                            "--token_file", "--insecure_tcp", "--db", "--configs", "--cpu",
-                           "--max_request_bytes", "--buffer_ttl_s", "--workers", "--tune_idle"}) {
+                           "--max_request_bytes", "--buffer_ttl_s", "--max_buffers", "--workers",
+                           "--tune_idle"}) {
     EXPECT_THAT(help, HasSubstr(std::string(flag) + " (")) << flag;
   }
   EXPECT_THAT(help, HasSubstr("Flags from kerntuned:"));
