@@ -12,6 +12,8 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <new>
+#include <stdexcept>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -89,6 +91,20 @@ absl::Status GuardedCopy(void* to, const void* from, int64_t bytes) {
 }
 
 }  // namespace
+
+absl::Status ResizeForClientCopy(std::string& buffer, int64_t bytes) {
+  try {
+    buffer.resize(static_cast<size_t>(bytes));
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "kerntuned could not allocate ", bytes, " bytes for a copy of the tensor; use smaller "
+        "tensors"));
+  } catch (const std::length_error&) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(bytes, " bytes is more than kerntuned can copy at once"));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status CopyFromClientHost(void* to, const char* from, int64_t bytes) {
   return GuardedCopy(to, from, bytes);

@@ -87,6 +87,12 @@ absl::StatusOr<std::shared_ptr<const ClientMemory>> OpenHostSharedMemory(std::st
 // client host memory goes through them (the backends stage such tensors).
 absl::Status CopyFromClientHost(void* to, const char* from, int64_t bytes);
 absl::Status CopyToClientHost(char* to, const void* from, int64_t bytes);
+// Sizes `buffer` for a private copy of `bytes` of a client's tensor. The
+// client picks the size (up to what it registered, and a sparse shared-
+// memory object can be far larger than the daemon's memory): an allocation
+// the system refuses is ResourceExhausted, never a std::bad_alloc thrown
+// out of a request path, which would abort the daemon.
+absl::Status ResizeForClientCopy(std::string& buffer, int64_t bytes);
 // Runs `access`, which touches client host memory (loads, stores, small
 // copies), with the same guard: DataLoss when the memory went away under
 // it, `access` then cut short. `access` must not itself take the guard (no

@@ -22,11 +22,11 @@ absl::StatusOr<void*> HostBuffer(kernels::Operand operand, const TensorView& vie
   if (kernels::IsOutput(operand)) {
     std::string& bytes =
         view.where == TensorView::Where::kInline ? result.inline_output(operand) : copy;
-    bytes.resize(static_cast<size_t>(view.bytes));
+    if (absl::Status s = ResizeForClientCopy(bytes, view.bytes); !s.ok()) return s;
     return bytes.data();
   }
   if (view.where == TensorView::Where::kInline) return view.data;
-  copy.resize(static_cast<size_t>(view.bytes));
+  if (absl::Status s = ResizeForClientCopy(copy, view.bytes); !s.ok()) return s;
   if (absl::Status s = CopyFromClientHost(copy.data(), view.data, view.bytes); !s.ok()) return s;
   return copy.data();
 }

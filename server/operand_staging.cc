@@ -21,7 +21,7 @@ absl::Status OperandStaging::StageInput(const TensorView& view, Staged& staged) 
   if (view.where == TensorView::Where::kClientHost) {
     // A private copy: the client could change or shrink its memory under
     // the copy (CopyFromClientHost turns that into an error, not a crash).
-    staged.host.resize(static_cast<size_t>(view.bytes));
+    if (absl::Status s = ResizeForClientCopy(staged.host, view.bytes); !s.ok()) return s;
     if (absl::Status s = CopyFromClientHost(staged.host.data(), view.data, view.bytes);
         !s.ok()) {
       return s;
@@ -82,7 +82,7 @@ absl::Status OperandStaging::QueueCopiesBack(const RunRequest& request, RunResul
     std::string& host = view.where == TensorView::Where::kInline
                             ? result.inline_output(operand)
                             : staged.host;
-    host.resize(static_cast<size_t>(view.bytes));
+    if (absl::Status s = ResizeForClientCopy(host, view.bytes); !s.ok()) return s;
     if (absl::Status s = CudaError(cudaMemcpyAsync(host.data(), staged.device, host.size(),
                                                    cudaMemcpyDeviceToHost, stream_),
                                    "copying an output to the host");

@@ -60,6 +60,15 @@ TEST(ClientMemoryTest, TwoOpensOfOneObjectAreTwoMappingsOfOneMemoryObject) {
   EXPECT_FALSE((*first)->object() == (*third)->object());
 }
 
+TEST(ClientMemoryTest, ACopyTooLargeToAllocateIsResourceExhaustedNotAnException) {
+  std::string copy;
+  EXPECT_TRUE(ResizeForClientCopy(copy, 4096).ok());
+  EXPECT_EQ(copy.size(), 4096u);
+  const absl::Status refused = ResizeForClientCopy(copy, int64_t{1} << 50);  // 1 PiB
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(refused.message()), ::testing::HasSubstr("1125899906842624 bytes"));
+}
+
 TEST(ClientMemoryTest, RefusesOtherUsersObjectsBadNamesAndEmptyObjects) {
   ShmObject object(64);
   EXPECT_EQ(OpenHostSharedMemory(object.name(), getuid() + 1).status().code(),

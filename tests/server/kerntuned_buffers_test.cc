@@ -444,6 +444,27 @@ TEST_F(KerntunedBuffersTest, RegistrationsPastMaxBuffersAreRefusedAndTheDaemonSe
   EXPECT_TRUE(daemon_->running());
 }
 
+// A sparse object costs its client nothing, and a Run over it asked the
+// CPU backend for a private copy of its size: std::bad_alloc, uncaught.
+TEST_F(KerntunedBuffersTest, ATensorTooLargeToCopyIsResourceExhaustedNotAnAbort) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  constexpr int64_t kHalf = int64_t{1} << 42;  // 4 TiB, never touched
+  SharedMemory shm(2 * kHalf);
+  absl::StatusOr<pb::BufferInfo> buffer = Register(shm.name());
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  pb::RunResponse response;
+  grpc::Status status =
+      Call(&pb::KernTune::Stub::Run,
+           SoftmaxOnBuffers(buffer->buffer_id(), 0, buffer->buffer_id(), kHalf, kHalf / 4 >> 12,
+                            int64_t{1} << 12),
+           &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr("could not allocate 4398046511104 bytes"));
+  grpc::Status health;
+  EXPECT_EQ(Health(channel_, "", &health), grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_TRUE(daemon_->running());
+}
+
 TEST_F(KerntunedBuffersTest, ShrinkingTheObjectUnderTheDaemonIsDataLossNotACrash) {
   ASSERT_NO_FATAL_FAILURE(Start());
   SharedMemory shm(1 << 20);
