@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -89,21 +90,47 @@ absl::Status RunReference(Op op, DType dtype, Shape shape, const RowOpArgs& args
   const bool masked = op == Op::kScaledMaskedSoftmax;
   const int64_t cols = shape.cols;
   const int64_t inner = shape.inner;
-  const auto load_vector = [&](const void* data) {
-    std::vector<double> v;
-    if (data == nullptr) return v;
-    v.resize(cols);
+  const int64_t rows = row_end - row_begin;
+  // Small problems are not worth a thread each. They run here before the
+  // core count is asked for: glibc reads it from sysfs on every call, which
+  // was a third of a CPU-backend daemon's time on small queued Runs.
+  const int64_t min_elements_per_thread = 1 << 16;
+  const int64_t wanted = std::min(rows * cols * inner / min_elements_per_thread, rows);
+  if (wanted > 1 && threads <= 0) {
+    threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }
+  threads = wanted > 1 ? static_cast<int>(std::min<int64_t>(wanted, threads)) : 1;
+
+  // Every line buffer in one allocation: gamma, beta, then each thread's x
+  // and y. Its size follows cols, which a daemon's client picks (up to what
+  // it registered), so a refusal is ResourceExhausted, not std::bad_alloc
+  // thrown out of a Run.
+  const int64_t lines = 2 + 2 * int64_t{threads};
+  std::vector<double> scratch;
+  if (cols <= static_cast<int64_t>(scratch.max_size()) / lines) {
+    try {
+      scratch.resize(static_cast<size_t>(lines * cols));
+    } catch (const std::bad_alloc&) {
+    }
+  }
+  if (scratch.empty()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the CPU reference could not allocate ", lines, " lines of cols=", cols, " doubles"));
+  }
+  const auto load_vector = [&](const void* data, double* v) -> const double* {
+    if (data == nullptr) return nullptr;
     for (int64_t c = 0; c < cols; ++c) v[c] = LoadAsDouble(dtype, data, c);
     return v;
   };
-  const std::vector<double> gamma = load_vector(args.gamma);
-  const std::vector<double> beta = load_vector(args.beta);
+  const double* gamma = load_vector(args.gamma, scratch.data());
+  const double* beta = load_vector(args.beta, scratch.data() + cols);
   const double neg_inf = -std::numeric_limits<double>::infinity();
 
   // A "line" is what one reduction sees: a row, or for inner > 1 the cols
-  // elements (o, *, i) of stride inner.
-  auto run_rows = [&](int64_t first, int64_t last) {
-    std::vector<double> x(cols), y(cols);
+  // elements (o, *, i) of stride inner. Thread `t` works in its own x and y.
+  auto run_rows = [&](int t, int64_t first, int64_t last) {
+    double* x = scratch.data() + (2 + 2 * int64_t{t}) * cols;
+    double* y = x + cols;
     for (int64_t row = first; row < last; ++row) {
       const int64_t query = masked && args.params.mask_rows > 0 ? row % args.params.mask_rows : 0;
       for (int64_t i = 0; i < inner; ++i) {
@@ -117,9 +144,8 @@ absl::Status RunReference(Op op, DType dtype, Shape shape, const RowOpArgs& args
           }
         }
         double mean = 0, inv_std = 0, row_scale = 0;
-        ReferenceRow(op, cols, x.data(), gamma.empty() ? nullptr : gamma.data(),
-                     beta.empty() ? nullptr : beta.data(), args.params.epsilon, y.data(), &mean,
-                     &inv_std, &row_scale);
+        ReferenceRow(op, cols, x, gamma, beta, args.params.epsilon, y, &mean, &inv_std,
+                     &row_scale);
         for (int64_t c = 0; c < cols; ++c) StoreFromDouble(y_dtype, args.y, base + c * inner, y[c]);
         // ValidateOpArgs let through only the per-row outputs the op has.
         if (args.mean != nullptr) args.mean[row] = static_cast<float>(mean);
@@ -129,25 +155,15 @@ absl::Status RunReference(Op op, DType dtype, Shape shape, const RowOpArgs& args
     }
   };
 
-  const int64_t rows = row_end - row_begin;
-  // Small problems are not worth a thread each. They run here before the
-  // core count is asked for: glibc reads it from sysfs on every call, which
-  // was a third of a CPU-backend daemon's time on small queued Runs.
-  const int64_t min_elements_per_thread = 1 << 16;
-  const int64_t wanted = std::min(rows * cols * inner / min_elements_per_thread, rows);
-  if (wanted > 1 && threads <= 0) {
-    threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  }
-  threads = wanted > 1 ? static_cast<int>(std::min<int64_t>(wanted, threads)) : 1;
   if (threads <= 1) {
-    run_rows(row_begin, row_end);
+    run_rows(0, row_begin, row_end);
     return absl::OkStatus();
   }
   const int64_t chunk = (rows + threads - 1) / threads;
   RunOnThreads(threads, [&](int t) {
     const int64_t first = row_begin + t * chunk;
     const int64_t last = std::min(row_end, first + chunk);
-    if (first < last) run_rows(first, last);
+    if (first < last) run_rows(t, first, last);
   });
   return absl::OkStatus();
 }

@@ -324,6 +324,20 @@ TEST(ReferenceTest, StorageWrapperRunsOnTheCallerWhenNoThreadStarts) {
   EXPECT_EQ(WEXITSTATUS(status), 0) << "1: an error status; 2: wrong values";
 }
 
+// The CPU backend runs rows as long as a client's registered memory: a
+// line buffer too large to allocate is an error, not std::bad_alloc.
+TEST(ReferenceTest, StorageWrapperRefusesLinesTooLongToAllocate) {
+  float x = 0, y = 0;  // never read: the buffers are refused first
+  RowOpArgs args;
+  args.x = &x;
+  args.y = &y;
+  const absl::Status refused = RunReference(Op::kSoftmax, DType::kFloat32, {1, int64_t{1} << 50},
+                                            args, 0, 1, DType::kFloat32, 1);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.message().find("cols=1125899906842624"), absl::string_view::npos)
+      << refused;
+}
+
 TEST(ReferenceTest, StorageWrapperRejectsBadArguments) {
   std::vector<float> x(4), y(4);
   RowOpArgs args;
