@@ -11,28 +11,16 @@
 
 #include <cstdio>
 
-namespace kt::testing {
+#include "tests/testing/sanitizers.h"
 
-// Sanitizers map their own memory as threads start and would trip over
-// the cap before the code under test does.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-inline constexpr bool kCanStarveThreads = false;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
-    __has_feature(memory_sanitizer)
-inline constexpr bool kCanStarveThreads = false;
-#else
-inline constexpr bool kCanStarveThreads = true;
-#endif
-#else
-inline constexpr bool kCanStarveThreads = true;
-#endif
+namespace kt::testing {
 
 // Forks; in the child, new threads get 1 GiB stacks (so none of the stacks
 // glibc keeps from the parent's finished threads fits) and the address
 // space is capped 64 MiB above what the child uses, so no such stack can
 // be mapped; then exits with body()'s value. The parent gets the child's
-// wait status (an exception escaping body() shows as SIGABRT).
+// wait status (an exception escaping body() shows as SIGABRT). Not for
+// sanitizer builds (kSanitizerBuild): their own mappings hit the cap first.
 template <typename Body>
 int WaitStatusWithoutThreads(Body body) {
   std::fflush(nullptr);
