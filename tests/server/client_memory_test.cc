@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <string>
@@ -13,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/sanitizers.h"
+#include "tests/testing/without_threads.h"
 
 namespace kt::server {
 namespace {
@@ -69,6 +71,23 @@ TEST(ClientMemoryTest, ACopyTooLargeToAllocateIsResourceExhaustedNotAnException)
   const absl::Status refused = ResizeForClientCopy(copy, int64_t{1} << 50);  // 1 PiB
   EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(refused.message()), ::testing::HasSubstr("1125899906842624 bytes"));
+}
+
+// A daemon out of address space or maps (vm.max_map_count) cannot map
+// another object: RESOURCE_EXHAUSTED, which a client may retry, not INTERNAL.
+TEST(ClientMemoryTest, AMappingTheDaemonHasNoRoomForIsResourceExhausted) {
+  if (kt::testing::kSanitizerBuild) GTEST_SKIP() << "sanitizer build";
+  ShmObject object(int64_t{1} << 30);  // more than the child's 64 MiB of room
+  const std::string name = object.name();
+  const int status = kt::testing::WaitStatusWithoutThreads([&] {
+    const absl::StatusOr<std::shared_ptr<const ClientMemory>> memory =
+        OpenHostSharedMemory(name, getuid());
+    if (memory.ok()) return 1;
+    if (memory.status().code() != absl::StatusCode::kResourceExhausted) return 2;
+    return memory.status().message().find("vm.max_map_count") != absl::string_view::npos ? 0 : 3;
+  });
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: mapped anyway; 2: another code; 3: another message";
 }
 
 TEST(ClientMemoryTest, RefusesOtherUsersObjectsBadNamesAndEmptyObjects) {
