@@ -17,12 +17,11 @@ namespace kt::proto {
 // (12 bytes): string fields must be"), else that the bytes are not a
 // `type` in protobuf's wire format. Call it only after a failed parse: it
 // does not check what the parser checks beyond those two.
-absl::Status
-DescribeParseFailure(const google::protobuf::Descriptor &type,
-                     google::protobuf::io::ZeroCopyInputStream &bytes);
-absl::Status DescribeParseFailure(const google::protobuf::Descriptor &type,
+absl::Status DescribeParseFailure(const google::protobuf::Descriptor& type,
+                                  google::protobuf::io::ZeroCopyInputStream& bytes);
+absl::Status DescribeParseFailure(const google::protobuf::Descriptor& type,
                                   absl::string_view bytes);
 
-} // namespace kt::proto
+}  // namespace kt::proto
 
-#endif // KERNTUNE_PROTO_PARSE_FAILURE_H_
+#endif  // KERNTUNE_PROTO_PARSE_FAILURE_H_

@@ -10,17 +10,16 @@ namespace {
 
 std::atomic<size_t> large_bytes_ended{0};
 
-} // namespace
+}  // namespace
 
 void NoteLargeMessage(size_t bytes) {
   large_bytes_ended.fetch_add(bytes, std::memory_order_relaxed);
 }
 
 bool TrimAfterLargeMessages() {
-  if (large_bytes_ended.exchange(0, std::memory_order_relaxed) == 0)
-    return false;
+  if (large_bytes_ended.exchange(0, std::memory_order_relaxed) == 0) return false;
   malloc_trim(0);
   return true;
 }
 
-} // namespace kt::server
+}  // namespace kt::server

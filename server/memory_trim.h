@@ -21,6 +21,6 @@ void NoteLargeMessage(size_t bytes);
 // last time (the housekeeper, once a second). True when it trimmed.
 bool TrimAfterLargeMessages();
 
-} // namespace kt::server
+}  // namespace kt::server
 
-#endif // KERNTUNE_SERVER_MEMORY_TRIM_H_
+#endif  // KERNTUNE_SERVER_MEMORY_TRIM_H_

@@ -28,7 +28,7 @@ namespace pb = ::kerntune::v1;
 // copied); the payload itself is destroyed, as gRPC's own handler does.
 // Unavailable when gRPC cannot read it (a compressed message that does not
 // decompress).
-absl::StatusOr<grpc::ByteBuffer> TakePayload(grpc_byte_buffer *payload) {
+absl::StatusOr<grpc::ByteBuffer> TakePayload(grpc_byte_buffer* payload) {
   std::vector<grpc::Slice> slices;
   grpc_byte_buffer_reader reader;
   const bool readable = grpc_byte_buffer_reader_init(&reader, payload) != 0;
@@ -40,8 +40,7 @@ absl::StatusOr<grpc::ByteBuffer> TakePayload(grpc_byte_buffer *payload) {
     grpc_byte_buffer_reader_destroy(&reader);
   }
   grpc_byte_buffer_destroy(payload);
-  if (!readable)
-    return absl::InvalidArgumentError("the request message cannot be read");
+  if (!readable) return absl::InvalidArgumentError("the request message cannot be read");
   return grpc::ByteBuffer(slices.data(), slices.size());
 }
 
@@ -51,39 +50,35 @@ absl::StatusOr<grpc::ByteBuffer> TakePayload(grpc_byte_buffer *payload) {
 // request that failed reaches the refusal instead of the method.
 template <class Request, class Response>
 class ParsingHandler final : public grpc::internal::MethodHandler {
-public:
-  using Method = std::function<grpc::ServerUnaryReactor *(
-      grpc::CallbackServerContext *, const Request *, Response *)>;
-  using Refuse = std::function<grpc::ServerUnaryReactor *(
-      grpc::CallbackServerContext *, const absl::Status &)>;
+ public:
+  using Method = std::function<grpc::ServerUnaryReactor*(grpc::CallbackServerContext*,
+                                                         const Request*, Response*)>;
+  using Refuse =
+      std::function<grpc::ServerUnaryReactor*(grpc::CallbackServerContext*, const absl::Status&)>;
 
   ParsingHandler(Method method, Refuse refuse)
-      : typed_([method = std::move(method), refuse = std::move(refuse)](
-                   grpc::CallbackServerContext *context, const Request *request,
-                   Response *response) {
-          const auto *messages =
-              static_cast<const Messages *>(context->GetRpcAllocatorState());
-          if (!messages->unparsed.ok())
-            return refuse(context, messages->unparsed);
-          return method(context, request, response);
-        }) {}
+      : typed_(
+            [method = std::move(method), refuse = std::move(refuse)](
+                grpc::CallbackServerContext* context, const Request* request, Response* response) {
+              const auto* messages = static_cast<const Messages*>(context->GetRpcAllocatorState());
+              if (!messages->unparsed.ok()) return refuse(context, messages->unparsed);
+              return method(context, request, response);
+            }) {}
 
-  void RunHandler(const HandlerParameter &param) override {
-    typed_.RunHandler(param);
-  }
+  void RunHandler(const HandlerParameter& param) override { typed_.RunHandler(param); }
 
   // As gRPC's own Deserialize (the messages on the call's arena, the
   // payload destroyed after parsing), but a failure is kept for the
   // handler rather than failing the call.
-  void *Deserialize(grpc_call *call, grpc_byte_buffer *payload,
-                    grpc::Status *status, void **handler_data) override {
-    auto *messages = new (grpc::g_core_codegen_interface->grpc_call_arena_alloc(
-        call, sizeof(Messages))) Messages();
+  void* Deserialize(grpc_call* call, grpc_byte_buffer* payload, grpc::Status* status,
+                    void** handler_data) override {
+    auto* messages =
+        new (grpc::g_core_codegen_interface->grpc_call_arena_alloc(call, sizeof(Messages)))
+            Messages();
     *handler_data = messages;
     *status = grpc::Status::OK;
     if (payload == nullptr) {
-      messages->unparsed =
-          absl::InvalidArgumentError("the call carried no request message");
+      messages->unparsed = absl::InvalidArgumentError("the call carried no request message");
       return messages->request();
     }
     messages->request_bytes = grpc_byte_buffer_length(payload);
@@ -92,20 +87,18 @@ public:
       messages->unparsed = buffer.status();
       return messages->request();
     }
-    QuietProtobufLog quiet; // the refusal says it, with the caller
+    QuietProtobufLog quiet;  // the refusal says it, with the caller
     grpc::ProtoBufferReader reader(&*buffer);
-    if (!reader.status().ok() ||
-        !messages->request()->ParseFromZeroCopyStream(&reader)) {
+    if (!reader.status().ok() || !messages->request()->ParseFromZeroCopyStream(&reader)) {
       grpc::ProtoBufferReader again(&*buffer);
-      messages->unparsed =
-          proto::DescribeParseFailure(*Request::descriptor(), again);
+      messages->unparsed = proto::DescribeParseFailure(*Request::descriptor(), again);
     }
     return messages->request();
   }
 
-private:
+ private:
   class Messages final : public grpc::MessageHolder<Request, Response> {
-  public:
+   public:
     Messages() {
       this->set_request(&request_);
       this->set_response(&response_);
@@ -114,17 +107,15 @@ private:
     // destroyed, not freed.
     void Release() override {
       // The answer's size as serialized (0 when it was not).
-      const size_t bytes = std::max(
-          request_bytes, static_cast<size_t>(response_.GetCachedSize()));
+      const size_t bytes = std::max(request_bytes, static_cast<size_t>(response_.GetCachedSize()));
       this->~Messages();
-      if (bytes >= kLargeRequestBytes)
-        NoteLargeMessage(bytes);
+      if (bytes >= kLargeRequestBytes) NoteLargeMessage(bytes);
     }
 
     absl::Status unparsed;
     size_t request_bytes = 0;
 
-  private:
+   private:
     Request request_;
     Response response_;
   };
@@ -132,30 +123,27 @@ private:
   grpc::internal::CallbackUnaryHandler<Request, Response> typed_;
 };
 
-} // namespace
+}  // namespace
 
 template <class Request, class Response>
-void ParsingService::ParseFor(
-    const char *rpc,
-    grpc::ServerUnaryReactor *(pb::KernTune::CallbackService::*method)(
-        grpc::CallbackServerContext *, const Request *, Response *)) {
+void ParsingService::ParseFor(const char* rpc,
+                              grpc::ServerUnaryReactor* (pb::KernTune::CallbackService::*method)(
+                                  grpc::CallbackServerContext*, const Request*, Response*)) {
   // The generated service numbers its methods in the .proto's order.
-  const google::protobuf::ServiceDescriptor *service =
+  const google::protobuf::ServiceDescriptor* service =
       pb::RunRequest::descriptor()->file()->FindServiceByName("KernTune");
-  const google::protobuf::MethodDescriptor *found =
-      service->FindMethodByName(rpc);
+  const google::protobuf::MethodDescriptor* found = service->FindMethodByName(rpc);
   GPR_ASSERT(found != nullptr && found->input_type() == Request::descriptor() &&
              found->output_type() == Response::descriptor());
   MarkMethodCallback(
       found->index(),
       new ParsingHandler<Request, Response>(
-          [this, method](grpc::CallbackServerContext *context,
-                         const Request *request, Response *response) {
+          [this, method](grpc::CallbackServerContext* context, const Request* request,
+                         Response* response) {
             return (this->*method)(context, request, response);
           },
-          [this, rpc](grpc::CallbackServerContext *context,
-                      const absl::Status &status) {
-            grpc::ServerUnaryReactor *reactor = context->DefaultReactor();
+          [this, rpc](grpc::CallbackServerContext* context, const absl::Status& status) {
+            grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
             reactor->Finish(Unparsed(rpc, context->peer(), status));
             return reactor;
           }));
@@ -164,29 +152,21 @@ void ParsingService::ParseFor(
 ParsingService::ParsingService() {
   using Service = pb::KernTune::CallbackService;
   ParseFor<pb::RunRequest, pb::RunResponse>("Run", &Service::Run);
-  ParseFor<pb::RegisterBufferRequest, pb::RegisterBufferResponse>(
-      "RegisterBuffer", &Service::RegisterBuffer);
-  ParseFor<pb::UnregisterBufferRequest, pb::UnregisterBufferResponse>(
-      "UnregisterBuffer", &Service::UnregisterBuffer);
-  ParseFor<pb::ListBuffersRequest, pb::ListBuffersResponse>(
-      "ListBuffers", &Service::ListBuffers);
-  ParseFor<pb::GetConfigRequest, pb::GetConfigResponse>("GetConfig",
-                                                        &Service::GetConfig);
-  ParseFor<pb::ListConfigsRequest, pb::ListConfigsResponse>(
-      "ListConfigs", &Service::ListConfigs);
-  ParseFor<pb::GetStatusRequest, pb::GetStatusResponse>("GetStatus",
-                                                        &Service::GetStatus);
-  ParseFor<pb::OpenQueueRequest, pb::OpenQueueResponse>("OpenQueue",
-                                                        &Service::OpenQueue);
-  ParseFor<pb::CloseQueueRequest, pb::CloseQueueResponse>("CloseQueue",
-                                                          &Service::CloseQueue);
-  ParseFor<pb::ListServedShapesRequest, pb::ListServedShapesResponse>(
-      "ListServedShapes", &Service::ListServedShapes);
+  ParseFor<pb::RegisterBufferRequest, pb::RegisterBufferResponse>("RegisterBuffer",
+                                                                  &Service::RegisterBuffer);
+  ParseFor<pb::UnregisterBufferRequest, pb::UnregisterBufferResponse>("UnregisterBuffer",
+                                                                      &Service::UnregisterBuffer);
+  ParseFor<pb::ListBuffersRequest, pb::ListBuffersResponse>("ListBuffers", &Service::ListBuffers);
+  ParseFor<pb::GetConfigRequest, pb::GetConfigResponse>("GetConfig", &Service::GetConfig);
+  ParseFor<pb::ListConfigsRequest, pb::ListConfigsResponse>("ListConfigs", &Service::ListConfigs);
+  ParseFor<pb::GetStatusRequest, pb::GetStatusResponse>("GetStatus", &Service::GetStatus);
+  ParseFor<pb::OpenQueueRequest, pb::OpenQueueResponse>("OpenQueue", &Service::OpenQueue);
+  ParseFor<pb::CloseQueueRequest, pb::CloseQueueResponse>("CloseQueue", &Service::CloseQueue);
+  ParseFor<pb::ListServedShapesRequest, pb::ListServedShapesResponse>("ListServedShapes",
+                                                                      &Service::ListServedShapes);
   // A method added to the .proto must be added here too.
-  GPR_ASSERT(pb::RunRequest::descriptor()
-                 ->file()
-                 ->FindServiceByName("KernTune")
-                 ->method_count() == 10);
+  GPR_ASSERT(pb::RunRequest::descriptor()->file()->FindServiceByName("KernTune")->method_count() ==
+             10);
 }
 
-} // namespace kt::server
+}  // namespace kt::server

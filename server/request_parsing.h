@@ -21,29 +21,27 @@
 namespace kt::server {
 
 class ParsingService : public kerntune::v1::KernTune::CallbackService {
-public:
+ public:
   // Every method of the service, parsed as above.
   ParsingService();
 
-protected:
+ protected:
   // A request of `rpc` from `peer` that did not parse; `status` names the
   // field. Its answer (the service logs it, and converts).
   virtual grpc::Status Unparsed(absl::string_view rpc, absl::string_view peer,
-                                const absl::Status &status) = 0;
+                                const absl::Status& status) = 0;
 
-private:
+ private:
   template <class Request, class Response>
-  void ParseFor(const char *rpc,
-                grpc::ServerUnaryReactor *(
-                    kerntune::v1::KernTune::CallbackService::*method)(
-                    grpc::CallbackServerContext *, const Request *,
-                    Response *));
+  void ParseFor(const char* rpc,
+                grpc::ServerUnaryReactor* (kerntune::v1::KernTune::CallbackService::*method)(
+                    grpc::CallbackServerContext*, const Request*, Response*));
 };
 
 // Requests of at least this many bytes were received (tensors inline): once
 // they are answered, the housekeeper gives the memory back (memory_trim.h).
 inline constexpr size_t kLargeRequestBytes = size_t{16} << 20;
 
-} // namespace kt::server
+}  // namespace kt::server
 
-#endif // KERNTUNE_SERVER_REQUEST_PARSING_H_
+#endif  // KERNTUNE_SERVER_REQUEST_PARSING_H_
