@@ -34,6 +34,10 @@ absl::StatusOr<SplitCommandLine> SplitArgs(absl::Span<char* const> args) {
       split.help = true;
       continue;
     }
+    if (body == "version") {
+      split.version = true;
+      continue;
+    }
     RawFlag flag;
     flag.text = arg;
     const size_t equals = body.find('=');
@@ -61,8 +65,8 @@ absl::StatusOr<SplitCommandLine> SplitArgs(absl::Span<char* const> args) {
       flag.text = absl::StrCat(arg, " ", flag.value);
     }
     if (defined == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown flag --", flag.name));
+      split.unknown.push_back(flag.name);
+      continue;
     }
     split.flags.push_back(std::move(flag));
   }

@@ -28,10 +28,14 @@ struct SplitCommandLine {
   std::vector<RawFlag> flags;
   std::vector<std::string> words;  // positional words, verbs first
   bool help = false;               // --help, -h or the word "help"
+  bool version = false;            // --version
+  // Flags no one defined, by name (without dashes), in order: the caller
+  // knows the verb, and so which flags to suggest instead.
+  std::vector<std::string> unknown;
 };
 
-// InvalidArgument for a flag no one defined or one missing its value.
-// Everything after "--" is positional.
+// InvalidArgument for a flag missing its value. Everything after "--" is
+// positional.
 absl::StatusOr<SplitCommandLine> SplitArgs(absl::Span<char* const> args);
 
 // Sets `flags` (which must all be in `allowed`) to their values.

@@ -27,6 +27,7 @@
 #include "client/tune_cli.h"
 #include "absl/strings/numbers.h"
 #include "kernels/types.h"
+#include "proto/command_line.h"
 #include "proto/shipped_configs.h"
 
 ABSL_FLAG(std::string, db, "",
@@ -508,13 +509,30 @@ std::string Usage(const std::vector<std::string>& prefix) {
   }
   absl::StrAppend(&usage,
                   "\nexit codes: 0 ok, 1 failure, 2 usage error. "
-                  "`kerntune <verb> --help` shows a verb's flags.\n");
+                  "`kerntune <verb> --help` shows a verb's flags, `kerntune --version` the "
+                  "version.\n");
   return usage;
 }
 
 int UsageError(const std::string& message, const std::vector<std::string>& prefix) {
   std::cerr << "kerntune: " << message << "\n\n" << Usage(prefix);
   return kExitUsage;
+}
+
+// A flag that is unknown, not the verb's or of a bad value: one line and
+// where the verb's flags are listed, not the whole usage around a typo.
+int FlagError(const std::string& message, const Verb* verb) {
+  std::cerr << "kerntune: " << message << " (kerntune help"
+            << (verb != nullptr ? " " + VerbName(*verb) : "") << ")\n";
+  return kExitUsage;
+}
+
+// The flags to suggest for a mistyped one: the verb's, else every verb's.
+std::vector<std::string> SuggestableFlags(const Verb* verb) {
+  if (verb != nullptr) return verb->flags;
+  std::vector<std::string> all;
+  for (const Verb& each : Verbs()) all.insert(all.end(), each.flags.begin(), each.flags.end());
+  return all;
 }
 
 int Dispatch(int argc, char** argv) {
@@ -536,6 +554,14 @@ int Dispatch(int argc, char** argv) {
     std::cout << Usage(verb != nullptr ? verb->words : words);
     return kExitOk;
   }
+  if (split->version) {
+    std::cout << kt::proto::VersionLine("kerntune") << "\n";
+    return kExitOk;
+  }
+  if (!split->unknown.empty()) {
+    return FlagError(kt::proto::UnknownFlagMessage(split->unknown.front(), SuggestableFlags(verb)),
+                     verb);
+  }
   if (words.empty()) return UsageError("no verb given", {});
   if (verb == nullptr) {
     return UsageError(absl::StrCat("unknown verb \"", absl::StrJoin(words, " "), "\""),
@@ -556,15 +582,15 @@ int Dispatch(int argc, char** argv) {
   if (absl::Status applied =
           kt::client::ApplyFlags(split->flags, verb->flags, VerbName(*verb));
       !applied.ok()) {
-    return UsageError(std::string(applied.message()), verb->words);
+    return FlagError(std::string(applied.message()), verb);
   }
   if (absl::StatusOr<kt::client::OutputFormat> format =
           kt::client::ParseOutputFormat(absl::GetFlag(FLAGS_format));
       !format.ok()) {
-    return UsageError(std::string(format.status().message()), verb->words);
+    return FlagError(std::string(format.status().message()), verb);
   }
   if (absl::Status s = CheckShapeFlags(/*lists_allowed=*/verb->run == &Tune); !s.ok()) {
-    return UsageError(std::string(s.message()), verb->words);
+    return FlagError(std::string(s.message()), verb);
   }
   return verb->run(positional);
 }

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -11,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/types.h"
+#include "kernels/version.h"
 #include "tests/client/fixture.h"
 
 namespace kt::client {
@@ -119,14 +121,6 @@ TEST(KerntuneBinaryTest, UsageErrorsExitTwo) {
       {"", "no verb given"},
       {"frobnicate", "unknown verb \"frobnicate\""},
       {"configs", "unknown verb \"configs\""},
-      {"configs list --nonsense=1", "unknown flag --nonsense"},
-      {"gpus --op=softmax", "--op is not a flag of `kerntune gpus`"},
-      {"configs list --rows=lots", "--rows=lots: "},
-      {"configs list --rows=1,2", "--rows=1,2 must be one integer for this verb"},
-      {"tune --cols=8,x", "--cols=8,x: \"x\" is not an integer"},
-      {"tune --format=json", "--format is not a flag of `kerntune tune`"},
-      {"tune --device=1", "--device is not a flag of `kerntune tune`"},
-      {"configs list --format=xml", "--format=xml must be table, json or csv"},
       {"configs import", "`kerntune configs import` needs FILE"},
       {"gpus extra", "unexpected argument \"extra\" for `kerntune gpus`"},
       {"run", "`kerntune run` needs OP"},
@@ -138,6 +132,51 @@ TEST(KerntuneBinaryTest, UsageErrorsExitTwo) {
     EXPECT_EQ(run.code, 2) << c.args << "\n" << run.output;
     EXPECT_THAT(run.output, HasSubstr(c.message)) << c.args;
     EXPECT_THAT(run.output, HasSubstr("usage: kerntune")) << c.args;
+  }
+}
+
+// issue 43: a mistyped flag printed 48 lines of every verb's usage and no
+// suggestion. A flag error is one line: what is wrong, the flag meant when
+// it is a typo, and where the verb's flags are listed; exit 2.
+TEST(KerntuneBinaryTest, AFlagErrorIsOneLineWithASuggestion) {
+  const struct {
+    const char* args;
+    const char* line;
+  } cases[] = {
+      {"run softmax --rowz=5",
+       "kerntune: unknown flag --rowz; did you mean --rows? (kerntune help run)"},
+      {"run softmax --dtype=fp32 --rows 4 --cols=8 --iteration=3",
+       "kerntune: unknown flag --iteration; did you mean --iterations? (kerntune help run)"},
+      {"configs list --nonsense=1", "kerntune: unknown flag --nonsense (kerntune help configs list)"},
+      {"--sever=x status", "kerntune: unknown flag --sever; did you mean --server? (kerntune help "
+                           "status)"},
+      {"--formt=json", "kerntune: unknown flag --formt; did you mean --format? (kerntune help)"},
+      {"gpus --op=softmax",
+       "kerntune: --op is not a flag of `kerntune gpus` (it takes --db, --format) (kerntune help "
+       "gpus)"},
+      {"configs list --rows=lots", "kerntune: --rows=lots: "},
+      {"configs list --rows=1,2",
+       "kerntune: --rows=1,2 must be one integer for this verb (kerntune help configs list)"},
+      {"tune --cols=8,x", "kerntune: --cols=8,x: \"x\" is not an integer (kerntune help tune)"},
+      {"tune --format=json", "--format is not a flag of `kerntune tune`"},
+      {"tune --device=1", "--device is not a flag of `kerntune tune`"},
+      {"configs list --format=xml", "--format=xml must be table, json or csv"},
+  };
+  for (const auto& c : cases) {
+    const ProcessResult run = Kerntune(c.args);
+    EXPECT_EQ(run.code, 2) << c.args << "\n" << run.output;
+    EXPECT_THAT(run.output, HasSubstr(c.line)) << c.args;
+    EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1) << run.output;
+  }
+}
+
+// issue 43: `kerntune --version` did not exist.
+TEST(KerntuneBinaryTest, VersionPrintsTheProjectAndKernelVersions) {
+  for (const char* args : {"--version", "run --version"}) {
+    const ProcessResult run = Kerntune(args);
+    EXPECT_EQ(run.code, 0) << args;
+    EXPECT_EQ(run.output, absl::StrCat("kerntune ", KT_PROJECT_VERSION, " (kernels ",
+                                       kernels::kKernelLibraryVersion, ")\n"));
   }
 }
 
