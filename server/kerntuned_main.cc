@@ -1,17 +1,24 @@
 // kerntuned: the kerntune daemon. Its flags become an Options struct,
 // checked once (ValidateOptions); the server library does the rest.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
+#include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "db/tuning_store.h"
 #include "grpc/grpc.h"
+#include "proto/command_line.h"
 #include "proto/shipped_configs.h"
 #include "server/log.h"
 #include "server/server.h"
@@ -86,6 +93,8 @@ void ConfigureUsage() {
   };
   config.contains_help_flags = [](absl::string_view file) { return file == "kerntuned"; };
   config.contains_helpshort_flags = config.contains_help_flags;
+  // absl's own says "Debug build (NDEBUG not #defined)" and no version.
+  config.version_string = [] { return kt::proto::VersionLine("kerntuned") + "\n"; };
   absl::SetFlagsUsageConfig(config);
   absl::SetProgramUsageMessage(
       "the kerntune daemon: serves tuned row-wise GPU kernels over gRPC.\n"
@@ -130,6 +139,75 @@ kt::server::Options OptionsFromFlags(bool metrics_address_given) {
   return options;
 }
 
+// Whether `flag` is one of this file's flags (its file name as
+// ConfigureUsage normalizes it).
+bool IsOwnFlag(const absl::CommandLineFlag& flag) { return flag.Filename() == "kerntuned"; }
+
+// absl's usage flags, which it handles itself and keeps out of the flag
+// registry.
+constexpr absl::string_view kUsageFlags[] = {"help",      "helpfull",  "helpshort", "helppackage",
+                                             "helpon",    "helpmatch", "version",
+                                             "only_check_args"};
+
+// The flags to suggest for a mistyped one: this file's and absl's usage
+// flags, none of absl's internals (--flagfile ...).
+std::vector<std::string> SuggestableFlags() {
+  std::vector<std::string> names(std::begin(kUsageFlags), std::end(kUsageFlags));
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (IsOwnFlag(*flag)) names.emplace_back(name);
+  }
+  std::sort(names.begin(), names.end());  // the same suggestion on every run
+  return names;
+}
+
+// The command line checked before absl parses it: absl prints every problem
+// with its own usage hint and exits 1, where a bad command line exits 2
+// with one line that names the flag (and the flag meant, for a typo).
+// Checks each flag's name and parses this file's flags' values; what only
+// absl knows (--flagfile's contents) is left to it.
+absl::Status CheckCommandLine(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg.size() < 2 || arg[0] != '-') {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unexpected argument \"", arg, "\": kerntuned takes flags only"));
+    }
+    absl::string_view body = absl::StripPrefix(absl::StripPrefix(arg, "-"), "-");
+    const size_t equals = body.find('=');
+    const absl::string_view name = body.substr(0, equals);
+    if (std::find(std::begin(kUsageFlags), std::end(kUsageFlags), name) != std::end(kUsageFlags)) {
+      continue;  // absl's to parse (--helpon=kerntuned)
+    }
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr && equals == absl::string_view::npos && absl::ConsumePrefix(&body, "no")) {
+      // --nocpu: a boolean's negation.
+      absl::CommandLineFlag* negated = absl::FindCommandLineFlag(body);
+      if (negated != nullptr && negated->IsOfType<bool>()) continue;
+    }
+    if (flag == nullptr) {
+      return absl::InvalidArgumentError(
+          kt::proto::UnknownFlagMessage(name, SuggestableFlags()));
+    }
+    std::string value;
+    if (equals != absl::string_view::npos) {
+      value = std::string(body.substr(equals + 1));
+    } else if (flag->IsOfType<bool>()) {
+      continue;
+    } else if (i + 1 < argc) {
+      value = argv[++i];  // --workers 4
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(arg, " needs a value (", arg, "=VALUE)"));
+    }
+    if (!IsOwnFlag(*flag)) continue;
+    // Parsed into the flag now and again by absl: the same value.
+    if (std::string error; !flag->ParseFrom(value, &error)) {
+      return absl::InvalidArgumentError(absl::StrCat("--", name, "=", value, ": ", error));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // Whether the command line sets --metrics_address (absl does not say).
@@ -152,6 +230,11 @@ int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 #endif
   ConfigureUsage();
+  if (absl::Status checked = CheckCommandLine(argc, argv); !checked.ok()) {
+    std::fprintf(stderr, "kerntuned: %s (kerntuned --help)\n",
+                 std::string(checked.message()).c_str());
+    return 2;
+  }
   const bool metrics_address_given = GivesMetricsAddress(argc, argv);
   absl::ParseCommandLine(argc, argv);
   const kt::server::Options options = OptionsFromFlags(metrics_address_given);
