@@ -1,7 +1,14 @@
 // DaemonClient and RegisteredBuffer (daemon_client.h).
 #include "client/daemon_client.h"
 
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstring>
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
@@ -50,11 +57,14 @@ struct internal::DaemonConnection {
   QueueLease LeaseQueue(const pb::RunRequest& request, absl::Duration deadline) const {
     if (!use_queue || !QueueCarries(request)) return {};
     std::lock_guard<std::mutex> lock(queue_mu);
-    auto is_closed = [](const std::shared_ptr<RunQueueClient>& q) { return q->closed(); };
+    // GoneQuiet: the daemon may have died while none of them was in use.
+    auto is_closed = [](const std::shared_ptr<RunQueueClient>& q) {
+      return q->closed() || q->GoneQuiet();
+    };
     while (!idle_queues.empty()) {
       std::shared_ptr<RunQueueClient> queue = std::move(idle_queues.back());
       idle_queues.pop_back();
-      if (!queue->closed()) return {std::move(queue), true};
+      if (!is_closed(queue)) return {std::move(queue), true};
       queues.erase(std::remove(queues.begin(), queues.end(), queue), queues.end());
     }
     queues.erase(std::remove_if(queues.begin(), queues.end(), is_closed), queues.end());
@@ -90,6 +100,78 @@ absl::Status InContext(absl::string_view rpc, const std::string& target,
   return absl::Status(status.code(), absl::StrCat(rpc, " on ", target, ": ", status.message()));
 }
 
+// What a Unix socket shows when a call on it found no daemon: gRPC says
+// only "failed to connect", whether the file is missing, left behind by a
+// daemon that died, or served again by a new one.
+enum class SocketState { kMissing, kRefused, kAccepts };
+
+// How long LookAtSocket waits for a server's first bytes.
+constexpr int kSocketAnswerMs = 250;
+
+SocketState LookAtSocket(const std::string& path) {
+  struct stat info {};
+  if (stat(path.c_str(), &info) != 0) return SocketState::kMissing;
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(address.sun_path)) return SocketState::kRefused;
+  std::memcpy(address.sun_path, path.data(), path.size());
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  bool answers = false;
+  if (fd >= 0 &&
+      connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0) {
+    // A gRPC server speaks first (its HTTP/2 SETTINGS). A connection into
+    // the backlog of a daemon that is dying is accepted too, and then
+    // closed unanswered.
+    pollfd readable{fd, POLLIN, 0};
+    char byte = 0;
+    answers = poll(&readable, 1, kSocketAnswerMs) == 1 && recv(fd, &byte, 1, 0) == 1;
+  }
+  if (fd >= 0) close(fd);
+  return answers ? SocketState::kAccepts : SocketState::kRefused;
+}
+
+std::string SocketHint(const std::string& path, SocketState state) {
+  switch (state) {
+    case SocketState::kMissing:
+      return absl::StrCat("no socket at ", path, ": start kerntuned (--socket=", path,
+                          "; --cpu on a machine without a GPU), or name the socket it listens on");
+    case SocketState::kRefused:
+      return absl::StrCat("the socket ", path, " exists but refuses connections: kerntuned "
+                          "exited without removing it (start it again) or is still starting");
+    case SocketState::kAccepts:
+      break;
+  }
+  return absl::StrCat("kerntuned accepts connections at ", path, " again: the call failed while "
+                      "it was away; calls succeed again within a second");
+}
+
+// A connection failure on a Unix socket, not the daemon's own UNAVAILABLE
+// ("kerntuned is shutting down").
+bool Unreachable(const Connection& connection, const grpc::Status& status) {
+  return status.error_code() == grpc::StatusCode::UNAVAILABLE && IsUnixTarget(connection.target) &&
+         !absl::StartsWith(status.error_message(), "kerntuned ");
+}
+
+template <typename Request, typename Response>
+grpc::Status Attempt(const Connection& connection, absl::Duration deadline,
+                     grpc::Status (pb::KernTune::Stub::*method)(grpc::ClientContext*,
+                                                                const Request&, Response*),
+                     const Request& request, Response& response) {
+  grpc::ClientContext context;
+  if (deadline != absl::InfiniteDuration()) {
+    context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+  }
+  context.set_wait_for_ready(connection.wait_for_ready);
+  return (connection.stub.get()->*method)(&context, request, &response);
+}
+
+// A call with the deadline given. One that fails because the channel is
+// down while the socket accepts connections (a daemon that came back)
+// waits for the channel, up to twice kReconnectMaxMs, and is tried again:
+// gRPC reconnects within kReconnectMaxMs, but a synchronous client reads a
+// new connection only while something waits on the channel (else gRPC's
+// backup poller does, every 5 s), and a call that fails at once never
+// waits. A failure then says what the socket shows.
 template <typename Request, typename Response>
 absl::StatusOr<Response> Call(const Connection& connection, absl::Duration deadline,
                               absl::string_view rpc,
@@ -97,15 +179,27 @@ absl::StatusOr<Response> Call(const Connection& connection, absl::Duration deadl
                                                                          const Request&,
                                                                          Response*),
                               const Request& request) {
-  grpc::ClientContext context;
-  if (deadline != absl::InfiniteDuration()) {
-    context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
-  }
-  context.set_wait_for_ready(connection.wait_for_ready);
   Response response;
-  const grpc::Status status = (connection.stub.get()->*method)(&context, request, &response);
-  if (!status.ok()) return InContext(rpc, connection.target, FromGrpcStatus(status));
-  return response;
+  grpc::Status status = Attempt(connection, deadline, method, request, response);
+  if (status.ok()) return response;
+  if (!Unreachable(connection, status)) {
+    return InContext(rpc, connection.target, FromGrpcStatus(status));
+  }
+  const SocketState socket = LookAtSocket(connection.SocketPath());
+  if (socket == SocketState::kAccepts &&
+      connection.channel->WaitForConnected(absl::ToChronoTime(
+          absl::Now() + std::min(deadline, absl::Milliseconds(2 * kReconnectMaxMs))))) {
+    response.Clear();
+    status = Attempt(connection, deadline, method, request, response);
+    if (status.ok()) return response;
+    if (!Unreachable(connection, status)) {
+      return InContext(rpc, connection.target, FromGrpcStatus(status));
+    }
+  }
+  return InContext(rpc, connection.target,
+                   absl::UnavailableError(absl::StrCat(
+                       SocketHint(connection.SocketPath(), socket), " (",
+                       FromGrpcStatus(status).message(), ")")));
 }
 
 absl::Status UnregisterById(const Connection& connection, absl::Duration deadline,
@@ -404,6 +498,13 @@ absl::StatusOr<DaemonClient> DaemonClient::Connect(const DaemonClientOptions& op
   connection->wait_for_ready = options.wait_for_ready;
   connection->use_queue = options.use_queue && IsUnixTarget(*target);
   grpc::ChannelArguments args;
+  // After the daemon went away, gRPC retries the connection after
+  // kReconnectInitialMs, then 1.6 times later each time, at most
+  // kReconnectMaxMs apart. gRPC's defaults (1 s growing to 120 s) left a
+  // client of a daemon restarted after a 30 s outage failing for 20 s more;
+  // a retry is one connect() (or TCP handshake), nothing to a daemon.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, kReconnectInitialMs);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kReconnectMaxMs);
   // Inline outputs are as large as the inputs the daemon accepts
   // (--max_request_bytes, 256 MiB by default); gRPC's 4 MiB default would
   // refuse them.

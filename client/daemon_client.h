@@ -120,6 +120,12 @@ struct TcpCredentials {
   }
 };
 
+// How soon a client finds a restarted daemon again: gRPC's reconnect
+// backoff starts at the first and never exceeds the second (the Python
+// client's _RECONNECT_INITIAL_MS / _RECONNECT_MAX_MS).
+inline constexpr int kReconnectInitialMs = 100;
+inline constexpr int kReconnectMaxMs = 1000;
+
 struct DaemonClientOptions {
   // As for ResolveTarget; empty = the default socket.
   std::string target;

@@ -161,7 +161,7 @@ absl::StatusOr<std::unique_ptr<RunQueueClient>> RunQueueClient::Open(
 RunQueueClient::RunQueueClient(pb::KernTune::Stub& stub, std::string id, char* base,
                                uint32_t entries, int daemon_pidfd)
     : stub_(stub), id_(std::move(id)), base_(base), entries_(entries),
-      daemon_pidfd_(daemon_pidfd) {}
+      daemon_pidfd_(daemon_pidfd), heard_at_ns_(absl::GetCurrentTimeNanos()) {}
 
 RunQueueClient::~RunQueueClient() {
   if (!daemon_exited_.load()) CloseOnDaemon(stub_, id_);
@@ -183,9 +183,20 @@ bool RunQueueClient::DaemonExited() {
   return true;
 }
 
+bool RunQueueClient::GoneQuiet() {
+  const int64_t now = absl::GetCurrentTimeNanos();
+  if (daemon_pidfd_ < 0 || now - heard_at_ns_.load(std::memory_order_relaxed) <
+                               absl::ToInt64Nanoseconds(kDaemonCheckInterval)) {
+    return daemon_exited_.load();
+  }
+  heard_at_ns_.store(now, std::memory_order_relaxed);  // the next look is as far away
+  return DaemonExited();
+}
+
 void RunQueueClient::DrainCompletions() {
   const uint32_t tail = Load(&header()->cq_tail);
   if (tail == cq_head_) return;
+  heard_at_ns_.store(absl::GetCurrentTimeNanos(), std::memory_order_relaxed);
   const char* ring = base_ + layout::CompletionOffset(entries_);
   for (; cq_head_ != tail; ++cq_head_) {
     const char* slot = ring + size_t{cq_head_ & (entries_ - 1)} * layout::kCompletionSlotBytes;

@@ -61,6 +61,11 @@ class RunQueueClient {
   // Whether the daemon closed the queue, or was found dead (then Run
   // submits nothing).
   bool closed() const;
+  // Whether the daemon's process has exited, looked at (its pidfd) only
+  // after kDaemonCheckInterval without news from it: a daemon killed while
+  // no Run waited leaves its queue looking open, and a Run sent into it
+  // would wait for a check and fail. One clock read otherwise.
+  bool GoneQuiet();
   const std::string& id() const { return id_; }
 
  private:
@@ -88,6 +93,9 @@ class RunQueueClient {
   // Runs in flight their deadline.
   const int daemon_pidfd_;
   std::atomic<bool> daemon_exited_{false};
+  // When the daemon last showed it is alive (a completion) or GoneQuiet
+  // last looked, absl::GetCurrentTimeNanos.
+  std::atomic<int64_t> heard_at_ns_;
   // Guards what follows. A std::mutex: Debian's Abseil checks every
   // absl::Mutex acquisition for lock-order cycles, which cost a small Run
   // about 0.5 us of its round trip in this class's few acquisitions

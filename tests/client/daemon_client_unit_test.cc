@@ -2,14 +2,21 @@
 // socket (the same as the daemon's), TCP credentials that do not fit, the
 // status mapping, picking the daemon's device by UUID, shared memory.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+#include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "client/daemon_client.h"
 #include "client/shared_memory.h"
 #include "gmock/gmock.h"
@@ -89,6 +96,78 @@ TEST(DaemonClientConnectTest, TcpCredentialsThatCannotBeUsedAreRefusedUpFront) {
   options.tcp.cert_chain = "-----BEGIN CERTIFICATE-----";
   EXPECT_THAT(DaemonClient::Connect(options).status().message(),
               HasSubstr("a client certificate and its private key go together"));
+}
+
+// A Unix socket at `path` in each state a daemon's can be in, to see what a
+// failed call says about it: nothing there, a file nobody accepts on (a
+// daemon that died), and one that accepts (a daemon that came back after
+// the call failed; here a listener that says hello and hangs up, so the
+// call fails too).
+class SocketStateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_NE(mkdtemp(dir_), nullptr);
+    path_ = std::string(dir_) + "/kerntune.sock";
+  }
+  void TearDown() override {
+    if (fd_ >= 0) shutdown(fd_, SHUT_RDWR);  // wakes the accept below
+    if (hang_up_.joinable()) hang_up_.join();
+    if (fd_ >= 0) close(fd_);
+    unlink(path_.c_str());
+    rmdir(dir_);
+  }
+  void Bind(bool listen_too) {
+    fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::strncpy(address.sun_path, path_.c_str(), sizeof(address.sun_path) - 1);
+    ASSERT_EQ(bind(fd_, reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
+    if (!listen_too) return;
+    ASSERT_EQ(listen(fd_, 16), 0);
+    hang_up_ = std::thread([fd = fd_] {
+      for (int connection; (connection = accept(fd, nullptr, nullptr)) >= 0;) {
+        // Speaks first, as a gRPC server does, but not HTTP/2.
+        [[maybe_unused]] const ssize_t sent = send(connection, "hello\n", 6, MSG_NOSIGNAL);
+        close(connection);
+      }
+    });
+  }
+  std::string GetStatusError() {
+    DaemonClientOptions options;
+    options.target = path_;
+    options.deadline = absl::Seconds(10);
+    absl::StatusOr<DaemonClient> client = DaemonClient::Connect(options);
+    EXPECT_TRUE(client.ok()) << client.status();
+    const absl::Status status = client->GetStatus().status();
+    EXPECT_TRUE(absl::IsUnavailable(status)) << status;
+    return std::string(status.message());
+  }
+
+  char dir_[32] = "/tmp/kt_socket_state_XXXXXX";
+  std::string path_;
+  int fd_ = -1;
+  std::thread hang_up_;
+};
+
+// issue 43: "exists but nothing answers: is kerntuned still running?" was
+// said while the daemon was up again; the C++ client said nothing.
+TEST_F(SocketStateTest, NoSocket) {
+  EXPECT_THAT(GetStatusError(),
+              HasSubstr(absl::StrCat("GetStatus on unix:", path_, ": no socket at ", path_,
+                                     ": start kerntuned (--socket=", path_)));
+}
+
+TEST_F(SocketStateTest, ASocketNobodyAcceptsOn) {
+  ASSERT_NO_FATAL_FAILURE(Bind(/*listen_too=*/false));
+  EXPECT_THAT(GetStatusError(),
+              HasSubstr(absl::StrCat("the socket ", path_, " exists but refuses connections: "
+                                     "kerntuned exited without removing it")));
+}
+
+TEST_F(SocketStateTest, ASocketThatAcceptsAgain) {
+  ASSERT_NO_FATAL_FAILURE(Bind(/*listen_too=*/true));
+  EXPECT_THAT(GetStatusError(),
+              HasSubstr(absl::StrCat("kerntuned accepts connections at ", path_, " again")));
 }
 
 TEST(DaemonClientStatusTest, EveryGrpcCodeKeepsItsMeaning) {

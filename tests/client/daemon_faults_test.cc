@@ -211,6 +211,65 @@ TEST_F(DaemonFaultsTest, AKilledDaemonFailsRunsInFlightAtOnceAndANewOneTakesTheS
   buffer->Release();  // its daemon is gone
 }
 
+// issue 43: a client kept failing for 20 s after its daemon came back from
+// a 30 s outage (gRPC's reconnect backoff, 1 s growing to 120 s), saying
+// "nothing answers" while the daemon was up. Now each client is served
+// within a second of the new daemon, the queue client through a new queue
+// on its first Run, and the errors in between say what the socket shows.
+TEST_F(DaemonFaultsTest, ARestartedDaemonIsFoundWithinASecond) {
+  const DaemonClient grpc = Connect(/*use_queue=*/false);
+  const DaemonClient queued = Connect(/*use_queue=*/true);
+  {
+    absl::StatusOr<RegisteredBuffer> buffer = queued.RegisterHostShm(shm_.name(), 0, 0, "before");
+    ASSERT_TRUE(buffer.ok()) << buffer.status();
+    const absl::StatusOr<pb::RunResponse> ran = queued.Run(MakeRunRequest(LargeLayerNorm(*buffer)));
+    ASSERT_TRUE(ran.ok()) << ran.status();
+    ASSERT_EQ(Client().GetStatus()->open_queues(), 1);
+    buffer->Release();  // dies with the daemon
+  }
+  ASSERT_TRUE(daemon_->Signal(SIGKILL, std::chrono::seconds(5)).has_value());
+  // An outage of 5 s, both clients calling all along: the backoff grows
+  // (gRPC's default would be 1, 1.6, 2.6 s ... apart by now).
+  absl::Status down;
+  for (const Clock::time_point until = Clock::now() + std::chrono::seconds(5);
+       Clock::now() < until;) {
+    for (const DaemonClient* client : {&grpc, &queued}) {
+      down = client->GetStatus().status();
+      ASSERT_TRUE(absl::IsUnavailable(down)) << down;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  // The dead daemon's socket file is still there; nothing accepts on it.
+  EXPECT_NE(down.message().find("exists but refuses connections: kerntuned exited without "
+                                "removing it"),
+            absl::string_view::npos)
+      << down;
+
+  ASSERT_NO_FATAL_FAILURE(Start());
+  const Clock::time_point serving = Clock::now();
+  for (const DaemonClient* client : {&grpc, &queued}) {
+    absl::StatusOr<pb::GetStatusResponse> status = client->GetStatus();
+    int failures = 0;
+    for (; !status.ok() && Clock::now() - serving < std::chrono::seconds(10);
+         status = client->GetStatus()) {
+      ++failures;
+      EXPECT_TRUE(absl::IsUnavailable(status.status())) << status.status();
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    const double after_s = std::chrono::duration<double>(Clock::now() - serving).count();
+    ASSERT_TRUE(status.ok()) << status.status();
+    // Within kReconnectMaxMs (plus gRPC's 20% jitter), with slack for CI.
+    EXPECT_LT(after_s, 2.0) << failures << " calls failed after the daemon was back";
+  }
+  // The queue client's first Run goes through a new queue, not into the
+  // dead daemon's (where it would wait for a daemon check and fail).
+  absl::StatusOr<RegisteredBuffer> renewed = queued.RegisterHostShm(shm_.name(), 0, 0, "after");
+  ASSERT_TRUE(renewed.ok()) << renewed.status();
+  const absl::StatusOr<pb::RunResponse> ran = queued.Run(MakeRunRequest(LargeLayerNorm(*renewed)));
+  EXPECT_TRUE(ran.ok()) << ran.status();
+  EXPECT_EQ(Client().GetStatus()->open_queues(), 1) << "the new daemon serves no queue";
+}
+
 // The daemon's resident memory, kB.
 int64_t RssKb(pid_t pid) {
   std::ifstream status(absl::StrCat("/proc/", pid, "/status"));

@@ -47,6 +47,9 @@ def _status_lines(target, s):
 
 def _status(args):
     with kerntune.Client(args.server, timeout=args.timeout) as client:
+        # An unreachable daemon's message names this command's flag, not
+        # the Python API's argument.
+        client.NAME_ANOTHER_DAEMON = "pass --server=unix:PATH with the --socket it listens on"
         status = client.status()
         if args.json:
             print(json.dumps(dict(dataclasses.asdict(status), target=client.target), indent=1))
@@ -76,7 +79,12 @@ def main(argv=None):
         return _status(args)
     except kerntune.KernTuneError as error:
         target = args.server or kerntune.default_target()
-        print("kerntune: %s: %s" % (target, error), file=sys.stderr)
+        if isinstance(error, kerntune.UnavailableError) and error.message.startswith("unix:"):
+            # The client's own: the socket it tried and what to do, in this
+            # command's words (_status).
+            print("kerntune: %s" % error.message, file=sys.stderr)
+        else:
+            print("kerntune: %s: %s" % (target, error), file=sys.stderr)
         return 1
 
 

@@ -11,6 +11,7 @@ import collections
 import contextlib
 import math
 import os
+import socket
 import threading
 import time
 import weakref
@@ -34,6 +35,14 @@ DEFAULT_TIMEOUT_S = 60.0
 _QUEUE_RETRY_S = 1.0
 _QUEUE_RETRY_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
                       grpc.StatusCode.RESOURCE_EXHAUSTED)
+# gRPC's reconnect backoff once the daemon went away: the first retry after
+# _RECONNECT_INITIAL_MS, each later one 1.6 times later, never more than
+# _RECONNECT_MAX_MS apart (gRPC's defaults, 1 s and 120 s, left a client of
+# a daemon restarted after a 30 s outage failing for 20 s more). A retry is
+# one connect() on the socket (or a TCP handshake): once a second is
+# nothing to a daemon.
+_RECONNECT_INITIAL_MS = 100
+_RECONNECT_MAX_MS = 1000
 # Inline tensors above this size are checked against the daemon's limit
 # before they are copied into a request (GetStatus once per client); smaller
 # ones are sent as they are.
@@ -105,18 +114,50 @@ def _socket_path(target):
     return path[2:] if path.startswith("//") else path
 
 
-def _unavailable_hint(target):
-    """What to do when nothing answers at `target`."""
+# How long _socket_state waits for a server's first bytes.
+_SOCKET_ANSWER_S = 0.25
+
+
+def _socket_state(path):
+    """Whether a server answers on the Unix socket `path`: "missing" (no
+    file), "refused" (a file nobody answers on: a daemon that exited without
+    removing it, or one still starting) or "listening"."""
+    if not os.path.exists(path):
+        return "missing"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        # A gRPC server speaks first (its HTTP/2 SETTINGS). A connection
+        # into the backlog of a daemon that is dying is accepted too, and
+        # then closed unanswered.
+        probe.settimeout(_SOCKET_ANSWER_S)
+        try:
+            probe.connect(path)
+            if probe.recv(1):
+                return "listening"
+        except OSError:
+            pass
+    return "refused"
+
+
+def _unavailable_hint(target, name_another, state=None):
+    """What to do when the channel to `target` is down; name_another: how
+    the caller points at another daemon (Client.NAME_ANOTHER_DAEMON);
+    state: _socket_state of its socket, when known."""
     path = _socket_path(target)
     if path is None:
         return ("is kerntuned running there with --tcp=%s? (over TCP only inline tensors "
                 "travel)" % target.split(":", 1)[-1].lstrip("/"))
-    if not os.path.exists(path):
+    state = state or _socket_state(path)
+    if state == "missing":
         where = "" if target == default_target() else " --socket=%s" % path
         return ("no socket at %s: start the daemon (kerntuned%s; add --cpu on a machine "
-                "without a GPU), or pass Client(target=...) with the --socket it listens on"
-                % (path, where))
-    return "the socket %s exists but nothing answers: is kerntuned still running?" % path
+                "without a GPU), or %s" % (path, where, name_another))
+    if state == "refused":
+        return ("the socket %s exists but refuses connections: kerntuned exited without "
+                "removing it (start it again) or is still starting" % path)
+    # The call failed while the daemon was away (or this one just came up):
+    # the channel reconnects within _RECONNECT_MAX_MS of its return.
+    return ("kerntuned accepts connections at %s again: the call failed while it was away; "
+            "calls succeed again within a second" % path)
 
 
 def _device_selector(device):
@@ -439,6 +480,10 @@ class Client:
     Thread-safe. Create it after any fork(): gRPC channels do not survive one.
     """
 
+    # How an UnavailableError tells the caller to reach another daemon;
+    # `python3 -m kerntune` says --server instead.
+    NAME_ANOTHER_DAEMON = "pass Client(target=...) with the --socket it listens on"
+
     def __init__(self, target=None, timeout=DEFAULT_TIMEOUT_S, *, device_map=None,
                  options=None, root_certificates=None, certificate_chain=None,
                  private_key=None, token=None, use_queue=True):
@@ -458,6 +503,8 @@ class Client:
         channel_options = [
             ("grpc.max_send_message_length", -1),
             ("grpc.max_receive_message_length", -1),
+            ("grpc.initial_reconnect_backoff_ms", _RECONNECT_INITIAL_MS),
+            ("grpc.max_reconnect_backoff_ms", _RECONNECT_MAX_MS),
         ]
         channel_options.extend(options or [])
         self._channel = _credentials.channel(self.target, channel_options, root_certificates,
@@ -527,16 +574,45 @@ class Client:
             return method(request, timeout=self.timeout)
         except grpc.RpcError as error:
             converted = _errors.from_rpc_error(error)
+        state = self._socket_state_after(converted)
+        if state == "listening" and self._reconnected():
+            try:
+                return method(request, timeout=self.timeout)
+            except grpc.RpcError as error:
+                converted = _errors.from_rpc_error(error)
         # Raised outside the handler, so no "during handling" chain.
-        self._raise(converted)
+        self._raise(converted, state)
 
-    def _raise(self, converted):
-        """Raises a call's KernTuneError; a connection failure says what to do next."""
+    def _socket_state_after(self, converted):
+        """_socket_state of this client's socket after a connection failure
+        (not the daemon's own UNAVAILABLE); None otherwise."""
+        path = _socket_path(self.target)
+        if (path is None or not isinstance(converted, _errors.UnavailableError)
+                or converted.message.startswith(_queue.EXPLAINED_UNAVAILABLE)):
+            return None
+        return _socket_state(path)
+
+    def _reconnected(self):
+        """Whether the channel connects within twice _RECONNECT_MAX_MS: the
+        socket accepts connections again (a daemon came back), gRPC retries
+        within _RECONNECT_MAX_MS, and a call that failed at once is worth
+        one more try then rather than an error."""
+        wait = 2 * _RECONNECT_MAX_MS / 1000
+        try:
+            grpc.channel_ready_future(self._channel).result(
+                timeout=wait if self.timeout is None else min(self.timeout, wait))
+            return True
+        except grpc.FutureTimeoutError:
+            return False
+
+    def _raise(self, converted, state=None):
+        """Raises a call's KernTuneError; a connection failure says what to
+        do next. state: _socket_state, when the caller looked."""
         if (isinstance(converted, _errors.UnavailableError)
                 and not converted.message.startswith(_queue.EXPLAINED_UNAVAILABLE)):
+            hint = _unavailable_hint(self.target, self.NAME_ANOTHER_DAEMON, state)
             converted = _errors.UnavailableError(
-                "%s: %s (%s)" % (self.target, _unavailable_hint(self.target),
-                                 converted.message))
+                "%s: %s (%s)" % (self.target, hint, converted.message))
         raise converted
 
     def _queue_for(self, request, carried=False):
@@ -545,7 +621,8 @@ class Client:
         if not self.use_queue or not (carried or _queue.queue_carries(request)):
             return None
         queue = self._queue
-        if queue is not None and queue.pid == os.getpid() and not queue.closed:
+        if (queue is not None and queue.pid == os.getpid() and not queue.closed
+                and not queue.gone_quiet()):
             return queue  # the common case, without the lock
         with self._queue_lock:
             if self._queue is not None and self._queue.pid != os.getpid():

@@ -468,6 +468,19 @@ class RunQueue:
                 if self._sleepers == 0:
                     self._store(_CLIENT_WAITING, 0)
 
+    def gone_quiet(self):
+        """Whether the daemon's process has exited, looked at (its pidfd)
+        only after _PROBE_AFTER_S without news: a daemon killed while no
+        Run waited leaves its queue looking open, and a Run sent into it
+        would wait for a probe and fail. Cheap otherwise: one clock read."""
+        if self._daemon_pidfd is None or time.monotonic() - self._heard_at < _PROBE_AFTER_S:
+            return self._gone is not None
+        with self._lock:
+            self._heard_at = time.monotonic()  # the next look is as far away
+            if self._gone is None and select.select([self._daemon_pidfd], [], [], 0)[0]:
+                self._gone = _errors.UnavailableError("its process exited")
+        return self._gone is not None
+
     def _probe(self, until):
         """(self._lock held) After _PROBE_AFTER_S without news from the
         daemon, one waiter checks whether it is still there; when it is

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 import unittest
 
@@ -239,8 +240,52 @@ class TargetTest(unittest.TestCase):
                 with kerntune.Client(path, timeout=5) as client:
                     with self.assertRaises(kerntune.UnavailableError) as context:
                         client.status()
-        self.assertIn("the socket %s exists but nothing answers: is kerntuned still running?"
-                      % path, context.exception.message)
+        self.assertIn("the socket %s exists but refuses connections: kerntuned exited without "
+                      "removing it (start it again) or is still starting" % path,
+                      context.exception.message)
+
+    def test_a_socket_that_accepts_again_is_named_as_one(self):
+        # A daemon that came back after the call failed; here a listener
+        # that says hello and hangs up, so the call fails too.
+        with tempfile.TemporaryDirectory() as run_dir:
+            path = os.path.join(run_dir, "kerntune.sock")
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+                listener.bind(path)
+                listener.listen(16)
+
+                def hang_up():
+                    while True:
+                        try:
+                            connection, _ = listener.accept()
+                        except OSError:
+                            return
+                        connection.sendall(b"hello\n")  # speaks first, not HTTP/2
+                        connection.close()
+
+                thread = threading.Thread(target=hang_up, daemon=True)
+                thread.start()
+                with kerntune.Client(path, timeout=5) as client:
+                    with self.assertRaises(kerntune.UnavailableError) as context:
+                        client.status()
+                listener.shutdown(socket.SHUT_RDWR)
+                thread.join(5)
+        self.assertIn("kerntuned accepts connections at %s again: the call failed while it "
+                      "was away" % path, context.exception.message)
+
+    def test_the_status_command_without_a_daemon_names_its_own_flag(self):
+        # issue 43: `python3 -m kerntune status` told a CLI user to pass
+        # Client(target=...).
+        with tempfile.TemporaryDirectory() as run_dir:
+            path = os.path.join(run_dir, "kerntune.sock")
+            run = subprocess.run([sys.executable, "-m", "kerntune", "status", "--server=" + path,
+                                  "--timeout=5"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(run.returncode, 1, run.stderr)
+        self.assertEqual(run.stdout, "")
+        self.assertIn("kerntune: unix:%s: no socket at %s: start the daemon (kerntuned "
+                      "--socket=%s; add --cpu on a machine without a GPU), or pass "
+                      "--server=unix:PATH with the --socket it listens on" % (path, path, path),
+                      run.stderr)
+        self.assertNotIn("Client(", run.stderr)
 
     def test_relative_socket_paths_and_bad_targets(self):
         self.assertEqual(kerntune.Client("./kt.sock").target,

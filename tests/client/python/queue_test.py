@@ -578,7 +578,7 @@ class DaemonGoneTest(unittest.TestCase):
         error = waiting.get("error")
         self.assertIsInstance(error, kerntune.UnavailableError, repr(waiting))
         self.assertIn("kerntuned went away; the Run was in flight", error.message)
-        self.assertIn("is kerntuned still running?", error.message)
+        self.assertIn("exists but refuses connections", error.message)
         self.assertLess(waiting["at"] - killed_at, 3.0, "failed at once, not at 60 s")
         # Nothing answers now: the next Run, over gRPC, says so at once too.
         start = time.monotonic()
@@ -595,6 +595,45 @@ class DaemonGoneTest(unittest.TestCase):
         self.client.softmax(self.x, out=self.out)
         np.testing.assert_allclose(self.out, 0.25)
         self.assertEqual(self.grpc_runs.calls, 1)
+        self.assertNotIn(self.client._queue_id(), (None, self.queue.id))
+
+    def test_a_restarted_daemon_is_found_within_a_second(self):
+        # issue 43: a client kept failing for 20 s after its daemon came
+        # back from a 30 s outage (gRPC's reconnect backoff, growing to
+        # 120 s), saying "nothing answers" while the daemon was up.
+        grpc_only = kerntune.Client(self.daemon.target, timeout=60, use_queue=False)
+        self.addCleanup(grpc_only.close)
+        grpc_only.status()
+        self.daemon.process.kill()
+        self.daemon.process.wait()
+        # 5 s of outage, calling all along: gRPC's default backoff would be
+        # 1, 1.6, 2.6 s ... apart by now.
+        until = time.monotonic() + 5
+        while time.monotonic() < until:
+            for client in (self.client, grpc_only):
+                with self.assertRaises(kerntune.UnavailableError) as down:
+                    client.status()
+            time.sleep(0.05)
+        self.assertIn("exists but refuses connections: kerntuned exited without removing it",
+                      down.exception.message)
+        self.start_daemon(socket=self.daemon.socket)
+        serving = time.monotonic()
+        for client in (self.client, grpc_only):
+            while True:
+                try:
+                    client.status()
+                    break
+                except kerntune.UnavailableError as error:
+                    self.assertLess(time.monotonic() - serving, 10, error.message)
+                    time.sleep(0.01)
+            # Within _RECONNECT_MAX_MS (plus gRPC's 20% jitter), with slack for CI.
+            self.assertLess(time.monotonic() - serving, 2.0)
+        # The first run after it goes through a new queue (its shared
+        # arrays registered again), not into the dead daemon's.
+        self.out[...] = 0
+        self.client.softmax(self.x, out=self.out)
+        np.testing.assert_allclose(self.out, 0.25)
+        self.assertEqual(self.grpc_runs.calls, 0)
         self.assertNotIn(self.client._queue_id(), (None, self.queue.id))
 
     def test_a_run_waiting_when_the_daemon_is_replaced_on_its_socket_fails_at_once(self):
