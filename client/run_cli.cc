@@ -178,12 +178,19 @@ absl::StatusOr<std::unique_ptr<Transport>> ShmTransport(const DaemonClient& clie
   const OperandLayout layout = LayOutOperands(p);
   absl::StatusOr<SharedMemory> shm = SharedMemory::Create(layout.total);
   if (!shm.ok()) return shm.status();
-  auto bytes = std::make_unique<ShmBytes>(*std::move(shm));
-  absl::StatusOr<RegisteredBuffer> registration =
-      client.RegisterHostShm(bytes->memory().name(), 0, 0, kLabel);
+  absl::StatusOr<RegisteredBuffer> registration;
+  {
+    // A Ctrl-C while the daemon maps it must not leave it in /dev/shm (a
+    // 8192 x 8192 float32 softmax's is 512 MiB) ...
+    UnlinkOnSignal unlink_on_signal(*shm);
+    registration = client.RegisterHostShm(shm->name(), 0, 0, kLabel);
+    // ... nor anything after: mapped by the daemon (or refused), the name
+    // has done its job.
+    shm->Unlink();
+  }
   if (!registration.ok()) return registration.status();
-  return RegisteredTransport::Create(p, layout, std::move(bytes), *std::move(registration),
-                                     device);
+  return RegisteredTransport::Create(p, layout, std::make_unique<ShmBytes>(*std::move(shm)),
+                                     *std::move(registration), device);
 }
 
 // One registered cudaMalloc allocation on this process's `device` holding

@@ -2,6 +2,7 @@
 #include "client/shared_memory.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -34,6 +35,19 @@ absl::Status ErrnoStatus(absl::string_view what, const std::string& name, int er
     default:
       return absl::InternalError(message);
   }
+}
+
+// UnlinkOnSignal's object as a path: shm_unlink is not async-signal-safe,
+// unlink(2) is, and glibc keeps POSIX shared memory in /dev/shm.
+char g_signal_unlink_path[300];
+struct sigaction g_previous_int, g_previous_term;
+
+void UnlinkAndDie(int signal_number) {
+  if (g_signal_unlink_path[0] != '\0') unlink(g_signal_unlink_path);
+  // Dies of the signal itself once this handler returns (it is blocked
+  // until then), so the parent sees what it sent.
+  signal(signal_number, SIG_DFL);
+  raise(signal_number);
 }
 
 std::string UniqueName() {
@@ -87,6 +101,29 @@ SharedMemory& SharedMemory::operator=(SharedMemory&& other) noexcept {
 }
 
 SharedMemory::~SharedMemory() { Reset(); }
+
+void SharedMemory::Unlink() {
+  if (!name_.empty()) shm_unlink(name_.c_str());
+  name_.clear();
+}
+
+UnlinkOnSignal::UnlinkOnSignal(const SharedMemory& shm) {
+  const std::string path = absl::StrCat("/dev/shm", shm.name());
+  if (shm.name().empty() || path.size() >= sizeof(g_signal_unlink_path)) return;
+  std::memcpy(g_signal_unlink_path, path.c_str(), path.size() + 1);
+  struct sigaction action {};
+  action.sa_handler = UnlinkAndDie;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, &g_previous_int);
+  sigaction(SIGTERM, &action, &g_previous_term);
+}
+
+UnlinkOnSignal::~UnlinkOnSignal() {
+  if (g_signal_unlink_path[0] == '\0') return;
+  sigaction(SIGINT, &g_previous_int, nullptr);
+  sigaction(SIGTERM, &g_previous_term, nullptr);
+  g_signal_unlink_path[0] = '\0';
+}
 
 void SharedMemory::Reset() {
   if (data_ != nullptr) munmap(data_, size_);

@@ -389,5 +389,64 @@ TEST(SharedMemoryTest, RefusesBadNamesAndNeverAdoptsAnExistingObject) {
   EXPECT_TRUE(ShmExists(first->name()));
 }
 
+TEST(SharedMemoryTest, UnlinkKeepsTheMappingAndLeavesNoName) {
+  absl::StatusOr<SharedMemory> shm = SharedMemory::Create(4096);
+  ASSERT_TRUE(shm.ok()) << shm.status();
+  const std::string name = shm->name();
+  const int fd = shm_open(name.c_str(), O_RDWR, 0);  // as the daemon maps it
+  ASSERT_GE(fd, 0);
+  void* daemons = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  ASSERT_NE(daemons, MAP_FAILED);
+  shm->Unlink();
+  EXPECT_FALSE(ShmExists(name));
+  EXPECT_EQ(shm->name(), "");
+  static_cast<uint8_t*>(daemons)[100] = 9;
+  EXPECT_EQ(shm->data()[100], 9) << "the two mappings are still one object";
+  munmap(daemons, 4096);
+}
+
+// issue 43: `kerntune run --via=shm` interrupted left its object in
+// /dev/shm. A child with an UnlinkOnSignal dies of SIGINT or SIGTERM as it
+// would have, its object unlinked; once the guard is gone the handlers
+// before it are back.
+TEST(SharedMemoryTest, UnlinkOnSignalUnlinksThenDiesOfTheSignal) {
+  for (const int signal_number : {SIGINT, SIGTERM}) {
+    int names[2];
+    ASSERT_EQ(pipe(names), 0);
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      absl::StatusOr<SharedMemory> shm = SharedMemory::Create(1 << 20);
+      if (!shm.ok()) _exit(3);
+      {
+        UnlinkOnSignal scoped(*shm);
+      }
+      struct sigaction restored {};
+      sigaction(signal_number, nullptr, &restored);
+      if (restored.sa_handler != SIG_DFL) _exit(6);
+      UnlinkOnSignal guard(*shm);
+      if (write(names[1], shm->name().c_str(), shm->name().size()) < 0) _exit(4);
+      close(names[1]);
+      pause();
+      _exit(5);  // not reached: the signal ends it
+    }
+    close(names[1]);
+    char buffer[256] = {};
+    const ssize_t got = read(names[0], buffer, sizeof(buffer) - 1);
+    close(names[0]);
+    ASSERT_GT(got, 0);
+    const std::string name(buffer, static_cast<size_t>(got));
+    EXPECT_TRUE(ShmExists(name));
+    kill(child, signal_number);
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFSIGNALED(status)) << status;
+    EXPECT_EQ(WTERMSIG(status), signal_number);
+    EXPECT_FALSE(ShmExists(name)) << name << " left in /dev/shm";
+    if (ShmExists(name)) shm_unlink(name.c_str());
+  }
+}
+
 }  // namespace
 }  // namespace kt::client
