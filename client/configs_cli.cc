@@ -199,18 +199,6 @@ absl::StatusOr<PointFilter> CheckFlags(const PointFlags& flags) {
                          flags.inner);
 }
 
-db::BestConfigFilter ToStoreFilter(const PointFilter& filter) {
-  db::BestConfigFilter store_filter;
-  store_filter.gpu_id = filter.gpu.id;
-  store_filter.gpu_name = filter.gpu.name_substring;
-  store_filter.op = filter.op;
-  store_filter.dtype = filter.dtype;
-  store_filter.rows = filter.rows;
-  store_filter.cols = filter.cols;
-  store_filter.inner = filter.inner;
-  return store_filter;
-}
-
 // Whether --gpu picks the SKU: one that only shipped files know has no id,
 // so only a name picks it.
 bool Selects(const GpuSelector& selector, const SkuConfigs& sku) {
