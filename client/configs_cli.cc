@@ -213,16 +213,32 @@ bool RowMatches(const PointFilter& filter, const db::BestConfig& row) {
          (!filter.inner || *filter.inner == p.inner);
 }
 
-// The shipped files of `dir` (none when empty), each unusable one reported
-// on `err` by name: a bad shipped file must not hide the others.
-std::vector<proto::ShippedConfigFile> ReadShipped(absl::string_view verb,
-                                                  const std::string& dir, std::ostream& err) {
-  if (dir.empty()) return {};
-  std::vector<proto::ShippedConfigFile> files = proto::ReadShippedConfigs(dir);
-  for (const std::string& problem : proto::DescribeProblems(files)) {
-    err << "kerntune " << verb << ": shipped config file " << problem << "\n";
+// What the configs verbs read: the store and the shipped files of
+// `configs_dir` (none when empty) as SKUs. Each unusable shipped file is
+// reported on `err` by name: a bad one must not hide the others.
+struct Catalog {
+  StoreForReading store;
+  std::vector<SkuConfigs> skus;
+  // "PATH" of the store, or "PATH or DIR" with shipped files, for messages.
+  std::string where;
+};
+
+absl::StatusOr<Catalog> ReadCatalog(absl::string_view verb, const std::string& db_path,
+                                    const std::string& configs_dir, std::ostream& err) {
+  absl::StatusOr<StoreForReading> store = OpenStoreForReading(db_path);
+  if (!store.ok()) return store.status();
+  std::vector<proto::ShippedConfigFile> shipped;
+  if (!configs_dir.empty()) {
+    shipped = proto::ReadShippedConfigs(configs_dir);
+    for (const std::string& problem : proto::DescribeProblems(shipped)) {
+      err << "kerntune " << verb << ": shipped config file " << problem << "\n";
+    }
   }
-  return files;
+  absl::StatusOr<std::vector<SkuConfigs>> skus = LoadSkuConfigs(*store->store, shipped);
+  if (!skus.ok()) return skus.status();
+  std::string where = configs_dir.empty() ? store->Describe()
+                                          : absl::StrCat(store->Describe(), " or ", configs_dir);
+  return Catalog{*std::move(store), *std::move(skus), std::move(where)};
 }
 
 // "1: NVIDIA H100 ... (cc 9.0, ...)", or "NVIDIA H100 ... (cc 9.0, ...);
@@ -623,18 +639,15 @@ int RunConfigsList(const ConfigsListOptions& options, std::ostream& out,
   constexpr absl::string_view kVerb = "configs list";
   absl::StatusOr<PointFilter> filter = CheckFlags(options.filter);
   if (!filter.ok()) return ReportError(kVerb, filter.status(), err, kExitUsage);
-  absl::StatusOr<StoreForReading> store = OpenStoreForReading(options.db_path);
-  if (!store.ok()) return ReportError(kVerb, store.status(), err);
-  const std::vector<proto::ShippedConfigFile> shipped =
-      ReadShipped(kVerb, options.configs_dir, err);
-  absl::StatusOr<std::vector<SkuConfigs>> skus = LoadSkuConfigs(*store->store, shipped);
-  if (!skus.ok()) return ReportError(kVerb, skus.status(), err);
+  absl::StatusOr<Catalog> catalog = ReadCatalog(kVerb, options.db_path, options.configs_dir, err);
+  if (!catalog.ok()) return ReportError(kVerb, catalog.status(), err);
+  const std::vector<SkuConfigs>& skus = catalog->skus;
 
   std::vector<std::string> names;
-  for (const SkuConfigs& sku : *skus) names.push_back(sku.gpu.sku.name);
+  for (const SkuConfigs& sku : skus) names.push_back(sku.gpu.sku.name);
   Table table = BestConfigTable(options.wide);
   ListSummary summary;
-  for (const SkuConfigs& sku : *skus) {
+  for (const SkuConfigs& sku : skus) {
     if (!Selects(filter->gpu, sku)) continue;
     const std::string short_name = ShortGpuName(sku.gpu.sku.name, names);
     for (const auto& [rows, origin] : {std::pair(&sku.local, tuner::EntryOrigin::kLocal),
@@ -650,7 +663,7 @@ int RunConfigsList(const ConfigsListOptions& options, std::ostream& out,
     const bool filtered = !filter->gpu.empty() || filter->op || filter->dtype ||
                           filter->rows || filter->cols || filter->inner;
     out << (filtered ? "no tuned configs match the filters in " : "no tuned configs in ")
-        << store->Describe()
+        << catalog->store.Describe()
         << (options.configs_dir.empty() ? "" : absl::StrCat(" or in ", options.configs_dir))
         << "\n";
     return kExitOk;
@@ -682,19 +695,15 @@ int RunConfigsShow(const ConfigsShowOptions& options, std::ostream& out,
   // A point: without --inner, the last-axis one.
   db::PointKey point{0, *filter->op, *filter->dtype, *filter->rows, *filter->cols,
                      filter->inner.value_or(1)};
-  absl::StatusOr<StoreForReading> store = OpenStoreForReading(options.db_path);
-  if (!store.ok()) return ReportError(kVerb, store.status(), err);
-  const std::vector<proto::ShippedConfigFile> shipped =
-      ReadShipped(kVerb, options.configs_dir, err);
-  absl::StatusOr<std::vector<SkuConfigs>> skus = LoadSkuConfigs(*store->store, shipped);
-  if (!skus.ok()) return ReportError(kVerb, skus.status(), err);
+  absl::StatusOr<Catalog> catalog = ReadCatalog(kVerb, options.db_path, options.configs_dir, err);
+  if (!catalog.ok()) return ReportError(kVerb, catalog.status(), err);
+  const std::vector<SkuConfigs>& skus = catalog->skus;
 
   const std::string described =
       db::DescribePoint(point.op, point.dtype, point.rows, point.cols, point.inner);
   absl::StatusOr<const SkuConfigs*> chosen = ChooseSku(
-      *skus, filter->gpu, point, described,
-      options.configs_dir.empty() ? store->Describe()
-                                  : absl::StrCat(store->Describe(), " or ", options.configs_dir));
+      skus, filter->gpu, point, described,
+      catalog->where);
   if (!chosen.ok()) {
     return ReportError(kVerb, chosen.status(), err,
                        absl::IsInvalidArgument(chosen.status()) ? kExitUsage : kExitFailure);
@@ -715,7 +724,7 @@ int RunConfigsShow(const ConfigsShowOptions& options, std::ostream& out,
   std::vector<db::Candidate> candidates;
   if (local != nullptr) {
     absl::StatusOr<std::vector<db::Candidate>> listed =
-        store->store->ListCandidates(local->point, std::nullopt);
+        catalog->store.store->ListCandidates(local->point, std::nullopt);
     if (!listed.ok()) return ReportError(kVerb, listed.status(), err);
     candidates = *std::move(listed);
   }
@@ -847,16 +856,12 @@ int RunConfigsExport(const ConfigsExportOptions& options, std::ostream& out,
   constexpr absl::string_view kVerb = "configs export";
   absl::StatusOr<PointFilter> filter = CheckFlags(options.filter);
   if (!filter.ok()) return ReportError(kVerb, filter.status(), err, kExitUsage);
-  absl::StatusOr<StoreForReading> store = OpenStoreForReading(options.db_path);
-  if (!store.ok()) return ReportError(kVerb, store.status(), err);
-  const std::vector<proto::ShippedConfigFile> shipped =
-      ReadShipped(kVerb, options.configs_dir, err);
-  absl::StatusOr<std::vector<SkuConfigs>> skus = LoadSkuConfigs(*store->store, shipped);
-  if (!skus.ok()) return ReportError(kVerb, skus.status(), err);
+  absl::StatusOr<Catalog> catalog = ReadCatalog(kVerb, options.db_path, options.configs_dir, err);
+  if (!catalog.ok()) return ReportError(kVerb, catalog.status(), err);
+  const std::vector<SkuConfigs>& skus = catalog->skus;
   absl::StatusOr<const SkuConfigs*> chosen = ExportedSku(
-      *skus, filter->gpu,
-      options.configs_dir.empty() ? store->Describe()
-                                  : absl::StrCat(store->Describe(), " or ", options.configs_dir));
+      skus, filter->gpu,
+      catalog->where);
   if (!chosen.ok()) {
     return ReportError(kVerb, chosen.status(), err,
                        absl::IsInvalidArgument(chosen.status()) ? kExitUsage : kExitFailure);
@@ -914,7 +919,7 @@ int RunConfigsExport(const ConfigsExportOptions& options, std::ostream& out,
     return ReportError(kVerb, absl::DataLossError("cannot write the output"), err);
   }
   err << "exported " << rows.size() << " tuned configs of " << SkuDescription(sku.gpu.sku)
-      << ": " << DescribeSources(local, *store, from_files)
+      << ": " << DescribeSources(local, catalog->store, from_files)
       << (local > 0 && !from_files.empty()
               ? " (at each point the entry the daemon serves: the store's, else the shipped "
                 "one)"
