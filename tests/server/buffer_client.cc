@@ -13,6 +13,7 @@
 // prints the buffer id and then sleeps until it is killed; the others print
 // "CODE MESSAGE" on one line. Run as another user, they are that user's
 // client (kerntuned_trust_test.cc).
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -92,7 +93,11 @@ int main(int argc, char** argv) {
     return PrintStatus(stub->Run(&context, request, &response));
   } else if (verb == "open-queue") {
     pb::OpenQueueResponse response;
-    return PrintStatus(stub->OpenQueue(&context, pb::OpenQueueRequest(), &response));
+    const grpc::Status opened = stub->OpenQueue(&context, pb::OpenQueueRequest(), &response);
+    // As a real client does once it has mapped the region: the name goes,
+    // else a daemon the test kills leaves it in /dev/shm.
+    if (opened.ok()) shm_unlink(response.shm_name().c_str());
+    return PrintStatus(opened);
   } else {
     std::fprintf(stderr, "unknown verb %s\n", verb.c_str());
     return 2;
