@@ -78,7 +78,9 @@ class ParsingHandler final : public grpc::internal::MethodHandler {
     *handler_data = messages;
     *status = grpc::Status::OK;
     if (payload == nullptr) {
-      messages->unparsed = absl::InvalidArgumentError("the call carried no request message");
+      messages->unparsed = absl::InvalidArgumentError(
+          "no request message arrived: the call ended first, or the daemon's receive quota "
+          "(twice the largest request --max_request_bytes allows) was full");
       return messages->request();
     }
     messages->request_bytes = grpc_byte_buffer_length(payload);

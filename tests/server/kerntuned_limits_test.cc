@@ -34,6 +34,7 @@
 #include "google/protobuf/stubs/logging.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "tests/testing/sanitizers.h"
 #include "kerntune/v1/kerntune.grpc.pb.h"
 #include "tests/server/kerntuned_fixture.h"
 #include "tests/server/malformed_requests.h"
@@ -312,10 +313,14 @@ TEST_F(KerntunedLimitsTest, ConcurrentHugeRequestsAreBoundedAndTheMemoryComesBac
                "96 MiB (";
   for (const auto& [code, count] : codes) std::cout << count << " code " << code << " ";
   std::cout << "); idle after " << idle_after / 1024 << " MiB\n";
-  // Idle again: within 64 MiB of where it started.
-  EXPECT_LE(idle_after - idle_before, 64 * 1024);
-  // Eight calls of 96 MiB each, received and parsed at once, took 1.2 GB.
-  EXPECT_LE(peak, 800 * 1024);
+  // The memory figures are the normal build's: ASan's allocator keeps freed
+  // blocks in quarantine (malloc_trim cannot return them) and pads each.
+  if (!::kt::testing::kSanitizerBuild) {
+    // Idle again: within 64 MiB of where it started.
+    EXPECT_LE(idle_after - idle_before, 64 * 1024);
+    // Eight calls of 96 MiB each, received and parsed at once, took 1.2 GB.
+    EXPECT_LE(peak, 800 * 1024);
+  }
   pb::GetStatusResponse after;
   EXPECT_TRUE(Call(&pb::KernTune::Stub::GetStatus, pb::GetStatusRequest(), &after).ok());
 }
