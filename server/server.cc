@@ -491,7 +491,6 @@ absl::Status RunServer(const Options& options) {
     metrics = std::make_unique<Metrics>(KT_PROJECT_VERSION, kernels::kKernelLibraryVersion);
     if (absl::Status s = metrics->Serve(options.listen.metrics_address); s.ok()) {
       service_options.metrics = metrics.get();
-      service_options.metrics_address = metrics->address();
     } else if (options.listen.metrics_address_given) {
       return UsageError(s);
     } else {

@@ -732,7 +732,8 @@ grpc::Status KernTuneService::HandleGetStatus(absl::string_view peer,
   response->set_max_request_bytes(options_.max_request_bytes);
   response->set_cuda_ipc_supported(backend_.supports_cuda_ipc());
   response->set_open_queues(queues_.size());
-  response->set_metrics_address(options_.metrics_address);
+  // host:bound port (--metrics_address may give port 0).
+  if (options_.metrics != nullptr) response->set_metrics_address(options_.metrics->address());
   pb::IdleTuning* idle = response->mutable_idle_tuning();
   if (options_.idle_tuner != nullptr) {
     const IdleTuner::Status tuner = options_.idle_tuner->status();

@@ -80,8 +80,6 @@ struct ServiceOptions {
   // Where answered Runs and the daemon's state are counted; null = nowhere.
   // Must outlive the service.
   Metrics* metrics = nullptr;
-  // Where `metrics` serves /metrics (host:bound port), for GetStatus.
-  std::string metrics_address;
   // Threads for the calls that may wait long: this many shared, and this
   // many per device for executing large Runs.
   int workers = 8;
