@@ -22,13 +22,107 @@ absl::string_view OpName(Op op) {
       return "reduce_scale";
     case Op::kScaledMaskedSoftmax:
       return "scaled_masked_softmax";
+    case Op::kAddRmsNorm:
+      return "add_rms_norm";
+    case Op::kAddLayerNorm:
+      return "add_layer_norm";
+    case Op::kRmsNormQuant:
+      return "rms_norm_quant";
+    case Op::kLayerNormQuant:
+      return "layer_norm_quant";
+    case Op::kAddRmsNormQuant:
+      return "add_rms_norm_quant";
+    case Op::kAddLayerNormQuant:
+      return "add_layer_norm_quant";
   }
   return "unknown";
 }
 
+bool IsRmsNormFamily(Op op) {
+  return op == Op::kRmsNorm || op == Op::kAddRmsNorm || op == Op::kRmsNormQuant ||
+         op == Op::kAddRmsNormQuant;
+}
+
+bool IsLayerNormFamily(Op op) {
+  return op == Op::kLayerNorm || op == Op::kAddLayerNorm || op == Op::kLayerNormQuant ||
+         op == Op::kAddLayerNormQuant;
+}
+
+bool AddsResidual(Op op) {
+  return op == Op::kAddRmsNorm || op == Op::kAddLayerNorm || op == Op::kAddRmsNormQuant ||
+         op == Op::kAddLayerNormQuant;
+}
+
+bool QuantizesOutput(Op op) {
+  return op == Op::kRmsNormQuant || op == Op::kLayerNormQuant || op == Op::kAddRmsNormQuant ||
+         op == Op::kAddLayerNormQuant;
+}
+
+Op BaseNormOp(Op op) {
+  if (IsRmsNormFamily(op)) return Op::kRmsNorm;
+  if (IsLayerNormFamily(op)) return Op::kLayerNorm;
+  return op;
+}
+
+absl::string_view QuantDTypeName(QuantDType dtype) {
+  switch (dtype) {
+    case QuantDType::kFp8E4M3:
+      return "fp8_e4m3";
+    case QuantDType::kFp8E5M2:
+      return "fp8_e5m2";
+    case QuantDType::kInt8:
+      return "int8";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<QuantDType> ParseQuantDType(absl::string_view name) {
+  const std::string lower = absl::AsciiStrToLower(name);
+  for (QuantDType dtype : kAllQuantDTypes) {
+    if (lower == QuantDTypeName(dtype)) return dtype;
+  }
+  if (lower == "e4m3" || lower == "float8_e4m3fn") return QuantDType::kFp8E4M3;
+  if (lower == "e5m2" || lower == "float8_e5m2") return QuantDType::kFp8E5M2;
+  return absl::InvalidArgumentError(
+      absl::StrCat("quant dtype=\"", name, "\" is not one of fp8_e4m3, fp8_e5m2, int8"));
+}
+
+absl::string_view ScaleModeName(ScaleMode mode) {
+  switch (mode) {
+    case ScaleMode::kStatic:
+      return "static";
+    case ScaleMode::kPerRow:
+      return "per_row";
+    case ScaleMode::kPerGroup:
+      return "per_group";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<ScaleMode> ParseScaleMode(absl::string_view name) {
+  const std::string lower = absl::AsciiStrToLower(name);
+  for (ScaleMode mode : {ScaleMode::kStatic, ScaleMode::kPerRow, ScaleMode::kPerGroup}) {
+    if (lower == ScaleModeName(mode)) return mode;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("scale mode=\"", name, "\" is not one of static, per_row, per_group"));
+}
+
+double QuantMax(QuantDType dtype) {
+  switch (dtype) {
+    case QuantDType::kFp8E4M3:
+      return 448.0;
+    case QuantDType::kFp8E5M2:
+      return 57344.0;
+    case QuantDType::kInt8:
+      return 127.0;
+  }
+  return 0;
+}
+
 bool SupportsInnerAxis(Op op) { return op == Op::kSoftmax || op == Op::kLogSoftmax; }
 
-bool TakesEpsilon(Op op) { return op == Op::kLayerNorm || op == Op::kRmsNorm; }
+bool TakesEpsilon(Op op) { return IsRmsNormFamily(op) || IsLayerNormFamily(op); }
 
 absl::string_view DTypeName(DType dtype) {
   switch (dtype) {
@@ -54,7 +148,9 @@ absl::StatusOr<Op> ParseOp(absl::string_view name) {
   return absl::InvalidArgumentError(
       absl::StrCat("op=\"", name,
                    "\" is not one of softmax, log_softmax, layer_norm, rms_norm, "
-                   "reduce_scale, scaled_masked_softmax"));
+                   "reduce_scale, scaled_masked_softmax, add_rms_norm, add_layer_norm, "
+                   "rms_norm_quant, layer_norm_quant, add_rms_norm_quant, "
+                   "add_layer_norm_quant"));
 }
 
 absl::StatusOr<DType> ParseDType(absl::string_view name) {
