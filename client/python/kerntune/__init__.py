@@ -24,6 +24,7 @@ from kerntune._errors import (
     UnavailableError,
     UnimplementedError,
 )
+from kerntune._quant import Quant, dequantize
 from kerntune._shared import SharedArray, shared_array, shared_empty
 from kerntune._types import (
     BufferInfo,
@@ -66,6 +67,7 @@ __all__ = [
     "OPS",
     "OutOfRangeError",
     "PermissionDeniedError",
+    "Quant",
     "ResourceExhaustedError",
     "RunResult",
     "SharedArray",
@@ -76,6 +78,7 @@ __all__ = [
     "__version__",
     "default_socket_path",
     "default_target",
+    "dequantize",
     "shared_array",
     "shared_empty",
 ]

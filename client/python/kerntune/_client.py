@@ -21,7 +21,9 @@ import numpy as np
 
 from kerntune import _credentials
 from kerntune import _errors
+from kerntune import _quant
 from kerntune import _queue
+from kerntune import _rows
 from kerntune import _shared
 from kerntune import _torch
 from kerntune import _types
@@ -55,22 +57,56 @@ OPS = {
     "rms_norm": pb.OP_RMS_NORM,
     "reduce_scale": pb.OP_REDUCE_SCALE,
     "scaled_masked_softmax": pb.OP_SCALED_MASKED_SOFTMAX,
+    "add_rms_norm": pb.OP_ADD_RMS_NORM,
+    "add_layer_norm": pb.OP_ADD_LAYER_NORM,
+    "rms_norm_quant": pb.OP_RMS_NORM_QUANT,
+    "layer_norm_quant": pb.OP_LAYER_NORM_QUANT,
+    "add_rms_norm_quant": pb.OP_ADD_RMS_NORM_QUANT,
+    "add_layer_norm_quant": pb.OP_ADD_LAYER_NORM_QUANT,
 }
 _OP_NAMES = {number: name for name, number in OPS.items()}
-# The keyword arguments of Client.run each op takes.
-_OP_ARGUMENTS = {
-    pb.OP_SOFTMAX: {"dim"},
-    pb.OP_LOG_SOFTMAX: {"dim"},
-    pb.OP_LAYER_NORM: {"weight", "bias", "eps", "return_stats"},
-    pb.OP_RMS_NORM: {"weight", "eps", "return_stats"},
-    pb.OP_REDUCE_SCALE: set(),
-    pb.OP_SCALED_MASKED_SOFTMAX: {"mask", "scale", "causal"},
-}
-_DEFAULT_EPS = {pb.OP_LAYER_NORM: 1e-5, pb.OP_RMS_NORM: 1e-6}
+# The norm families (kernels/types.h IsRmsNormFamily, IsLayerNormFamily,
+# AddsResidual, QuantizesOutput).
+_RMS_NORM_OPS = {pb.OP_RMS_NORM, pb.OP_ADD_RMS_NORM, pb.OP_RMS_NORM_QUANT,
+                 pb.OP_ADD_RMS_NORM_QUANT}
+_LAYER_NORM_OPS = {pb.OP_LAYER_NORM, pb.OP_ADD_LAYER_NORM, pb.OP_LAYER_NORM_QUANT,
+                   pb.OP_ADD_LAYER_NORM_QUANT}
+_ADD_OPS = {pb.OP_ADD_RMS_NORM, pb.OP_ADD_LAYER_NORM, pb.OP_ADD_RMS_NORM_QUANT,
+            pb.OP_ADD_LAYER_NORM_QUANT}
+_QUANT_OPS = {pb.OP_RMS_NORM_QUANT, pb.OP_LAYER_NORM_QUANT, pb.OP_ADD_RMS_NORM_QUANT,
+              pb.OP_ADD_LAYER_NORM_QUANT}
+# The op a norm method calls: (adds a residual, quantizes) -> op.
+_RMS_NORM_OP = {(False, False): "rms_norm", (True, False): "add_rms_norm",
+                (False, True): "rms_norm_quant", (True, True): "add_rms_norm_quant"}
+_LAYER_NORM_OP = {(False, False): "layer_norm", (True, False): "add_layer_norm",
+                  (False, True): "layer_norm_quant", (True, True): "add_layer_norm_quant"}
+
+
+def _op_arguments(op):
+    """The keyword arguments of Client.run `op` takes."""
+    if op in (pb.OP_SOFTMAX, pb.OP_LOG_SOFTMAX):
+        return {"dim"}
+    if op == pb.OP_SCALED_MASKED_SOFTMAX:
+        return {"mask", "scale", "causal"}
+    takes = set()
+    if op in _RMS_NORM_OPS:
+        takes |= {"weight", "eps", "return_stats", "weight_offset"}
+    if op in _LAYER_NORM_OPS:
+        takes |= {"weight", "bias", "eps", "return_stats"}
+    if op in _ADD_OPS:
+        takes.add("residual")
+    if op in _QUANT_OPS:
+        takes |= {"quant", "scales"}
+    return takes
+
+
+_OP_ARGUMENTS = {op: _op_arguments(op) for op in OPS.values()}
+_DEFAULT_EPS = dict([(op, 1e-5) for op in _LAYER_NORM_OPS] + [(op, 1e-6) for op in _RMS_NORM_OPS])
 
 # One call's validated options (Client.run's keyword arguments).
 _Options = collections.namedtuple(
-    "_Options", "op dim weight bias eps return_stats mask scale causal time_kernel device")
+    "_Options", "op dim weight bias eps return_stats mask scale causal time_kernel device "
+    "residual weight_offset quant quant_scale scales")
 DTYPES = {
     "float32": pb.DTYPE_FLOAT32,
     "float16": pb.DTYPE_FLOAT16,
@@ -380,11 +416,17 @@ class _Prepared:
 
 
 def _cuda_outputs(torch, options, layout, x, out, cuda_stream):
-    """(out, mean, inv_std, row_scale): `out`, else a new tensor like x, and
-    the per-row float32 outputs the call returns (else None)."""
+    """(out, mean, inv_std, row_scale): `out`, else a new tensor like x (of
+    the codes' dtype for a quantizing op), and the per-row float32 outputs
+    the call returns (else None); row_scale: ReduceScale's scales, or a
+    dynamic quantization's (`options.scales` when given)."""
     stats = options.return_stats
-    if out is not None and not stats and options.op != pb.OP_REDUCE_SCALE:
-        return out, None, None, None  # nothing new: the contexts cost microseconds
+    quant = options.quant
+    dynamic = quant is not None and quant.dynamic
+    new_scales = options.op == pb.OP_REDUCE_SCALE or (dynamic and options.scales is None)
+    if out is not None and not stats and not new_scales:
+        # nothing new: the contexts cost microseconds
+        return out, None, None, options.scales if dynamic else None
     mean = inv_std = row_scale = None
     # New tensors belong to x's device and the call's stream (the caching
     # allocator's stream): device= places them, and the stream context is
@@ -392,14 +434,20 @@ def _cuda_outputs(torch, options, layout, x, out, cuda_stream):
     # costs microseconds.
     with contextlib.nullcontext() if cuda_stream is None else torch.cuda.stream(cuda_stream):
         if out is None:
-            out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+            out = torch.empty(x.shape, device=x.device,
+                              dtype=x.dtype if quant is None else quant.torch_dtype(torch))
         rows = (layout.rows,)
         if stats:
             inv_std = torch.empty(rows, dtype=torch.float32, device=x.device)
-            if options.op == pb.OP_LAYER_NORM:
+            if options.op in _LAYER_NORM_OPS:
                 mean = torch.empty(rows, dtype=torch.float32, device=x.device)
         if options.op == pb.OP_REDUCE_SCALE:
             row_scale = torch.empty(rows, dtype=torch.float32, device=x.device)
+        elif dynamic:
+            row_scale = options.scales
+            if row_scale is None:
+                row_scale = torch.empty(tuple(x.shape[:-1]) + (quant.scales_per_row(layout.cols),),
+                                        dtype=torch.float32, device=x.device)
     return out, mean, inv_std, row_scale
 
 
@@ -843,33 +891,73 @@ class Client:
         return self._run("log_softmax", x, out, dim=dim, stream=stream, device=device).output
 
     def layer_norm(self, x, weight=None, bias=None, eps=1e-5, return_stats=False, out=None,
-                   *, stream=None, device=None):
+                   *, quant=None, scales=None, stream=None, device=None):
         """LayerNorm over the last axis: (x - mean) / sqrt(var + eps) * weight + bias.
 
-        weight and bias: optional, x.shape[-1] values each, x's dtype. With
-        return_stats, returns (y, mean, inv_std), the statistics float32 of
-        shape x.shape[:-1]; else y.
+        weight and bias: optional, x.shape[-1] values each, x's dtype.
+        quant: a kerntune.Quant: the output is quantized (layer_norm_quant)
+        and (codes, scales) returned, scales as for rms_norm. With
+        return_stats, (y, mean, inv_std) (or (codes, scales, mean, inv_std)),
+        the statistics float32 of shape x.shape[:-1]; else y.
         """
-        result = self._run("layer_norm", x, out, weight=weight, bias=bias, eps=eps,
-                           return_stats=return_stats, stream=stream, device=device)
-        if return_stats:
-            return result.output, result.mean, result.inv_std
-        return result.output
+        result = self._run(_LAYER_NORM_OP[False, quant is not None], x, out, weight=weight,
+                           bias=bias, eps=eps, return_stats=return_stats, quant=quant,
+                           scales=scales, stream=stream, device=device)
+        return self._norm_result(result, quant, return_stats, (result.mean, result.inv_std))
 
-    def rms_norm(self, x, weight=None, eps=1e-6, return_stats=False, out=None, *, stream=None,
-                 device=None):
-        """RMSNorm over the last axis: x / sqrt(mean(x^2) + eps) * weight.
+    def add_layer_norm(self, x, residual, weight=None, bias=None, eps=1e-5, return_stats=False,
+                       out=None, *, quant=None, scales=None, stream=None, device=None):
+        """The residual add before a LayerNorm: r = x + residual, rounded to
+        x's dtype, is written back to `residual`, then layer_norm(r) returned
+        as layer_norm returns it. residual: x's shape and dtype, in client
+        memory (a shared array, or a CUDA tensor), written in place."""
+        result = self._run(_LAYER_NORM_OP[True, quant is not None], x, out, weight=weight,
+                           bias=bias, eps=eps, return_stats=return_stats, residual=residual,
+                           quant=quant, scales=scales, stream=stream, device=device)
+        return self._norm_result(result, quant, return_stats, (result.mean, result.inv_std))
 
-        weight: optional, x.shape[-1] values of x's dtype. With return_stats,
-        returns (y, inv_rms), inv_rms = 1/sqrt(mean(x^2) + eps) float32 of
-        shape x.shape[:-1]; else y.
+    def rms_norm(self, x, weight=None, eps=1e-6, return_stats=False, out=None, *,
+                 weight_offset=0.0, quant=None, scales=None, stream=None, device=None):
+        """RMSNorm over the last axis: x / sqrt(mean(x^2) + eps) * (weight_offset + weight).
+
+        weight: optional, x.shape[-1] values of x's dtype. weight_offset:
+        Gemma's RMSNorm uses 1 (needs a weight). quant: a kerntune.Quant:
+        the output is quantized (rms_norm_quant) and (codes, scales)
+        returned: codes of x's shape (torch.float8_e4m3fn / float8_e5m2 /
+        int8 for CUDA tensors; uint8 fp8 bits or int8 for NumPy), scales
+        float32 of shape x.shape[:-1] + (1,) per row or + (cols /
+        group_size,) per group (`scales` when given), or the static scale.
+        With return_stats, (y, inv_rms) (or (codes, scales, inv_rms)),
+        inv_rms = 1/sqrt(mean(x^2) + eps) float32 of shape x.shape[:-1];
+        else y.
         """
-        result = self._run("rms_norm", x, out, weight=weight, eps=eps,
-                           return_stats=return_stats, stream=stream, device=device)
-        if return_stats:
-            return result.output, result.inv_std
-        return result.output
+        result = self._run(_RMS_NORM_OP[False, quant is not None], x, out, weight=weight,
+                           eps=eps, return_stats=return_stats, weight_offset=weight_offset,
+                           quant=quant, scales=scales, stream=stream, device=device)
+        return self._norm_result(result, quant, return_stats, (result.inv_std,))
 
+    def add_rms_norm(self, x, residual, weight=None, eps=1e-6, return_stats=False, out=None, *,
+                     weight_offset=0.0, quant=None, scales=None, stream=None, device=None):
+        """The residual add before an RMSNorm (vLLM's fused_add_rms_norm): r =
+        x + residual, rounded to x's dtype, is written back to `residual`,
+        then rms_norm(r) returned as rms_norm returns it. residual: x's shape
+        and dtype, in client memory (a shared array, or a CUDA tensor),
+        written in place; out=x writes y over x."""
+        result = self._run(_RMS_NORM_OP[True, quant is not None], x, out, weight=weight, eps=eps,
+                           return_stats=return_stats, residual=residual,
+                           weight_offset=weight_offset, quant=quant, scales=scales,
+                           stream=stream, device=device)
+        return self._norm_result(result, quant, return_stats, (result.inv_std,))
+
+    @staticmethod
+    def _norm_result(result, quant, return_stats, stats):
+        """What a norm method returns: y, or (codes, scales), then the stats."""
+        head = (result.output,)
+        if quant is not None:
+            head += (result.row_scale if quant.dynamic else quant.scale,)
+        if return_stats:
+            return head + stats
+        return head if len(head) > 1 else head[0]
     def reduce_scale(self, x, out=None, *, stream=None, device=None):
         """Per-row quantization scale: returns (y, scale), y = x / max|x| over the last axis.
 
@@ -893,70 +981,106 @@ class Client:
                          stream=stream, device=device).output
 
     def run(self, op, x, out=None, *, dim=None, weight=None, bias=None, eps=None,
-            return_stats=False, mask=None, scale=None, causal=False, stream=None,
-            time_kernel=False, device=None):
+            return_stats=False, mask=None, scale=None, causal=False, residual=None,
+            weight_offset=None, quant=None, scales=None, stream=None, time_kernel=False,
+            device=None):
         """One op on one tensor; returns a kerntune.RunResult (output, per-row outputs,
         config, time).
 
-        op: "softmax", "log_softmax", "layer_norm", "rms_norm", "reduce_scale"
-        or "scaled_masked_softmax". dim: softmax and log_softmax (default
-        the last axis). weight: layer_norm and rms_norm; bias: layer_norm.
-        eps defaults to 1e-5 (layer_norm) or 1e-6 (rms_norm). return_stats:
-        layer_norm's mean and inv_std, rms_norm's inv_rms (in inv_std).
-        mask, scale, causal: scaled_masked_softmax. stream: torch CUDA
-        tensors only; see README.md. time_kernel: have a GPU daemon time the
-        kernel with CUDA events (RunResult.kernel_time_us; a few
-        microseconds more per call). device: the daemon's GPU for NumPy
-        arrays (inline or shared memory): its ordinal in Status.devices
-        (int), its "GPU-..." UUID or a unique prefix; None: the least-loaded
-        one. CUDA tensors run on their own GPU (a device naming another is
-        refused). RunResult.device_ordinal / device_uuid say which ran it.
+        op: any name of kerntune.OPS. dim: softmax and log_softmax (default
+        the last axis). weight: the norms; bias: the layer_norm family.
+        eps defaults to 1e-5 (layer_norm family) or 1e-6 (rms_norm family).
+        return_stats: the layer_norm family's mean and inv_std, the rms_norm
+        family's inv_rms (in inv_std). mask, scale, causal:
+        scaled_masked_softmax. residual: the add_* ops (read and written
+        back). weight_offset: the rms_norm family. quant, scales: the *_quant
+        ops (a kerntune.Quant; where the dynamic scales go, else new ones in
+        RunResult.row_scale). stream: torch CUDA tensors only; see
+        README.md. time_kernel: have a GPU daemon time the kernel with CUDA
+        events (RunResult.kernel_time_us; a few microseconds more per call).
+        device: the daemon's GPU for NumPy arrays (inline or shared memory):
+        its ordinal in Status.devices (int), its "GPU-..." UUID or a unique
+        prefix; None: the least-loaded one. CUDA tensors run on their own GPU
+        (a device naming another is refused). RunResult.device_ordinal /
+        device_uuid say which device ran it.
         """
         return self._run(op, x, out, dim=dim, weight=weight, bias=bias, eps=eps,
                          return_stats=return_stats, mask=mask, scale=scale, causal=causal,
-                         stream=stream, time_kernel=time_kernel, device=device, with_config=True)
+                         residual=residual, weight_offset=weight_offset, quant=quant,
+                         scales=scales, stream=stream, time_kernel=time_kernel, device=device,
+                         with_config=True)
 
     def _run(self, op, x, out=None, *, dim=None, weight=None, bias=None, eps=None,
-             return_stats=False, mask=None, scale=None, causal=False, stream=None,
-             time_kernel=False, device=None, with_config=False):
+             return_stats=False, mask=None, scale=None, causal=False, residual=None,
+             weight_offset=None, quant=None, scales=None, stream=None, time_kernel=False,
+             device=None, with_config=False):
         """run(); with_config=False (the ops' methods, which return only
         tensors) leaves RunResult.config None instead of converting it.
 
         A call into `out` that returns nothing else (no stream, stats or
-        scales) keeps its request when every tensor is in client memory
+        new scales) keeps its request when every tensor is in client memory
         (_Prepared): the same call again skips the checks and the building,
         the client's largest cost per small call."""
         self._drain_dead()
         if self._pending:
             self._reap_pending(wait=False)
-        arrays = (x, out, weight, bias, mask)
+        if quant is not None and not isinstance(quant, _quant.Quant):
+            raise _invalid("quant must be a kerntune.Quant (e.g. kerntune.Quant(\"fp8_e4m3\", "
+                           "\"per_row\")), not %s" % type(quant).__name__)
+        quant_scale = quant.scale_tensor if quant is not None else None
+        arrays = (x, out, weight, bias, mask, residual, scales, quant_scale)
         key = None
-        if out is not None and stream is None and not return_stats and op != "reduce_scale":
-            key = _prepared_key(op, arrays, (dim, eps, scale, causal, time_kernel, device))
+        dynamic = quant is not None and quant.dynamic
+        if (out is not None and stream is None and not return_stats and op != "reduce_scale"
+                and (not dynamic or scales is not None)):
+            key = _prepared_key(op, arrays, (dim, eps, scale, causal, weight_offset, time_kernel,
+                                             device) + (quant.key() if quant else (None,)))
         if key is not None:
             prepared = self._prepared.get(key)
             if (prepared is not None and prepared.generation == self._registry_generation
                     and prepared.holds(arrays)):
                 response = self._run_prepared(prepared, key)
                 if response is not None:
-                    return self._result(_types.RunResult(out, None, None), response, with_config)
+                    return self._result(
+                        _types.RunResult(out, None, None, row_scale=scales if dynamic else None),
+                        response, with_config)
         op_enum = _op_enum(op)
         name = _OP_NAMES[op_enum]
         takes = _OP_ARGUMENTS[op_enum]
         given = {"dim": dim is not None, "weight": weight is not None,
                  "bias": bias is not None, "eps": eps is not None,
                  "return_stats": bool(return_stats), "mask": mask is not None,
-                 "scale": scale is not None, "causal": bool(causal)}
+                 "scale": scale is not None, "causal": bool(causal),
+                 "residual": residual is not None, "weight_offset": weight_offset is not None,
+                 "quant": quant is not None, "scales": scales is not None}
         wrong = [arg for arg, is_given in given.items() if is_given and arg not in takes]
         if wrong:
             raise _invalid("%s does not take %s (%s takes %s)" % (
                 name, ", ".join(wrong), name, ", ".join(sorted(takes)) or "no options"))
+        if op_enum in _ADD_OPS and residual is None:
+            raise _invalid("%s needs residual= (x's shape and dtype, in client memory: it is "
+                           "read and r = x + residual written back)" % name)
+        if op_enum in _QUANT_OPS:
+            if quant is None:
+                raise _invalid("%s needs quant= (a kerntune.Quant, e.g. "
+                               "kerntune.Quant(\"fp8_e4m3\", \"per_row\"))" % name)
+            if scales is not None and not quant.dynamic:
+                raise _invalid("scales= is where dynamic scales go; scale_mode=static has none "
+                               "(its scale is Quant.scale)")
+        if weight_offset is not None:
+            weight_offset = float(weight_offset)
+            if not math.isfinite(weight_offset):
+                raise _invalid("weight_offset=%r must be finite" % weight_offset)
+            if weight_offset != 0 and weight is None:
+                raise _invalid("weight_offset=%r needs a weight: y = x_hat * (weight_offset + "
+                               "weight)" % weight_offset)
         if eps is None and op_enum in _DEFAULT_EPS:
             eps = _DEFAULT_EPS[op_enum]
         if scale is not None:
             scale = float(scale)
         options = _Options(op_enum, dim, weight, bias, eps, bool(return_stats), mask, scale,
-                           bool(causal), bool(time_kernel), _device_selector(device))
+                           bool(causal), bool(time_kernel), _device_selector(device), residual,
+                           weight_offset, quant, quant_scale, scales)
         if _torch.is_tensor(x) and x.is_cuda:
             response, result, reusable = self._run_cuda(options, x, out, stream)
             device_of_x = x.device
@@ -999,20 +1123,30 @@ class Client:
         return result
 
     def _params(self, request, options, layout, ref):
-        """Fills the op's parameter message; `ref(field, tensor)` points a TensorRef."""
+        """Fills the op's parameter message; `ref(field, tensor)` points a
+        TensorRef (the static scale's too). The residual (row strides) and
+        the outputs (dynamic scales, statistics) are each path's."""
         op_enum = options.op
-        if op_enum == pb.OP_LAYER_NORM:
+        params = None
+        if op_enum in _LAYER_NORM_OPS:
             params = request.layer_norm
             params.epsilon = float(options.eps)
             if options.weight is not None:
                 ref(params.gamma, options.weight)
             if options.bias is not None:
                 ref(params.beta, options.bias)
-        elif op_enum == pb.OP_RMS_NORM:
+        elif op_enum in _RMS_NORM_OPS:
             params = request.rms_norm
             params.epsilon = float(options.eps)
             if options.weight is not None:
                 ref(params.weight, options.weight)
+            if options.weight_offset:
+                params.weight_offset = options.weight_offset
+        if params is not None:
+            if options.quant is not None:
+                options.quant.fill(params.quant)
+                if not options.quant.dynamic:
+                    ref(params.quant.scale, options.quant_scale)
         elif op_enum == pb.OP_REDUCE_SCALE:
             request.reduce_scale.row_scale.return_inline = True
         elif op_enum == pb.OP_SCALED_MASKED_SOFTMAX:
@@ -1042,33 +1176,123 @@ class Client:
         ref.buffer.buffer_id = buffer.id
         ref.buffer.offset_bytes = offset
 
+    def _host_place(self, array, layout):
+        """(place, RowLayout) of a NumPy array: place (its _shared segment and
+        offset) when the daemon can address it in place, a shared array
+        whose rows follow a RowLayout (last-axis ops: strided rows too);
+        else (None, contiguous rows): it travels inline."""
+        cols = layout.cols
+        if array.flags.c_contiguous:
+            return _shared.place_of(array), _rows.contiguous(cols)
+        if layout.inner != 1 or getattr(array, "_kt_segment", None) is None:
+            return None, _rows.contiguous(cols)
+        itemsize = array.dtype.itemsize
+        if any(stride % itemsize for stride in array.strides):
+            return None, _rows.contiguous(cols)
+        rows = _rows.of(array.shape, [stride // itemsize for stride in array.strides])
+        if rows is None:
+            return None, _rows.contiguous(cols)
+        extent = _rows.extent(rows, layout.rows, cols) * itemsize
+        place = _shared.strided_place_of(array, extent)
+        return (place, rows) if place is not None else (None, _rows.contiguous(cols))
+
+    def _host_quant_arrays(self, options, x, layout):
+        """The static scale as an array (a float becomes one inline float32)
+        and the dynamic scales' array when given, both checked."""
+        quant = options.quant
+        if quant is None:
+            return None, None
+        if layout.cols % (quant.group_size or 1):
+            raise _invalid("x has %d columns, not a multiple of group_size=%d"
+                           % (layout.cols, quant.group_size))
+        quant_scale = options.quant_scale
+        if not quant.dynamic:
+            if quant_scale is None:
+                quant_scale = np.array([quant.scale], dtype=np.float32)
+            else:
+                quant_scale = _host_array(quant_scale, "quant.scale")
+                if quant_scale.dtype != np.float32 or quant_scale.size != 1:
+                    raise _invalid("quant.scale has dtype %s and %d elements, want one float32"
+                                   % (quant_scale.dtype, quant_scale.size))
+        scales = options.scales
+        if scales is not None:
+            want = tuple(x.shape[:-1]) + (quant.scales_per_row(layout.cols),)
+            if not isinstance(scales, np.ndarray):
+                raise _invalid("scales must be a NumPy array like x, not %s"
+                               % type(scales).__name__)
+            if scales.dtype != np.float32 or tuple(scales.shape) != want:
+                raise _invalid("scales has dtype %s and shape %s, want float32 and %s"
+                               % (scales.dtype, tuple(scales.shape), want))
+            if not scales.flags.writeable:
+                raise _invalid("scales is read-only")
+        return quant_scale, scales
+
     def _run_host(self, options, x, out):
         x = _host_array(x, "x")
         dtype = _host_dtype(x, "x")
         layout = _layout(x.shape, options)
+        quant = options.quant
+        out_dtype = x.dtype if quant is None else quant.numpy_dtype()
         if out is not None:
             if not isinstance(out, np.ndarray):
                 raise _invalid("out must be a NumPy array like x, not %s" % type(out).__name__)
-            if out.dtype != x.dtype or out.shape != x.shape:
+            if quant is None and (out.dtype != x.dtype or out.shape != x.shape):
                 raise _invalid("out has dtype %s and shape %s, want %s and %s like x"
                                % (out.dtype, tuple(out.shape), x.dtype, tuple(x.shape)))
+            if quant is not None and (not quant.numpy_accepts(out.dtype)
+                                      or out.shape != x.shape):
+                raise _invalid("out has dtype %s and shape %s, want %s codes (%s) and %s like x"
+                               % (out.dtype, tuple(out.shape), quant.dtype, out_dtype,
+                                  tuple(x.shape)))
             if not out.flags.writeable:
                 raise _invalid("out is read-only")
+            out_dtype = out.dtype
+        quant_scale, scales = self._host_quant_arrays(options, x, layout)
         options = options._replace(
             weight=_host_param(options.weight, "weight", x.dtype, layout.cols),
             bias=_host_param(options.bias, "bias", x.dtype, layout.cols),
-            mask=_host_mask(options.mask, x.dtype, layout))
-        x_place = _shared.place_of(x)
-        out_place = _shared.place_of(out) if out is not None else None
+            mask=_host_mask(options.mask, x.dtype, layout), quant_scale=quant_scale)
+        x_place, x_rows = self._host_place(x, layout)
+        out_place, y_rows = (self._host_place(out, layout) if out is not None
+                             else (None, _rows.contiguous(layout.cols)))
+        residual_place = residual_rows = None
+        if options.residual is not None:
+            residual = _host_array(options.residual, "residual")
+            if residual.dtype != x.dtype or residual.shape != x.shape:
+                raise _invalid("residual has dtype %s and shape %s, want %s and %s like x"
+                               % (residual.dtype, tuple(residual.shape), x.dtype,
+                                  tuple(x.shape)))
+            if not residual.flags.writeable:
+                raise _invalid("residual is read-only: x + residual is written back to it")
+            residual_place, residual_rows = self._host_place(residual, layout)
+            if residual_place is None:
+                raise _invalid(
+                    "residual must be a shared array (kerntune.shared_array(residual)) whose "
+                    "rows are evenly spaced: the daemon writes x + residual back into it in "
+                    "place, and a plain NumPy array could only travel as a copy")
+            if residual_rows.group_rows:
+                raise _invalid("residual's rows are in groups (strides %s): the residual takes "
+                               "one row stride" % (residual.strides,))
+            options = options._replace(residual=residual)
+        groups = _rows.common_groups(x_rows, y_rows)
+        if groups is None:
+            # x and out group their rows differently: x travels as a copy.
+            x_place, x_rows = None, _rows.contiguous(layout.cols)
+            groups = y_rows.group_rows
+        x_rows, y_rows = _rows.with_groups(x_rows, groups), _rows.with_groups(y_rows, groups)
+        row_strides = _rows.proto(x_rows, y_rows, residual_rows, layout.cols)
+        scales_place = _shared.place_of(scales) if scales is not None else None
         if x_place is None:
             self._check_inline("x", layout, x.dtype)
         elif out_place is None:
-            self._check_inline("the output", layout, x.dtype)
+            self._check_inline("the output", layout, out_dtype)
 
         def build():
             used = []
             request = pb.RunRequest(op=options.op, dtype=DTYPES[dtype], shape=layout.proto(),
                                     time_kernel=options.time_kernel, device=options.device)
+            if row_strides is not None:
+                request.row_strides.CopyFrom(row_strides)
             self._host_ref(request.input, x, used, x_place)
             if out_place is not None:
                 self._host_ref(request.output, out, used, out_place)
@@ -1076,8 +1300,16 @@ class Client:
                 request.output.return_inline = True
             self._params(request, options, layout,
                          lambda field, array: self._host_ref(field, array, used))
+            if options.residual is not None:
+                params = (request.layer_norm if options.op in _LAYER_NORM_OPS
+                          else request.rms_norm)
+                self._host_ref(params.residual, options.residual, used, residual_place)
+            if scales_place is not None:
+                params = (request.layer_norm if options.op in _LAYER_NORM_OPS
+                          else request.rms_norm)
+                self._host_ref(params.quant.scales, scales, used, scales_place)
             if options.return_stats:
-                if options.op == pb.OP_LAYER_NORM:
+                if options.op in _LAYER_NORM_OPS:
                     request.layer_norm.want_mean_inv_std = True
                 else:
                     request.rms_norm.want_inv_rms = True
@@ -1100,11 +1332,11 @@ class Client:
         if out_place is not None:
             y = out
         else:
-            flat = np.frombuffer(response.output_data, dtype=x.dtype)
+            flat = np.frombuffer(response.output_data, dtype=out_dtype)
             if flat.size != layout.elements:
                 raise _errors.InternalError(
                     "the daemon returned %d bytes of output, want %d"
-                    % (len(response.output_data), layout.elements * x.dtype.itemsize))
+                    % (len(response.output_data), layout.elements * out_dtype.itemsize))
             if out is None:
                 y = flat.reshape(x.shape).copy()
             else:
@@ -1113,11 +1345,25 @@ class Client:
         mean = inv_std = row_scale = None
         if options.return_stats:
             inv_std = layout.row_values(np.array(response.inv_std, dtype=np.float32), "inv_std")
-            if options.op == pb.OP_LAYER_NORM:
+            if options.op in _LAYER_NORM_OPS:
                 mean = layout.row_values(np.array(response.mean, dtype=np.float32), "mean")
         if options.op == pb.OP_REDUCE_SCALE:
             row_scale = layout.row_values(np.array(response.row_scale, dtype=np.float32),
                                           "row_scale", keepdim=True)
+        elif quant is not None and quant.dynamic:
+            row_scale = scales
+            if scales_place is None:
+                per_row = quant.scales_per_row(layout.cols)
+                values = np.array(response.row_scale, dtype=np.float32)
+                if values.size != layout.rows * per_row:
+                    raise _errors.InternalError(
+                        "the daemon returned %d scales, want %d (%d per row)"
+                        % (values.size, layout.rows * per_row, per_row))
+                values = values.reshape(tuple(x.shape[:-1]) + (per_row,))
+                if scales is None:
+                    row_scale = values
+                else:
+                    scales[...] = values
         # Reusable as it is when it returns nothing inline (every tensor in
         # shared memory): then it depends only on the arrays' places.
         reusable = request if _queue.queue_carries(request) else None
@@ -1129,7 +1375,9 @@ class Client:
         """Points a TensorRef/OutputRef at a CUDA tensor: a registered buffer, else IPC."""
         device, handle, offset = _torch.tensor_location(tensor)
         ordinal = self._ordinal(device)
-        end = offset + tensor.numel() * tensor.element_size()
+        # One past its last element: a strided view's gaps count.
+        span = 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()))
+        end = offset + span * tensor.element_size()
         with self._lock:
             buffer = self._registry.get(("cuda", ordinal, handle))
         if buffer is not None and not buffer.closed and (
@@ -1141,6 +1389,42 @@ class Client:
         ref.cuda_ipc.device_ordinal = ordinal
         ref.cuda_ipc.offset_bytes = offset
 
+    @staticmethod
+    def _cuda_rows(t, layout):
+        """The RowLayout of a CUDA tensor the daemon can address as it is, or
+        None (middle-axis ops take contiguous tensors only)."""
+        if t.is_contiguous():
+            return _rows.contiguous(layout.cols)
+        if layout.inner != 1:
+            return None
+        return _rows.of(tuple(t.shape), t.stride())
+
+    def _cuda_quant(self, torch, options, x, layout, check):
+        """(static scale tensor, dynamic scales tensor or None), checked; a
+        float static scale becomes a new one-element tensor on x's device."""
+        quant = options.quant
+        if quant is None:
+            return None, None
+        if layout.cols % (quant.group_size or 1):
+            raise _invalid("x has %d columns, not a multiple of group_size=%d"
+                           % (layout.cols, quant.group_size))
+        quant_scale = options.quant_scale
+        if not quant.dynamic:
+            if quant_scale is None:
+                quant_scale = torch.tensor([quant.scale], dtype=torch.float32, device=x.device)
+            elif not (_torch.is_tensor(quant_scale) and quant_scale.is_cuda
+                      and quant_scale.device == x.device and quant_scale.dtype == torch.float32
+                      and quant_scale.numel() == 1):
+                raise _invalid("quant.scale must be a float or one float32 in a CUDA tensor on "
+                               "%s like x" % (x.device,))
+        scales = options.scales
+        if scales is not None:
+            check(scales, "scales",
+                  tuple(x.shape[:-1]) + (quant.scales_per_row(layout.cols),), torch.float32)
+            if not scales.is_contiguous():
+                raise _invalid("scales must be contiguous: the daemon writes them row-major")
+        return quant_scale, scales
+
     def _run_cuda(self, options, x, out, stream):
         torch = _torch.torch_module()
         dtype = _torch.dtype_name(x.dtype)
@@ -1151,23 +1435,55 @@ class Client:
         if x.numel() == 0:
             raise _invalid("x has shape %s: every dimension must be >= 1" % (tuple(x.shape),))
         device = x.device
-        given = (x, options.weight, options.bias, options.mask)
-        # The daemon reads the tensor in C order; a strided x is copied first.
-        if not x.is_contiguous():
-            x = x.contiguous()
+        quant = options.quant
+        given = (x, options.weight, options.bias, options.mask, options.quant_scale)
 
-        def check(t, what, shape):
+        def check(t, what, shape, want_dtype=x.dtype):
             if not (_torch.is_tensor(t) and t.is_cuda and t.device == device):
                 raise _invalid("%s must be a CUDA tensor on %s like x" % (what, device))
-            if t.dtype != x.dtype:
-                raise _invalid("%s has dtype %s, want %s like x" % (what, t.dtype, x.dtype))
+            if want_dtype is not None and t.dtype != want_dtype:
+                raise _invalid("%s has dtype %s, want %s" % (what, t.dtype, want_dtype))
             if tuple(t.shape) != tuple(shape):
                 raise _invalid("%s has shape %s, want %s" % (what, tuple(t.shape), tuple(shape)))
 
+        # Rows the daemon can reach as they are (a per-head view of a fused
+        # qkv tensor) are normalized in place; any other strided x is copied.
+        x_rows = self._cuda_rows(x, layout)
+        if x_rows is None:
+            x = x.contiguous()
+            x_rows = _rows.contiguous(layout.cols)
+        y_rows = _rows.contiguous(layout.cols)
         if out is not None:
-            check(out, "out", tuple(x.shape))
-            if not out.is_contiguous():
-                raise _invalid("out must be contiguous: the daemon writes it in C order")
+            if quant is None:
+                check(out, "out", tuple(x.shape))
+            else:
+                check(out, "out", tuple(x.shape), None)
+                if not quant.torch_accepts(torch, out.dtype):
+                    raise _invalid("out has dtype %s, want %s for %s codes"
+                                   % (out.dtype, quant.torch_dtype(torch), quant.dtype))
+            y_rows = self._cuda_rows(out, layout)
+            if y_rows is None:
+                raise _invalid("out (strides %s) must be contiguous or have evenly spaced rows "
+                               "that do not overlap: the daemon writes it in place"
+                               % (tuple(out.stride()),))
+        residual = options.residual
+        residual_rows = None
+        if residual is not None:
+            check(residual, "residual", tuple(x.shape))
+            residual_rows = self._cuda_rows(residual, layout)
+            if residual_rows is None or residual_rows.group_rows:
+                raise _invalid("residual (strides %s) must be contiguous or have one row "
+                               "stride: x + residual is written back into it in place"
+                               % (tuple(residual.stride()),))
+        groups = _rows.common_groups(x_rows, y_rows)
+        if groups is None:
+            # x and out group their rows differently: x is copied.
+            x = x.contiguous()
+            x_rows = _rows.contiguous(layout.cols)
+            groups = y_rows.group_rows
+        x_rows, y_rows = _rows.with_groups(x_rows, groups), _rows.with_groups(y_rows, groups)
+        row_strides = _rows.proto(x_rows, y_rows, residual_rows, layout.cols)
+        quant_scale, scales = self._cuda_quant(torch, options, x, layout, check)
         weight, bias, mask = options.weight, options.bias, options.mask
         if weight is not None:
             check(weight, "weight", (layout.cols,))
@@ -1179,7 +1495,8 @@ class Client:
             shape = _mask_shape(tuple(mask.shape), layout) if _torch.is_tensor(mask) else None
             check(mask, "mask", shape or (layout.mask_rows, layout.cols))
             mask = mask.contiguous()
-        options = options._replace(weight=weight, bias=bias, mask=mask)
+        options = options._replace(weight=weight, bias=bias, mask=mask, quant_scale=quant_scale,
+                                   scales=scales)
 
         stream_mode = stream is not None and stream is not False
         cuda_stream = None  # synchronous mode: x.device's current stream
@@ -1198,13 +1515,20 @@ class Client:
 
         request = pb.RunRequest(op=options.op, dtype=DTYPES[dtype], shape=layout.proto(),
                                 time_kernel=options.time_kernel, device=options.device)
+        if row_strides is not None:
+            request.row_strides.CopyFrom(row_strides)
         self._cuda_ref(request.input, x)
         self._cuda_ref(request.output, out)
         self._params(request, options, layout, self._cuda_ref)
-        if options.op == pb.OP_LAYER_NORM and options.return_stats:
+        params = request.layer_norm if options.op in _LAYER_NORM_OPS else request.rms_norm
+        if residual is not None:
+            self._cuda_ref(params.residual, residual)
+        if quant is not None and quant.dynamic:
+            self._cuda_ref(params.quant.scales, row_scale)
+        if options.op in _LAYER_NORM_OPS and options.return_stats:
             self._cuda_ref(request.layer_norm.mean, mean)
             self._cuda_ref(request.layer_norm.inv_std, inv_std)
-        if options.op == pb.OP_RMS_NORM and options.return_stats:
+        if options.op in _RMS_NORM_OPS and options.return_stats:
             self._cuda_ref(request.rms_norm.inv_rms, inv_std)
         if options.op == pb.OP_REDUCE_SCALE:
             self._cuda_ref(request.reduce_scale.row_scale, row_scale)
@@ -1227,22 +1551,23 @@ class Client:
 
         # Reusable as it is unless it names a copy made for this call or
         # outputs allocated for it.
-        unchanged = all(a is b for a, b in zip(given, (x, weight, bias, mask)))
-        reusable = (request if unchanged and not stream_mode
-                    and mean is None and inv_std is None and row_scale is None else None)
+        unchanged = all(a is b for a, b in zip(given, (x, weight, bias, mask, quant_scale)))
+        reusable = (request if unchanged and not stream_mode and mean is None
+                    and inv_std is None and (row_scale is None or row_scale is scales)
+                    else None)
         if stream_mode:
             cuda_stream.wait_event(done)
             # The daemon may still be reading and writing: keep every tensor
             # alive until the done event fires.
             with self._lock:
                 self._pending.append((done, (x, out, weight, bias, mask, mean, inv_std,
-                                             row_scale, wait)))
+                                             row_scale, residual, quant_scale, wait)))
         row_shape = tuple(x.shape[:-1])
         if mean is not None:
             mean = mean.view(row_shape)
         if inv_std is not None:
             inv_std = inv_std.view(row_shape)
-        if row_scale is not None:
+        if row_scale is not None and options.op == pb.OP_REDUCE_SCALE:
             row_scale = row_scale.view(row_shape + (1,))
         return response, _types.RunResult(out, mean, inv_std, row_scale=row_scale), reusable
 

@@ -185,6 +185,17 @@ def queue_carries(request):
     rms = request.rms_norm
     if (rms.HasField("weight") and not _in_memory(rms.weight)) or rms.want_inv_rms:
         return False
+    # The fused norms: a residual is client memory or refused; a static scale
+    # may be inline; dynamic scales come back inline unless they have a place.
+    for params in (ln, rms):
+        if params.HasField("residual") and not _in_memory(params.residual):
+            return False
+        if params.HasField("quant"):
+            quant = params.quant
+            if quant.HasField("scale") and not _in_memory(quant.scale):
+                return False
+            if quant.scale_mode != pb.SCALE_MODE_STATIC and not _in_memory(quant.scales):
+                return False
     # reduce_scale's scales come back inline unless they have a place.
     if request.op == pb.OP_REDUCE_SCALE and not _in_memory(request.reduce_scale.row_scale):
         return False

@@ -118,6 +118,19 @@ def place_of(array):
     return None if offset is None else (segment, offset)
 
 
+def strided_place_of(array, extent_bytes):
+    """(the _Segment holding `array`, its byte offset there) for a SharedArray
+    whose elements span `extent_bytes` from its first (a view with gaps
+    between its rows), else None."""
+    segment = getattr(array, "_kt_segment", None)
+    if segment is None:
+        return None
+    offset = array.__array_interface__["data"][0] - segment.base
+    if offset < 0 or offset + extent_bytes > segment.size:
+        return None
+    return segment, offset
+
+
 def shared_empty(shape, dtype=np.float32):
     """A new uninitialised SharedArray of `shape` and `dtype`."""
     return SharedArray(shape, dtype)

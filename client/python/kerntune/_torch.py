@@ -45,6 +45,11 @@ def is_tensor(obj):
     return torch is not None and isinstance(obj, torch.Tensor)
 
 
+def is_dtype(obj):
+    torch = torch_module()
+    return torch is not None and isinstance(obj, torch.dtype)
+
+
 def dtype_name(dtype):
     """"float32", "float16", "bfloat16" for those torch dtypes, else None."""
     torch = torch_module()

@@ -314,7 +314,9 @@ class RunResult:
     tensor), x's shape. mean / inv_std: LayerNorm's per-row float32
     statistics (inv_std: RMSNorm's 1/rms) when asked for, else None, of shape
     x.shape[:-1]. row_scale: ReduceScale's per-row scales, float32 of shape
-    x.shape[:-1] + (1,) (x == output * row_scale), else None.
+    x.shape[:-1] + (1,) (x == output * row_scale); a dynamic quantization's
+    scales (x.shape[:-1] + (1,) per row, + (cols / group_size,) per group;
+    output ~= codes * scale); else None.
     kernel_time_us: on a GPU daemon, the kernel's time when run() was given
     time_kernel=True, and 0 otherwise and in stream (asynchronous) mode; on
     the CPU backend the reference's time, always.
