@@ -380,6 +380,23 @@ pb::OutputRef IpcOutput(std::string handle, int32_t device_ordinal, int64_t offs
   return ref;
 }
 
+namespace {
+
+// A quantizing norm's Quantization: the dynamic scales go where row_scale
+// says (unset: inline).
+pb::Quantization MakeQuantization(const RunArgs& args) {
+  pb::Quantization quant;
+  quant.set_dtype(args.quant_dtype);
+  quant.set_scale_mode(args.scale_mode);
+  quant.set_group_size(args.group_size);
+  quant.set_scale_ub(args.scale_ub);
+  if (args.quant_scale) *quant.mutable_scale() = *args.quant_scale;
+  if (args.row_scale) *quant.mutable_scales() = *args.row_scale;
+  return quant;
+}
+
+}  // namespace
+
 pb::RunRequest MakeRunRequest(const RunArgs& args) {
   pb::RunRequest request;
   request.set_op(args.op);
@@ -389,8 +406,12 @@ pb::RunRequest MakeRunRequest(const RunArgs& args) {
   if (args.inner != 1) request.mutable_shape()->set_inner(args.inner);
   *request.mutable_input() = args.input;
   *request.mutable_output() = args.output;
+  if (args.row_strides) *request.mutable_row_strides() = *args.row_strides;
   switch (args.op) {
-    case pb::OP_LAYER_NORM: {
+    case pb::OP_LAYER_NORM:
+    case pb::OP_ADD_LAYER_NORM:
+    case pb::OP_LAYER_NORM_QUANT:
+    case pb::OP_ADD_LAYER_NORM_QUANT: {
       pb::LayerNormParams* params = request.mutable_layer_norm();
       if (args.gamma) *params->mutable_gamma() = *args.gamma;
       if (args.beta) *params->mutable_beta() = *args.beta;
@@ -398,14 +419,26 @@ pb::RunRequest MakeRunRequest(const RunArgs& args) {
       params->set_want_mean_inv_std(args.want_mean_inv_std);
       if (args.mean) *params->mutable_mean() = *args.mean;
       if (args.inv_std) *params->mutable_inv_std() = *args.inv_std;
+      if (args.residual) *params->mutable_residual() = *args.residual;
+      if (args.op == pb::OP_LAYER_NORM_QUANT || args.op == pb::OP_ADD_LAYER_NORM_QUANT) {
+        *params->mutable_quant() = MakeQuantization(args);
+      }
       break;
     }
-    case pb::OP_RMS_NORM: {
+    case pb::OP_RMS_NORM:
+    case pb::OP_ADD_RMS_NORM:
+    case pb::OP_RMS_NORM_QUANT:
+    case pb::OP_ADD_RMS_NORM_QUANT: {
       pb::RmsNormParams* params = request.mutable_rms_norm();
       if (args.gamma) *params->mutable_weight() = *args.gamma;
       params->set_epsilon(args.epsilon);
       params->set_want_inv_rms(args.want_inv_rms);
       if (args.inv_std) *params->mutable_inv_rms() = *args.inv_std;
+      if (args.residual) *params->mutable_residual() = *args.residual;
+      params->set_weight_offset(args.weight_offset);
+      if (args.op == pb::OP_RMS_NORM_QUANT || args.op == pb::OP_ADD_RMS_NORM_QUANT) {
+        *params->mutable_quant() = MakeQuantization(args);
+      }
       break;
     }
     case pb::OP_REDUCE_SCALE:

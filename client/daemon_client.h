@@ -69,8 +69,26 @@ struct RunArgs {
   bool want_inv_rms = false;       // RMSNorm's 1/rms returned inline
   std::optional<pb::OutputRef> mean;  // or written to memory (both or neither)
   std::optional<pb::OutputRef> inv_std;
-  // ReduceScale: where the per-row scales go; unset = returned inline.
+  // ReduceScale, and the quantizing norms with a dynamic scale: where the
+  // scales go (rows of them; rows x cols / group_size per group); unset =
+  // returned inline (RunResponse.row_scale).
   std::optional<pb::OutputRef> row_scale;
+  // The add_* norms: (rows, cols) of the dtype, read and r = x + residual
+  // written back; client memory (a buffer or cuda_ipc), never inline.
+  std::optional<pb::TensorRef> residual;
+  // The RMSNorm family: y = x_hat * (weight_offset + weight) (Gemma: 1).
+  double weight_offset = 0;
+  // The *_quant norms: the code type, the scale mode, the group size
+  // (per_group: 64 or 128), the dynamic modes' bound on max |y| (0: none)
+  // and the static mode's one float32 scale.
+  pb::QuantDType quant_dtype = pb::QUANT_DTYPE_UNSPECIFIED;
+  pb::ScaleMode scale_mode = pb::SCALE_MODE_UNSPECIFIED;
+  int64_t group_size = 0;
+  double scale_ub = 0;
+  std::optional<pb::TensorRef> quant_scale;
+  // Where the rows of the input, output and residual start (last-axis ops);
+  // unset = contiguous rows.
+  std::optional<pb::RowStrides> row_strides;
   // ScaledMaskedSoftmax: scale (unset: the daemon's 1), an additive
   // (mask_rows, cols) mask, the query length, causal.
   std::optional<double> scale;

@@ -51,6 +51,17 @@ bool InMemory(const Ref& ref) {
   return ref.has_buffer() || ref.has_cuda_ipc();
 }
 
+// A fused norm's residual (client memory, or the daemon refuses it), static
+// scale (may be inline) and dynamic scales (inline unless they have a place).
+template <typename NormParams>
+bool FusedNormInMemory(const NormParams& params) {
+  if (params.has_residual() && !InMemory(params.residual())) return false;
+  if (!params.has_quant()) return true;
+  const pb::Quantization& quant = params.quant();
+  if (quant.has_scale() && !InMemory(quant.scale())) return false;
+  return quant.scale_mode() == pb::SCALE_MODE_STATIC || InMemory(quant.scales());
+}
+
 void CloseOnDaemon(pb::KernTune::Stub& stub, const std::string& id) {
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
@@ -99,6 +110,7 @@ bool QueueCarries(const pb::RunRequest& request) {
   }
   const pb::RmsNormParams& rms = request.rms_norm();
   if ((rms.has_weight() && !InMemory(rms.weight())) || rms.want_inv_rms()) return false;
+  if (!FusedNormInMemory(ln) || !FusedNormInMemory(rms)) return false;
   // reduce_scale's scales come back inline unless they have a place.
   if (request.op() == pb::OP_REDUCE_SCALE && !InMemory(request.reduce_scale().row_scale())) {
     return false;
