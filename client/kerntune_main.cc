@@ -114,7 +114,8 @@ ABSL_FLAG(std::string, via, "auto",
           "memory) or inline (bytes in the messages)");
 ABSL_FLAG(int, iterations, 10, "run: Runs to time (medians reported; the last is checked)");
 ABSL_FLAG(std::optional<double>, epsilon, std::nullopt,
-          "the epsilon of layer_norm and rms_norm (default 1e-5); the other ops take none");
+          "the epsilon of the norms (layer_norm, rms_norm and their add / quant forms; default "
+          "1e-5); the other ops take none");
 ABSL_FLAG(bool, mask, false,
           "run scaled_masked_softmax: send an additive random (mask_rows, cols) mask, 1 in 8 "
           "entries -inf");
@@ -126,6 +127,29 @@ ABSL_FLAG(std::optional<double>, scale, std::nullopt,
 ABSL_FLAG(std::optional<int64_t>, mask_rows, std::nullopt,
           "run scaled_masked_softmax: the query length q (rows = batch x heads x q); default "
           "the largest divisor of --rows that is <= --cols");
+ABSL_FLAG(std::optional<double>, weight_offset, std::nullopt,
+          "run the rms_norm family: y = x_hat * (weight_offset + weight) (Gemma: 1)");
+ABSL_FLAG(std::optional<std::string>, quant_dtype, std::nullopt,
+          "run a *_quant op: the codes, fp8_e4m3 (default), fp8_e5m2 or int8");
+ABSL_FLAG(std::optional<std::string>, scale_mode, std::nullopt,
+          "run a *_quant op: per_row (default: each row's max |y| / qmax), per_group (one scale "
+          "per --group_size elements of a row) or static (--quant_scale)");
+ABSL_FLAG(std::optional<int64_t>, group_size, std::nullopt,
+          "run a *_quant op with --scale_mode=per_group: 64 or 128 (default), dividing --cols");
+ABSL_FLAG(std::optional<double>, scale_ub, std::nullopt,
+          "run a *_quant op with a dynamic scale: the bound on max |y| (default none)");
+ABSL_FLAG(std::optional<double>, quant_scale, std::nullopt,
+          "run a *_quant op with --scale_mode=static: the scale, y ~= code * scale (default "
+          "4 / the code type's max)");
+ABSL_FLAG(std::optional<int64_t>, row_stride, std::nullopt,
+          "run a last-axis op on strided rows: row r of the input and output starts r * "
+          "row_stride elements in (>= --cols; the residual's too when there are no groups)");
+ABSL_FLAG(std::optional<int64_t>, group_rows, std::nullopt,
+          "run on rows in groups (QK-norm: the heads of a token): rows per group, dividing "
+          "--rows; with --group_stride");
+ABSL_FLAG(std::optional<int64_t>, group_stride, std::nullopt,
+          "run on rows in groups: elements between the first rows of two groups (QK-norm of "
+          "[tokens, 3, heads, head_dim]: 3 * heads * head_dim)");
 
 namespace {
 
@@ -331,6 +355,15 @@ int RunVerb(const std::vector<std::string>& positional) {
   o.causal = absl::GetFlag(FLAGS_causal);
   o.scale = absl::GetFlag(FLAGS_scale);
   o.mask_rows = absl::GetFlag(FLAGS_mask_rows);
+  o.weight_offset = absl::GetFlag(FLAGS_weight_offset);
+  o.quant_dtype = absl::GetFlag(FLAGS_quant_dtype);
+  o.scale_mode = absl::GetFlag(FLAGS_scale_mode);
+  o.group_size = absl::GetFlag(FLAGS_group_size);
+  o.scale_ub = absl::GetFlag(FLAGS_scale_ub);
+  o.quant_scale = absl::GetFlag(FLAGS_quant_scale);
+  o.row_stride = absl::GetFlag(FLAGS_row_stride);
+  o.group_rows = absl::GetFlag(FLAGS_group_rows);
+  o.group_stride = absl::GetFlag(FLAGS_group_stride);
   o.device = absl::GetFlag(FLAGS_device);
   o.daemon_device = absl::GetFlag(FLAGS_daemon_device);
   o.format = FormatFlag();
@@ -421,13 +454,16 @@ const std::vector<Verb>& Verbs() {
        {"db", "format"}, 1, ConfigsImport, {}, {{"db", "created when missing"}}},
       {{"run"}, "OP",
        "send one random OP (softmax, log_softmax, layer_norm, rms_norm, reduce_scale, "
-       "scaled_masked_softmax) problem to a running kerntuned, check every output against "
-       "the fp64 reference, and print the config it used with its source (tuned, shipped, "
+       "scaled_masked_softmax, add_rms_norm, add_layer_norm, rms_norm_quant, layer_norm_quant, "
+       "add_rms_norm_quant, add_layer_norm_quant) problem to a running kerntuned, check every "
+       "output (the residual written back, quantized codes and scales too) against the fp64 "
+       "reference, and print the config it used with its source (tuned, shipped, "
        "nearest_tuned, heuristic, cpu), the kernel time and the round-trip time. Exit 1 on a "
        "mismatch or a failed call",
        {"server", "dtype", "rows", "cols", "inner", "via", "iterations", "epsilon", "mask",
-        "causal", "scale", "mask_rows", "device", "daemon_device", "format", "tls_ca",
-        "tls_cert", "tls_key", "token_file"},
+        "causal", "scale", "mask_rows", "weight_offset", "quant_dtype", "scale_mode",
+        "group_size", "scale_ub", "quant_scale", "row_stride", "group_rows", "group_stride",
+        "device", "daemon_device", "format", "tls_ca", "tls_cert", "tls_key", "token_file"},
        1, RunVerb, {"dtype", "rows", "cols"},
        {{"inner", "default 1; > 1 for softmax and log_softmax only"},
         {"device", "--via=ipc: the device to allocate on"}}},

@@ -511,6 +511,99 @@ void SetOperandRef(Operand operand, pb::TensorRef read, pb::OutputRef written, R
   }
 }
 
+absl::StatusOr<kernels::OpParams> RunOpParams(const RunCliOptions& o, kernels::Op op,
+                                              kernels::Shape shape, double epsilon) {
+  kernels::OpParams params;
+  params.epsilon = epsilon;
+  const absl::string_view name = kernels::OpName(op);
+  auto usage = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
+  if (o.weight_offset) {
+    if (!kernels::IsRmsNormFamily(op)) {
+      return usage("--weight_offset is a flag of the rms_norm family, not ", name);
+    }
+    if (!std::isfinite(*o.weight_offset)) {
+      return usage("--weight_offset=", *o.weight_offset, " must be finite");
+    }
+    params.weight_offset = *o.weight_offset;
+  }
+  const bool quant_flags =
+      o.quant_dtype || o.scale_mode || o.group_size || o.scale_ub || o.quant_scale;
+  if (quant_flags && !kernels::QuantizesOutput(op)) {
+    return usage(
+        "--quant_dtype, --scale_mode, --group_size, --scale_ub and --quant_scale are flags of "
+        "the *_quant ops, not ",
+        name);
+  }
+  if (kernels::QuantizesOutput(op)) {
+    if (o.quant_dtype) {
+      absl::StatusOr<kernels::QuantDType> dtype = kernels::ParseQuantDType(*o.quant_dtype);
+      if (!dtype.ok()) {
+        return usage("--quant_dtype=", *o.quant_dtype, " must be fp8_e4m3, fp8_e5m2 or int8");
+      }
+      params.quant_dtype = *dtype;
+    }
+    if (o.scale_mode) {
+      absl::StatusOr<kernels::ScaleMode> mode = kernels::ParseScaleMode(*o.scale_mode);
+      if (!mode.ok()) {
+        return usage("--scale_mode=", *o.scale_mode, " must be static, per_row or per_group");
+      }
+      params.scale_mode = *mode;
+    }
+    const bool per_group = params.scale_mode == kernels::ScaleMode::kPerGroup;
+    if (o.group_size && !per_group) return usage("--group_size needs --scale_mode=per_group");
+    if (per_group) {
+      params.group_size = o.group_size.value_or(128);
+      if ((params.group_size != 64 && params.group_size != 128) ||
+          shape.cols % params.group_size != 0) {
+        return usage("--group_size=", params.group_size,
+                     " must be 64 or 128 and divide --cols=", shape.cols);
+      }
+    }
+    const bool is_static = params.scale_mode == kernels::ScaleMode::kStatic;
+    if (o.scale_ub) {
+      if (is_static) {
+        return usage("--scale_ub bounds a dynamic scale; --scale_mode=static has none");
+      }
+      if (!(std::isfinite(*o.scale_ub) && *o.scale_ub >= 0)) {
+        return usage("--scale_ub=", *o.scale_ub, " must be finite and >= 0 (0: no bound)");
+      }
+      params.scale_ub = *o.scale_ub;
+    }
+    if (o.quant_scale && !is_static) return usage("--quant_scale needs --scale_mode=static");
+    if (is_static && o.quant_scale && !(std::isfinite(*o.quant_scale) && *o.quant_scale > 0)) {
+      return usage("--quant_scale=", *o.quant_scale, " must be finite and > 0");
+    }
+  }
+  if (o.row_stride || o.group_rows || o.group_stride) {
+    if (shape.inner > 1) return usage("--row_stride and groups are for last-axis ops (--inner=1)");
+    const int64_t stride = o.row_stride.value_or(shape.cols);
+    if (stride < shape.cols) {
+      return usage("--row_stride=", stride, " must be >= --cols=", shape.cols,
+                   " (rows must not overlap)");
+    }
+    if (o.group_rows.has_value() != o.group_stride.has_value()) {
+      return usage("--group_rows and --group_stride go together");
+    }
+    params.x_row_stride = params.y_row_stride = stride;
+    if (o.group_rows) {
+      const int64_t group_rows = *o.group_rows;
+      if (group_rows < 1 || shape.rows % group_rows != 0) {
+        return usage("--group_rows=", group_rows, " must be >= 1 and divide --rows=", shape.rows);
+      }
+      const int64_t least = (group_rows - 1) * stride + shape.cols;
+      if (*o.group_stride < least) {
+        return usage("--group_stride=", *o.group_stride, " must be >= ", least,
+                     " ((group_rows - 1) * row_stride + cols: groups must not overlap)");
+      }
+      params.group_rows = group_rows;
+      params.x_group_stride = params.y_group_stride = *o.group_stride;
+    } else if (kernels::AddsResidual(op)) {
+      params.residual_row_stride = stride;
+    }
+  }
+  return params;
+}
+
 absl::StatusOr<Via> ParseVia(absl::string_view name) {
   for (Via via : {Via::kAuto, Via::kIpc, Via::kShm, Via::kInline}) {
     if (name == ViaName(via)) return via;
@@ -637,6 +730,9 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
       attention.mask_rows = *o.mask_rows;
     }
   }
+  absl::StatusOr<kernels::OpParams> params =
+      RunOpParams(o, *op, kernels::Shape{*o.rows, *o.cols, inner}, epsilon);
+  if (!params.ok()) return ReportError(kRunVerb, params.status(), err, kExitUsage);
   DaemonClientOptions client_options;
   client_options.target = o.server;
   client_options.deadline = o.deadline;

@@ -38,6 +38,9 @@ absl::StatusOr<Via> ParseVia(absl::string_view name);
 absl::string_view ViaName(Via via);
 
 inline constexpr double kDefaultRunEpsilon = 1e-5;
+// A static scale under which |y| up to this saturates nothing: norm outputs
+// of the random problems mostly lie within it, and the rest test saturation.
+inline constexpr double kDefaultStaticScaleMax = 4;
 
 // Flag values as the user typed them; RunRunCommand checks them (a bad or
 // missing one is a usage error naming the flag).
@@ -62,6 +65,26 @@ struct RunCliOptions {
   bool causal = false;
   std::optional<double> scale;
   std::optional<int64_t> mask_rows;
+  // The fused norms. weight_offset: the RMSNorm family (y = x_hat *
+  // (weight_offset + w)). The *_quant ops: quant_dtype (unset: fp8_e4m3),
+  // scale_mode (unset: per_row), group_size (per_group; unset: 128),
+  // scale_ub (the dynamic modes' bound on max |y|; unset: none) and
+  // quant_scale (static; unset: kDefaultStaticScaleMax / QuantMax).
+  std::optional<double> weight_offset;
+  std::optional<std::string> quant_dtype;
+  std::optional<std::string> scale_mode;
+  std::optional<int64_t> group_size;
+  std::optional<double> scale_ub;
+  std::optional<double> quant_scale;
+  // Strided rows (last-axis ops): row r of the input and output starts at
+  // r * row_stride elements, or with groups of group_rows rows at (r /
+  // group_rows) * group_stride + (r % group_rows) * row_stride (QK-norm of
+  // a [tokens, 3, heads, head_dim] tensor: --cols=head_dim
+  // --row_stride=head_dim --group_rows=heads --group_stride=3*heads*head_dim).
+  // The residual takes row_stride when there are no groups.
+  std::optional<int64_t> row_stride;
+  std::optional<int64_t> group_rows;
+  std::optional<int64_t> group_stride;
   int device = 0;         // --via=ipc: this process's CUDA device to allocate on
   // The daemon's GPU to run on: its ordinal, UUID or a unique UUID prefix.
   // Inline and shm: RunRequest.device (empty: the least-loaded one). ipc:
@@ -73,6 +96,12 @@ struct RunCliOptions {
   OutputFormat format = OutputFormat::kTable;
   absl::Duration deadline = absl::Seconds(120);  // per Run
 };
+
+// The fused norms' flags of `o` as OpParams for `op` on `shape` (epsilon
+// included): InvalidArgument naming the flag for one the op does not take or
+// a value out of range.
+absl::StatusOr<kernels::OpParams> RunOpParams(const RunCliOptions& o, kernels::Op op,
+                                              kernels::Shape shape, double epsilon);
 
 // Exit kExitOk when the output matches, kExitFailure on a mismatch or a
 // failed call, kExitUsage for bad flags.

@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/daemon_client.h"
+#include "client/run_queue.h"
 #include "client/shared_memory.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -287,6 +288,64 @@ TEST(DaemonClientRunArgsTest, MakeRunRequestFillsEachNewOpsParameters) {
   request = MakeRunRequest(args);
   EXPECT_EQ(request.shape().inner(), 48);
   EXPECT_FALSE(request.has_scaled_masked_softmax());
+}
+
+TEST(DaemonClientRunArgsTest, MakeRunRequestFillsTheFusedNormsParameters) {
+  RunArgs args;
+  args.op = pb::OP_ADD_RMS_NORM_QUANT;
+  args.input = BufferTensor("b", 0);
+  args.output = BufferOutput("b", 4096);
+  args.gamma = BufferTensor("b", 8192);
+  args.residual = BufferTensor("b", 12288);
+  args.weight_offset = 1;
+  args.quant_dtype = pb::QUANT_DTYPE_FP8_E5M2;
+  args.scale_mode = pb::SCALE_MODE_PER_GROUP;
+  args.group_size = 64;
+  args.scale_ub = 1200;
+  args.row_scale = BufferOutput("b", 16384);  // where the dynamic scales go
+  pb::RowStrides strides;
+  strides.set_input(128);
+  strides.set_group_rows(8);
+  args.row_strides = strides;
+  pb::RunRequest request = MakeRunRequest(args);
+  const pb::RmsNormParams& rms = request.rms_norm();
+  EXPECT_EQ(rms.residual().buffer().offset_bytes(), 12288);
+  EXPECT_EQ(rms.weight_offset(), 1);
+  EXPECT_EQ(rms.quant().dtype(), pb::QUANT_DTYPE_FP8_E5M2);
+  EXPECT_EQ(rms.quant().scale_mode(), pb::SCALE_MODE_PER_GROUP);
+  EXPECT_EQ(rms.quant().group_size(), 64);
+  EXPECT_EQ(rms.quant().scale_ub(), 1200);
+  EXPECT_EQ(rms.quant().scales().buffer().offset_bytes(), 16384);
+  EXPECT_FALSE(rms.quant().has_scale());
+  EXPECT_EQ(request.row_strides().input(), 128);
+  EXPECT_EQ(request.row_strides().group_rows(), 8);
+  EXPECT_FALSE(request.has_reduce_scale());
+  EXPECT_TRUE(QueueCarries(request));
+  args.row_scale.reset();  // dynamic scales returned inline: gRPC only
+  EXPECT_FALSE(QueueCarries(MakeRunRequest(args)));
+
+  // The plain add op sends no quantization; the LayerNorm family its own.
+  args.op = pb::OP_ADD_RMS_NORM;
+  EXPECT_FALSE(MakeRunRequest(args).rms_norm().has_quant());
+  args = RunArgs();
+  args.op = pb::OP_ADD_LAYER_NORM_QUANT;
+  args.input = BufferTensor("b", 0);
+  args.output = BufferOutput("b", 4096);
+  args.residual = BufferTensor("b", 8192);
+  args.quant_dtype = pb::QUANT_DTYPE_INT8;
+  args.scale_mode = pb::SCALE_MODE_STATIC;
+  args.quant_scale = InlineTensor(std::string(4, '\0'));
+  request = MakeRunRequest(args);
+  EXPECT_FALSE(request.has_rms_norm());
+  EXPECT_FALSE(request.has_row_strides());  // contiguous rows: not sent
+  EXPECT_EQ(request.layer_norm().residual().buffer().offset_bytes(), 8192);
+  EXPECT_EQ(request.layer_norm().quant().scale_mode(), pb::SCALE_MODE_STATIC);
+  EXPECT_EQ(request.layer_norm().quant().scale().inline_data().size(), 4u);
+  EXPECT_FALSE(QueueCarries(request));  // an inline static scale
+  args.quant_scale = BufferTensor("b", 12288);
+  EXPECT_TRUE(QueueCarries(MakeRunRequest(args)));
+  args.residual = InlineTensor("rr");  // refused by the daemon; never queued
+  EXPECT_FALSE(QueueCarries(MakeRunRequest(args)));
 }
 
 pb::GetStatusResponse StatusWithDevices(
