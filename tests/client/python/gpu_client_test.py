@@ -19,7 +19,12 @@ torch's float64 result of the same input:
   - runs through the submission queue (the default): no gRPC Run, the bytes
     a use_queue=False client gets, stream mode, stats and scales to device
     memory, four threads on one queue;
-  - every run says it ran on the tensor's own GPU (RunResult.device_uuid).
+  - every run says it ran on the tensor's own GPU (RunResult.device_uuid);
+  - the fused LLM norms (llm_reference.py's float64): add + norm with the
+    residual written back, weight_offset, quantized codes (torch.float8_e4m3fn,
+    float8_e5m2 and int8; uint8 on a torch without float8) with static,
+    per-row and per-group scales, and QK-norm of a qkv tensor's per-head
+    strided views in place.
 With two GPUs or more (skipped with one): tensors on cuda:0 and cuda:1 from
 one process (sync, stream mode and registered, each run where its memory
 is), client processes on GPU 0, GPU 1 and both at once, a run with tensors
@@ -412,6 +417,166 @@ def check_runs_take_the_queue(target, device):
                           % (len(over_grpc), sorted(set(over_grpc)), queued._queue_id()))
 
 
+def _llm_reference():
+    sys.path.insert(0, HERE)
+    import llm_reference
+
+    return llm_reference
+
+
+def _codes_numpy(codes):
+    """fp8 codes as uint8 bits, int8 as int8, on the host."""
+    import torch
+
+    if codes.dtype == torch.int8:
+        return codes.cpu().numpy()
+    return codes.view(torch.uint8).cpu().numpy()
+
+
+def check_codes(got, want, dtype, what):
+    ref = _llm_reference()
+    apart = ref.codes_apart(_codes_numpy(got), want, dtype)
+    if apart.max(initial=0) > 1:
+        import numpy as np
+
+        index = tuple(int(i) for i in np.argwhere(apart > 1)[0])
+        raise Failure("%s: code at %s is %d codes from the reference's"
+                      % (what, index, apart[index]))
+
+
+def check_fused_norms(client, device):
+    """add_rms_norm / add_layer_norm, weight_offset and quantized outputs
+    (torch float8 dtypes when this torch has them) for every input dtype,
+    code type and scale mode, against llm_reference's float64."""
+    import numpy as np
+    import torch
+
+    import kerntune
+
+    ref = _llm_reference()
+    eps = 1e-6
+    g = torch.Generator(device=device).manual_seed(44)
+    rows, cols = 33, 1024
+    float8 = {"fp8_e4m3": getattr(torch, "float8_e4m3fn", None),
+              "fp8_e5m2": getattr(torch, "float8_e5m2", None), "int8": torch.int8}
+    for name in DTYPE_NAMES:
+        dtype = torch_dtype(name)
+        tolerance = TOLERANCE[name]["layer_norm"]
+        for method, adds in (("rms_norm", False), ("layer_norm", False),
+                             ("add_rms_norm", True), ("add_layer_norm", True)):
+            for qdtype, mode, group in [(None, None, 0)] + [
+                    (q, m, gs) for q in ref.QUANT_DTYPES for m, gs in ref.SCALE_MODES]:
+                what = "%s %s %s %s %d" % (method, name, qdtype, mode, group)
+                x = (torch.randn((rows, cols), generator=g, device=device) * 2 + 0.5).to(dtype)
+                before = (torch.randn((rows, cols), generator=g, device=device) * 2).to(dtype)
+                residual = before.clone()
+                weight = (torch.randn(cols, generator=g, device=device) * 0.5 + 1).to(dtype)
+                bias = (torch.randn(cols, generator=g, device=device) * 0.5).to(dtype)
+                quant = None
+                if qdtype is not None:
+                    quant = (kerntune.Quant(qdtype, "static", scale=2.5 / ref.QMAX[qdtype])
+                             if mode == "static" else
+                             kerntune.Quant(qdtype, mode, group_size=group))
+                args = (x, residual) if adds else (x,)
+                kwargs = {"quant": quant}
+                if "rms" in method:
+                    kwargs["weight_offset"] = 1.0 if qdtype is None else 0.0
+                    got = getattr(client, method)(*args, weight, eps, **kwargs)
+                else:
+                    got = getattr(client, method)(*args, weight, bias, eps, **kwargs)
+                r = (x.double() + before.double()).to(dtype) if adds else x
+                if adds:
+                    check_close(residual, r.double(), tolerance, what + " residual")
+                r64 = r.double().cpu().numpy()
+                w64, b64 = weight.double().cpu().numpy(), bias.double().cpu().numpy()
+                if "rms" in method:
+                    y64, _ = ref.rms_norm(r64, w64, eps, kwargs["weight_offset"])
+                else:
+                    y64, _, _ = ref.layer_norm(r64, w64, b64, eps)
+                if quant is None:
+                    check_close(got, torch.from_numpy(y64), tolerance, what)
+                    continue
+                codes, scales = got
+                want_dtype = float8[qdtype] or torch.uint8
+                if codes.dtype != want_dtype or tuple(codes.shape) != (rows, cols):
+                    raise Failure("%s: codes %s %s, want %s" % (what, codes.dtype,
+                                                                tuple(codes.shape), want_dtype))
+                want, want_scales = ref.quantize(y64, qdtype, mode, group, scale=quant.scale)
+                check_codes(codes, want, qdtype, what)
+                if mode != "static":
+                    check_close(scales.cpu(), torch.from_numpy(want_scales.astype(np.float64)),
+                                (1e-5, 0.0), what + " scales")
+
+
+def check_strided_views(client, device):
+    """QK-norm of a fused qkv tensor's per-head views, in place and quantized;
+    a static scale in a CUDA tensor, and codes and scales into given
+    tensors (a prepared, queued call)."""
+    import numpy as np
+    import torch
+
+    import kerntune
+
+    ref = _llm_reference()
+    eps = 1e-6
+    T, H, D = 17, 8, 128
+    g = torch.Generator(device=device).manual_seed(4402)
+    for name in DTYPE_NAMES:
+        dtype = torch_dtype(name)
+        qkv = torch.randn((T, 3 * H * D), generator=g, device=device).to(dtype)
+        before = qkv.clone()
+        weight = (torch.randn(D, generator=g, device=device) * 0.5 + 1).to(dtype)
+        q = qkv.view(T, 3, H, D)[:, 0]
+        y = client.rms_norm(q, weight, eps, out=q)
+        if y is not q:
+            raise Failure("rms_norm(q, out=q) did not return q")
+        q64 = before.view(T, 3, H, D)[:, 0].double().cpu().numpy()
+        want, _ = ref.rms_norm(q64, weight.double().cpu().numpy(), eps)
+        check_close(qkv.view(T, 3, H, D)[:, 0], torch.from_numpy(want),
+                    TOLERANCE[name]["rms_norm"], "q of qkv %s" % name)
+        if not torch.equal(qkv.view(T, 3, H, D)[:, 1:], before.view(T, 3, H, D)[:, 1:]):
+            raise Failure("normalizing q changed k or v (%s)" % name)
+        k = qkv.view(T, 3, H, D)[:, 1]
+        k64 = before.view(T, 3, H, D)[:, 1].double().cpu().numpy()
+        want_k, _ = ref.rms_norm(k64, weight.double().cpu().numpy(), eps)
+        codes, scales = client.rms_norm(k, weight, eps, quant=kerntune.Quant("fp8_e4m3"))
+        want_codes, want_scales = ref.quantize(want_k, "fp8_e4m3", "per_row")
+        check_codes(codes, want_codes, "fp8_e4m3", "k's codes %s" % name)
+        check_close(scales.cpu(), torch.from_numpy(want_scales.astype(np.float64)), (1e-5, 0.0),
+                    "k's scales %s" % name)
+    # A static scale in device memory, and codes and scales into given
+    # tensors: the same call twice (the second prepared), through the queue.
+    x = torch.randn((64, 4096), generator=g, device=device).half()
+    scale = torch.tensor([2.0 / 127], device=device)
+    codes = torch.empty((64, 4096), dtype=torch.int8, device=device)
+    static = kerntune.Quant("int8", "static", scale=scale)
+    for _ in range(2):
+        got, got_scale = client.rms_norm(x, None, eps, out=codes, quant=static)
+        if got is not codes or got_scale is not scale:
+            raise Failure("rms_norm(out=codes, static scale) did not return them")
+    want, _ = ref.quantize(ref.rms_norm(x.double().cpu().numpy(), None, eps)[0], "int8",
+                           "static", scale=float(scale))
+    check_codes(codes, want, "int8", "static scale in a CUDA tensor")
+    group = kerntune.Quant("fp8_e5m2", "per_group", group_size=128)
+    scales = torch.empty((64, 32), dtype=torch.float32, device=device)
+    out = torch.empty((64, 4096), dtype=torch.uint8, device=device)  # fp8 bits
+    for _ in range(2):
+        client.rms_norm(x, None, eps, out=out, quant=group, scales=scales)
+    want, want_scales = ref.quantize(ref.rms_norm(x.double().cpu().numpy(), None, eps)[0],
+                                     "fp8_e5m2", "per_group", 128)
+    check_codes(out, want, "fp8_e5m2", "per-group codes into a uint8 out")
+    check_close(scales.cpu(), torch.from_numpy(want_scales.astype(np.float64)), (1e-5, 0.0),
+                "per-group scales into a given tensor")
+    # The residual must be a CUDA tensor of x's dtype.
+    try:
+        client.add_rms_norm(x, x.float(), None, eps)
+    except kerntune.InvalidArgumentError as e:
+        if "residual" not in str(e):
+            raise Failure("a float32 residual for float16 x: %s" % e)
+    else:
+        raise Failure("a float32 residual for float16 x was taken")
+
+
 def check_client_processes(target):
     """Clients at once: two on GPU 0, or with two GPUs one on each and one on both."""
     import torch
@@ -623,6 +788,10 @@ def main():
                  lambda: check_new_ops(client, device)),
                 ("storage offsets and out= slices",
                  lambda: check_offsets_and_out_slices(client, device)),
+                ("add + norm, weight offset, quantized outputs (torch float8)",
+                 lambda: check_fused_norms(client, device)),
+                ("strided per-head views, static and given scales",
+                 lambda: check_strided_views(client, device)),
                 ("stream mode", lambda: check_stream_mode(client, device)),
                 ("a registered allocation", lambda: check_registered_allocation(client, device)),
                 ("no IPC leak", lambda: check_no_ipc_leak(client, device)),
