@@ -241,6 +241,69 @@ class QueueTest(DaemonTestCase, CloseMixin):
         self.assertIsNotNone(self.queued._queue_id())
         self.assertIsNone(self.grpc._queue_id())
 
+    def test_fused_norms_give_the_bytes_grpc_gives(self):
+        # Every fused norm with every tensor in shared memory (x, out, weight,
+        # the residual, the dynamic scales, the static scale; a strided
+        # per-head view): the queue carries them all and gives gRPC's bytes.
+        import llm_reference as ref
+
+        T, H, D = 3, 4, 128
+        for dtype in ("float32", "float16"):
+            x = kerntune.shared_array(random_input(self.rng, "rms_norm", dtype, (6, 256)))
+            weight = kerntune.shared_array(self.rng.normal(1, 0.5, 256).astype(dtype))
+            bias = kerntune.shared_array(self.rng.normal(0, 0.5, 256).astype(dtype))
+            before = random_input(self.rng, "rms_norm", dtype, (6, 256))
+            static = kerntune.Quant("int8", "static",
+                                    scale=kerntune.shared_array(np.array([0.02], np.float32)))
+            cases = [
+                ("add_rms_norm", {"weight": weight, "weight_offset": 1.0}, None),
+                ("add_layer_norm", {"weight": weight, "bias": bias}, None),
+                ("rms_norm_quant", {"weight": weight}, kerntune.Quant("fp8_e4m3")),
+                ("layer_norm_quant", {"weight": weight, "bias": bias},
+                 kerntune.Quant("fp8_e5m2", "per_group", group_size=64)),
+                ("add_rms_norm_quant", {"weight": weight}, static),
+                ("add_layer_norm_quant", {}, kerntune.Quant("int8", "per_group",
+                                                             group_size=128)),
+            ]
+            for op, kwargs, quant in cases:
+                what = "%s %s" % (op, dtype)
+                outputs = []
+                for client in (self.queued, self.grpc):
+                    kwargs = dict(kwargs)
+                    if quant is not None:
+                        kwargs["quant"] = quant
+                        out = kerntune.shared_empty(x.shape, quant.numpy_dtype())
+                        if quant.dynamic:
+                            kwargs["scales"] = kerntune.shared_empty(
+                                (6, quant.scales_per_row(256)), np.float32)
+                    else:
+                        out = kerntune.shared_empty(x.shape, dtype)
+                    if op.startswith("add_"):
+                        kwargs["residual"] = kerntune.shared_array(before)
+                    result = client.run(op, x, out, **kwargs)
+                    self.assertIs(result.output, out, what)
+                    outputs.append([out] + [kwargs[k] for k in ("residual", "scales")
+                                            if k in kwargs])
+                if op.startswith("add_"):
+                    r = ref.add_residual(x, before)
+                    np.testing.assert_array_equal(outputs[0][1].astype(np.float64), r, what)
+                for by_queue, by_grpc in zip(*outputs):
+                    self.assertSameBytes(by_queue, by_grpc, what)
+            # QK-norm of a per-head view, in place, through the queue.
+            qkv = kerntune.shared_array(random_input(self.rng, "rms_norm", dtype,
+                                                     (T, 3 * H * D)))
+            want = np.array(qkv)
+            for client in (self.queued, self.grpc):
+                q = qkv.reshape(T, 3, H, D)[:, 0]
+                client.rms_norm(q, None, 1e-6, out=q)
+            # Twice normalized is normalized (up to rounding): compare with
+            # the reference of once.
+            self.assertClose(qkv.reshape(T, 3, H, D)[:, 0],
+                             ref.rms_norm(ref.rms_norm(want.reshape(T, 3, H, D)[:, 0], None,
+                                                       1e-6)[0], None, 1e-6)[0],
+                             TOLERANCE[(dtype, "rms_norm")], "qk-norm " + dtype)
+        self.assertEqual(self.queued_grpc_runs.calls, 0, "the queue carried every run")
+
     def test_stats_and_scales_into_client_memory(self):
         # What NumPy callers get inline, a descriptor points at shared memory
         # (as torch callers' device tensors).
