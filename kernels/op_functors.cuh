@@ -4,6 +4,7 @@
 #ifndef KERNTUNE_KERNELS_OP_FUNCTORS_CUH_
 #define KERNTUNE_KERNELS_OP_FUNCTORS_CUH_
 
+#include "kernels/fused_functors.cuh"
 #include "kernels/kernel_request.h"
 #include "kernels/op_math.cuh"
 #include "kernels/row_common.cuh"
@@ -24,11 +25,15 @@ struct MaskedScaleLoad {
   using storage_type = T;
   using cache_type = float;
   const T* __restrict__ src;
-  int64_t row_stride;
+  int64_t row_stride;          // the mask's, and x's when it has no layout below
   const T* __restrict__ mask;  // (mask_rows, row_stride) or null
   int64_t mask_rows;           // >= 1
   float scale;
   bool causal;
+  // x's rows (RowOffset): strided or grouped views of a larger tensor.
+  int64_t x_stride = 0;  // 0: row_stride
+  int64_t x_group_rows = 0;
+  int64_t x_group_stride = 0;
 
   struct RowView {
     const T* __restrict__ src;   // the row
@@ -71,8 +76,10 @@ struct MaskedScaleLoad {
         ((static_cast<uint64_t>(row) | static_cast<uint64_t>(mask_rows)) >> 32) == 0
             ? static_cast<int64_t>(static_cast<uint32_t>(row) % static_cast<uint32_t>(mask_rows))
             : row % mask_rows;
-    return {src + row * row_stride, mask != nullptr ? mask + query * row_stride : nullptr, query,
-            scale, causal};
+    const int64_t start =
+        RowOffset(row, x_stride > 0 ? x_stride : row_stride, x_group_rows, x_group_stride);
+    return {src + start, mask != nullptr ? mask + query * row_stride : nullptr, query, scale,
+            causal};
   }
 
   template <int N>
@@ -81,35 +88,74 @@ struct MaskedScaleLoad {
   }
 };
 
+// The layout of an operand's rows in the request (op_args.h's RowLayout).
+inline RowLayout LayoutOf(const KernelRequest& req, Operand operand) {
+  return RowLayoutOf(operand, req.args.params, req.shape);
+}
+
 // `paired`: 16-bit conversions two elements at a time (Widen, Narrow).
 template <Op op, typename T, bool paired = false>
 auto MakeLoad(const KernelRequest& req) {
   const RowOpArgs& a = req.args;
+  const RowLayout x = LayoutOf(req, Operand::kInput);
   if constexpr (op == Op::kScaledMaskedSoftmax) {
     // mask_rows >= 1 always, so the kernels may take row % mask_rows.
-    return MaskedScaleLoad<T>{static_cast<const T*>(a.x), req.shape.cols,
+    return MaskedScaleLoad<T>{static_cast<const T*>(a.x),
+                              req.shape.cols,
                               static_cast<const T*>(a.mask),
                               a.params.mask_rows > 1 ? a.params.mask_rows : 1,
-                              static_cast<float>(a.params.scale), a.params.causal};
+                              static_cast<float>(a.params.scale),
+                              a.params.causal,
+                              x.stride,
+                              x.group_rows,
+                              x.group_stride};
+  } else if constexpr (AddsResidual(op)) {
+    return ResidualAddLoad<T, paired>{static_cast<const T*>(a.x), x.stride, x.group_rows,
+                                      x.group_stride, static_cast<T*>(a.residual),
+                                      LayoutOf(req, Operand::kResidual).stride};
   } else {
-    return DirectLoad<T, paired>{static_cast<const T*>(a.x), req.shape.cols};
+    return DirectLoad<T, paired>{static_cast<const T*>(a.x), x.stride, x.group_rows,
+                                 x.group_stride};
   }
 }
 
 // LayerNorm's store applies its optional affine transform, RMSNorm's its
-// optional weight (gamma, with beta null); the others store plainly.
+// optional weight (gamma, with beta null, plus the weight offset); the
+// quantizing ops' store writes codes and scales; the others store plainly.
 template <Op op, typename T, bool paired = false>
 auto MakeStore(const KernelRequest& req) {
   const RowOpArgs& a = req.args;
-  if constexpr (op == Op::kLayerNorm) {
-    return AffineStore<T, paired>{static_cast<T*>(a.y), req.shape.cols,
-                                  static_cast<const T*>(a.gamma),
-                                  static_cast<const T*>(a.beta)};
-  } else if constexpr (op == Op::kRmsNorm) {
+  const RowLayout y = LayoutOf(req, Operand::kOutput);
+  constexpr bool kLayerNormFamily = BaseNormOp(op) == Op::kLayerNorm;
+  if constexpr (QuantizesOutput(op)) {
+    const OpParams& q = a.params;
+    return QuantStore<T, kLayerNormFamily>{
+        static_cast<uint8_t*>(a.y),
+        y.stride,
+        y.group_rows,
+        y.group_stride,
+        static_cast<const T*>(a.gamma),
+        kLayerNormFamily ? static_cast<const T*>(a.beta) : nullptr,
+        static_cast<float>(q.weight_offset),
+        q.quant_dtype,
+        q.scale_mode,
+        static_cast<int>(q.group_size),
+        static_cast<float>(QuantMax(q.quant_dtype)),
+        static_cast<float>(q.scale_ub),
+        a.quant_scale,
+        a.row_scale,
+        q.scale_mode == ScaleMode::kPerGroup && q.group_size > 0 ? req.shape.cols / q.group_size
+                                                                : 1};
+  } else if constexpr (kLayerNormFamily) {
+    return AffineStore<T, paired>{static_cast<T*>(a.y),         y.stride,
+                                  static_cast<const T*>(a.gamma), static_cast<const T*>(a.beta),
+                                  y.group_rows,                  y.group_stride};
+  } else if constexpr (BaseNormOp(op) == Op::kRmsNorm) {
     return AffineStore<T, paired, /*with_beta=*/false>{
-        static_cast<T*>(a.y), req.shape.cols, static_cast<const T*>(a.gamma), nullptr};
+        static_cast<T*>(a.y), y.stride,       static_cast<const T*>(a.gamma), nullptr,
+        y.group_rows,         y.group_stride, static_cast<float>(a.params.weight_offset)};
   } else {
-    return DirectStore<T, paired>{static_cast<T*>(a.y), req.shape.cols};
+    return DirectStore<T, paired>{static_cast<T*>(a.y), y.stride, y.group_rows, y.group_stride};
   }
 }
 

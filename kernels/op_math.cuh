@@ -559,6 +559,21 @@ struct OpMath<Op::kReduceScale, fast>
   }
 };
 
+// The fused norms normalize as their base norm does (types.h: BaseNormOp);
+// their residual and quantization live in the functors (fused_functors.cuh).
+template <bool fast>
+struct OpMath<Op::kAddRmsNorm, fast> : OpMath<Op::kRmsNorm, fast> {};
+template <bool fast>
+struct OpMath<Op::kRmsNormQuant, fast> : OpMath<Op::kRmsNorm, fast> {};
+template <bool fast>
+struct OpMath<Op::kAddRmsNormQuant, fast> : OpMath<Op::kRmsNorm, fast> {};
+template <bool fast>
+struct OpMath<Op::kAddLayerNorm, fast> : OpMath<Op::kLayerNorm, fast> {};
+template <bool fast>
+struct OpMath<Op::kLayerNormQuant, fast> : OpMath<Op::kLayerNorm, fast> {};
+template <bool fast>
+struct OpMath<Op::kAddLayerNormQuant, fast> : OpMath<Op::kLayerNorm, fast> {};
+
 // The statistics of a resident row, on every thread that holds part of it.
 // `for_each(f)` calls f(float& value) on each value this thread holds of the
 // row; `all_reduce(value, combine)` combines a float across the row's

@@ -119,6 +119,22 @@ __device__ __forceinline__ Pack<T, N> Narrow(const float* src) {
   return pack;
 }
 
+// Where row `row` of a tensor starts, in elements (op_args.h's RowLayout):
+// row * stride, or with groups (a per-head view: group_rows heads per
+// token) (row / group_rows) * group_stride + (row % group_rows) * stride.
+// The group test is uniform across a launch; a 32-bit division when both
+// fit (always, in practice), not the 64-bit division routine.
+__device__ __forceinline__ int64_t RowOffset(int64_t row, int64_t stride, int64_t group_rows,
+                                             int64_t group_stride) {
+  if (group_rows == 0) return row * stride;
+  if (((static_cast<uint64_t>(row) | static_cast<uint64_t>(group_rows)) >> 32) == 0) {
+    const uint32_t r = static_cast<uint32_t>(row);
+    const uint32_t g = static_cast<uint32_t>(group_rows);
+    return static_cast<int64_t>(r / g) * group_stride + static_cast<int64_t>(r % g) * stride;
+  }
+  return (row / group_rows) * group_stride + (row % group_rows) * stride;
+}
+
 // Reads packs of a (rows, cols) row-major tensor and widens them to float.
 // `cache_type` is what the shared-memory kernel may cache instead of float:
 // the storage type, exactly, since float(T) -> T round trips are exact.
@@ -129,6 +145,13 @@ struct DirectLoad {
   using cache_type = T;
   const T* __restrict__ src;
   int64_t row_stride;
+  // Grouped rows (RowOffset); the split-row kernels, which index src
+  // themselves, serve contiguous rows only (group_rows 0, row_stride cols).
+  int64_t group_rows = 0;
+  int64_t group_stride = 0;
+  __device__ __forceinline__ int64_t RowStart(int64_t row) const {
+    return RowOffset(row, row_stride, group_rows, group_stride);
+  }
   template <int N>
   __device__ __forceinline__ void load(float* dst, int64_t row,
                                        int64_t col) const {
@@ -138,7 +161,7 @@ struct DirectLoad {
   // a kernel that keeps the raw pack too (block_smem's cache).
   template <int N>
   __device__ __forceinline__ Pack<T, N> LoadPack(int64_t row, int64_t col) const {
-    return *reinterpret_cast<const Pack<T, N>*>(src + row * row_stride + col);
+    return *reinterpret_cast<const Pack<T, N>*>(src + RowStart(row) + col);
   }
   template <int N>
   static __device__ __forceinline__ void WidenPack(const Pack<T, N>& pack, float* dst) {
@@ -208,10 +231,15 @@ template <typename T, bool paired = false>
 struct DirectStore {
   T* __restrict__ dst;
   int64_t row_stride;
+  int64_t group_rows = 0;  // as DirectLoad's
+  int64_t group_stride = 0;
+  __device__ __forceinline__ int64_t RowStart(int64_t row) const {
+    return RowOffset(row, row_stride, group_rows, group_stride);
+  }
   template <int N>
   __device__ __forceinline__ void store(const float* src, int64_t row,
                                         int64_t col) const {
-    *reinterpret_cast<Pack<T, N>*>(dst + row * row_stride + col) = Narrowed<N>(src);
+    *reinterpret_cast<Pack<T, N>*>(dst + RowStart(row) + col) = Narrowed<N>(src);
   }
   // The same pack as one vector store instruction (__stwb: st.global.wb,
   // the default policy). A kernel whose plain pack stores compile to one
@@ -229,7 +257,7 @@ struct DirectStore {
     const Pack<T, N> pack = Narrowed<N>(src);
     typename RawVector<sizeof(pack)>::type raw;
     memcpy(&raw, &pack, sizeof(raw));
-    __stwb(reinterpret_cast<decltype(raw)*>(dst + row * row_stride + col), raw);
+    __stwb(reinterpret_cast<decltype(raw)*>(dst + RowStart(row) + col), raw);
   }
 
  private:
@@ -327,6 +355,14 @@ struct AffineStore {
   int64_t row_stride;
   const T* __restrict__ gamma;
   const T* __restrict__ beta;  // null unless with_beta
+  int64_t group_rows = 0;      // as DirectStore's
+  int64_t group_stride = 0;
+  // RMSNorm's y = x_hat * (weight_offset + gamma) (Gemma: 1). Added to the
+  // widened weight, so 0 leaves every product as it was.
+  float weight_offset = 0.f;
+  __device__ __forceinline__ DirectStore<T, paired> Output() const {
+    return {dst, row_stride, group_rows, group_stride};
+  }
   template <int N>
   __device__ __forceinline__ void store(const float* normalized, int64_t row,
                                         int64_t col) const {
@@ -336,14 +372,23 @@ struct AffineStore {
     if (gamma != nullptr) {
       const Pack<T, N> g = *reinterpret_cast<const Pack<T, N>*>(gamma + col);
 #pragma unroll
-      for (int i = 0; i < N; ++i) out[i] *= ToFloat(g.elem[i]);
+      for (int i = 0; i < N; ++i) out[i] *= Weight(ToFloat(g.elem[i]));
     }
     if (HasBeta()) {
       const Pack<T, N> b = *reinterpret_cast<const Pack<T, N>*>(beta + col);
 #pragma unroll
       for (int i = 0; i < N; ++i) out[i] += ToFloat(b.elem[i]);
     }
-    DirectStore<T, paired>{dst, row_stride}.template store<N>(out, row, col);
+    Output().template store<N>(out, row, col);
+  }
+  // A widened weight as it multiplies: with RMSNorm's offset added (the
+  // LayerNorm instances, with_beta, have none).
+  __device__ __forceinline__ float Weight(float g) const {
+    if constexpr (with_beta) {
+      return g;
+    } else {
+      return g + weight_offset;
+    }
   }
   __device__ __forceinline__ bool HasBeta() const { return with_beta && beta != nullptr; }
   // The weights of B packs of N columns (LoadWeights, StoreLoaded).
@@ -379,7 +424,7 @@ struct AffineStore {
       if (gamma != nullptr) {
         Widen<T, N>(w.gamma[b], weight);
 #pragma unroll
-        for (int i = 0; i < N; ++i) out[i] *= weight[i];
+        for (int i = 0; i < N; ++i) out[i] *= Weight(weight[i]);
       }
       if (HasBeta()) {
         Widen<T, N>(w.beta[b], weight);
@@ -390,11 +435,11 @@ struct AffineStore {
 #pragma unroll
       for (int i = 0; i < N; ++i) {
         out[i] = normalized[i];
-        if (gamma != nullptr) out[i] *= ToFloat(w.gamma[b].elem[i]);
+        if (gamma != nullptr) out[i] *= Weight(ToFloat(w.gamma[b].elem[i]));
         if (HasBeta()) out[i] += ToFloat(w.beta[b].elem[i]);
       }
     }
-    DirectStore<T, paired>{dst, row_stride}.template store<N>(out, row, col);
+    Output().template store<N>(out, row, col);
   }
   // Stores those `count` packs of `row` with the weights LoadWeights read.
   template <int B, int N>

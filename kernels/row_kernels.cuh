@@ -10,6 +10,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/fused_functors.cuh"
 #include "kernels/op_math.cuh"
 #include "kernels/row_common.cuh"
 
@@ -80,11 +81,17 @@ __global__ void WarpRowKernel(Load load, Store store, RowParams p) {
       const typename Math::Row stat = ResidentRow<Math>(for_each, all_reduce, p);
       stat.template ApplyKept<cpt>(buf[r]);
       if (lane == 0 && (exact || row < p.rows)) stat.WriteStats(p, row);
+      const auto col_of = [&](int k) { return (static_cast<int64_t>(k) * tgw + lane) * pack; };
+      const auto valid = [&](int k) { return exact || (row < p.rows && col_of(k) < p.cols); };
+      if constexpr (kQuantizes<Store>) {
+        // The quantizing ops' warp instances are whole warps (tgw 32).
+        store.template StoreRow<kPacks, pack>(
+            buf[r], row, col_of, valid, [&](float v) { return all_reduce(v, MaxOp()); },
+            lane == 0 && (exact || row < p.rows));
+      } else {
 #pragma unroll
-      for (int k = 0; k < kPacks; ++k) {
-        const int64_t col = (static_cast<int64_t>(k) * tgw + lane) * pack;
-        if (exact || (row < p.rows && col < p.cols)) {
-          store.template store<pack>(&buf[r][k * pack], row, col);
+        for (int k = 0; k < kPacks; ++k) {
+          if (valid(k)) store.template store<pack>(&buf[r][k * pack], row, col_of(k));
         }
       }
     }
@@ -556,7 +563,12 @@ __global__ void __launch_bounds__(block_size)
     for (int b = 0; b < kPacks; ++b) {
       if (b < count) stat.template ApplyKept<pack>(v[b]);
     }
-    if constexpr (Weights::kLoads) {
+    if constexpr (kQuantizes<Store>) {
+      store.template StoreRow<kPacks, pack>(
+          &v[0][0], row, [&](int b) { return first_col + b * kStride; },
+          [&](int b) { return b < count; }, [&](float m) { return reducer.Run(m, MaxOp()); },
+          threadIdx.x == 0);
+    } else if constexpr (Weights::kLoads) {
       store.template StoreLoaded<kPacks, pack>(v, weights, row, first_col, kStride, count);
     } else {
 #pragma unroll
@@ -664,7 +676,7 @@ __global__ void __launch_bounds__(block_size)
   // instead of two.
   const int64_t row = blockIdx.x;
   if (row >= p.rows) return;
-  const Raw* x = reinterpret_cast<const Raw*>(load.src + row * load.row_stride);
+  const Raw* x = reinterpret_cast<const Raw*>(load.src + load.RowStart(row));
   Raw raw[kPacks];
 #pragma unroll
   for (int b = 0; b < kPacks; ++b) {

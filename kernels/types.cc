@@ -38,32 +38,6 @@ absl::string_view OpName(Op op) {
   return "unknown";
 }
 
-bool IsRmsNormFamily(Op op) {
-  return op == Op::kRmsNorm || op == Op::kAddRmsNorm || op == Op::kRmsNormQuant ||
-         op == Op::kAddRmsNormQuant;
-}
-
-bool IsLayerNormFamily(Op op) {
-  return op == Op::kLayerNorm || op == Op::kAddLayerNorm || op == Op::kLayerNormQuant ||
-         op == Op::kAddLayerNormQuant;
-}
-
-bool AddsResidual(Op op) {
-  return op == Op::kAddRmsNorm || op == Op::kAddLayerNorm || op == Op::kAddRmsNormQuant ||
-         op == Op::kAddLayerNormQuant;
-}
-
-bool QuantizesOutput(Op op) {
-  return op == Op::kRmsNormQuant || op == Op::kLayerNormQuant || op == Op::kAddRmsNormQuant ||
-         op == Op::kAddLayerNormQuant;
-}
-
-Op BaseNormOp(Op op) {
-  if (IsRmsNormFamily(op)) return Op::kRmsNorm;
-  if (IsLayerNormFamily(op)) return Op::kLayerNorm;
-  return op;
-}
-
 absl::string_view QuantDTypeName(QuantDType dtype) {
   switch (dtype) {
     case QuantDType::kFp8E4M3:

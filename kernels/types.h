@@ -69,19 +69,34 @@ inline constexpr Op kBasicOps[] = {Op::kSoftmax,    Op::kLogSoftmax,  Op::kLayer
                                    Op::kRmsNorm,    Op::kReduceScale, Op::kScaledMaskedSoftmax};
 
 // The normalization families: RMSNorm (kRmsNorm and its add / quant forms)
-// and LayerNorm (kLayerNorm and its forms).
-bool IsRmsNormFamily(Op op);
-bool IsLayerNormFamily(Op op);
+// and LayerNorm (kLayerNorm and its forms). Constexpr: the kernels pick
+// their functors by them.
+constexpr bool IsRmsNormFamily(Op op) {
+  return op == Op::kRmsNorm || op == Op::kAddRmsNorm || op == Op::kRmsNormQuant ||
+         op == Op::kAddRmsNormQuant;
+}
+constexpr bool IsLayerNormFamily(Op op) {
+  return op == Op::kLayerNorm || op == Op::kAddLayerNorm || op == Op::kLayerNormQuant ||
+         op == Op::kAddLayerNormQuant;
+}
 // Adds a residual first (kAdd*).
-bool AddsResidual(Op op);
+constexpr bool AddsResidual(Op op) {
+  return op == Op::kAddRmsNorm || op == Op::kAddLayerNorm || op == Op::kAddRmsNormQuant ||
+         op == Op::kAddLayerNormQuant;
+}
 // Writes quantized codes (k*Quant).
-bool QuantizesOutput(Op op);
+constexpr bool QuantizesOutput(Op op) {
+  return op == Op::kRmsNormQuant || op == Op::kLayerNormQuant || op == Op::kAddRmsNormQuant ||
+         op == Op::kAddLayerNormQuant;
+}
 // The plain norm an op normalizes with (kRmsNorm or kLayerNorm), or op
 // itself for the others.
-Op BaseNormOp(Op op);
+constexpr Op BaseNormOp(Op op) {
+  return IsRmsNormFamily(op) ? Op::kRmsNorm : IsLayerNormFamily(op) ? Op::kLayerNorm : op;
+}
 // The fused forms (add and/or quant): the register-resident families
 // (kWarp, kBlockRegs) serve them.
-inline bool IsFusedNorm(Op op) { return AddsResidual(op) || QuantizesOutput(op); }
+constexpr bool IsFusedNorm(Op op) { return AddsResidual(op) || QuantizesOutput(op); }
 
 // The codes a quantizing op writes, one byte each.
 //  - kFp8E4M3: OCP fp8 e4m3fn (bias 7, no infinities, max 448).
