@@ -238,19 +238,24 @@ std::string PointName(const GridPoint& p) {
   std::string name = absl::StrCat(kernels::OpName(p.op), " ", kernels::DTypeName(p.dtype), " ",
                                   p.shape.rows, "x", p.shape.cols);
   if (p.shape.inner != 1) absl::StrAppend(&name, "x", p.shape.inner);
+  return name + PointVariant(p);
+}
+
+std::string PointVariant(const GridPoint& p) {
+  std::string variant;
   if (kernels::QuantizesOutput(p.op)) {
-    absl::StrAppend(&name, " ", kernels::QuantDTypeName(p.quant_dtype), " ",
+    absl::StrAppend(&variant, " ", kernels::QuantDTypeName(p.quant_dtype), " ",
                     kernels::ScaleModeName(p.scale_mode));
-    if (p.scale_mode == kernels::ScaleMode::kPerGroup) absl::StrAppend(&name, " ", p.group_size);
+    if (p.scale_mode == kernels::ScaleMode::kPerGroup) absl::StrAppend(&variant, " ", p.group_size);
   }
   for (const auto& [field, value] : {std::pair<const char*, int64_t>{"x_stride", p.x_row_stride},
                                      {"y_stride", p.y_row_stride},
                                      {"group_rows", p.group_rows},
                                      {"x_group_stride", p.x_group_stride},
                                      {"y_group_stride", p.y_group_stride}}) {
-    if (value != 0) absl::StrAppend(&name, " ", field, "=", value);
+    if (value != 0) absl::StrAppend(&variant, " ", field, "=", value);
   }
-  return name;
+  return variant;
 }
 
 bool TimedWithRowOutputs(kernels::Op op) { return op == Op::kReduceScale; }

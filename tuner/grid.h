@@ -111,6 +111,9 @@ std::string DescribeGrid(const std::vector<GridPoint>& points);
 // 128", "rms_norm bfloat16 2048x128 x_stride=128 group_rows=32
 // x_group_stride=12288" (each row-layout field that is set).
 std::string PointName(const GridPoint& point);
+// What PointName adds after the shape: " fp8_e4m3 per_row", " x_stride=128
+// ...", or "" for a point with neither.
+std::string PointVariant(const GridPoint& point);
 
 // Whether the tuner and the benchmark launch the point with the op's
 // per-row outputs: ReduceScale's scale is its result (x = y * scale); the

@@ -246,6 +246,8 @@ TEST(GridTest, NamesShowTheQuantizationAndTheRowLayout) {
   // Quantization fields mean nothing to the other ops.
   const GridPoint plain{"llm_norm", Op::kAddRmsNorm, DType::kFloat16, {64, 4096}};
   EXPECT_EQ(PointName(plain), "add_rms_norm float16 64x4096");
+  EXPECT_EQ(PointVariant(plain), "");
+  EXPECT_EQ(PointVariant(quant), " int8 per_group 128");
   absl::StatusOr<std::vector<GridPoint>> grid =
       StandardGrid({"llm_norm"}, {Op::kRmsNorm}, {DType::kBFloat16});
   ASSERT_TRUE(grid.ok()) << grid.status();
