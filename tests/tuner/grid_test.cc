@@ -198,8 +198,8 @@ TEST(GridTest, LlmNormHoldsTheFusedNormsAndPerHeadRmsNorm) {
   EXPECT_EQ(tokens, (std::set<int64_t>{1, 16, 64, 512, 8192}));
   EXPECT_EQ(head_dims, (std::set<int64_t>{64, 128, 256}));
   EXPECT_EQ(DescribeGrid(*grid),
-            "ops=add_rms_norm,add_layer_norm,rms_norm_quant,layer_norm_quant,add_rms_norm_quant,"
-            "add_layer_norm_quant,rms_norm dtypes=float16 groups=llm_norm points=225 "
+            "ops=rms_norm,add_rms_norm,add_layer_norm,rms_norm_quant,layer_norm_quant,"
+            "add_rms_norm_quant,add_layer_norm_quant dtypes=float16 groups=llm_norm points=225 "
             "quant=fp8_e4m3/per_row strided_points=15");
   // The basic ops other than rms_norm are not in it.
   EXPECT_FALSE(StandardGrid({"llm_norm"}, {Op::kLayerNorm, Op::kSoftmax}, {DType::kFloat16}).ok());
@@ -298,9 +298,9 @@ TEST(GridTest, FusedNormBytesCountTheResidualTheCodesAndTheScales) {
   absl::StatusOr<std::vector<GridPoint>> heads =
       StandardGrid({"llm_norm"}, {Op::kRmsNorm}, {DType::kBFloat16});
   ASSERT_TRUE(heads.ok()) << heads.status();
-  const GridPoint& q = (*heads)[4];  // 512 tokens x 32 heads of 128
-  ASSERT_EQ(q.shape, (kernels::Shape{512 * 32, 128}));
-  EXPECT_EQ(PointBytes(q), 2 * 512 * 32 * 128 * 2 + 128 * 2);
+  const GridPoint& q = (*heads)[4];  // 16 tokens x 32 heads of 128
+  ASSERT_EQ(q.shape, (kernels::Shape{16 * 32, 128}));
+  EXPECT_EQ(PointBytes(q), 2 * 16 * 32 * 128 * 2 + 128 * 2);
 }
 
 TEST(GridTest, CustomQuantPointsGetTheRepresentativeQuantization) {
