@@ -1,11 +1,14 @@
 // The fp64 reference against values worked out by hand, and the storage-
-// dtype wrapper (the CPU backend) against the per-row function.
+// dtype wrapper (the CPU backend) against the per-row function: the add,
+// offset and quantizing forms of the norms, and strided / grouped row
+// layouts that leave the gaps between rows alone.
 #include "kernels/reference.h"
 
 #include <sys/wait.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -254,7 +257,8 @@ TEST(ReferenceTest, StorageWrapperMatchesRowFunctionOnEveryThreadCount) {
   for (int64_t i = 0; i < shape.elements(); ++i) {
     StoreFromDouble(DType::kFloat16, x.data(), i, std::sin(0.37 * static_cast<double>(i)) * 4);
   }
-  for (Op op : kAllOps) {
+  // The fused forms: NewNormsGiveTheSameBitsOnEveryThreadCount.
+  for (Op op : kBasicOps) {
     for (int threads : {1, 3, 8}) {
       std::vector<float> y(shape.elements());
       std::vector<float> mean(shape.rows), inv_std(shape.rows), row_scale(shape.rows);
@@ -293,6 +297,461 @@ TEST(ReferenceTest, StorageWrapperMatchesRowFunctionOnEveryThreadCount) {
         }
       }
     }
+  }
+}
+
+// The add forms normalize r = x + residual as the residual stores it:
+// rounded to the storage dtype, and written back.
+TEST(ReferenceTest, AddRmsNormNormalizesTheRoundedSumAndWritesItBack) {
+  const DType dtype = DType::kFloat16;
+  const std::vector<double> xs = {1.0, -2.0, 0.5, 3.0}, rs = {0.25, 1.0, 1e-4, 1.0},
+                            ws = {1.0, 2.0, -0.5, 0.25};
+  std::vector<uint16_t> x(4), residual(4), gamma(4);
+  for (int c = 0; c < 4; ++c) {
+    StoreFromDouble(dtype, x.data(), c, xs[c]);
+    StoreFromDouble(dtype, residual.data(), c, rs[c]);
+    StoreFromDouble(dtype, gamma.data(), c, ws[c]);
+  }
+  std::vector<float> y(4), inv_rms(1);
+  RowOpArgs args;
+  args.x = x.data();
+  args.y = y.data();
+  args.gamma = gamma.data();
+  args.residual = residual.data();
+  args.inv_std = inv_rms.data();
+  ASSERT_TRUE(RunReference(Op::kAddRmsNorm, dtype, {1, 4}, args, 0, 1, DType::kFloat32).ok());
+  // 0.5 + 1e-4 is 0.5 in float16 (its step there is 2^-11): the norm sees 0.5.
+  const std::vector<double> r = {1.25, -1.0, 0.5, 4.0};
+  const double want_inv_rms = 1.0 / std::sqrt((1.5625 + 1.0 + 0.25 + 16.0) / 4 + 1e-5);
+  EXPECT_NEAR(inv_rms[0], want_inv_rms, 1e-7);
+  for (int c = 0; c < 4; ++c) {
+    EXPECT_EQ(LoadAsDouble(dtype, residual.data(), c), r[c]) << c;
+    EXPECT_NEAR(y[c], r[c] * want_inv_rms * ws[c], 1e-6) << c;
+  }
+}
+
+TEST(ReferenceTest, AddLayerNormInPlaceWithStatsOfTheSum) {
+  std::vector<float> x = {1.f, 2.f, 3.f, 4.f}, residual = {1.f, 1.f, -1.f, 0.f};
+  const std::vector<float> gamma = {1.f, 2.f, 0.5f, -1.f}, beta = {0.f, 1.f, 0.f, 0.25f};
+  std::vector<float> mean(1), inv_std(1);
+  RowOpArgs args;
+  args.x = x.data();
+  args.y = x.data();  // in place
+  args.gamma = gamma.data();
+  args.beta = beta.data();
+  args.residual = residual.data();
+  args.mean = mean.data();
+  args.inv_std = inv_std.data();
+  ASSERT_TRUE(
+      RunReference(Op::kAddLayerNorm, DType::kFloat32, {1, 4}, args, 0, 1, DType::kFloat32).ok());
+  // r = {2, 3, 2, 4}: mean 2.75, biased variance (0.5625 + 0.0625 + 0.5625 + 1.5625) / 4.
+  EXPECT_EQ(residual, (std::vector<float>{2.f, 3.f, 2.f, 4.f}));
+  EXPECT_EQ(mean[0], 2.75f);
+  const double want_inv_std = 1.0 / std::sqrt(0.6875 + 1e-5);
+  EXPECT_NEAR(inv_std[0], want_inv_std, 1e-7);
+  for (int c = 0; c < 4; ++c) {
+    EXPECT_NEAR(x[c], (residual[c] - 2.75) * want_inv_std * gamma[c] + beta[c], 1e-6) << c;
+  }
+}
+
+// Gemma's RMSNorm: y = x_hat * (offset + w), in the plain and the add form;
+// the row function without a weight ignores the offset.
+TEST(ReferenceTest, WeightOffsetAddsToTheRmsNormWeight) {
+  const std::vector<double> x = {1.0, -2.0, 3.0, 4.0}, w = {0.0, -0.5, 1.0, -1.0};
+  std::vector<double> y(4);
+  double inv_rms = 0;
+  ReferenceRow(Op::kRmsNorm, 4, x.data(), w.data(), nullptr, 1e-5, y.data(), nullptr, &inv_rms,
+               nullptr, /*weight_offset=*/1.0);
+  for (int c = 0; c < 4; ++c) EXPECT_NEAR(y[c], x[c] * inv_rms * (1.0 + w[c]), 1e-15) << c;
+  ReferenceRow(Op::kRmsNorm, 4, x.data(), nullptr, nullptr, 1e-5, y.data(), nullptr, &inv_rms,
+               nullptr, 1.0);
+  for (int c = 0; c < 4; ++c) EXPECT_NEAR(y[c], x[c] * inv_rms, 1e-15) << c;
+
+  // Through RunReference: offset 1 with w equals offset 0 with 1 + w.
+  const std::vector<float> xf = {1.f, -2.f, 3.f, 4.f}, wf = {0.f, -0.5f, 1.f, -1.f},
+                           one_plus_w = {1.f, 0.5f, 2.f, 0.f};
+  for (Op op : {Op::kRmsNorm, Op::kAddRmsNorm}) {
+    std::vector<float> with_offset(4), plain(4), residual(4, 0.5f), residual_plain(4, 0.5f);
+    RowOpArgs args;
+    args.x = xf.data();
+    args.y = with_offset.data();
+    args.gamma = wf.data();
+    if (AddsResidual(op)) args.residual = residual.data();
+    args.params.weight_offset = 1.0;
+    ASSERT_TRUE(RunReference(op, DType::kFloat32, {1, 4}, args, 0, 1, DType::kFloat32).ok());
+    args.y = plain.data();
+    args.gamma = one_plus_w.data();
+    if (AddsResidual(op)) args.residual = residual_plain.data();
+    args.params.weight_offset = 0;
+    ASSERT_TRUE(RunReference(op, DType::kFloat32, {1, 4}, args, 0, 1, DType::kFloat32).ok());
+    EXPECT_EQ(with_offset, plain) << OpName(op);
+  }
+  // An offset is refused outside the RMSNorm family.
+  std::vector<float> y4(4);
+  RowOpArgs args;
+  args.x = xf.data();
+  args.y = y4.data();
+  args.gamma = wf.data();
+  args.params.weight_offset = 1.0;
+  EXPECT_EQ(
+      RunReference(Op::kLayerNorm, DType::kFloat32, {1, 4}, args, 0, 1, DType::kFloat32).code(),
+      absl::StatusCode::kInvalidArgument);
+}
+
+// The new ops' ids in the row function: their base norm, unquantized.
+TEST(ReferenceTest, RowFunctionOfTheFusedFormsIsTheBaseNorm) {
+  const std::vector<double> x = {1.0, -2.0, 3.5, 4.0}, g = {1.0, 2.0, 0.5, -1.0},
+                            b = {0.0, 1.0, 0.0, 0.25};
+  for (Op op : kAllOps) {
+    if (!IsFusedNorm(op)) continue;
+    std::vector<double> want(4), got(4);
+    double want_mean = 0, want_inv = 0, got_mean = 0, got_inv = 0;
+    ReferenceRow(BaseNormOp(op), 4, x.data(), g.data(), b.data(), 1e-5, want.data(), &want_mean,
+                 &want_inv);
+    ReferenceRow(op, 4, x.data(), g.data(), b.data(), 1e-5, got.data(), &got_mean, &got_inv);
+    EXPECT_EQ(got, want) << OpName(op);
+    EXPECT_EQ(got_mean, want_mean) << OpName(op);
+    EXPECT_EQ(got_inv, want_inv) << OpName(op);
+  }
+}
+
+// rms_norm_quant of float32 rows: codes and the scales written.
+struct QuantRun {
+  absl::Status status;
+  std::vector<uint8_t> codes;
+  std::vector<float> scales;
+};
+QuantRun RunQuant(const std::vector<float>& x, int64_t rows, int64_t cols, OpParams params,
+                  const std::vector<float>* gamma = nullptr, float static_scale = 0) {
+  QuantRun run;
+  run.codes.assign(rows * cols, 0xab);
+  const int64_t per_row = params.scale_mode == ScaleMode::kPerGroup && params.group_size > 0
+                              ? cols / params.group_size
+                              : 1;
+  run.scales.assign(rows * per_row, -1.f);
+  RowOpArgs args;
+  args.x = x.data();
+  args.y = run.codes.data();
+  args.gamma = gamma != nullptr ? gamma->data() : nullptr;
+  if (params.scale_mode == ScaleMode::kStatic) {
+    args.quant_scale = &static_scale;
+  } else {
+    args.row_scale = run.scales.data();
+  }
+  args.params = params;
+  run.status = RunReference(Op::kRmsNormQuant, DType::kFloat32, {rows, cols}, args, 0, rows,
+                            DType::kFloat32);
+  return run;
+}
+
+OpParams Quant(QuantDType dtype, ScaleMode mode, int64_t group_size = 0) {
+  OpParams params;
+  params.quant_dtype = dtype;
+  params.scale_mode = mode;
+  params.group_size = group_size;
+  return params;
+}
+
+// Dynamic scales: the code of y_c is that of QuantMax * x_c / amax (the rms
+// cancels), whose hand-worked values here sit on no rounding tie. Ratios
+// 1, -0.625, 0.25, -0.125: e4m3 448, -280 -> -288, 112, -56; e5m2 57344,
+// -35840 -> -32768, 14336, -7168; int8 127, -79.375, 31.75, -15.875.
+TEST(ReferenceTest, QuantCodesAndScalesPerRowAndPerGroup) {
+  const std::vector<float> row = {2.f, -1.25f, 0.5f, -0.25f};
+  const double inv_rms = 1.0 / std::sqrt((4.0 + 1.5625 + 0.25 + 0.0625) / 4 + 1e-5);
+  const struct {
+    QuantDType dtype;
+    std::vector<uint8_t> codes;
+  } cases[] = {{QuantDType::kFp8E4M3, {0x7e, 0xf9, 0x6e, 0xe6}},
+               {QuantDType::kFp8E5M2, {0x7b, 0xf8, 0x73, 0xef}},
+               {QuantDType::kInt8, {0x7f, 0xb1, 0x20, 0xf0}}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(QuantDTypeName(c.dtype));
+    const double qmax = QuantMax(c.dtype);
+    QuantRun run = RunQuant(row, 1, 4, Quant(c.dtype, ScaleMode::kPerRow));
+    ASSERT_TRUE(run.status.ok()) << run.status;
+    EXPECT_EQ(run.codes, c.codes);
+    ASSERT_EQ(run.scales.size(), 1u);
+    EXPECT_NEAR(run.scales[0], 2 * inv_rms / qmax, 1e-7 * run.scales[0]);
+    // Two rows of two groups of 64: the second group is the first times 4,
+    // its scale exactly 4 times the first's, its codes the same.
+    std::vector<float> x(2 * 128);
+    for (int64_t i = 0; i < 256; ++i) x[i] = row[i % 4] * (i % 128 < 64 ? 1.f : 4.f);
+    run = RunQuant(x, 2, 128, Quant(c.dtype, ScaleMode::kPerGroup, 64));
+    ASSERT_TRUE(run.status.ok()) << run.status;
+    for (int64_t i = 0; i < 256; ++i) ASSERT_EQ(run.codes[i], c.codes[i % 4]) << i;
+    ASSERT_EQ(run.scales.size(), 4u);
+    const double group_inv_rms = 1.0 / std::sqrt(8.5 * (4.0 + 1.5625 + 0.25 + 0.0625) / 4 + 1e-5);
+    EXPECT_NEAR(run.scales[0], 2 * group_inv_rms / qmax, 1e-7 * run.scales[0]);
+    EXPECT_EQ(run.scales[1], 4 * run.scales[0]);
+    EXPECT_EQ(run.scales[2], run.scales[0]);
+    EXPECT_EQ(run.scales[3], run.scales[1]);
+  }
+}
+
+// A static scale (0.5) as given: y / 0.5 = {2, -1, 6, -0.5, 2000} (times
+// 1 / sqrt(1 + 1e-5)): e4m3 saturates 2000 to 448, e5m2 rounds it to 2048,
+// int8 saturates it to 127 and rounds -0.4999975 to 0.
+TEST(ReferenceTest, QuantCodesWithAStaticScale) {
+  const std::vector<float> x = {1.f, -1.f, 1.f, -1.f, 1.f};
+  const std::vector<float> gamma = {1.f, 0.5f, 3.f, 0.25f, 1000.f};
+  const struct {
+    QuantDType dtype;
+    std::vector<uint8_t> codes;
+  } cases[] = {{QuantDType::kFp8E4M3, {0x40, 0xb8, 0x4c, 0xb0, 0x7e}},
+               {QuantDType::kFp8E5M2, {0x40, 0xbc, 0x46, 0xb8, 0x68}},
+               {QuantDType::kInt8, {0x02, 0xff, 0x06, 0x00, 0x7f}}};
+  for (const auto& c : cases) {
+    QuantRun run = RunQuant(x, 1, 5, Quant(c.dtype, ScaleMode::kStatic), &gamma, 0.5f);
+    ASSERT_TRUE(run.status.ok()) << run.status;
+    EXPECT_EQ(run.codes, c.codes) << QuantDTypeName(c.dtype);
+    EXPECT_EQ(run.scales, std::vector<float>{-1.f}) << "a static scale writes no row_scale";
+  }
+  // Scale 0 divides by zero: +-inf saturates, 0 / 0 is NaN (of either
+  // sign: x86's default NaN is negative); a NaN scale gives NaN codes
+  // (int8: 0).
+  const std::vector<float> signs = {1.f, -1.f, 0.f, 1.f};
+  QuantRun run =
+      RunQuant(signs, 1, 4, Quant(QuantDType::kFp8E4M3, ScaleMode::kStatic), nullptr, 0.f);
+  EXPECT_EQ(run.codes[0], 0x7e);
+  EXPECT_EQ(run.codes[1], 0xfe);
+  EXPECT_TRUE(std::isnan(DecodeQuant(QuantDType::kFp8E4M3, run.codes[2])));
+  EXPECT_EQ(run.codes[3], 0x7e);
+  run = RunQuant(signs, 1, 4, Quant(QuantDType::kInt8, ScaleMode::kStatic), nullptr, 0.f);
+  EXPECT_EQ(run.codes, (std::vector<uint8_t>{0x7f, 0x80, 0x00, 0x7f}));
+  run = RunQuant(signs, 1, 4, Quant(QuantDType::kFp8E5M2, ScaleMode::kStatic), nullptr,
+                 std::numeric_limits<float>::quiet_NaN());
+  for (uint8_t code : run.codes) EXPECT_TRUE(std::isnan(DecodeQuant(QuantDType::kFp8E5M2, code)));
+}
+
+// scale_ub bounds amax: the scale is ub / QuantMax and what lies beyond ub
+// saturates. y = x / rms = {1.650, -1.031, 0.4126, -0.2063}; y * 896:
+// 1478 and -924 saturate, 369.7 -> 384, -184.8 -> -192.
+TEST(ReferenceTest, QuantScaleUpperBound) {
+  OpParams params = Quant(QuantDType::kFp8E4M3, ScaleMode::kPerRow);
+  params.scale_ub = 0.5;
+  QuantRun run = RunQuant({2.f, -1.25f, 0.5f, -0.25f}, 1, 4, params);
+  ASSERT_TRUE(run.status.ok()) << run.status;
+  EXPECT_EQ(run.scales[0], static_cast<float>(0.5 / 448));
+  EXPECT_EQ(run.codes, (std::vector<uint8_t>{0x7e, 0xfe, 0x7c, 0xf4}));
+  // A bound above amax changes nothing.
+  params.scale_ub = 1e6;
+  const QuantRun unbounded = RunQuant({2.f, -1.25f, 0.5f, -0.25f}, 1, 4, params);
+  params.scale_ub = 0;
+  const QuantRun plain = RunQuant({2.f, -1.25f, 0.5f, -0.25f}, 1, 4, params);
+  EXPECT_EQ(unbounded.codes, plain.codes);
+  EXPECT_EQ(unbounded.scales, plain.scales);
+}
+
+// A zero row takes the floor scale 1 / (QuantMax * 512) and codes 0. A NaN
+// makes RMSNorm's whole row NaN: amax skips it (floor scale), the codes are
+// NaN (int8: 0). An infinity makes 1/rms 0: y is NaN there and 0 elsewhere.
+TEST(ReferenceTest, QuantOfZeroNaNAndInfiniteRows) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> x = {0.f, 0.f, -0.f, 0.f,  //
+                                1.f, nan, 2.f,  3.f,  //
+                                1.f, inf, 2.f,  -3.f};
+  for (QuantDType dtype : kAllQuantDTypes) {
+    SCOPED_TRACE(QuantDTypeName(dtype));
+    const QuantRun run = RunQuant(x, 3, 4, Quant(dtype, ScaleMode::kPerRow));
+    ASSERT_TRUE(run.status.ok()) << run.status;
+    const float floor = static_cast<float>(1.0 / (QuantMax(dtype) * 512));
+    EXPECT_EQ(run.scales, (std::vector<float>{floor, floor, floor}));
+    // Values, not codes: the NaNs' signs are the platform's, zeros signed.
+    const auto is_nan_code = [&](uint8_t code) {
+      return dtype == QuantDType::kInt8 ? code == 0 : std::isnan(DecodeQuant(dtype, code));
+    };
+    for (int c = 0; c < 4; ++c) {
+      EXPECT_EQ(DecodeQuant(dtype, run.codes[c]), 0.0) << c;
+      EXPECT_TRUE(is_nan_code(run.codes[4 + c])) << c;
+      if (c == 1) {
+        EXPECT_TRUE(is_nan_code(run.codes[8 + c]));
+      } else {
+        EXPECT_EQ(DecodeQuant(dtype, run.codes[8 + c]), 0.0) << c;
+      }
+    }
+  }
+}
+
+// Row layouts: QK-norm's per-head rows of a fused [tokens, 3, heads,
+// head_dim] x (2 tokens, 3 heads, head_dim 4: row stride 4, group stride
+// 36), y at row stride 5 (groups packed), the residual at row stride 7.
+// Every op gives, row for row, what it gives on dense buffers, and leaves
+// every element between rows as it was; in place (y is x, x's layout) too.
+TEST(ReferenceTest, StridedAndGroupedRowsMatchDenseRowsAndLeaveTheGaps) {
+  const Shape shape{6, 4};
+  OpParams strided;
+  strided.group_rows = 3;
+  strided.x_row_stride = 4;
+  strided.x_group_stride = 36;
+  strided.y_row_stride = 5;
+  strided.residual_row_stride = 7;
+  const float x_gap = std::numeric_limits<float>::quiet_NaN(), y_gap = -777.f, residual_gap = 555.f;
+  const uint8_t code_gap = 0xab;
+  for (Op op : kAllOps) {
+    SCOPED_TRACE(OpName(op));
+    OpParams dense_params;
+    if (QuantizesOutput(op)) dense_params = Quant(QuantDType::kFp8E5M2, ScaleMode::kPerRow);
+    OpParams params = strided;
+    params.quant_dtype = dense_params.quant_dtype;
+    params.scale_mode = dense_params.scale_mode;
+    const RowLayout x_layout = RowLayoutOf(Operand::kInput, params, shape);
+    const RowLayout y_layout = RowLayoutOf(Operand::kOutput, params, shape);
+    const RowLayout r_layout = RowLayoutOf(Operand::kResidual, params, shape);
+    ASSERT_EQ(x_layout.Offset(5), 36 + 8);
+    ASSERT_EQ(y_layout.Offset(5), 15 + 10);
+    const int64_t x_extent = x_layout.Offset(5) + 4, y_extent = y_layout.Offset(5) + 4,
+                  r_extent = r_layout.Offset(5) + 4;
+    std::vector<float> dense_x(24), dense_residual(24), strided_x(x_extent, x_gap),
+        strided_residual(r_extent, residual_gap);
+    for (int64_t r = 0; r < 6; ++r) {
+      for (int64_t c = 0; c < 4; ++c) {
+        dense_x[r * 4 + c] = strided_x[x_layout.Offset(r) + c] =
+            std::sin(1.7 * static_cast<double>(r * 4 + c)) * 3;
+        dense_residual[r * 4 + c] = strided_residual[r_layout.Offset(r) + c] =
+            std::cos(0.3 * static_cast<double>(r * 4 + c));
+      }
+    }
+    const std::vector<float> gamma = {1.f, 0.5f, -2.f, 1.5f}, beta = {0.f, 1.f, -1.f, 0.25f};
+    const bool codes = QuantizesOutput(op);
+    // Outputs: y as float32 or as codes, both with gaps.
+    std::vector<float> dense_y(24), strided_y(y_extent, y_gap);
+    std::vector<uint8_t> dense_codes(24), strided_codes(y_extent, code_gap);
+    std::vector<float> dense_stats(3 * 6), strided_stats(3 * 6);
+    const auto args_for = [&](const void* x, void* y, void* residual, float* stats,
+                              const OpParams& p) {
+      RowOpArgs args;
+      args.x = x;
+      args.y = y;
+      args.params = p;
+      if (TakesOperand(op, Operand::kGamma)) args.gamma = gamma.data();
+      if (TakesOperand(op, Operand::kBeta)) args.beta = beta.data();
+      if (TakesOperand(op, Operand::kMean)) args.mean = stats;
+      if (TakesOperand(op, Operand::kInvStd)) args.inv_std = stats + 6;
+      if (TakesOperand(op, Operand::kRowScale)) args.row_scale = stats + 12;
+      if (AddsResidual(op)) args.residual = residual;
+      return args;
+    };
+    ASSERT_TRUE(
+        RunReference(op, DType::kFloat32, shape,
+                     args_for(dense_x.data(),
+                              codes ? static_cast<void*>(dense_codes.data()) : dense_y.data(),
+                              dense_residual.data(), dense_stats.data(), dense_params),
+                     0, 6, DType::kFloat32)
+            .ok());
+    const std::vector<float> x_before = strided_x;
+    ASSERT_TRUE(
+        RunReference(op, DType::kFloat32, shape,
+                     args_for(strided_x.data(),
+                              codes ? static_cast<void*>(strided_codes.data()) : strided_y.data(),
+                              strided_residual.data(), strided_stats.data(), params),
+                     0, 6, DType::kFloat32)
+            .ok());
+    EXPECT_EQ(std::memcmp(strided_x.data(), x_before.data(), x_extent * sizeof(float)), 0)
+        << "x was written";
+    EXPECT_EQ(strided_stats, dense_stats);
+    // Rows equal, gaps untouched.
+    const auto expect_rows = [&](const auto& dense, const auto& got, const RowLayout& layout,
+                                 auto gap, const char* name) {
+      std::vector<bool> in_row(got.size(), false);
+      for (int64_t r = 0; r < 6; ++r) {
+        for (int64_t c = 0; c < 4; ++c) {
+          in_row[layout.Offset(r) + c] = true;
+          EXPECT_EQ(std::memcmp(&got[layout.Offset(r) + c], &dense[r * 4 + c], sizeof(gap)), 0)
+              << name << "[" << r << ", " << c << "]";
+        }
+      }
+      for (size_t i = 0; i < got.size(); ++i) {
+        if (!in_row[i])
+          EXPECT_EQ(std::memcmp(&got[i], &gap, sizeof(gap)), 0) << name << " gap " << i;
+      }
+    };
+    if (codes) {
+      expect_rows(dense_codes, strided_codes, y_layout, code_gap, "codes");
+    } else {
+      expect_rows(dense_y, strided_y, y_layout, y_gap, "y");
+    }
+    if (AddsResidual(op)) {
+      expect_rows(dense_residual, strided_residual, r_layout, residual_gap, "residual");
+    }
+    if (codes) continue;
+    // In place: y is x, with x's layout.
+    OpParams in_place = params;
+    in_place.y_row_stride = in_place.x_row_stride;
+    in_place.y_group_stride = in_place.x_group_stride;
+    std::vector<float> x = x_before;
+    std::vector<float> residual(r_extent, residual_gap);
+    for (int64_t r = 0; r < 6; ++r) {
+      for (int64_t c = 0; c < 4; ++c)
+        residual[r_layout.Offset(r) + c] = std::cos(0.3 * (r * 4 + c));
+    }
+    ASSERT_TRUE(
+        RunReference(op, DType::kFloat32, shape,
+                     args_for(x.data(), x.data(), residual.data(), strided_stats.data(), in_place),
+                     0, 6, DType::kFloat32)
+            .ok());
+    expect_rows(dense_y, x, x_layout, x_gap, "in-place y");
+  }
+}
+
+// The fused forms' results do not depend on the thread count (each row is
+// one thread's).
+TEST(ReferenceTest, FusedNormsGiveTheSameBitsOnEveryThreadCount) {
+  const Shape shape{300, 1024};  // 4.7 threads' worth at 64Ki elements each
+  const DType dtype = DType::kBFloat16;
+  std::vector<uint16_t> x(shape.elements()), residual_in(shape.elements()), gamma(shape.cols),
+      beta(shape.cols);
+  for (int64_t i = 0; i < shape.elements(); ++i) {
+    StoreFromDouble(dtype, x.data(), i, std::sin(0.37 * static_cast<double>(i)) * 4);
+    StoreFromDouble(dtype, residual_in.data(), i, std::cos(0.11 * static_cast<double>(i)));
+  }
+  for (int64_t c = 0; c < shape.cols; ++c) {
+    StoreFromDouble(dtype, gamma.data(), c, 1 + 0.01 * c);
+    StoreFromDouble(dtype, beta.data(), c, -0.005 * c);
+  }
+  for (Op op : kAllOps) {
+    if (!IsFusedNorm(op)) continue;
+    struct Result {
+      std::vector<uint8_t> y;
+      std::vector<uint16_t> residual;
+      std::vector<float> mean, inv_std, scales;
+    };
+    const auto run = [&](int threads) {
+      Result r;
+      r.y.assign(shape.elements() * 4, 0);
+      r.residual = residual_in;
+      r.mean.assign(shape.rows, 0.f);
+      r.inv_std.assign(shape.rows, 0.f);
+      r.scales.assign(shape.rows * shape.cols / 128, 0.f);
+      RowOpArgs args;
+      args.x = x.data();
+      args.y = r.y.data();
+      args.gamma = gamma.data();
+      args.inv_std = r.inv_std.data();
+      if (TakesOperand(op, Operand::kBeta)) {
+        args.beta = beta.data();
+        args.mean = r.mean.data();
+      }
+      if (AddsResidual(op)) args.residual = r.residual.data();
+      if (QuantizesOutput(op)) {
+        args.params = Quant(QuantDType::kInt8, ScaleMode::kPerGroup, 128);
+        args.row_scale = r.scales.data();
+      }
+      EXPECT_TRUE(
+          RunReference(op, dtype, shape, args, 0, shape.rows, DType::kFloat32, threads).ok());
+      return r;
+    };
+    const Result one = run(1);
+    for (int threads : {3, 8}) {
+      const Result many = run(threads);
+      EXPECT_EQ(many.y, one.y) << OpName(op) << " threads=" << threads;
+      EXPECT_EQ(many.residual, one.residual) << OpName(op);
+      EXPECT_EQ(many.mean, one.mean) << OpName(op);
+      EXPECT_EQ(many.inv_std, one.inv_std) << OpName(op);
+      EXPECT_EQ(many.scales, one.scales) << OpName(op);
+    }
+    if (AddsResidual(op)) EXPECT_NE(one.residual, residual_in) << "written back";
   }
 }
 
@@ -353,6 +812,23 @@ TEST(ReferenceTest, StorageWrapperRejectsBadArguments) {
   args.y = nullptr;
   EXPECT_EQ(RunReference(Op::kSoftmax, DType::kFloat32, {2, 2}, args, 0, 2, DType::kFloat32)
                 .code(),
+            absl::StatusCode::kInvalidArgument);
+  // The fused forms' own operands: a residual, the scales their mode needs.
+  args.y = y.data();
+  EXPECT_EQ(
+      RunReference(Op::kAddRmsNorm, DType::kFloat32, {2, 2}, args, 0, 2, DType::kFloat32).code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      RunReference(Op::kRmsNormQuant, DType::kFloat32, {2, 2}, args, 0, 2, DType::kFloat32).code(),
+      absl::StatusCode::kInvalidArgument);
+  args.params.scale_mode = ScaleMode::kStatic;
+  EXPECT_EQ(
+      RunReference(Op::kRmsNormQuant, DType::kFloat32, {2, 2}, args, 0, 2, DType::kFloat32).code(),
+      absl::StatusCode::kInvalidArgument);
+  // Rows closer than cols.
+  args.params = OpParams();
+  args.params.x_row_stride = 1;
+  EXPECT_EQ(RunReference(Op::kSoftmax, DType::kFloat32, {2, 2}, args, 0, 2, DType::kFloat32).code(),
             absl::StatusCode::kInvalidArgument);
 }
 
