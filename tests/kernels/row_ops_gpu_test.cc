@@ -27,7 +27,6 @@ namespace {
 
 using gpu_testing::FreshSeed;
 using gpu_testing::ReadBack;
-using gpu_testing::RecomputeReference;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -78,7 +77,7 @@ TEST_P(RowOpsGpuTest, RmsNormZeroAndOffsetRows) {
       StoreFromDouble(dtype(), host->x.data(), 0 * cols + c, 0.0);
       StoreFromDouble(dtype(), host->x.data(), 2 * cols + c, 100.0 + (c % 7) * 0.125);
     }
-    ASSERT_TRUE(RecomputeReference(*host).ok());
+    ASSERT_TRUE(ComputeReference(*host).ok());
     SweepAllConfigs(*host, /*with_stats=*/true, "zero/offset rows");
   }
 }
@@ -110,7 +109,7 @@ TEST_P(RowOpsGpuTest, ReduceScaleSpecialRowsOutOfPlaceAndInPlace) {
       set(5, c, (c % 2 ? -tiny : tiny) * (1 + c % 5));
       set(6, c, c == 0 ? -kInf : kNaN);
     }
-    ASSERT_TRUE(RecomputeReference(*host).ok());
+    ASSERT_TRUE(ComputeReference(*host).ok());
     absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
     ASSERT_TRUE(problem.ok()) << problem.status();
     SweepUploaded(*problem, problem->Args(true), /*with_stats=*/true, "out of place");
@@ -210,7 +209,7 @@ TEST_P(RowOpsGpuTest, ScaledMaskedSoftmaxOneHotAllMaskedAndHiddenNaN) {
         if (q % 3 != 2 || q + 1 >= cols) continue;
         StoreFromDouble(dtype(), host->x.data(), row * cols + q + 1, kNaN);
       }
-      ASSERT_TRUE(RecomputeReference(*host).ok());
+      ASSERT_TRUE(ComputeReference(*host).ok());
       absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
       ASSERT_TRUE(problem.ok()) << problem.status();
       absl::StatusOr<std::vector<LaunchConfig>> configs = EnumerateConfigs(
