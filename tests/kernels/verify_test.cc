@@ -62,7 +62,7 @@ TEST(VerifyTest, FusedNormProblemsHoldEveryOperandAndReference) {
     if (!IsFusedNorm(op)) continue;
     for (ScaleMode mode : {ScaleMode::kStatic, ScaleMode::kPerRow, ScaleMode::kPerGroup}) {
       if (!QuantizesOutput(op) && mode != ScaleMode::kPerRow) continue;
-      SCOPED_TRACE(testing::Message() << OpName(op) << " " << ScaleModeName(mode));
+      SCOPED_TRACE(::testing::Message() << OpName(op) << " " << ScaleModeName(mode));
       absl::StatusOr<HostProblem> p =
           MakeProblem(op, DType::kBFloat16, shape, 7, InputPattern::kNormal, true, 0, 0,
                       Quantized(QuantDType::kFp8E4M3, mode));
@@ -70,7 +70,9 @@ TEST(VerifyTest, FusedNormProblemsHoldEveryOperandAndReference) {
       EXPECT_EQ(p->x.size(), 5u * 128 * 2);
       EXPECT_EQ(p->residual.size(), AddsResidual(op) ? 5u * 128 * 2 : 0u);
       EXPECT_EQ(p->residual_ref.size(), p->residual.size());
-      if (AddsResidual(op)) EXPECT_NE(p->residual_ref, p->residual);
+      if (AddsResidual(op)) {
+        EXPECT_NE(p->residual_ref, p->residual);
+      }
       EXPECT_EQ(p->code_ref.size(), QuantizesOutput(op) ? 5u * 128 : 0u);
       EXPECT_EQ(p->y_ref.size(), QuantizesOutput(op) ? 0u : 5u * 128);
       EXPECT_EQ(p->inv_std_ref.size(), 5u);
