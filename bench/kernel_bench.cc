@@ -1,6 +1,7 @@
 // kt_kernel_bench: the standard grid of shared/PERF.md (every op in the
-// groups of its kind, tuner/grid.h: the attention group's masked softmax and
-// the axis group's middle-axis softmax included) with the heuristic config
+// groups of its kind, tuner/grid.h: the attention group's masked softmax,
+// the axis group's middle-axis softmax and, with --groups=llm_norm, the
+// fused add / quant norms and per-head RMSNorm included) with the heuristic config
 // (and, for --sweep-dtypes, every enumerated config), on the GPU.
 // --configs times given configs beside it wherever they are valid.
 // Every timed variant is first checked against the fp64 reference; figures
@@ -27,6 +28,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/numbers.h"
@@ -41,10 +43,9 @@
 
 ABSL_FLAG(std::string, out, "", "write results as JSON to this file");
 ABSL_FLAG(std::string, groups, "main,few_rows,attention,axis,llm",
-          "grid groups to run (tuner/grid.h: each op runs in the groups of its kind)");
-ABSL_FLAG(std::string, ops,
-          "softmax,log_softmax,layer_norm,rms_norm,reduce_scale,scaled_masked_softmax",
-          "ops to run");
+          "grid groups to run (tuner/grid.h: each op runs in the groups of its kind; "
+          "llm_norm: the LLM norm ops)");
+ABSL_FLAG(std::string, ops, "", "ops to run (comma list; default every op)");
 ABSL_FLAG(std::string, dtypes, "float32,float16,bfloat16", "dtypes to run");
 ABSL_FLAG(std::vector<std::string>, rows, {},
           "keep only the grid points with these row counts (comma list; as torch_bench.py --rows)");
@@ -145,6 +146,10 @@ std::string PointJson(const tuner::GridPoint& p) {
                       ",\"cols\":", p.shape.cols, ",\"inner\":", p.shape.inner,
                       ",\"mask\":", p.with_mask ? "true" : "false", ",\"causal\":",
                       p.causal ? "true" : "false", ",\"mask_rows\":", p.mask_rows,
+                      // The quantization and row layout, as PointName shows them
+                      // ("" for the plain ops).
+                      ",\"variant\":", JsonString(absl::StripLeadingAsciiWhitespace(
+                                            tuner::PointVariant(p))),
                       ",\"bytes\":", tuner::PointBytes(p));
 }
 
@@ -293,7 +298,7 @@ absl::Status Run(const Options& o) {
         ",\"pct_copy\":", JsonNumber(100 * gbps / *copy_gbps),
         ",\"copy_same_bytes_graph_gbps\":", JsonNumber(copy_same_gbps), ",\"tuned\":", tuned_json,
         ",\"forced\":[", absl::StrJoin(forced_json, ","), "]}"));
-    std::printf("%s\n", absl::StrFormat("%-9s %-21s %-8s %7d %6d %6d  %-27s %6.0f %5.1f%% %6s%s%s%s",
+    std::printf("%s\n", absl::StrFormat("%-9s %-21s %-8s %7d %6d %6d  %-27s %6.0f %5.1f%% %6s%s%s%s%s",
                                         p.group, kernels::OpName(p.op),
                                         kernels::DTypeName(p.dtype), p.shape.rows, p.shape.cols,
                                         p.shape.inner,
@@ -306,7 +311,7 @@ absl::Status Run(const Options& o) {
                                         std::isnan(copy_same_gbps)
                                             ? std::string()
                                             : absl::StrFormat("  copy-same %.0f", copy_same_gbps),
-                                        passed ? "" : "  WRONG")
+                                        passed ? "" : "  WRONG", tuner::PointVariant(p))
                             .c_str());
     for (const std::string& line : forced_lines) std::printf("%s\n", line.c_str());
     std::fflush(stdout);
@@ -374,7 +379,10 @@ int main(int argc, char** argv) {
   kt::bench::Options o;
   o.out = absl::GetFlag(FLAGS_out);
   o.groups = absl::StrSplit(absl::GetFlag(FLAGS_groups), ',', absl::SkipEmpty());
-  auto ops = kt::kernels::ParseOpList(absl::GetFlag(FLAGS_ops));
+  auto ops = absl::GetFlag(FLAGS_ops).empty()
+                 ? absl::StatusOr<std::vector<kt::kernels::Op>>(std::vector<kt::kernels::Op>(
+                       std::begin(kt::kernels::kAllOps), std::end(kt::kernels::kAllOps)))
+                 : kt::kernels::ParseOpList(absl::GetFlag(FLAGS_ops));
   auto dtypes = kt::kernels::ParseDTypeList(absl::GetFlag(FLAGS_dtypes));
   auto sweep = kt::kernels::ParseDTypeList(absl::GetFlag(FLAGS_sweep_dtypes));
   for (const absl::Status& s : {ops.status(), dtypes.status(), sweep.status()}) {

@@ -3,7 +3,7 @@
 # kernel benchmark on the standard grid, and the PyTorch peers in the same
 # run. Results go to $OUT (or ./gpu-results).
 #
-#   bin/run_gpu_suite.sh [tests|kernel-tests|daemon|daemon-bench|idle-tuning|bench|all|tune] [extra kt_kernel_bench flags...]
+#   bin/run_gpu_suite.sh [tests|kernel-tests|daemon|daemon-bench|idle-tuning|bench|llm-norm|all|tune] [extra kt_kernel_bench flags...]
 #
 # tests: the kernel and the daemon gpu-labelled tests (kernel-tests: the
 # kernel suites only, each under $KERNEL_TEST_TIMEOUT_S, default 300 s); daemon: the latter,
@@ -48,6 +48,17 @@
 # and heuristic configs are timed side by side, and bench/summarize.py's
 # table (kerntune's best vs the best peer per point) goes to
 # $OUT/summary.md when python3 can read both files.
+# llm-norm: issue 44's ops in one call: kt_kernel_bench on the llm_norm
+# group (kernel_bench_llm_norm.{json,log}; dtypes $LLM_NORM_DTYPES, default
+# bfloat16,float16; tuned configs from $TUNED_DB when given), then
+# llm_norm_peers.py (PyTorch eager and compiled composites, Liger,
+# FlashInfer) at the same points (llm_norm_peers.{json,log}), its peers'
+# source trees from $PEERS_DIR (default ./.gpu/peers: flashinfer/ and
+# liger/src/, exported from their repositories, never part of kerntune),
+# $PEER_FLAGS narrowing it (default: bfloat16, rows/tokens {1, 64, 512,
+# 8192} x cols {128, 4096, 8192}, which fits one call with torch.compile),
+# at most $PEER_TIMEOUT_S seconds (default 420); both go into
+# $OUT/llm_norm.tar.gz.
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -197,6 +208,27 @@ if [ "$what" = idle-tuning ]; then
     --out="$out/idle_tuning.json" || status=1
   kill -TERM "$daemon"; wait "$daemon" || status=1
   rm -f "$store"
+fi
+
+if [ "$what" = llm-norm ]; then
+  echo "== kernel benchmark, llm_norm group"
+  llm_flags=()
+  [ -n "${TUNED_DB:-}" ] && llm_flags=(--db="$TUNED_DB")
+  "$here/kt_kernel_bench" --groups=llm_norm --dtypes="${LLM_NORM_DTYPES:-bfloat16,float16}" \
+    --out "$out/kernel_bench_llm_norm.json" --commit "${KT_COMMIT:-}" "${llm_flags[@]}" "$@" \
+    > "$out/kernel_bench_llm_norm.log" 2>&1 || status=1
+  tail -3 "$out/kernel_bench_llm_norm.log"
+  echo "== llm_norm peers"
+  peers=${PEERS_DIR:-$PWD/.gpu/peers}
+  # shellcheck disable=SC2086  # PEER_FLAGS is a list of flags
+  PYTHONUNBUFFERED=1 timeout "${PEER_TIMEOUT_S:-420}" python3 "$here/llm_norm_peers.py" \
+    --flashinfer "$peers/flashinfer" --liger "$peers/liger/src" \
+    --build-dir /tmp/kt_flashinfer_norm --out "$out/llm_norm_peers.json" \
+    ${PEER_FLAGS:---dtypes bfloat16 --rows 1,64,512,8192 --cols 128,4096,8192} \
+    > "$out/llm_norm_peers.log" 2>&1 || status=1
+  tail -2 "$out/llm_norm_peers.log"
+  (cd "$out" && tar -czf llm_norm.tar.gz environment.txt kernel_bench_llm_norm.* \
+    llm_norm_peers.* 2> /dev/null) || status=1
 fi
 
 bench_flags=()

@@ -105,31 +105,42 @@ cudaError_t RunWarpRowOp(const KernelRequest& req, KernelAction action,
   };
   DispatchInt<1, 2, 4, 8>(c.pack_size, [&](auto pack) {
     constexpr int kPack = decltype(pack)::value;
-    if constexpr (kPack * sizeof(T) <= 16) {
+    // The fused norms' instances are whole warps with 16-byte packs
+    // (FusedWarpServes in launch_config.h): hidden sizes of LLMs are
+    // multiples of 16 bytes, and every other combination would cost
+    // compile time for configs their rows never take.
+    if constexpr (IsFusedNorm(op) && kPack * sizeof(T) != 16) {
+      return;
+    } else if constexpr (kPack * sizeof(T) <= 16) {
       if (c.thread_group_width < kWarpSize) {
-        // One pack per lane, or two for 16-byte packs (WarpColsPerThread);
-        // narrow groups may take two rows per step.
-        DispatchInt<1, 2, 4, 8, 16>(c.thread_group_width, [&](auto tgw) {
-          DispatchInt<1, 2>(c.rows_per_access, [&](auto rpa) {
-            if (req.cols_per_thread == kPack) {
-              launch(pack, pack, tgw, rpa);
-            } else if constexpr (NarrowGroupPacksPerLane(kPack * sizeof(T)) == 2) {
-              if (req.cols_per_thread == 2 * kPack) {
-                launch(pack, std::integral_constant<int, 2 * kPack>{}, tgw, rpa);
+        if constexpr (!IsFusedNorm(op)) {
+          // One pack per lane, or two for 16-byte packs (WarpColsPerThread);
+          // narrow groups may take two rows per step.
+          DispatchInt<1, 2, 4, 8, 16>(c.thread_group_width, [&](auto tgw) {
+            DispatchInt<1, 2>(c.rows_per_access, [&](auto rpa) {
+              if (req.cols_per_thread == kPack) {
+                launch(pack, pack, tgw, rpa);
+              } else if constexpr (NarrowGroupPacksPerLane(kPack * sizeof(T)) == 2) {
+                if (req.cols_per_thread == 2 * kPack) {
+                  launch(pack, std::integral_constant<int, 2 * kPack>{}, tgw, rpa);
+                }
               }
-            }
+            });
           });
-        });
+        }
       } else if (req.cols_per_thread == kPack) {
-        launch(pack, pack, std::integral_constant<int, kWarpSize>{},
-               std::integral_constant<int, 1>{});
+        if constexpr (!IsFusedNorm(op)) {
+          launch(pack, pack, std::integral_constant<int, kWarpSize>{},
+                 std::integral_constant<int, 1>{});
+        }
       } else {
         // Must list exactly kWarpColsPerThread (launch_config.h).
         DispatchInt<2, 4, 8, 12, 16, 24, 32, 48, 64>(
             req.cols_per_thread, [&](auto cpt) {
               constexpr int kCpt = decltype(cpt)::value;
               if constexpr (kCpt % kPack == 0 && kCpt >= 2 * kPack &&
-                            WarpHasColsPerThread(kCpt, kPack * sizeof(T))) {
+                            WarpHasColsPerThread(kCpt, kPack * sizeof(T)) &&
+                            (!IsFusedNorm(op) || kCpt >= kFusedWarpMinColsPerThread)) {
                 launch(pack, cpt, std::integral_constant<int, kWarpSize>{},
                        std::integral_constant<int, 1>{});
               }
@@ -143,10 +154,12 @@ cudaError_t RunWarpRowOp(const KernelRequest& req, KernelAction action,
 // Calls f(pack, block) with the config's pack size (where a pack of T is at
 // most 16 bytes) and block size as integral constants: the block-per-row
 // families' bridge.
-template <typename T, class F>
+// `full_packs_only`: 16-byte packs only (the fused norms' instances).
+template <typename T, bool full_packs_only = false, class F>
 void DispatchBlockKnobs(const LaunchConfig& c, F&& f) {
   DispatchInt<1, 2, 4, 8>(c.pack_size, [&](auto pack) {
-    if constexpr (decltype(pack)::value * sizeof(T) <= 16) {
+    constexpr size_t kBytes = decltype(pack)::value * sizeof(T);
+    if constexpr (full_packs_only ? kBytes == 16 : kBytes <= 16) {
       // Must list exactly kBlockImplBlockSizes (launch_config.h).
       DispatchInt<128, 256, 512, 1024>(c.block_size, [&](auto block) { f(pack, block); });
     }
@@ -207,7 +220,7 @@ cudaError_t RunBlockRegsRowOp(const KernelRequest& req, KernelAction action,
   const auto load = MakeLoad<op, T, true>(req);
   const auto store = MakeStore<op, T, true>(req);
   cudaError_t result = cudaErrorInvalidConfiguration;
-  DispatchBlockKnobs<T>(req.config, [&](auto pack, auto block) {
+  DispatchBlockKnobs<T, IsFusedNorm(op)>(req.config, [&](auto pack, auto block) {
     constexpr int kPack = decltype(pack)::value;
     constexpr int kBlock = decltype(block)::value;
     result = LaunchOrQuery(&BlockRegsRowKernel<op, decltype(load), decltype(store), kPack,

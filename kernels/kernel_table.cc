@@ -9,7 +9,23 @@ namespace kt::kernels::internal {
 namespace {
 
 template <Op op, DType dtype>
+RowOpEntry SelectBasicFamily(Impl impl);
+
+template <Op op, DType dtype>
 RowOpEntry SelectFamily(Impl impl) {
+  // The fused norms have the register-resident families only (their load
+  // reads each element once, their store holds the whole row).
+  if constexpr (IsFusedNorm(op)) {
+    if (impl == Impl::kWarp) return &RunWarpRowOp<op, dtype>;
+    if (impl == Impl::kBlockRegs) return &RunBlockRegsRowOp<op, dtype>;
+    return nullptr;
+  } else {
+    return SelectBasicFamily<op, dtype>(impl);
+  }
+}
+
+template <Op op, DType dtype>
+RowOpEntry SelectBasicFamily(Impl impl) {
   switch (impl) {
     case Impl::kWarp:
       return &RunWarpRowOp<op, dtype>;
@@ -74,6 +90,18 @@ RowOpEntry SelectEntry(Op op, DType dtype, Impl impl) {
       return SelectForOp<Op::kReduceScale>(dtype, impl);
     case Op::kScaledMaskedSoftmax:
       return SelectForOp<Op::kScaledMaskedSoftmax>(dtype, impl);
+    case Op::kAddRmsNorm:
+      return SelectForOp<Op::kAddRmsNorm>(dtype, impl);
+    case Op::kAddLayerNorm:
+      return SelectForOp<Op::kAddLayerNorm>(dtype, impl);
+    case Op::kRmsNormQuant:
+      return SelectForOp<Op::kRmsNormQuant>(dtype, impl);
+    case Op::kLayerNormQuant:
+      return SelectForOp<Op::kLayerNormQuant>(dtype, impl);
+    case Op::kAddRmsNormQuant:
+      return SelectForOp<Op::kAddRmsNormQuant>(dtype, impl);
+    case Op::kAddLayerNormQuant:
+      return SelectForOp<Op::kAddLayerNormQuant>(dtype, impl);
   }
   return nullptr;
 }

@@ -13,30 +13,43 @@
 namespace kt::kernels {
 namespace {
 
-// Largest power of two dividing every operand's address (capped at 16
-// bytes, the widest access): the pack size falls back to it.
-int64_t CommonAlignment(const RowOpArgs& args) {
+// Bytes of one element of `operand` as the kernels access it.
+int64_t ElementBytes(Op op, DType dtype, Operand operand) {
+  if (IsRowStat(operand) || operand == Operand::kQuantScale) return sizeof(float);
+  if (operand == Operand::kOutput) return OutputElementBytes(op, dtype);
+  return static_cast<int64_t>(DTypeSize(dtype));
+}
+
+// Largest power of two dividing every operand's address and, for rows laid
+// out by strides or groups, every row's start (capped at 16 bytes, the
+// widest access): the pack size falls back to it.
+int64_t CommonAlignment(Op op, DType dtype, Shape shape, const RowOpArgs& args) {
   int64_t alignment = 16;
+  const auto narrow_to = [&](uint64_t value) {
+    while (alignment > 1 && value % alignment != 0) alignment /= 2;
+  };
   for (Operand operand : kAllOperands) {
-    if (IsRowStat(operand)) continue;  // written one float at a time
-    const auto address = reinterpret_cast<uintptr_t>(args.operand(operand));
-    while (alignment > 1 && address % alignment != 0) alignment /= 2;
+    // Written, or read, one float at a time.
+    if (IsRowStat(operand) || operand == Operand::kQuantScale) continue;
+    narrow_to(reinterpret_cast<uintptr_t>(args.operand(operand)));
+    if (args.operand(operand) == nullptr) continue;
+    const RowLayout layout = RowLayoutOf(operand, args.params, shape);
+    const int64_t element = ElementBytes(op, dtype, operand);
+    narrow_to(static_cast<uint64_t>(layout.stride * element));
+    if (layout.group_rows > 0) narrow_to(static_cast<uint64_t>(layout.group_stride * element));
   }
   return alignment;
 }
 
 // Every tensor must at least be aligned to its element.
-absl::Status CheckElementAlignment(DType dtype, const RowOpArgs& args) {
+absl::Status CheckElementAlignment(Op op, DType dtype, const RowOpArgs& args) {
   for (Operand operand : kAllOperands) {
     const auto address = reinterpret_cast<uintptr_t>(args.operand(operand));
-    const int64_t element =
-        IsRowStat(operand) ? int64_t{sizeof(float)} : static_cast<int64_t>(DTypeSize(dtype));
+    const int64_t element = ElementBytes(op, dtype, operand);
     if (address % element != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(OperandName(operand), " at ",
-                                                     absl::Hex(address), " is not aligned to the ",
-                                                     element, "-byte ",
-                                                     IsRowStat(operand) ? "float32"
-                                                                        : DTypeName(dtype)));
+      return absl::InvalidArgumentError(absl::StrCat(
+          OperandName(operand), " at ", absl::Hex(address), " is not aligned to its ", element,
+          "-byte element"));
     }
   }
   return absl::OkStatus();
@@ -71,25 +84,30 @@ struct DeviceLimits {
 // nothing but the key, so a repeat is served from it.
 absl::StatusOr<LaunchConfig> ConfigForAlignmentOnce(Op op, DType dtype, Shape shape,
                                                     const LaunchConfig& config,
-                                                    int64_t alignment, const DeviceInfo& device) {
+                                                    int64_t alignment, bool contiguous_rows,
+                                                    const DeviceInfo& device) {
   struct Memo {
     Op op;
     DType dtype;
     Shape shape;
     LaunchConfig config;
     int64_t alignment;
+    bool contiguous_rows;
     DeviceLimits device;
     LaunchConfig effective;
   };
   thread_local std::optional<Memo> last;
   const DeviceLimits limits(device);
   if (last && last->op == op && last->dtype == dtype && last->shape == shape &&
-      last->config == config && last->alignment == alignment && last->device == limits) {
+      last->config == config && last->alignment == alignment &&
+      last->contiguous_rows == contiguous_rows && last->device == limits) {
     return last->effective;
   }
   absl::StatusOr<LaunchConfig> effective =
-      ConfigForAlignment(op, dtype, shape, config, alignment, device);
-  if (effective.ok()) last = Memo{op, dtype, shape, config, alignment, limits, *effective};
+      ConfigForAlignment(op, dtype, shape, config, alignment, device, contiguous_rows);
+  if (effective.ok()) {
+    last = Memo{op, dtype, shape, config, alignment, contiguous_rows, limits, *effective};
+  }
   return effective;
 }
 
@@ -99,7 +117,7 @@ absl::StatusOr<LaunchConfig> Launch(Op op, DType dtype, Shape shape, const RowOp
                                     const LaunchConfig& config, const DeviceInfo& device,
                                     cudaStream_t stream) {
   if (absl::Status s = ValidateOpArgs(op, dtype, shape, args); !s.ok()) return s;
-  if (absl::Status s = CheckElementAlignment(dtype, args); !s.ok()) return s;
+  if (absl::Status s = CheckElementAlignment(op, dtype, args); !s.ok()) return s;
   // The workspace a config needs does not depend on the pack size Launch
   // may narrow, so it is checked with the operands, before the device.
   // (Beyond kMaxWorkspaceBytes the rules refuse the config by name.)
@@ -120,9 +138,19 @@ absl::StatusOr<LaunchConfig> Launch(Op op, DType dtype, Shape shape, const RowOp
 
   // Validates the config as the operands' alignment adapts it.
   absl::StatusOr<LaunchConfig> aligned =
-      ConfigForAlignmentOnce(op, dtype, shape, config, CommonAlignment(args), device);
+      ConfigForAlignmentOnce(op, dtype, shape, config, CommonAlignment(op, dtype, shape, args),
+                             !HasRowStrides(args.params, shape), device);
   if (!aligned.ok()) return aligned.status();
   const LaunchConfig& effective = *aligned;
+  // A group's lanes exchange its max by warp shuffles: group_size / pack
+  // lanes, at most a warp (fused_functors.cuh, QuantStore).
+  if (QuantizesOutput(op) && args.params.scale_mode == ScaleMode::kPerGroup &&
+      args.params.group_size > int64_t{32} * effective.pack_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "per_group scales of group_size=", args.params.group_size, " need packs of at least ",
+        args.params.group_size / 32, " elements; the operands' alignment allows ",
+        effective.pack_size, " (align x, y, the residual and the weights to 16 bytes)"));
+  }
   const internal::KernelRequest request =
       internal::MakeKernelRequest(dtype, shape, args, effective, device);
   // ValidateConfig has refused every (op, impl) without a kernel family.

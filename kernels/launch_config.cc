@@ -166,6 +166,40 @@ absl::Status CheckBlockRereadKnobs(Op op, Shape shape, const LaunchConfig& c) {
       c.block_size, " (", kBlockRereadValuesPerThread, " elements per thread)"));
 }
 
+// Whether `impl` serves rows that are not contiguous (op_args.h's
+// RowLayout): the families whose functors place every row. The split and
+// middle-axis kernels index a contiguous tensor themselves.
+bool ServesStridedRows(Impl impl) {
+  return impl == Impl::kWarp || impl == Impl::kBlockSmem || impl == Impl::kBlockUncached ||
+         impl == Impl::kBlockRegs || impl == Impl::kBlockReread;
+}
+
+// The fused norms (residual add, quantized output) run in the
+// register-resident families only, and in whole warps of 16-byte packs
+// (the instances dispatch.cuh compiles for them).
+absl::Status CheckFusedNormKnobs(Op op, DType dtype, Shape shape, const LaunchConfig& c) {
+  if (c.impl != Impl::kWarp && c.impl != Impl::kBlockRegs) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        OpName(op), " runs with impl warp or block_regs only, not ", ImplName(c.impl)));
+  }
+  if (c.pack_size * DTypeSize(dtype) != 16) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        OpName(op), " runs in 16-byte packs: pack_size=", 16 / DTypeSize(dtype), " for ",
+        DTypeName(dtype), ", not ", c.pack_size,
+        " (its operands and rows must be 16-byte aligned)"));
+  }
+  if (c.impl == Impl::kWarp &&
+      (c.thread_group_width != 32 ||
+       WarpColsPerThread(c, dtype, shape.cols) < kFusedWarpMinColsPerThread)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        OpName(op), " with impl warp needs thread_group_width=32 and rows of ",
+        32 * kFusedWarpMinColsPerThread, " to ", kMaxWarpCols,
+        " columns (shorter ones take block_regs); got thread_group_width=",
+        c.thread_group_width, ", cols=", shape.cols));
+  }
+  return absl::OkStatus();
+}
+
 // Block sizes worth having every thread busy on a row of `num_packs` packs.
 std::vector<int> UsefulBlockSizes(int64_t num_packs) {
   std::vector<int> sizes;
@@ -178,7 +212,31 @@ std::vector<int> UsefulBlockSizes(int64_t num_packs) {
 // The warp and block configs worth timing for a last-axis problem: every
 // pack each impl takes (any pack up to 16 bytes where PackMustDivideLength
 // allows, else those dividing cols).
+// The fused norms' candidates (CheckFusedNormKnobs): 16-byte packs, whole
+// warps or register-resident blocks.
+void AppendFusedNormCandidates(DType dtype, Shape shape, std::vector<LaunchConfig>& candidates) {
+  const int pack = 16 / static_cast<int>(DTypeSize(dtype));
+  if (shape.cols % pack != 0) return;
+  if (shape.cols <= kMaxWarpCols) {
+    for (int block : kWarpBlockSizes) {
+      for (int waves : kGridWavesChoices) {
+        candidates.push_back({Impl::kWarp, block, pack, 32, 1, waves});
+      }
+    }
+  }
+  for (int block : UsefulBlockSizes(shape.cols / pack)) {
+    if (!BlockRegsFits(shape.cols, pack, block)) continue;
+    for (int waves : kGridWavesChoices) {
+      candidates.push_back({Impl::kBlockRegs, block, pack, 32, 1, waves});
+    }
+  }
+}
+
 void AppendRowCandidates(Op op, DType dtype, Shape shape, std::vector<LaunchConfig>& candidates) {
+  if (IsFusedNorm(op)) {
+    AppendFusedNormCandidates(dtype, shape, candidates);
+    return;
+  }
   for (int pack : kPackSizes) {
     if (pack * DTypeSize(dtype) > 16) continue;
     const bool divides = shape.cols % pack == 0;
@@ -383,12 +441,19 @@ int WidestPackFor(Op op, Impl impl, DType dtype, Shape shape, int64_t alignment_
 absl::StatusOr<LaunchConfig> ConfigForAlignment(Op op, DType dtype, Shape shape,
                                                 const LaunchConfig& config,
                                                 int64_t alignment_bytes,
-                                                const DeviceInfo& device) {
+                                                const DeviceInfo& device, bool contiguous_rows) {
+  if (!contiguous_rows && !ServesStridedRows(config.impl)) {
+    if (absl::Status s = ValidateConfig(op, dtype, shape, config, device); !s.ok()) return s;
+    return HeuristicConfig(op, dtype, shape, device, alignment_bytes, contiguous_rows);
+  }
   LaunchConfig narrowed = config;
   // Where the pack need not divide the row, only the alignment narrows it
-  // (the config's own pack is a length every narrower one divides).
-  const int64_t length =
-      PackMustDivideLength(op, config.impl) ? PackedLength(shape, config.impl) : config.pack_size;
+  // (the config's own pack is a length every narrower one divides). Strided
+  // rows start wherever their layout says, so there the pack divides cols
+  // (the kernels' edges assume rows that follow each other).
+  const int64_t length = PackMustDivideLength(op, config.impl) || !contiguous_rows
+                             ? PackedLength(shape, config.impl)
+                             : config.pack_size;
   narrowed.pack_size = NarrowPackSize(config.pack_size, dtype, length, alignment_bytes);
   if (narrowed.pack_size != config.pack_size && config.impl == Impl::kWarp &&
       config.thread_group_width < 32) {
@@ -405,7 +470,7 @@ absl::StatusOr<LaunchConfig> ConfigForAlignment(Op op, DType dtype, Shape shape,
   // The narrowed config cannot run: the heuristic at this alignment, unless
   // the config itself is illegal, which is refused as such.
   if (absl::Status s = ValidateConfig(op, dtype, shape, config, device); !s.ok()) return s;
-  return HeuristicConfig(op, dtype, shape, device, alignment_bytes);
+  return HeuristicConfig(op, dtype, shape, device, alignment_bytes, contiguous_rows);
 }
 
 int64_t PackedLength(Shape shape, Impl impl) {
@@ -473,6 +538,9 @@ absl::Status ValidateConfig(Op op, DType dtype, Shape shape, const LaunchConfig&
                            shape.inner, " needs impl axis")
             : std::string("impl axis serves inner > 1; inner=1 uses the row impls"));
   }
+  if (IsFusedNorm(op)) {
+    if (absl::Status s = CheckFusedNormKnobs(op, dtype, shape, config); !s.ok()) return s;
+  }
   absl::Status knobs;
   switch (config.impl) {
     case Impl::kWarp:
@@ -536,7 +604,9 @@ absl::StatusOr<std::vector<LaunchConfig>> EnumerateConfigs(Op op, DType dtype, S
     internal::AppendAxisCandidates(op, dtype, shape, device, candidates);
   } else {
     AppendRowCandidates(op, dtype, shape, candidates);
-    internal::AppendSplitRowCandidates(op, dtype, shape, device, candidates);
+    if (!IsFusedNorm(op)) {
+      internal::AppendSplitRowCandidates(op, dtype, shape, device, candidates);
+    }
   }
   std::vector<LaunchConfig> legal;
   for (const LaunchConfig& config : candidates) {
@@ -551,10 +621,70 @@ absl::StatusOr<std::vector<LaunchConfig>> EnumerateConfigs(Op op, DType dtype, S
   return legal;
 }
 
+namespace {
+
+// The fused norms' default: a whole warp per row up to kMaxWarpCols
+// columns (16-byte packs), else a register-resident block, the smallest
+// that holds the row.
+absl::StatusOr<LaunchConfig> FusedNormHeuristic(Op op, DType dtype, Shape shape,
+                                                const DeviceInfo& device,
+                                                int64_t alignment_bytes) {
+  const int pack = 16 / static_cast<int>(DTypeSize(dtype));
+  if (WidestPack(dtype, shape.cols, alignment_bytes) != pack) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        OpName(op), " runs in 16-byte packs: cols=", shape.cols, " must be a multiple of ", pack,
+        " and its operands and rows 16-byte aligned (they are aligned to ", alignment_bytes,
+        " bytes)"));
+  }
+  if (shape.cols <= kMaxWarpCols) {
+    const LaunchConfig c{Impl::kWarp, 128, pack, 32, 1, 0};
+    if (ValidateConfig(op, dtype, shape, c, device).ok()) return c;
+  }
+  for (int block : kBlockImplBlockSizes) {
+    if (!BlockRegsFits(shape.cols, pack, block)) continue;
+    const LaunchConfig c{Impl::kBlockRegs, block, pack, 32, 1, 0};
+    if (ValidateConfig(op, dtype, shape, c, device).ok()) return c;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      OpName(op), " holds a row in registers: cols=", shape.cols, " exceeds its limit of ",
+      int64_t{1024} * kBlockRegsValuesPerThread, " columns"));
+}
+
+}  // namespace
+
 absl::StatusOr<LaunchConfig> HeuristicConfig(Op op, DType dtype, Shape shape,
                                              const DeviceInfo& device,
-                                             int64_t alignment_bytes) {
+                                             int64_t alignment_bytes, bool contiguous_rows) {
   if (absl::Status s = CheckShape(op, dtype, shape); !s.ok()) return s;
+  if (IsFusedNorm(op)) return FusedNormHeuristic(op, dtype, shape, device, alignment_bytes);
+  if (!contiguous_rows) {
+    // As below without the split families, packs dividing cols (each row's
+    // own start is aligned only where the pack divides the strides too).
+    absl::StatusOr<LaunchConfig> c =
+        HeuristicConfig(op, dtype, shape, device, alignment_bytes, /*contiguous_rows=*/true);
+    if (c.ok() && ServesStridedRows(c->impl) && shape.cols % c->pack_size == 0) return c;
+    const int pack = WidestPack(dtype, shape.cols, alignment_bytes);
+    for (Impl impl : {Impl::kBlockRegs, Impl::kBlockSmem, Impl::kBlockUncached}) {
+      int block = kBlockImplBlockSizes[0];
+      for (int candidate : kBlockImplBlockSizes) {
+        if (candidate <= shape.cols / pack / 8) block = candidate;
+      }
+      if (impl == Impl::kBlockRegs) {
+        if (shape.rows >= device.sm_count) continue;
+        for (int candidate : kBlockImplBlockSizes) {
+          if (BlockRegsFits(shape.cols, pack, candidate)) {
+            block = candidate;
+            break;
+          }
+        }
+      }
+      const LaunchConfig strided{impl, block, pack, 32, 1, 0};
+      if (ValidateConfig(op, dtype, shape, strided, device).ok()) return strided;
+    }
+    return absl::InternalError(absl::StrCat("no launchable config for strided rows of ",
+                                            OpName(op), " ", DTypeName(dtype),
+                                            " cols=", shape.cols, " on ", device.name));
+  }
   if (shape.inner > 1) {
     absl::StatusOr<LaunchConfig> axis = internal::AxisHeuristic(op, dtype, shape, device, alignment_bytes);
     if (!axis.ok()) return axis.status();

@@ -232,6 +232,12 @@ constexpr bool WarpHasColsPerThread(int cpt, int64_t pack_bytes) {
   return pack_bytes == 16 || (cpt & (cpt - 1)) == 0;
 }
 inline constexpr int kMaxWarpColsPerThread = 64;
+// The fused norms (IsFusedNorm) run in 16-byte packs only, and their warp
+// instances hold at least this many columns a lane (rows of 512 to 2048
+// columns; shorter ones take kBlockRegs): LLM hidden sizes are multiples of
+// 16 bytes, and each instance they never take costs compile time (the
+// quantizing store is large).
+inline constexpr int kFusedWarpMinColsPerThread = 16;
 inline constexpr int64_t kMaxWarpCols = 32 * kMaxWarpColsPerThread;  // 2048
 
 // The most packs a lane of a kWarp group narrower than a warp holds: two
@@ -276,9 +282,15 @@ absl::StatusOr<std::vector<LaunchConfig>> EnumerateConfigs(
 // and the longer register-cached rows. Always valid for the problem.
 // `alignment_bytes`: what the operands' addresses are aligned to (16 when
 // they are allocations' bases), which caps the pack size.
+// `contiguous_rows` false: for rows laid out by strides or groups
+// (op_args.h's RowLayout), which the split and middle-axis families do not
+// serve, with a pack dividing cols. The fused norms (IsFusedNorm) take a
+// whole warp of 16-byte packs up to kMaxWarpCols columns, else the smallest
+// kBlockRegs block that holds the row.
 absl::StatusOr<LaunchConfig> HeuristicConfig(Op op, DType dtype, Shape shape,
                                              const DeviceInfo& device,
-                                             int64_t alignment_bytes = 16);
+                                             int64_t alignment_bytes = 16,
+                                             bool contiguous_rows = true);
 
 // Largest pack size <= `pack_size` that divides `vector_length` (cols, or
 // inner for kAxis) and keeps every access aligned given the pointers'
@@ -301,10 +313,14 @@ int WidestPackFor(Op op, Impl impl, DType dtype, Shape shape, int64_t alignment_
 // heuristic config at that alignment; when `config` is illegal, its error.
 // Launch runs what this returns; the tuner's configs assume 16-byte aligned
 // bases.
+// `contiguous_rows` false (strided or grouped rows): a config of a family
+// that does not serve them becomes the heuristic for such rows, and the
+// pack always divides cols.
 absl::StatusOr<LaunchConfig> ConfigForAlignment(Op op, DType dtype, Shape shape,
                                                 const LaunchConfig& config,
                                                 int64_t alignment_bytes,
-                                                const DeviceInfo& device);
+                                                const DeviceInfo& device,
+                                                bool contiguous_rows = true);
 
 // The length packs divide: shape.inner for kAxis, shape.cols otherwise.
 int64_t PackedLength(Shape shape, Impl impl);

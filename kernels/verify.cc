@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <numeric>
 #include <random>
 #include <thread>
 #include <tuple>
@@ -76,7 +78,7 @@ void FillSpecialLine(Op op, DType dtype, void* data, int64_t line, int64_t base,
   // 0.5 and 0.5). At 6e4 float resolves the mask, well within bfloat16's
   // tolerance. (Float32 keeps 1e30: its inputs practically never tie, and
   // at 6e4 float's rounding of x * scale alone exceeds its tolerance.)
-  const bool squares = op == Op::kLayerNorm || op == Op::kRmsNorm;
+  const bool squares = IsLayerNormFamily(op) || IsRmsNormFamily(op);
   const bool masked_bf16 = op == Op::kScaledMaskedSoftmax && dtype == DType::kBFloat16;
   const double huge =
       dtype == DType::kFloat16 || masked_bf16 ? 6e4 : (squares ? 1e15 : 1e30);
@@ -209,48 +211,169 @@ Tolerance OutputTolerance(Op op, DType dtype) {
 
 Tolerance StatsTolerance() { return {1e-4, 1e-4}; }
 
+Tolerance QuantScaleTolerance() { return {1e-4, 0}; }
+
+RankedFormat RankedFormatOf(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return RankedFormat::kFloat32;
+    case DType::kFloat16:
+      return RankedFormat::kFloat16;
+    case DType::kBFloat16:
+      return RankedFormat::kBFloat16;
+  }
+  return RankedFormat::kFloat32;
+}
+
+RankedFormat RankedFormatOf(QuantDType dtype) {
+  switch (dtype) {
+    case QuantDType::kFp8E4M3:
+      return RankedFormat::kFp8E4M3;
+    case QuantDType::kFp8E5M2:
+      return RankedFormat::kFp8E5M2;
+    case QuantDType::kInt8:
+      return RankedFormat::kInt8;
+  }
+  return RankedFormat::kInt8;
+}
+
+namespace {
+
+// Scales a quantizing op writes per row: one, or one per group.
+int64_t ScalesPerRow(const OpParams& params, int64_t cols) {
+  return params.scale_mode == ScaleMode::kPerGroup && params.group_size > 0
+             ? cols / params.group_size
+             : 1;
+}
+
+// Bytes of an operand's extent for the first `rows` rows of `p`.
+size_t ExtentBytes(const HostProblem& p, Operand operand, int64_t rows) {
+  return static_cast<size_t>(
+      OperandBytes(p.op, operand, p.dtype, {rows, p.shape.cols, p.shape.inner}, p.params));
+}
+
+}  // namespace
+
+absl::Status ComputeReference(HostProblem& p, int threads) {
+  const Shape stored{p.stored_rows, p.shape.cols, p.shape.inner};
+  const int64_t n = stored.elements();
+  RowOpArgs args;
+  args.params = p.params;
+  args.x = p.x.data();
+  if (QuantizesOutput(p.op)) {
+    p.code_ref.assign(n, 0);
+    args.y = p.code_ref.data();
+  } else {
+    p.y_ref.assign(n, 0.f);
+    args.y = p.y_ref.data();
+  }
+  // The references are dense whatever y's layout.
+  args.params.y_row_stride = 0;
+  args.params.y_group_stride = 0;
+  args.gamma = p.gamma.empty() ? nullptr : p.gamma.data();
+  args.beta = p.beta.empty() ? nullptr : p.beta.data();
+  args.mask = p.mask.empty() ? nullptr : p.mask.data();
+  const auto output = [&](Operand operand, std::vector<float>& values, int64_t per_row) {
+    if (!TakesOperand(p.op, operand)) return;
+    values.assign(stored.rows * per_row, 0.f);
+    args.set_operand(operand, values.data());
+  };
+  output(Operand::kMean, p.mean_ref, 1);
+  output(Operand::kInvStd, p.inv_std_ref, 1);
+  if (p.op == Op::kReduceScale ||
+      (QuantizesOutput(p.op) && p.params.scale_mode != ScaleMode::kStatic)) {
+    output(Operand::kRowScale, p.row_scale_ref, ScalesPerRow(p.params, stored.cols));
+  } else {
+    p.row_scale_ref.clear();
+  }
+  if (QuantizesOutput(p.op) && p.params.scale_mode == ScaleMode::kStatic) {
+    args.quant_scale = p.quant_scale.empty() ? nullptr : p.quant_scale.data();
+  }
+  if (AddsResidual(p.op)) {
+    p.residual_ref = p.residual;  // the reference adds into it
+    args.residual = p.residual_ref.data();
+  }
+  return RunReference(p.op, p.dtype, stored, args, 0, stored.rows, DType::kFloat32, threads);
+}
+
 absl::StatusOr<HostProblem> MakeProblem(Op op, DType dtype, Shape full_shape, uint64_t seed,
                                         InputPattern pattern, bool with_affine, int threads,
-                                        int64_t distinct_rows,
-                                        const AttentionOptions& attention) {
+                                        int64_t distinct_rows, const AttentionOptions& attention) {
+  ProblemOptions options;
+  options.attention = attention;
+  return MakeProblem(op, dtype, full_shape, seed, pattern, with_affine, threads, distinct_rows,
+                     options);
+}
+
+absl::StatusOr<HostProblem> MakeProblem(Op op, DType dtype, Shape full_shape, uint64_t seed,
+                                        InputPattern pattern, bool with_affine, int threads,
+                                        int64_t distinct_rows, const ProblemOptions& options) {
   if (full_shape.rows < 1 || full_shape.cols < 1 || full_shape.inner < 1) {
     return absl::InvalidArgumentError(absl::StrCat("shape (", full_shape.rows, ", ",
                                                    full_shape.cols, ", ", full_shape.inner,
                                                    ") must be at least (1, 1, 1)"));
   }
+  const AttentionOptions& attention = options.attention;
   HostProblem p;
   p.op = op;
   p.dtype = dtype;
   p.shape = full_shape;
+  p.params = options.params;
+  p.params.scale = 1.0;
+  p.params.mask_rows = 0;
+  p.params.causal = false;
   p.stored_rows = distinct_rows > 0 ? std::min(full_shape.rows, distinct_rows) : full_shape.rows;
   const bool masked = op == Op::kScaledMaskedSoftmax;
+  // Repeated rows must keep their query index and their place in a group:
+  // whole blocks of both (each divides rows, so their lcm does).
+  int64_t block = p.params.group_rows > 0 ? p.params.group_rows : 1;
   if (masked) {
     p.params.scale = attention.scale != 0 ? attention.scale
-                                   : 1.0 / std::sqrt(static_cast<double>(full_shape.cols));
+                                          : 1.0 / std::sqrt(static_cast<double>(full_shape.cols));
     p.params.causal = attention.causal;
     if (attention.with_mask || attention.causal) {
       p.params.mask_rows = attention.mask_rows > 0
-                        ? attention.mask_rows
-                        : DefaultQueryLength(full_shape.rows, full_shape.cols);
+                               ? attention.mask_rows
+                               : DefaultQueryLength(full_shape.rows, full_shape.cols);
       if (full_shape.rows % p.params.mask_rows != 0) {
         return absl::InvalidArgumentError(absl::StrCat(
             "mask_rows=", p.params.mask_rows, " does not divide rows=", full_shape.rows));
       }
-      // Whole (batch, head) blocks, so a repeated row keeps its query index.
-      p.stored_rows = (p.stored_rows + p.params.mask_rows - 1) / p.params.mask_rows * p.params.mask_rows;
+      block = std::lcm(block, p.params.mask_rows);
     }
+  }
+  if (full_shape.rows % block == 0) {
+    p.stored_rows = std::min(full_shape.rows, (p.stored_rows + block - 1) / block * block);
   }
   // Everything below works on the stored rows only.
   const Shape shape{p.stored_rows, full_shape.cols, full_shape.inner};
   const size_t element = DTypeSize(dtype);
   const int64_t n = shape.elements();
-  p.x.resize(static_cast<size_t>(n) * element);
+  // x where its layout puts the rows, NaN between them.
+  const RowLayout x_layout = RowLayoutOf(Operand::kInput, p.params, shape);
+  const bool dense_x = shape.inner > 1 || x_layout.contiguous(shape.cols);
+  p.x.assign(
+      dense_x ? static_cast<size_t>(n) * element : ExtentBytes(p, Operand::kInput, shape.rows),
+      0xff);
   constexpr int64_t kChunk = 1 << 20;
-  if (pattern == InputPattern::kNormal) {
-    const double mean = op == Op::kLayerNorm ? 3.0 : 0.5;
+  const double x_mean = IsLayerNormFamily(op) ? 3.0 : 0.5;
+  if (pattern == InputPattern::kNormal && dense_x) {
     ParallelChunks(n, kChunk, threads, [&](int64_t first, int64_t last) {
-      FillNormal(dtype, p.x.data(), first, last, seed, mean, 2.0);
+      FillNormal(dtype, p.x.data(), first, last, seed, x_mean, 2.0);
     });
+  } else if (pattern == InputPattern::kNormal) {
+    // Strided rows: row by row, each from its own seed (the same for every
+    // thread count).
+    ParallelChunks(shape.rows, std::max<int64_t>(1, kChunk / shape.cols), threads,
+                   [&](int64_t first, int64_t last) {
+                     for (int64_t row = first; row < last; ++row) {
+                       std::vector<uint8_t> line(shape.cols * element);
+                       FillNormal(dtype, line.data(), 0, shape.cols,
+                                  seed ^ SplitMix64(static_cast<uint64_t>(row)), x_mean, 2.0);
+                       std::copy(line.begin(), line.end(),
+                                 p.x.begin() + x_layout.Offset(row) * element);
+                     }
+                   });
   } else {
     const int64_t lines = shape.rows * shape.inner;
     ParallelChunks(lines, std::max<int64_t>(1, kChunk / shape.cols), threads,
@@ -258,55 +381,54 @@ absl::StatusOr<HostProblem> MakeProblem(Op op, DType dtype, Shape full_shape, ui
                      for (int64_t line = first; line < last; ++line) {
                        const int64_t row = line / shape.inner;
                        const int64_t i = line % shape.inner;
-                       FillSpecialLine(op, dtype, p.x.data(), line,
-                                       row * shape.cols * shape.inner + i, shape.cols,
-                                       shape.inner, seed);
+                       const int64_t base = shape.inner > 1 ? row * shape.cols * shape.inner + i
+                                                            : x_layout.Offset(row);
+                       FillSpecialLine(op, dtype, p.x.data(), line, base, shape.cols, shape.inner,
+                                       seed);
                      }
                    });
   }
-  RowOpArgs args;
   if (with_affine && TakesOperand(op, Operand::kGamma)) {
     p.gamma.resize(shape.cols * element);
-    FillNormal(dtype, p.gamma.data(), 0, shape.cols, seed ^ 0x6a6d, 1.0, 0.5);
-    args.gamma = p.gamma.data();
+    // With an offset, the weight w of (offset + w) is drawn around 1 - offset
+    // (Gemma stores it around 0), so the effective weight stays N(1, 0.5).
+    FillNormal(dtype, p.gamma.data(), 0, shape.cols, seed ^ 0x6a6d, 1.0 - p.params.weight_offset,
+               0.5);
   }
   if (with_affine && TakesOperand(op, Operand::kBeta)) {
     p.beta.resize(shape.cols * element);
     FillNormal(dtype, p.beta.data(), 0, shape.cols, seed ^ 0x6265, 0.0, 0.5);
-    args.beta = p.beta.data();
   }
-  if (op == Op::kLayerNorm) {
-    p.mean_ref.resize(shape.rows);
-    args.mean = p.mean_ref.data();
+  if (AddsResidual(op)) {
+    const RowLayout layout = RowLayoutOf(Operand::kResidual, p.params, shape);
+    p.residual.assign(ExtentBytes(p, Operand::kResidual, shape.rows), 0xff);
+    ParallelChunks(shape.rows, std::max<int64_t>(1, kChunk / shape.cols), threads,
+                   [&](int64_t first, int64_t last) {
+                     for (int64_t row = first; row < last; ++row) {
+                       FillNormal(dtype, p.residual.data(), layout.Offset(row),
+                                  layout.Offset(row) + shape.cols, seed ^ 0x7265736964ull, 0.0,
+                                  1.0);
+                     }
+                   });
   }
-  if (op == Op::kLayerNorm || op == Op::kRmsNorm) {
-    p.inv_std_ref.resize(shape.rows);
-    args.inv_std = p.inv_std_ref.data();
+  if (masked && attention.with_mask && p.params.mask_rows > 0) {
+    p.mask.resize(p.params.mask_rows * shape.cols * element);
+    FillMask(dtype, p.mask.data(), p.params.mask_rows, shape.cols, seed,
+             pattern == InputPattern::kSpecialValues);
   }
-  if (op == Op::kReduceScale) {
-    p.row_scale_ref.resize(shape.rows);
-    args.row_scale = p.row_scale_ref.data();
-  }
-  if (masked) {
-    args.params.scale = p.params.scale;
-    args.params.causal = p.params.causal;
-    args.params.mask_rows = p.params.mask_rows;
-    if (attention.with_mask) {
-      p.mask.resize(p.params.mask_rows * shape.cols * element);
-      FillMask(dtype, p.mask.data(), p.params.mask_rows, shape.cols, seed,
-               pattern == InputPattern::kSpecialValues);
-      args.mask = p.mask.data();
+  if (QuantizesOutput(op) && p.params.scale_mode == ScaleMode::kStatic) {
+    float scale = options.static_scale;
+    if (scale == 0) {
+      // The largest per-row dynamic scale of the stored rows: amax / QuantMax.
+      HostProblem dynamic = p;
+      dynamic.params.scale_mode = ScaleMode::kPerRow;
+      dynamic.params.scale_ub = 0;
+      if (absl::Status s = ComputeReference(dynamic, threads); !s.ok()) return s;
+      for (float row_scale : dynamic.row_scale_ref) scale = std::fmax(scale, row_scale);
     }
+    p.quant_scale = {scale};
   }
-  p.y_ref.resize(n);
-  args.x = p.x.data();
-  args.y = p.y_ref.data();
-  args.params.epsilon = p.params.epsilon;
-  if (absl::Status s = RunReference(op, dtype, shape, args, 0, shape.rows, DType::kFloat32,
-                                    threads);
-      !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = ComputeReference(p, threads); !s.ok()) return s;
   return p;
 }
 
@@ -319,8 +441,12 @@ RowOpArgs DeviceProblem::Args(bool with_stats) const {
   if (with_stats) {
     args.mean = static_cast<float*>(mean.data());
     args.inv_std = static_cast<float*>(inv_std.data());
-    args.row_scale = static_cast<float*>(row_scale.data());
   }
+  // ReduceScale's row_scale is optional like the statistics; a dynamic
+  // quantization's scales are half of its result.
+  if (with_stats || QuantizesOutput(op)) args.row_scale = static_cast<float*>(row_scale.data());
+  args.residual = residual.data();
+  args.quant_scale = static_cast<const float*>(quant_scale.data());
   args.params = params;
   args.mask = mask.data();
   args.workspace = workspace.data();
@@ -353,6 +479,46 @@ absl::StatusOr<DeviceBuffer> UploadRepeated(const void* host, int64_t stored_row
   return buffer;
 }
 
+// x or the residual of `p` on the device: every row where its layout puts
+// it, 0xff between rows. Contiguous rows repeat by UploadRepeated; strided
+// ones upload the stored rows' extent (their offsets are the same in the
+// full layout), then RepeatRowsOnDevice fills the rest.
+absl::StatusOr<DeviceBuffer> UploadLaidOut(const HostProblem& p, Operand operand,
+                                           const std::vector<uint8_t>& host, cudaStream_t stream) {
+  const Shape& shape = p.shape;
+  const size_t element = DTypeSize(p.dtype);
+  const CheckedRows rows_at{shape.cols, RowLayoutOf(operand, p.params, shape)};
+  if (shape.inner > 1 || rows_at.layout.contiguous(shape.cols)) {
+    return UploadRepeated(host.data(), p.stored_rows, shape.rows,
+                          shape.cols * shape.inner * element, stream);
+  }
+  const size_t bytes = static_cast<size_t>(OperandBytes(p.op, operand, p.dtype, shape, p.params));
+  absl::StatusOr<DeviceBuffer> buffer = DeviceBuffer::Allocate(bytes);
+  if (!buffer.ok()) return buffer;
+  auto* base = static_cast<uint8_t*>(buffer->data());
+  absl::Status s = CudaStatus(
+      cudaMemsetAsync(base + host.size(), 0xff, bytes - host.size(), stream), "fill gaps");
+  if (s.ok()) {
+    s = CudaStatus(cudaMemcpyAsync(base, host.data(), host.size(), cudaMemcpyHostToDevice, stream),
+                   "upload");
+  }
+  if (s.ok()) s = RepeatRowsOnDevice(base, rows_at, p.stored_rows, shape.rows, element, stream);
+  if (!s.ok()) return s;
+  return buffer;
+}
+
+absl::StatusOr<DeviceBuffer> CopyOnDevice(const DeviceBuffer& source, cudaStream_t stream) {
+  absl::StatusOr<DeviceBuffer> copy = DeviceBuffer::Allocate(source.bytes());
+  if (!copy.ok() || source.bytes() == 0) return copy;
+  if (absl::Status s = CudaStatus(cudaMemcpyAsync(copy->data(), source.data(), source.bytes(),
+                                                  cudaMemcpyDeviceToDevice, stream),
+                                  "copy");
+      !s.ok()) {
+    return s;
+  }
+  return copy;
+}
+
 }  // namespace
 
 absl::StatusOr<DeviceProblem> Upload(const HostProblem& problem, cudaStream_t stream) {
@@ -364,32 +530,50 @@ absl::StatusOr<DeviceProblem> Upload(const HostProblem& problem, cudaStream_t st
   const int64_t rows = problem.shape.rows;
   const int64_t stored = problem.stored_rows;
   const int64_t row_elements = problem.shape.cols * problem.shape.inner;
-  const size_t row_bytes = row_elements * DTypeSize(problem.dtype);
   const auto assign = [](DeviceBuffer& target, absl::StatusOr<DeviceBuffer> source) {
     if (!source.ok()) return source.status();
     target = *std::move(source);
     return absl::OkStatus();
   };
-  absl::Status s = assign(d.x, UploadRepeated(problem.x.data(), stored, rows, row_bytes, stream));
-  if (s.ok()) s = assign(d.y, DeviceBuffer::Allocate(rows * row_bytes));
+  absl::Status s = assign(d.x, UploadLaidOut(problem, Operand::kInput, problem.x, stream));
+  if (s.ok()) {
+    s = assign(d.y,
+               DeviceBuffer::Allocate(static_cast<size_t>(OperandBytes(
+                   problem.op, Operand::kOutput, problem.dtype, problem.shape, problem.params))));
+  }
   if (s.ok()) s = assign(d.gamma, UploadVector(problem.gamma, stream));
   if (s.ok()) s = assign(d.beta, UploadVector(problem.beta, stream));
   if (s.ok()) s = assign(d.mask, UploadVector(problem.mask, stream));
+  if (s.ok()) s = assign(d.quant_scale, UploadVector(problem.quant_scale, stream));
   if (s.ok()) s = assign(d.workspace, DeviceBuffer::Allocate(kMaxWorkspaceBytes));
-  if (s.ok()) {
+  if (s.ok() && !problem.residual.empty()) {
+    s = assign(d.residual, UploadLaidOut(problem, Operand::kResidual, problem.residual, stream));
+    if (s.ok()) s = assign(d.residual_init, CopyOnDevice(d.residual, stream));
+    if (s.ok()) {
+      s = assign(d.residual_ref,
+                 UploadLaidOut(problem, Operand::kResidual, problem.residual_ref, stream));
+    }
+  }
+  if (s.ok() && !problem.y_ref.empty()) {
     s = assign(d.y_ref, UploadRepeated(problem.y_ref.data(), stored, rows,
                                        row_elements * sizeof(float), stream));
   }
+  if (s.ok() && !problem.code_ref.empty()) {
+    s = assign(d.code_ref,
+               UploadRepeated(problem.code_ref.data(), stored, rows, row_elements, stream));
+  }
   // Each per-row output the op has: its reference, and room for the result.
-  const std::pair<const std::vector<float>*, std::pair<DeviceBuffer*, DeviceBuffer*>>
-      row_outputs[] = {{&problem.mean_ref, {&d.mean_ref, &d.mean}},
-                       {&problem.inv_std_ref, {&d.inv_std_ref, &d.inv_std}},
-                       {&problem.row_scale_ref, {&d.row_scale_ref, &d.row_scale}}};
-  for (const auto& [reference, buffers] : row_outputs) {
+  const int64_t scales_per_row =
+      QuantizesOutput(problem.op) ? ScalesPerRow(problem.params, problem.shape.cols) : 1;
+  const std::tuple<const std::vector<float>*, DeviceBuffer*, DeviceBuffer*, int64_t> row_outputs[] =
+      {{&problem.mean_ref, &d.mean_ref, &d.mean, 1},
+       {&problem.inv_std_ref, &d.inv_std_ref, &d.inv_std, 1},
+       {&problem.row_scale_ref, &d.row_scale_ref, &d.row_scale, scales_per_row}};
+  for (const auto& [reference, want, got, per_row] : row_outputs) {
     if (!s.ok() || reference->empty()) continue;
-    s = assign(*buffers.first,
-               UploadRepeated(reference->data(), stored, rows, sizeof(float), stream));
-    if (s.ok()) s = assign(*buffers.second, DeviceBuffer::Allocate(rows * sizeof(float)));
+    const size_t row_bytes = per_row * sizeof(float);
+    s = assign(*want, UploadRepeated(reference->data(), stored, rows, row_bytes, stream));
+    if (s.ok()) s = assign(*got, DeviceBuffer::Allocate(rows * row_bytes));
   }
   // The device-to-device copies that replicate rows are asynchronous to the
   // host: finish them before anyone launches or checks, on whatever stream.
@@ -401,69 +585,176 @@ absl::StatusOr<DeviceProblem> Upload(const HostProblem& problem, cudaStream_t st
 absl::Status PoisonOutputs(DeviceProblem& problem, cudaStream_t stream) {
   for (DeviceBuffer* b : {&problem.y, &problem.mean, &problem.inv_std, &problem.row_scale}) {
     if (b->bytes() == 0) continue;
-    // All-ones bits are a NaN in float32, float16 and bfloat16 alike.
+    // All-ones bits are a NaN in float32, float16 and bfloat16 alike (and
+    // in both fp8 formats; int8 -1).
     if (absl::Status s = CudaStatus(cudaMemsetAsync(b->data(), 0xff, b->bytes(), stream),
                                     "poison outputs");
         !s.ok()) {
       return s;
     }
   }
-  return absl::OkStatus();
+  if (problem.residual.bytes() == 0) return absl::OkStatus();
+  return CudaStatus(cudaMemcpyAsync(problem.residual.data(), problem.residual_init.data(),
+                                    problem.residual.bytes(), cudaMemcpyDeviceToDevice, stream),
+                    "restore the residual");
 }
+
+namespace {
+
+// A value of `bytes` bytes (1, 2 or 4) as raw bits.
+uint32_t LoadBits(const void* data, int64_t index, size_t bytes) {
+  uint32_t bits = 0;
+  std::memcpy(&bits, static_cast<const uint8_t*>(data) + index * bytes, bytes);
+  return bits;
+}
+
+size_t FormatBytes(RankedFormat format) {
+  switch (format) {
+    case RankedFormat::kFloat32:
+      return 4;
+    case RankedFormat::kFloat16:
+    case RankedFormat::kBFloat16:
+      return 2;
+    case RankedFormat::kFp8E4M3:
+    case RankedFormat::kFp8E5M2:
+    case RankedFormat::kInt8:
+      return 1;
+  }
+  return 1;
+}
+
+// "code 0x5c (3.5)" for a quantized code (`quant`), the value of a
+// storage-dtype element (`dtype`) for the others.
+std::string DescribeBits(RankedFormat format, DType dtype, QuantDType quant, uint32_t bits) {
+  if (FormatBytes(format) == 1) {
+    return absl::StrFormat("code 0x%02x (%g)", bits,
+                           DecodeQuant(quant, static_cast<uint8_t>(bits)));
+  }
+  uint8_t raw[4];
+  std::memcpy(raw, &bits, sizeof(raw));
+  return absl::StrFormat("%g", LoadAsDouble(dtype, raw, 0));
+}
+
+// One value of a device buffer as raw bits, for failure messages.
+uint32_t ReadDeviceBits(const void* device_data, int64_t index, size_t bytes) {
+  uint32_t bits = 0;
+  if (cudaMemcpy(&bits, static_cast<const uint8_t*>(device_data) + index * bytes, bytes,
+                 cudaMemcpyDeviceToHost) != cudaSuccess) {
+    cudaGetLastError();
+  }
+  return bits;
+}
+
+// "(row 3, col 17)", with the inner index of a middle-axis problem.
+std::string Where(int64_t index, int64_t cols, int64_t inner) {
+  const int64_t in_row = index % (cols * inner);
+  return absl::StrCat("(row ", index / (cols * inner), ", col ", in_row / inner,
+                      inner > 1 ? absl::StrCat(", inner ", in_row % inner) : std::string(), ")");
+}
+
+}  // namespace
 
 absl::StatusOr<CheckReport> CheckOutputs(const DeviceProblem& problem, bool check_stats,
                                          cudaStream_t stream) {
-  struct Output {
-    const char* name;
-    DType dtype;
-    const DeviceBuffer* got;
-    const DeviceBuffer* want;
-    int64_t count;
-    Tolerance tolerance;
-    int64_t row_length;  // for (row, col) in messages
-    int64_t inner;       // for (row, col, inner) in messages
-  };
   const Shape& shape = problem.shape;
-  std::vector<Output> outputs = {{"y", problem.dtype, &problem.y, &problem.y_ref,
-                                  shape.elements(), OutputTolerance(problem.op, problem.dtype),
-                                  shape.cols * shape.inner, shape.inner}};
-  if (check_stats) {
-    for (const auto& [name, got, want] :
-         {std::tuple{"mean", &problem.mean, &problem.mean_ref},
-          std::tuple{"inv_std", &problem.inv_std, &problem.inv_std_ref},
-          std::tuple{"row_scale", &problem.row_scale, &problem.row_scale_ref}}) {
-      if (want->bytes() == 0) continue;
-      outputs.push_back(
-          {name, DType::kFloat32, got, want, shape.rows, StatsTolerance(), 1, 1});
+  CheckReport report;
+  const auto count = [&](const DeviceCompareResult& r, const std::string& first) {
+    if (r.bad == 0) return;
+    report.passed = false;
+    report.bad_elements += r.bad;
+    if (report.detail.empty()) report.detail = first;
+  };
+  // y where its layout puts it (middle-axis problems are contiguous).
+  const CheckedRows y_rows =
+      shape.inner > 1
+          ? CheckedRows{shape.cols * shape.inner, {shape.cols * shape.inner, 0, 0}}
+          : CheckedRows{shape.cols, RowLayoutOf(Operand::kOutput, problem.params, shape)};
+  const int64_t n = shape.elements();
+  if (QuantizesOutput(problem.op)) {
+    const RankedFormat format = RankedFormatOf(problem.params.quant_dtype);
+    absl::StatusOr<DeviceCompareResult> r = CompareRanksOnDevice(
+        format, problem.y.data(), problem.code_ref.data(), n, kCodeSteps, stream, &y_rows);
+    if (!r.ok()) return r.status();
+    if (r->bad > 0) {
+      const int64_t i = r->first_bad;
+      const auto describe = [&](uint32_t bits) {
+        return DescribeBits(format, problem.dtype, problem.params.quant_dtype, bits);
+      };
+      const uint32_t got = ReadDeviceBits(problem.y.data(),
+                                          y_rows.layout.Offset(i / shape.cols) + i % shape.cols, 1);
+      const uint32_t want = ReadDeviceBits(problem.code_ref.data(), i, 1);
+      count(*r, absl::StrCat(r->bad, " bad y codes; first at ", Where(i, shape.cols, 1), ": got ",
+                             describe(got), ", want ", describe(want), " (", kCodeSteps,
+                             " code apart allowed)"));
+    }
+  } else {
+    // LayerNorm's y: slack for float32's rounding of x - mean (verify.h),
+    // x being the residual written back for the add form.
+    LayerNormInputs layer_norm;
+    const bool condition_y = IsLayerNormFamily(problem.op) && problem.mean_ref.bytes() > 0 &&
+                             problem.inv_std_ref.bytes() > 0;
+    if (condition_y) {
+      const bool adds = AddsResidual(problem.op);
+      layer_norm = {
+          adds ? problem.residual_ref.data() : problem.x.data(),
+          problem.gamma.bytes() > 0 ? problem.gamma.data() : nullptr,
+          static_cast<const float*>(problem.mean_ref.data()),
+          static_cast<const float*>(problem.inv_std_ref.data()),
+          shape.cols,
+          RowLayoutOf(adds ? Operand::kResidual : Operand::kInput, problem.params, shape)};
+    }
+    const Tolerance tolerance = OutputTolerance(problem.op, problem.dtype);
+    absl::StatusOr<DeviceCompareResult> r = CompareOnDevice(
+        problem.dtype, problem.y.data(), static_cast<const float*>(problem.y_ref.data()), n,
+        tolerance, stream, condition_y ? &layer_norm : nullptr, &y_rows);
+    if (!r.ok()) return r.status();
+    if (r->bad > 0) {
+      const int64_t i = r->first_bad;
+      const int64_t at = y_rows.layout.Offset(i / y_rows.cols) + i % y_rows.cols;
+      const double got = ReadElement(problem.dtype, problem.y.data(), at);
+      const double want = ReadElement(DType::kFloat32, problem.y_ref.data(), i);
+      count(*r, absl::StrCat(r->bad, " bad y elements; first at ",
+                             Where(i, shape.cols, shape.inner), ": got ", got, ", want ", want,
+                             " (rtol ", tolerance.rtol, ", atol ", tolerance.atol, ")"));
     }
   }
-  // LayerNorm's y: slack for float32's rounding of x - mean (verify.h).
-  LayerNormInputs layer_norm;
-  const bool condition_y = problem.op == Op::kLayerNorm && problem.mean_ref.bytes() > 0 &&
-                           problem.inv_std_ref.bytes() > 0;
-  if (condition_y) {
-    layer_norm = {problem.x.data(), problem.gamma.bytes() > 0 ? problem.gamma.data() : nullptr,
-                  static_cast<const float*>(problem.mean_ref.data()),
-                  static_cast<const float*>(problem.inv_std_ref.data()), shape.cols};
-  }
-  CheckReport report;
-  for (const Output& o : outputs) {
-    absl::StatusOr<DeviceCompareResult> r = CompareOnDevice(
-        o.dtype, o.got->data(), static_cast<const float*>(o.want->data()), o.count, o.tolerance,
-        stream, condition_y && o.got == &problem.y ? &layer_norm : nullptr);
+  if (problem.residual.bytes() > 0) {
+    const RankedFormat format = RankedFormatOf(problem.dtype);
+    const size_t element = DTypeSize(problem.dtype);
+    const int64_t extent = static_cast<int64_t>(problem.residual.bytes() / element);
+    absl::StatusOr<DeviceCompareResult> r = CompareRanksOnDevice(
+        format, problem.residual.data(), problem.residual_ref.data(), extent, kCodeSteps, stream);
     if (!r.ok()) return r.status();
-    if (r->bad == 0) continue;
-    report.passed = false;
-    report.bad_elements += r->bad;
-    if (report.detail.empty()) {
-      const double got = ReadElement(o.dtype, o.got->data(), r->first_bad);
-      const double want = ReadElement(DType::kFloat32, o.want->data(), r->first_bad);
-      const int64_t in_row = r->first_bad % o.row_length;
-      report.detail = absl::StrCat(
-          r->bad, " bad ", o.name, " elements; first at (row ", r->first_bad / o.row_length,
-          ", col ", in_row / o.inner,
-          o.inner > 1 ? absl::StrCat(", inner ", in_row % o.inner) : std::string(), "): got ",
-          got, ", want ", want, " (rtol ", o.tolerance.rtol, ", atol ", o.tolerance.atol, ")");
+    if (r->bad > 0) {
+      const int64_t i = r->first_bad;
+      count(*r, absl::StrCat(r->bad, " bad residual elements; first at element ", i, ": got ",
+                             ReadElement(problem.dtype, problem.residual.data(), i), ", want ",
+                             ReadElement(problem.dtype, problem.residual_ref.data(), i)));
+    }
+  }
+  // The per-row outputs: a dynamic quantization's scales always, the
+  // optional ones when asked.
+  const bool dynamic_scales = QuantizesOutput(problem.op);
+  for (const auto& [name, got, want, checked, tolerance] :
+       {std::tuple{"mean", &problem.mean, &problem.mean_ref, check_stats, StatsTolerance()},
+        std::tuple{"inv_std", &problem.inv_std, &problem.inv_std_ref, check_stats,
+                   StatsTolerance()},
+        std::tuple{"row_scale", &problem.row_scale, &problem.row_scale_ref,
+                   check_stats || dynamic_scales,
+                   dynamic_scales ? QuantScaleTolerance() : StatsTolerance()}}) {
+    if (!checked || want->bytes() == 0) continue;
+    const int64_t values = static_cast<int64_t>(want->bytes() / sizeof(float));
+    absl::StatusOr<DeviceCompareResult> r =
+        CompareOnDevice(DType::kFloat32, got->data(), static_cast<const float*>(want->data()),
+                        values, tolerance, stream);
+    if (!r.ok()) return r.status();
+    if (r->bad > 0) {
+      const int64_t i = r->first_bad;
+      count(*r, absl::StrCat(r->bad, " bad ", name, " values; first at ", i, " (row ",
+                             i / (values / shape.rows), "): got ",
+                             ReadElement(DType::kFloat32, got->data(), i), ", want ",
+                             ReadElement(DType::kFloat32, want->data(), i), " (rtol ",
+                             tolerance.rtol, ", atol ", tolerance.atol, ")"));
     }
   }
   return report;
@@ -499,40 +790,89 @@ CheckReport CheckHostOutputs(const HostProblem& p, const HostOutputs& got) {
   CheckReport report;
   const Shape& shape = p.shape;
   const int64_t n = shape.elements();
-  const size_t bytes = static_cast<size_t>(n) * DTypeSize(p.dtype);
+  const size_t bytes = static_cast<size_t>(
+      shape.inner > 1 ? n * OutputElementBytes(p.op, p.dtype)
+                      : OperandBytes(p.op, Operand::kOutput, p.dtype, shape, p.params));
   if (got.y.size() != bytes || p.stored_rows != shape.rows) {
     CountBad(report, n, absl::StrCat("the output has ", got.y.size(), " bytes, want ", bytes));
     return report;
   }
-  const Tolerance tolerance = OutputTolerance(p.op, p.dtype);
+  const RowLayout y_layout = shape.inner > 1 ? RowLayout{shape.cols * shape.inner, 0, 0}
+                                             : RowLayoutOf(Operand::kOutput, p.params, shape);
+  const int64_t row_length = shape.cols * shape.inner;
+  const auto y_at = [&](int64_t i) { return y_layout.Offset(i / row_length) + i % row_length; };
+  const auto where = [&](int64_t i) {
+    const int64_t row = i / row_length;
+    const int64_t col = i / shape.inner % shape.cols;
+    return shape.inner == 1 ? absl::StrFormat("y[%d, %d]", row, col)
+                            : absl::StrFormat("y[%d, %d, %d]", row, col, i % shape.inner);
+  };
   int64_t bad = 0;
   std::string first;
-  for (int64_t i = 0; i < n; ++i) {
-    const double value = LoadAsDouble(p.dtype, got.y.data(), i);
-    double slack = 0;
-    if (p.op == Op::kLayerNorm) {  // verify.h LayerNormInputs
-      const int64_t row = i / shape.cols;
-      const double gamma =
-          p.gamma.empty() ? 1.0 : LoadAsDouble(p.dtype, p.gamma.data(), i % shape.cols);
-      slack = kLayerNormRoundings * 0x1p-24 *
-              (std::fabs(LoadAsDouble(p.dtype, p.x.data(), i)) + std::fabs(p.mean_ref[row])) *
-              p.inv_std_ref[row] * std::fabs(gamma);
+  if (QuantizesOutput(p.op)) {
+    const RankedFormat format = RankedFormatOf(p.params.quant_dtype);
+    for (int64_t i = 0; i < n; ++i) {
+      const uint32_t value = LoadBits(got.y.data(), y_at(i), 1);
+      if (RanksWithin(format, value, p.code_ref[i], kCodeSteps)) continue;
+      if (bad++ > 0) continue;
+      first = absl::StrCat(where(i), " = ",
+                           DescribeBits(format, p.dtype, p.params.quant_dtype, value), ", want ",
+                           DescribeBits(format, p.dtype, p.params.quant_dtype, p.code_ref[i]));
     }
-    if (HostWithin(value, p.y_ref[i], p.dtype, tolerance, slack)) continue;
-    if (bad++ > 0) continue;
-    const int64_t row = i / (shape.cols * shape.inner);
-    const int64_t col = i / shape.inner % shape.cols;
-    first = shape.inner == 1
-                ? absl::StrFormat("y[%d, %d] = %g, want %g", row, col, value, p.y_ref[i])
-                : absl::StrFormat("y[%d, %d, %d] = %g, want %g", row, col, i % shape.inner, value,
-                                  p.y_ref[i]);
+  } else {
+    const Tolerance tolerance = OutputTolerance(p.op, p.dtype);
+    const bool adds = AddsResidual(p.op);
+    const RowLayout x_layout =
+        RowLayoutOf(adds ? Operand::kResidual : Operand::kInput, p.params, shape);
+    for (int64_t i = 0; i < n; ++i) {
+      const double value = LoadAsDouble(p.dtype, got.y.data(), y_at(i));
+      double slack = 0;
+      if (IsLayerNormFamily(p.op)) {  // verify.h LayerNormInputs
+        const int64_t row = i / shape.cols;
+        const int64_t col = i % shape.cols;
+        const double gamma = p.gamma.empty() ? 1.0 : LoadAsDouble(p.dtype, p.gamma.data(), col);
+        const double x = LoadAsDouble(p.dtype, adds ? p.residual_ref.data() : p.x.data(),
+                                      x_layout.Offset(row) + col);
+        slack = kLayerNormRoundings * 0x1p-24 * (std::fabs(x) + std::fabs(p.mean_ref[row])) *
+                p.inv_std_ref[row] * std::fabs(gamma);
+      }
+      if (HostWithin(value, p.y_ref[i], p.dtype, tolerance, slack)) continue;
+      if (bad++ > 0) continue;
+      first = absl::StrFormat("%s = %g, want %g", where(i), value, p.y_ref[i]);
+    }
   }
   CountBad(report, bad, first);
-  const char* inv_std_name = p.op == Op::kRmsNorm ? "inv_rms" : "inv_std";
-  for (const auto& [name, values, reference] :
-       {std::tuple{"mean", &got.mean, &p.mean_ref},
-        std::tuple{inv_std_name, &got.inv_std, &p.inv_std_ref},
-        std::tuple{"row_scale", &got.row_scale, &p.row_scale_ref}}) {
+  if (AddsResidual(p.op)) {
+    const RankedFormat format = RankedFormatOf(p.dtype);
+    const size_t element = DTypeSize(p.dtype);
+    if (got.residual.size() != p.residual_ref.size()) {
+      CountBad(report, static_cast<int64_t>(p.residual_ref.size() / element),
+               absl::StrCat("the residual has ", got.residual.size(), " bytes, want ",
+                            p.residual_ref.size()));
+    } else {
+      bad = 0;
+      const int64_t extent = static_cast<int64_t>(p.residual_ref.size() / element);
+      for (int64_t i = 0; i < extent; ++i) {
+        const uint32_t value = LoadBits(got.residual.data(), i, element);
+        const uint32_t want = LoadBits(p.residual_ref.data(), i, element);
+        if (RanksWithin(format, value, want, kCodeSteps)) continue;
+        if (bad++ == 0) {
+          first =
+              absl::StrCat("residual element ", i, " = ",
+                           DescribeBits(format, p.dtype, p.params.quant_dtype, value), ", want ",
+                           DescribeBits(format, p.dtype, p.params.quant_dtype, want));
+        }
+      }
+      CountBad(report, bad, first);
+    }
+  }
+  const char* inv_std_name = IsRmsNormFamily(p.op) ? "inv_rms" : "inv_std";
+  const Tolerance scale_tolerance =
+      QuantizesOutput(p.op) ? QuantScaleTolerance() : StatsTolerance();
+  for (const auto& [name, values, reference, tolerance] :
+       {std::tuple{"mean", &got.mean, &p.mean_ref, StatsTolerance()},
+        std::tuple{inv_std_name, &got.inv_std, &p.inv_std_ref, StatsTolerance()},
+        std::tuple{"row_scale", &got.row_scale, &p.row_scale_ref, scale_tolerance}}) {
     if (reference->empty()) continue;
     if (values->size() != reference->size()) {
       CountBad(report, static_cast<int64_t>(reference->size()),
@@ -541,9 +881,7 @@ CheckReport CheckHostOutputs(const HostProblem& p, const HostOutputs& got) {
     }
     bad = 0;
     for (size_t r = 0; r < reference->size(); ++r) {
-      if (HostWithin((*values)[r], (*reference)[r], DType::kFloat32, StatsTolerance(), 0)) {
-        continue;
-      }
+      if (HostWithin((*values)[r], (*reference)[r], DType::kFloat32, tolerance, 0)) continue;
       if (bad++ == 0) {
         first = absl::StrFormat("%s[%d] = %g, want %g", name, r, (*values)[r], (*reference)[r]);
       }

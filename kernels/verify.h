@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/launch.h"
+#include "kernels/op_args.h"
 #include "kernels/types.h"
 
 namespace kt::kernels {
@@ -45,10 +46,68 @@ struct Tolerance {
 
 // Per op and dtype: the storage rounding of the output (2^-24, 2^-11, 2^-8
 // relative) with headroom for float32 compute, and an absolute floor for
-// outputs that are differences of O(1) values (log-softmax, the norms).
+// outputs that are differences of O(1) values (log-softmax, the norms; the
+// fused forms as their base norm). Quantized codes are checked by code
+// instead (kCodeSteps).
 Tolerance OutputTolerance(Op op, DType dtype);
-// For the float32 per-row outputs (mean, inv_std, row_scale).
+// For the float32 per-row outputs (mean, inv_std, ReduceScale's row_scale).
 Tolerance StatsTolerance();
+// For the dynamic quantization scales, amax(y) / QuantMax: y's own float32
+// compute error, relative (LayerNorm's rows of large offset and small
+// spread put 1.6e-5 of amax on it), and no absolute floor (scales of small
+// rows are small).
+Tolerance QuantScaleTolerance();
+// Codes may differ from the fp64 reference's by this many representable
+// values: the kernel multiplies by 1 / scale in float32, so a value at or
+// next to a rounding tie may round the other way. The written-back residual
+// gets the same allowance in its storage dtype.
+inline constexpr int64_t kCodeSteps = 1;
+
+// The value formats a bit-for-bit rank comparison reads: the storage dtypes
+// and the one-byte codes.
+enum class RankedFormat { kFloat32, kFloat16, kBFloat16, kFp8E4M3, kFp8E5M2, kInt8 };
+RankedFormat RankedFormatOf(DType dtype);
+RankedFormat RankedFormatOf(QuantDType dtype);
+// Where a value stands among its format's values, in order: consecutive
+// representable values have consecutive ranks (sign-magnitude formats rank
+// -x as -rank(x), so -0 and +0 are both 0; int8 codes rank as their value).
+// NaN has no rank: `nan` says so.
+struct Ranked {
+  bool nan = false;
+  int64_t rank = 0;
+};
+__host__ __device__ inline Ranked RankOf(RankedFormat format, uint32_t bits) {
+  uint32_t sign_bit = 0x80000000u, nan_above = 0x7f800000u;
+  switch (format) {
+    case RankedFormat::kFloat32:
+      break;
+    case RankedFormat::kFloat16:
+      sign_bit = 0x8000u, nan_above = 0x7c00u;
+      break;
+    case RankedFormat::kBFloat16:
+      sign_bit = 0x8000u, nan_above = 0x7f80u;
+      break;
+    case RankedFormat::kFp8E4M3:
+      sign_bit = 0x80u, nan_above = 0x7eu;  // 0x7f is e4m3fn's only NaN
+      break;
+    case RankedFormat::kFp8E5M2:
+      sign_bit = 0x80u, nan_above = 0x7cu;
+      break;
+    case RankedFormat::kInt8:
+      return {false, static_cast<int8_t>(static_cast<uint8_t>(bits))};
+  }
+  const uint32_t magnitude = bits & (sign_bit - 1);
+  if (magnitude > nan_above) return {true, 0};
+  return {false, (bits & sign_bit) ? -static_cast<int64_t>(magnitude) : magnitude};
+}
+// NaN meets NaN; other values are at most `steps` ranks apart.
+__host__ __device__ inline bool RanksWithin(RankedFormat format, uint32_t got, uint32_t want,
+                                            int64_t steps) {
+  const Ranked g = RankOf(format, got), w = RankOf(format, want);
+  if (g.nan || w.nan) return g.nan && w.nan;
+  const int64_t apart = g.rank > w.rank ? g.rank - w.rank : w.rank - g.rank;
+  return apart <= steps;
+}
 
 // Input generator for a problem's rows.
 enum class InputPattern {
@@ -64,53 +123,102 @@ struct AttentionOptions {
   int64_t mask_rows = 0;   // the query length; 0: the largest divisor of rows <= cols
 };
 
+// What a problem exercises beyond an op's defaults.
+struct ProblemOptions {
+  AttentionOptions attention;  // the scaled-masked softmax
+  // Everything else the op reads from OpParams, as the kernel will get it:
+  // epsilon, weight_offset, the quantization (quant_dtype, scale_mode,
+  // group_size, scale_ub) and the row layouts (x / y / residual row
+  // strides, group_rows, group strides). Its scale, mask_rows and causal
+  // are ignored: `attention` sets them.
+  OpParams params;
+  // A static quantization's scale; 0: the largest per-row dynamic scale of
+  // the stored rows (amax / QuantMax), so the codes use their whole range.
+  float static_scale = 0;
+};
+
 // A problem on the host: inputs in the storage dtype, references in float
 // (fp64 results rounded once to float). Only the first `stored_rows` rows are
 // held here; Upload repeats them to fill `shape.rows` (benchmarks use a few
 // hundred distinct random rows so huge shapes need no huge reference).
 // A masked problem stores a multiple of mask_rows rows, so repeated rows
-// keep their query index. Rows of a middle-axis problem (inner > 1) are its
-// outer slices of cols * inner elements.
+// keep their query index, and a grouped one a multiple of group_rows. Rows
+// of a middle-axis problem (inner > 1) are its outer slices of cols * inner
+// elements.
+//
+// x and the residual hold the stored rows where their RowLayoutOf puts them
+// (OperandBytes of the stored rows), the bytes between rows 0xff (NaN in
+// every storage dtype: a kernel that reads them spoils its row). The
+// references are dense (stored_rows, cols), whatever y's layout.
 struct HostProblem {
   Op op = Op::kSoftmax;
   DType dtype = DType::kFloat32;
   Shape shape;
   int64_t stored_rows = 0;
-  // The scaled-masked softmax's scale, query length and causal flag as drawn.
+  // Everything the kernel reads from OpParams: the scaled-masked softmax's
+  // scale, query length and causal flag as drawn, epsilon, weight_offset,
+  // the quantization and the row layouts.
   OpParams params;
   std::vector<uint8_t> x;
-  std::vector<uint8_t> gamma;  // with_affine: LayerNorm, RMSNorm; else empty
-  std::vector<uint8_t> beta;   // with_affine: LayerNorm
-  std::vector<uint8_t> mask;   // scaled-masked softmax with a mask
-  std::vector<float> y_ref;
-  std::vector<float> mean_ref;       // LayerNorm only
-  std::vector<float> inv_std_ref;    // LayerNorm, RMSNorm (1 / rms)
-  std::vector<float> row_scale_ref;  // ReduceScale only
+  std::vector<uint8_t> gamma;      // with_affine: the norms; else empty
+  std::vector<uint8_t> beta;       // with_affine: the LayerNorm family
+  std::vector<uint8_t> mask;       // scaled-masked softmax with a mask
+  std::vector<uint8_t> residual;   // kAdd*: as given, N(0, 1)
+  std::vector<float> quant_scale;  // static quantization: its one scale
+  std::vector<float> y_ref;        // every op but the quantizing ones
+  std::vector<uint8_t> code_ref;   // the quantizing ops: their codes
+  // kAdd*: the residual the op leaves (x + residual rounded, in the
+  // residual's layout, the gaps as they were).
+  std::vector<uint8_t> residual_ref;
+  std::vector<float> mean_ref;     // the LayerNorm family
+  std::vector<float> inv_std_ref;  // every norm (the RMSNorm family: 1 / rms)
+  // ReduceScale's max |x| per row; a dynamic quantization's scales (rows x
+  // cols / group_size per_group).
+  std::vector<float> row_scale_ref;
 };
 
 // Draws inputs from `seed` (the same seed gives the same data whatever the
 // thread count) and computes the fp64 reference on `threads` threads, for
 // min(shape.rows, distinct_rows) distinct rows (0 = every row distinct).
+// The op's operands and parameters come from `options`; what they get
+// wrong (a stride < cols, a group size not dividing cols) is the reference's
+// InvalidArgument.
 absl::StatusOr<HostProblem> MakeProblem(Op op, DType dtype, Shape shape, uint64_t seed,
-                                        InputPattern pattern, bool with_affine,
-                                        int threads = 0, int64_t distinct_rows = 0,
-                                        const AttentionOptions& attention = {});
+                                        InputPattern pattern, bool with_affine, int threads = 0,
+                                        int64_t distinct_rows = 0,
+                                        const ProblemOptions& options = {});
+// The same with only the attention options (the callers from before
+// ProblemOptions).
+absl::StatusOr<HostProblem> MakeProblem(Op op, DType dtype, Shape shape, uint64_t seed,
+                                        InputPattern pattern, bool with_affine, int threads,
+                                        int64_t distinct_rows, const AttentionOptions& attention);
 
-// A problem on the device, with room for outputs and the references.
+// Recomputes every reference of `p` from its inputs and params: after a
+// caller wrote its own inputs (x, gamma, mask, residual) or changed a
+// parameter (epsilon). The stored rows only, on `threads` threads.
+absl::Status ComputeReference(HostProblem& p, int threads = 0);
+
+// A problem on the device, with room for outputs and the references. x,
+// y and the residual span their layouts' extents (OperandBytes) for every
+// row, 0xff between rows; the references are dense (rows, cols).
 struct DeviceProblem {
   Op op = Op::kSoftmax;
   DType dtype = DType::kFloat32;
   Shape shape;
   OpParams params;
-  DeviceBuffer x, y, gamma, beta, mask, mean, inv_std, row_scale;
-  DeviceBuffer y_ref, mean_ref, inv_std_ref, row_scale_ref;
+  DeviceBuffer x, y, gamma, beta, mask, mean, inv_std, row_scale, residual, quant_scale;
+  // The residual as given: PoisonOutputs puts it back before each launch
+  // (an add op overwrites it).
+  DeviceBuffer residual_init;
+  DeviceBuffer y_ref, code_ref, residual_ref, mean_ref, inv_std_ref, row_scale_ref;
   // kMaxWorkspaceBytes of scratch for configs that need it: launches of one
   // problem must share a stream.
   DeviceBuffer workspace;
 
-  // Launch arguments: every input present, and the workspace; the per-row
-  // outputs (mean, inv_std, row_scale) only if `with_stats` (the kernels
-  // must also work without them).
+  // Launch arguments: every input present (the residual and the static
+  // scale too), the workspace, and a dynamic quantization's scales; the
+  // optional per-row outputs (mean, inv_std, ReduceScale's row_scale) only
+  // if `with_stats` (the kernels must also work without them).
   RowOpArgs Args(bool with_stats = true) const;
 };
 
@@ -120,9 +228,17 @@ struct DeviceProblem {
 // tuner/measure.h).
 absl::StatusOr<DeviceProblem> Upload(const HostProblem& problem, cudaStream_t stream);
 
-// Fills every output (y and the per-row outputs) with NaN bit patterns so an element a
-// kernel forgets to write fails the check.
+// Fills every output (y, between its rows too, and the per-row outputs) with
+// NaN bit patterns so an element a kernel forgets to write fails the check,
+// and puts the residual back as it was given.
 absl::Status PoisonOutputs(DeviceProblem& problem, cudaStream_t stream);
+
+// Where the rows of a checked output lie: row r at layout.Offset(r), cols
+// long. Null where the comparisons take one: n contiguous elements.
+struct CheckedRows {
+  int64_t cols = 1;
+  RowLayout layout{1, 0, 0};
+};
 
 // Raw on-device comparison of n outputs (in `dtype`) with float references.
 // Returns the number of elements outside `tolerance` and the first such index
@@ -139,17 +255,31 @@ struct DeviceCompareResult {
 // element also gets kLayerNormRoundings * 2^-24 * (|x| + |mean|) * inv_std *
 // |gamma| of slack, from the reference's mean and inv_std.
 struct LayerNormInputs {
-  const void* x = nullptr;      // in the output dtype
+  const void* x = nullptr;      // in the output dtype (kAdd*: the residual written back)
   const void* gamma = nullptr;  // in the output dtype; null: 1
   const float* mean = nullptr;  // the reference's, per row
   const float* inv_std = nullptr;
   int64_t cols = 0;
+  RowLayout x_layout{0, 0, 0};  // where x's rows are; stride 0: contiguous
 };
 inline constexpr double kLayerNormRoundings = 4;
-absl::StatusOr<DeviceCompareResult> CompareOnDevice(DType dtype, const void* out,
-                                                    const float* ref, int64_t n,
-                                                    Tolerance tolerance, cudaStream_t stream,
-                                                    const LayerNormInputs* layer_norm = nullptr);
+// `rows`: where out's elements are (ref is dense); null: contiguous.
+absl::StatusOr<DeviceCompareResult> CompareOnDevice(DType dtype, const void* out, const float* ref,
+                                                    int64_t n, Tolerance tolerance,
+                                                    cudaStream_t stream,
+                                                    const LayerNormInputs* layer_norm = nullptr,
+                                                    const CheckedRows* rows = nullptr);
+// n values of `format` (out where `rows` puts them, ref dense) compared by
+// RanksWithin(steps). Defined in kernels/compare.cu.
+absl::StatusOr<DeviceCompareResult> CompareRanksOnDevice(RankedFormat format, const void* out,
+                                                         const void* ref, int64_t n, int64_t steps,
+                                                         cudaStream_t stream,
+                                                         const CheckedRows* rows = nullptr);
+// Fills rows [stored_rows, rows) of a buffer laid out as `rows_at` with
+// copies of rows r % stored_rows (element_bytes each), on `stream`: Upload
+// repeats strided rows so. Defined in kernels/compare.cu.
+absl::Status RepeatRowsOnDevice(void* data, const CheckedRows& rows_at, int64_t stored_rows,
+                                int64_t rows, size_t element_bytes, cudaStream_t stream);
 
 struct CheckReport {
   bool passed = true;
@@ -157,7 +287,11 @@ struct CheckReport {
   std::string detail;  // first failure: which output, (row, col), got, want
 };
 
-// Compares y (and the op's per-row outputs when `check_stats`) with the
+// Compares y (codes within kCodeSteps for the quantizing ops), the written-
+// back residual (within kCodeSteps of its storage dtype, over its whole
+// extent: the gaps between rows must still be NaN), a dynamic
+// quantization's scales
+// and, when `check_stats`, the op's optional per-row outputs with the
 // references on the device. The stream is synchronized.
 absl::StatusOr<CheckReport> CheckOutputs(const DeviceProblem& problem, bool check_stats,
                                          cudaStream_t stream);
@@ -165,16 +299,18 @@ absl::StatusOr<CheckReport> CheckOutputs(const DeviceProblem& problem, bool chec
 // Outputs read back on the host: from a daemon's reply, or copied out of the
 // memory a daemon wrote. Per-row outputs the caller did not get stay empty.
 struct HostOutputs {
-  std::string y;  // the storage dtype
+  std::string y;         // the storage dtype (codes: one byte), y's whole extent
+  std::string residual;  // kAdd*: the residual's whole extent after the op
   std::vector<float> mean, inv_std, row_scale;
 };
 
 // CheckOutputs on the host, by the same rules (tolerances, the float16
-// overflow, LayerNorm's slack): y and every per-row reference the problem
-// has. `problem` must store every row (stored_rows == shape.rows); a wrong
-// size counts every value of that output as bad. The detail names the
-// first bad value only: "y[3, 17] = 0.25, want 0.5", "mean: 0 values, want
-// 16" (RMSNorm's inv_std is "inv_rms").
+// overflow, LayerNorm's slack, codes and the residual by rank): y, the
+// residual and every per-row reference the problem has. `problem` must
+// store every row (stored_rows == shape.rows); a wrong size counts every
+// value of that output as bad. The detail names the first bad value only:
+// "y[3, 17] = 0.25, want 0.5", "y[0, 2] = code 0x5c (3.5), want 0x5e (4)",
+// "mean: 0 values, want 16" (the RMSNorm family's inv_std is "inv_rms").
 CheckReport CheckHostOutputs(const HostProblem& problem, const HostOutputs& got);
 
 }  // namespace kt::kernels

@@ -48,10 +48,11 @@ class PointMeasurer {
   // (e.g. a kernel fault) and the run must stop.
   virtual absl::StatusOr<CandidateMeasurement> Measure(const kernels::LaunchConfig& config,
                                                        const MeasureOptions& options) = 0;
-  // The size-matched copy: the point's input copied onto its output (device
-  // to device, the same rotation of buffers), timed as Measure times a
-  // kernel. Small problems cannot reach the 1 GiB copy roofline at all;
-  // this is the figure they can be held to.
+  // The size-matched copy: the point's input (its rows x cols x inner
+  // elements) copied onto its output, or onto a buffer as large where the
+  // output is smaller (device to device, the same rotation of buffers),
+  // timed as Measure times a kernel. Small problems cannot reach the 1 GiB
+  // copy roofline at all; this is the figure they can be held to.
   virtual absl::StatusOr<TimingStats> TimeInputCopy(const MeasureOptions& options) {
     return absl::UnimplementedError("this backend does not time copies");
   }

@@ -32,11 +32,31 @@ int64_t DefaultQueryLength(int64_t rows, int64_t cols) {
 bool IsLogitsOp(Op op) { return op == Op::kSoftmax || op == Op::kLogSoftmax; }
 bool IsHiddenNormOp(Op op) { return op == Op::kLayerNorm || op == Op::kRmsNorm; }
 
+bool IsBasicOp(Op op) {
+  return std::find(std::begin(kernels::kBasicOps), std::end(kernels::kBasicOps), op) !=
+         std::end(kernels::kBasicOps);
+}
+
 bool InGroup(const std::string& group, Op op) {
+  // llm_norm: the fused norms over hidden states, and rms_norm per head.
+  if (group == "llm_norm") return kernels::IsFusedNorm(op) || op == Op::kRmsNorm;
+  // The other groups hold the basic ops only, as before the fused norms.
+  if (!IsBasicOp(op)) return false;
   if (group == "attention") return op == Op::kSoftmax || op == Op::kScaledMaskedSoftmax;
   if (group == "axis") return kernels::SupportsInnerAxis(op);
   if (group == "llm") return IsLogitsOp(op) || IsHiddenNormOp(op);
   return op != Op::kScaledMaskedSoftmax;  // main, few_rows: the row ops
+}
+
+// The llm_norm group's per-head QK-norm: q of a fused [tokens, 3, heads,
+// head_dim] qkv tensor, normalized per head into a contiguous output.
+constexpr int64_t kQkNormHeads = 32;
+GridPoint PerHeadPoint(Op op, kernels::DType dtype, int64_t tokens, int64_t head_dim) {
+  GridPoint p{"llm_norm", op, dtype, {tokens * kQkNormHeads, head_dim}};
+  p.x_row_stride = head_dim;
+  p.group_rows = kQkNormHeads;
+  p.x_group_stride = 3 * kQkNormHeads * head_dim;
+  return p;
 }
 
 }  // namespace
@@ -47,8 +67,8 @@ absl::StatusOr<std::vector<GridPoint>> StandardGrid(const std::vector<std::strin
   for (const std::string& g : groups) {
     if (std::find(std::begin(kStandardGroups), std::end(kStandardGroups), g) ==
         std::end(kStandardGroups)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("group=\"", g, "\" is not one of main, few_rows, attention, axis, llm"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "group=\"", g, "\" is not one of main, few_rows, attention, axis, llm, llm_norm"));
     }
   }
   const auto wants = [&](const char* g, Op op) {
@@ -105,16 +125,35 @@ absl::StatusOr<std::vector<GridPoint>> StandardGrid(const std::vector<std::strin
           }
         }
       }
+      if (wants("llm_norm", op) && kernels::IsFusedNorm(op)) {
+        // One token, decoding batches (16, 64), a chunk and a prefill (8192
+        // tokens) over hidden sizes 2048 (1-2B) to 16384 (405B): 7168 is
+        // DeepSeek-V3's. The quantizing ops keep GridPoint's fp8 e4m3
+        // per-row defaults.
+        for (int64_t rows : {1, 16, 64, 512, 8192}) {
+          for (int64_t hidden : {2048, 4096, 5120, 7168, 8192, 12288, 16384}) {
+            points.push_back({"llm_norm", op, dtype, {rows, hidden}});
+          }
+        }
+      }
+      if (wants("llm_norm", op) && op == Op::kRmsNorm) {
+        for (int64_t tokens : {1, 16, 64, 512, 8192}) {
+          for (int64_t head_dim : {64, 128, 256}) {
+            points.push_back(PerHeadPoint(op, dtype, tokens, head_dim));
+          }
+        }
+      }
     }
   }
   if (points.empty() && !ops.empty() && !dtypes.empty() && !groups.empty()) {
     std::vector<std::string> op_names;
     for (Op op : ops) op_names.push_back(std::string(kernels::OpName(op)));
     return absl::InvalidArgumentError(absl::StrCat(
-        "groups=", absl::StrJoin(groups, ","), " hold no point of ops=",
-        absl::StrJoin(op_names, ","),
-        " (main and few_rows: the row ops; attention: softmax and scaled_masked_softmax; "
-        "axis: softmax and log_softmax; llm: those and layer_norm, rms_norm)"));
+        "groups=", absl::StrJoin(groups, ","),
+        " hold no point of ops=", absl::StrJoin(op_names, ","),
+        " (main and few_rows: the basic row ops; attention: softmax and "
+        "scaled_masked_softmax; axis: softmax and log_softmax; llm: those and layer_norm, "
+        "rms_norm; llm_norm: the add and quant norms and rms_norm per head)"));
   }
   return points;
 }
@@ -155,31 +194,79 @@ absl::StatusOr<std::vector<GridPoint>> CustomGrid(const std::vector<kernels::Op>
 }
 
 std::string DescribeGrid(const std::vector<GridPoint>& points) {
-  std::vector<std::string> ops, dtypes, groups;
+  std::vector<std::string> ops, dtypes, groups, quants;
+  int strided = 0;
   for (const GridPoint& p : points) {
     AddUnique(ops, std::string(kernels::OpName(p.op)));
     AddUnique(dtypes, std::string(kernels::DTypeName(p.dtype)));
     AddUnique(groups, p.group);
+    if (kernels::QuantizesOutput(p.op)) {
+      std::string quant = absl::StrCat(kernels::QuantDTypeName(p.quant_dtype), "/",
+                                       kernels::ScaleModeName(p.scale_mode));
+      if (p.scale_mode == kernels::ScaleMode::kPerGroup) absl::StrAppend(&quant, p.group_size);
+      AddUnique(quants, quant);
+    }
+    if (kernels::HasRowStrides(ParamsOf(p), p.shape)) ++strided;
   }
-  return absl::StrCat("ops=", absl::StrJoin(ops, ","), " dtypes=", absl::StrJoin(dtypes, ","),
-                      " groups=", absl::StrJoin(groups, ","), " points=", points.size());
+  std::string out =
+      absl::StrCat("ops=", absl::StrJoin(ops, ","), " dtypes=", absl::StrJoin(dtypes, ","),
+                   " groups=", absl::StrJoin(groups, ","), " points=", points.size());
+  // Only where the grid has them, so the older grids read as they did.
+  if (!quants.empty()) absl::StrAppend(&out, " quant=", absl::StrJoin(quants, ","));
+  if (strided > 0) absl::StrAppend(&out, " strided_points=", strided);
+  return out;
+}
+
+kernels::OpParams ParamsOf(const GridPoint& p) {
+  kernels::OpParams params;
+  params.causal = p.causal;
+  params.mask_rows = p.with_mask || p.causal ? p.mask_rows : 0;
+  if (kernels::QuantizesOutput(p.op)) {
+    params.quant_dtype = p.quant_dtype;
+    params.scale_mode = p.scale_mode;
+    params.group_size = p.group_size;
+  }
+  params.x_row_stride = p.x_row_stride;
+  params.y_row_stride = p.y_row_stride;
+  params.group_rows = p.group_rows;
+  params.x_group_stride = p.x_group_stride;
+  params.y_group_stride = p.y_group_stride;
+  return params;
 }
 
 std::string PointName(const GridPoint& p) {
   std::string name = absl::StrCat(kernels::OpName(p.op), " ", kernels::DTypeName(p.dtype), " ",
                                   p.shape.rows, "x", p.shape.cols);
   if (p.shape.inner != 1) absl::StrAppend(&name, "x", p.shape.inner);
-  return name;
+  return name + PointVariant(p);
+}
+
+std::string PointVariant(const GridPoint& p) {
+  std::string variant;
+  if (kernels::QuantizesOutput(p.op)) {
+    absl::StrAppend(&variant, " ", kernels::QuantDTypeName(p.quant_dtype), " ",
+                    kernels::ScaleModeName(p.scale_mode));
+    if (p.scale_mode == kernels::ScaleMode::kPerGroup) absl::StrAppend(&variant, " ", p.group_size);
+  }
+  for (const auto& [field, value] : {std::pair<const char*, int64_t>{"x_stride", p.x_row_stride},
+                                     {"y_stride", p.y_row_stride},
+                                     {"group_rows", p.group_rows},
+                                     {"x_group_stride", p.x_group_stride},
+                                     {"y_group_stride", p.y_group_stride}}) {
+    if (value != 0) absl::StrAppend(&variant, " ", field, "=", value);
+  }
+  return variant;
 }
 
 bool TimedWithRowOutputs(kernels::Op op) { return op == Op::kReduceScale; }
 
 int64_t PointBytes(const GridPoint& p) {
-  // LayerNorm and RMSNorm read their weights (gamma, LayerNorm's beta): the
+  // The norms read their weights (gamma, the LayerNorm family's beta): the
   // bytes PyTorch's forward moves too.
+  kernels::OpParams params = ParamsOf(p);
+  if (!p.with_mask) params.mask_rows = 0;  // the causal mask alone reads nothing
   return kernels::MinimumBytesMoved(p.op, p.dtype, p.shape, /*has_gamma=*/true,
-                                    /*has_beta=*/true, TimedWithRowOutputs(p.op),
-                                    p.with_mask ? p.mask_rows : 0);
+                                    /*has_beta=*/true, TimedWithRowOutputs(p.op), params);
 }
 
 }  // namespace kt::tuner

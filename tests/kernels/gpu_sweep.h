@@ -42,23 +42,6 @@ inline uint64_t FreshSeed() {
   return (static_cast<uint64_t>(device()) << 32) | device();
 }
 
-// Recomputes a host problem's references after a test wrote its own inputs
-// (x, gamma, mask) into it: the stored rows only, as MakeProblem does.
-inline absl::Status RecomputeReference(HostProblem& p) {
-  const Shape stored{p.stored_rows, p.shape.cols, p.shape.inner};
-  RowOpArgs args;
-  args.x = p.x.data();
-  args.y = p.y_ref.data();
-  args.gamma = p.gamma.empty() ? nullptr : p.gamma.data();
-  args.beta = p.beta.empty() ? nullptr : p.beta.data();
-  args.mean = p.mean_ref.empty() ? nullptr : p.mean_ref.data();
-  args.inv_std = p.inv_std_ref.empty() ? nullptr : p.inv_std_ref.data();
-  args.row_scale = p.row_scale_ref.empty() ? nullptr : p.row_scale_ref.data();
-  args.params = p.params;
-  args.mask = p.mask.empty() ? nullptr : p.mask.data();
-  return RunReference(p.op, p.dtype, stored, args, 0, stored.rows, DType::kFloat32);
-}
-
 // Reads a device buffer of `n` storage-dtype elements back as doubles.
 inline std::vector<double> ReadBack(DType dtype, const void* device_data, int64_t n) {
   std::vector<uint8_t> bytes(n * DTypeSize(dtype));

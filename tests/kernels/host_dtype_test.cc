@@ -69,13 +69,13 @@ TEST(HostDTypeTest, LoadStoreByDType) {
   EXPECT_EQ(LoadAsDouble(DType::kFloat32, f, 0), static_cast<double>(1.0f / 3.0f));
 }
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+constexpr double kQuietNaN = std::numeric_limits<double>::quiet_NaN();
 
 TEST(HostDTypeTest, EveryQuantCodeRoundTrips) {
   for (QuantDType dtype : kAllQuantDTypes) {
     for (int code = 0; code < 256; ++code) {
-      SCOPED_TRACE(testing::Message() << QuantDTypeName(dtype) << " code " << code);
+      SCOPED_TRACE(::testing::Message() << QuantDTypeName(dtype) << " code " << code);
       const double value = DecodeQuant(dtype, static_cast<uint8_t>(code));
       if (std::isnan(value)) {
         EXPECT_TRUE(std::isnan(DecodeQuant(dtype, EncodeQuant(dtype, value))));
@@ -142,7 +142,8 @@ TEST(HostDTypeTest, QuantCodesRoundToNearestEvenBetweenEveryNeighbour) {
       const auto [a, code_a] = values[i];
       const auto [b, code_b] = values[i + 1];
       const double mid = (a + b) / 2;
-      SCOPED_TRACE(testing::Message() << QuantDTypeName(dtype) << " between " << a << " and " << b);
+      SCOPED_TRACE(::testing::Message()
+                   << QuantDTypeName(dtype) << " between " << a << " and " << b);
       // Values, not codes: a negative value rounded to zero is -0.
       const auto rounded = [&](double v) { return DecodeQuant(dtype, EncodeQuant(dtype, v)); };
       EXPECT_EQ(rounded(mid), code_a % 2 == 0 ? a : b);
@@ -163,27 +164,27 @@ TEST(HostDTypeTest, QuantCodesRoundToNearestEvenBetweenEveryNeighbour) {
 }
 
 TEST(HostDTypeTest, QuantCodesSaturateAndKeepNaN) {
-  for (double big : {464.0, 1e30, kInf}) {
+  for (double big : {464.0, 1e30, kInfinity}) {
     EXPECT_EQ(EncodeQuant(QuantDType::kFp8E4M3, big), 0x7e) << big;
     EXPECT_EQ(EncodeQuant(QuantDType::kFp8E4M3, -big), 0xfe) << big;
   }
-  for (double big : {61440.0, 1e30, kInf}) {
+  for (double big : {61440.0, 1e30, kInfinity}) {
     EXPECT_EQ(EncodeQuant(QuantDType::kFp8E5M2, big), 0x7b) << big;
     EXPECT_EQ(EncodeQuant(QuantDType::kFp8E5M2, -big), 0xfb) << big;
   }
   EXPECT_EQ(EncodeQuant(QuantDType::kInt8, 127.5), 127);
   EXPECT_EQ(EncodeQuant(QuantDType::kInt8, 1e300), 127);
-  EXPECT_EQ(EncodeQuant(QuantDType::kInt8, kInf), 127);
+  EXPECT_EQ(EncodeQuant(QuantDType::kInt8, kInfinity), 127);
   EXPECT_EQ(EncodeQuant(QuantDType::kInt8, -128.5), 0x80);
-  EXPECT_EQ(EncodeQuant(QuantDType::kInt8, -kInf), 0x80);
-  EXPECT_EQ(EncodeQuant(QuantDType::kFp8E4M3, kNaN), 0x7f);
-  EXPECT_EQ(EncodeQuant(QuantDType::kFp8E4M3, -kNaN), 0xff);
-  EXPECT_EQ(EncodeQuant(QuantDType::kFp8E5M2, kNaN), 0x7e);
-  EXPECT_EQ(EncodeQuant(QuantDType::kFp8E5M2, -kNaN), 0xfe);
-  EXPECT_EQ(EncodeQuant(QuantDType::kInt8, kNaN), 0);
+  EXPECT_EQ(EncodeQuant(QuantDType::kInt8, -kInfinity), 0x80);
+  EXPECT_EQ(EncodeQuant(QuantDType::kFp8E4M3, kQuietNaN), 0x7f);
+  EXPECT_EQ(EncodeQuant(QuantDType::kFp8E4M3, -kQuietNaN), 0xff);
+  EXPECT_EQ(EncodeQuant(QuantDType::kFp8E5M2, kQuietNaN), 0x7e);
+  EXPECT_EQ(EncodeQuant(QuantDType::kFp8E5M2, -kQuietNaN), 0xfe);
+  EXPECT_EQ(EncodeQuant(QuantDType::kInt8, kQuietNaN), 0);
   EXPECT_TRUE(std::isnan(DecodeQuant(QuantDType::kFp8E4M3, 0xff)));
   EXPECT_TRUE(std::isnan(DecodeQuant(QuantDType::kFp8E5M2, 0x7d)));
-  EXPECT_EQ(DecodeQuant(QuantDType::kFp8E5M2, 0xfc), -kInf);
+  EXPECT_EQ(DecodeQuant(QuantDType::kFp8E5M2, 0xfc), -kInfinity);
 }
 
 // CUDA's host conversion (what __nv_cvt_float_to_fp8 does on the device)
@@ -194,11 +195,12 @@ TEST(HostDTypeTest, Fp8CodesMatchCudasConversion) {
   std::mt19937_64 rng(44);
   std::uniform_int_distribution<int> exponent(-24, 20);
   std::uniform_real_distribution<double> significand(-2.0, 2.0);
-  std::vector<double> values = {0.0, -0.0, kInf, -kInf, kNaN, -kNaN, 1e300, -1e-300};
+  std::vector<double> values = {0.0,       -0.0,       kInfinity, -kInfinity,
+                                kQuietNaN, -kQuietNaN, 1e300,     -1e-300};
   for (int i = 0; i < 200000; ++i) values.push_back(std::ldexp(significand(rng), exponent(rng)));
   for (const auto& [dtype, interpretation] : formats) {
     for (const auto& [v, code] : FiniteValuesInOrder(dtype)) {
-      for (double near : {v, std::nextafter(v, -kInf), std::nextafter(v, kInf)})
+      for (double near : {v, std::nextafter(v, -kInfinity), std::nextafter(v, kInfinity)})
         values.push_back(near);
     }
     for (double v : values) {

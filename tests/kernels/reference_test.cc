@@ -663,8 +663,8 @@ TEST(ReferenceTest, StridedAndGroupedRowsMatchDenseRowsAndLeaveTheGaps) {
         }
       }
       for (size_t i = 0; i < got.size(); ++i) {
-        if (!in_row[i])
-          EXPECT_EQ(std::memcmp(&got[i], &gap, sizeof(gap)), 0) << name << " gap " << i;
+        if (in_row[i]) continue;
+        EXPECT_EQ(std::memcmp(&got[i], &gap, sizeof(gap)), 0) << name << " gap " << i;
       }
     };
     if (codes) {
@@ -751,7 +751,9 @@ TEST(ReferenceTest, FusedNormsGiveTheSameBitsOnEveryThreadCount) {
       EXPECT_EQ(many.inv_std, one.inv_std) << OpName(op);
       EXPECT_EQ(many.scales, one.scales) << OpName(op);
     }
-    if (AddsResidual(op)) EXPECT_NE(one.residual, residual_in) << "written back";
+    if (AddsResidual(op)) {
+      EXPECT_NE(one.residual, residual_in) << "written back";
+    }
   }
 }
 

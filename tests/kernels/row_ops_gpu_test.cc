@@ -4,6 +4,9 @@
 // of zeros and special values, and each masking mode (mask, causal, both,
 // neither; one query or one per row; q != k) with exact one-hot rows. The
 // op-generic sweeps (kernels_gpu_test.cc) cover their default operands.
+// Then the fused norms (residual add, weight offset, quantized codes) over
+// every quant dtype and scale mode, and strided / grouped rows (QK-norm's
+// per-head views) for every last-axis op, over a sample of the configs.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -15,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
 #include "kernels/host_dtype.h"
 #include "kernels/launch.h"
@@ -27,7 +31,6 @@ namespace {
 
 using gpu_testing::FreshSeed;
 using gpu_testing::ReadBack;
-using gpu_testing::RecomputeReference;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -46,7 +49,96 @@ class RowOpsGpuTest : public gpu_testing::GpuSweepTest,
                                 : absl::InternalError(cudaGetErrorString(err));
     };
   }
+
+  // At most kSampledConfigs of the enumerated configs, evenly spread, the
+  // first and the last (the heuristic's families) included: the fused ops'
+  // cases multiply by quant dtypes, scale modes and layouts.
+  static constexpr size_t kSampledConfigs = 24;
+  std::vector<LaunchConfig> SampledConfigs(const DeviceProblem& problem) {
+    absl::StatusOr<std::vector<LaunchConfig>> configs =
+        EnumerateConfigs(problem.op, problem.dtype, problem.shape, device_);
+    EXPECT_TRUE(configs.ok()) << configs.status();
+    if (!configs.ok() || configs->size() <= kSampledConfigs) {
+      return configs.ok() ? *configs : std::vector<LaunchConfig>{};
+    }
+    std::vector<LaunchConfig> sample;
+    for (size_t i = 0; i < kSampledConfigs; ++i) {
+      sample.push_back((*configs)[i * (configs->size() - 1) / (kSampledConfigs - 1)]);
+    }
+    return sample;
+  }
+
+  // "" when every byte of y outside its rows is still the poison (0xff).
+  std::string CheckGapsUntouched(const DeviceProblem& problem, const RowLayout& layout) {
+    std::vector<uint8_t> y(problem.y.bytes());
+    if (cudaMemcpy(y.data(), problem.y.data(), y.size(), cudaMemcpyDeviceToHost) != cudaSuccess) {
+      return "reading y back failed";
+    }
+    const int64_t element = OutputElementBytes(problem.op, problem.dtype);
+    std::vector<bool> in_row(y.size(), false);
+    for (int64_t row = 0; row < problem.shape.rows; ++row) {
+      const int64_t first = layout.Offset(row) * element;
+      std::fill(in_row.begin() + first, in_row.begin() + first + problem.shape.cols * element,
+                true);
+    }
+    for (size_t i = 0; i < y.size(); ++i) {
+      if (!in_row[i] && y[i] != 0xff) {
+        return absl::StrFormat("byte %d of y, between rows, was written (0x%02x)", i, y[i]);
+      }
+    }
+    return "";
+  }
+
+  // The sampled configs on `problem` with `args`, checked against the
+  // reference and, for strided y, for writes between rows. Returns the
+  // number of launches.
+  int SweepSampled(DeviceProblem& problem, const RowOpArgs& args, bool with_stats,
+                   const std::string& what,
+                   const std::function<absl::Status()>& prepare = nullptr) {
+    const std::vector<LaunchConfig> configs = SampledConfigs(problem);
+    EXPECT_FALSE(configs.empty()) << what;
+    ++gpu_testing::g_cases;
+    const RowLayout y_layout = RowLayoutOf(Operand::kOutput, args.params, problem.shape);
+    const bool strided_y = !y_layout.contiguous(problem.shape.cols);
+    int failures = 0;
+    for (const LaunchConfig& config : configs) {
+      std::string failure = LaunchAndCheck(problem, config, args, with_stats, prepare);
+      if (failure.empty() && strided_y) failure = CheckGapsUntouched(problem, y_layout);
+      if (failure.empty()) continue;
+      if (++failures <= gpu_testing::kMaxFailuresReported) {
+        ADD_FAILURE() << OpName(problem.op) << " " << DTypeName(problem.dtype)
+                      << " rows=" << problem.shape.rows << " cols=" << problem.shape.cols << " "
+                      << what << " " << ConfigKey(config) << ": " << failure;
+      }
+    }
+    return static_cast<int>(configs.size());
+  }
+
+  // MakeProblem + Upload + SweepSampled, with and without the optional
+  // per-row outputs.
+  void SweepFused(Op op, Shape shape, const ProblemOptions& options, InputPattern pattern,
+                  const std::string& what) {
+    absl::StatusOr<HostProblem> host =
+        MakeProblem(op, dtype(), shape, FreshSeed(), pattern, /*with_affine=*/true, 0, 0, options);
+    ASSERT_TRUE(host.ok()) << what << ": " << host.status();
+    absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
+    ASSERT_TRUE(problem.ok()) << problem.status();
+    for (bool with_stats : {true, false}) {
+      SweepSampled(*problem, problem->Args(with_stats), with_stats,
+                   absl::StrCat(what, with_stats ? " stats" : " no stats"));
+    }
+  }
 };
+
+std::string DescribeQuant(const OpParams& params) {
+  return absl::StrCat(QuantDTypeName(params.quant_dtype), " ", ScaleModeName(params.scale_mode),
+                      params.group_size > 0 ? absl::StrCat("/", params.group_size) : "",
+                      params.scale_ub > 0 ? absl::StrCat(" ub=", params.scale_ub) : "");
+}
+
+// The fused norms. The rows: 1, 33, 1000 columns (no per_group: 64 and 128
+// do not divide them), and 128, 4096, 5120 (LLM hidden sizes).
+constexpr int64_t kFusedCols[] = {1, 33, 1000, 128, 4096, 5120};
 
 // RMSNorm with and without its weight, with and without the 1/rms output,
 // across each implementation's range of cols.
@@ -78,7 +170,7 @@ TEST_P(RowOpsGpuTest, RmsNormZeroAndOffsetRows) {
       StoreFromDouble(dtype(), host->x.data(), 0 * cols + c, 0.0);
       StoreFromDouble(dtype(), host->x.data(), 2 * cols + c, 100.0 + (c % 7) * 0.125);
     }
-    ASSERT_TRUE(RecomputeReference(*host).ok());
+    ASSERT_TRUE(ComputeReference(*host).ok());
     SweepAllConfigs(*host, /*with_stats=*/true, "zero/offset rows");
   }
 }
@@ -110,7 +202,7 @@ TEST_P(RowOpsGpuTest, ReduceScaleSpecialRowsOutOfPlaceAndInPlace) {
       set(5, c, (c % 2 ? -tiny : tiny) * (1 + c % 5));
       set(6, c, c == 0 ? -kInf : kNaN);
     }
-    ASSERT_TRUE(RecomputeReference(*host).ok());
+    ASSERT_TRUE(ComputeReference(*host).ok());
     absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
     ASSERT_TRUE(problem.ok()) << problem.status();
     SweepUploaded(*problem, problem->Args(true), /*with_stats=*/true, "out of place");
@@ -210,7 +302,7 @@ TEST_P(RowOpsGpuTest, ScaledMaskedSoftmaxOneHotAllMaskedAndHiddenNaN) {
         if (q % 3 != 2 || q + 1 >= cols) continue;
         StoreFromDouble(dtype(), host->x.data(), row * cols + q + 1, kNaN);
       }
-      ASSERT_TRUE(RecomputeReference(*host).ok());
+      ASSERT_TRUE(ComputeReference(*host).ok());
       absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
       ASSERT_TRUE(problem.ok()) << problem.status();
       absl::StatusOr<std::vector<LaunchConfig>> configs = EnumerateConfigs(
@@ -243,6 +335,178 @@ TEST_P(RowOpsGpuTest, ScaledMaskedSoftmaxOneHotAllMaskedAndHiddenNaN) {
             }
           }
         }
+      }
+    }
+  }
+}
+
+// Every fused norm x quant dtype x scale mode (static, per_row, per_group
+// of 64 and 128; the add forms without quantization once), on normal and
+// special-value rows (NaN, inf, huge, constant rows): codes within one
+// representable value of the reference's, the scales within
+// QuantScaleTolerance, the residual written back.
+TEST_P(RowOpsGpuTest, FusedNormsEveryQuantDTypeAndScaleMode) {
+  for (Op op : kAllOps) {
+    if (!IsFusedNorm(op)) continue;
+    for (int64_t cols : kFusedCols) {
+      std::vector<ProblemOptions> variants;
+      if (!QuantizesOutput(op)) {
+        variants.emplace_back();
+      } else {
+        for (QuantDType quant : kAllQuantDTypes) {
+          for (ScaleMode mode : {ScaleMode::kStatic, ScaleMode::kPerRow, ScaleMode::kPerGroup}) {
+            for (int64_t group : {int64_t{64}, int64_t{128}}) {
+              if (mode != ScaleMode::kPerGroup && group == 128) continue;
+              if (mode == ScaleMode::kPerGroup && cols % group != 0) continue;
+              ProblemOptions options;
+              options.params.quant_dtype = quant;
+              options.params.scale_mode = mode;
+              options.params.group_size = mode == ScaleMode::kPerGroup ? group : 0;
+              variants.push_back(options);
+            }
+          }
+        }
+      }
+      for (const ProblemOptions& options : variants) {
+        for (InputPattern pattern : {InputPattern::kNormal, InputPattern::kSpecialValues}) {
+          const std::string what =
+              absl::StrCat(QuantizesOutput(op) ? DescribeQuant(options.params) : "",
+                           pattern == InputPattern::kSpecialValues ? " special" : " normal");
+          SweepFused(op, {13, cols}, options, pattern, what);
+        }
+      }
+    }
+  }
+}
+
+// Gemma's weight offset on the RMSNorm family, and a scale upper bound
+// below and above the rows' amax; zero rows (the floor scale) and a zero
+// residual.
+TEST_P(RowOpsGpuTest, FusedNormsOffsetUpperBoundAndZeroRows) {
+  for (Op op : {Op::kRmsNorm, Op::kAddRmsNorm, Op::kRmsNormQuant, Op::kAddRmsNormQuant}) {
+    ProblemOptions options;
+    options.params.weight_offset = 1.0;
+    SweepFused(op, {9, 4096}, options, InputPattern::kNormal, "offset 1");
+  }
+  for (Op op : {Op::kRmsNormQuant, Op::kAddLayerNormQuant}) {
+    for (double ub : {0.5, 1e4}) {
+      for (QuantDType quant : kAllQuantDTypes) {
+        ProblemOptions options;
+        options.params.quant_dtype = quant;
+        options.params.scale_ub = ub;
+        SweepFused(op, {9, 2048}, options, InputPattern::kNormal, DescribeQuant(options.params));
+      }
+    }
+  }
+  for (Op op : kAllOps) {
+    if (!IsFusedNorm(op)) continue;
+    for (ScaleMode mode : {ScaleMode::kPerRow, ScaleMode::kPerGroup}) {
+      ProblemOptions options;
+      options.params.scale_mode = mode;
+      options.params.group_size = mode == ScaleMode::kPerGroup ? 128 : 0;
+      absl::StatusOr<HostProblem> host = MakeProblem(op, dtype(), {6, 1024}, FreshSeed(),
+                                                     InputPattern::kNormal, true, 0, 0, options);
+      ASSERT_TRUE(host.ok()) << host.status();
+      // Row 0: x zero (and the residual, for the add forms); row 1: x
+      // zero, the residual not; row 2: the residual zero.
+      const int64_t cols = 1024;
+      for (int64_t c = 0; c < cols; ++c) {
+        StoreFromDouble(dtype(), host->x.data(), c, 0.0);
+        StoreFromDouble(dtype(), host->x.data(), cols + c, 0.0);
+        if (AddsResidual(op)) {
+          StoreFromDouble(dtype(), host->residual.data(), c, 0.0);
+          StoreFromDouble(dtype(), host->residual.data(), 2 * cols + c, 0.0);
+        }
+      }
+      ASSERT_TRUE(ComputeReference(*host).ok());
+      absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
+      ASSERT_TRUE(problem.ok()) << problem.status();
+      SweepSampled(*problem, problem->Args(true), true,
+                   absl::StrCat("zero rows ", ScaleModeName(mode)));
+    }
+  }
+}
+
+// The non-quantizing add forms in place (y is x): the residual still
+// written back, y over x.
+TEST_P(RowOpsGpuTest, AddNormsInPlace) {
+  for (Op op : {Op::kAddRmsNorm, Op::kAddLayerNorm}) {
+    for (int64_t cols : {int64_t{33}, int64_t{4096}, int64_t{8192}}) {
+      absl::StatusOr<HostProblem> host =
+          MakeProblem(op, dtype(), {11, cols}, FreshSeed(), InputPattern::kNormal, true);
+      ASSERT_TRUE(host.ok()) << host.status();
+      absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
+      ASSERT_TRUE(problem.ok()) << problem.status();
+      RowOpArgs in_place = problem->Args(true);
+      in_place.x = in_place.y;
+      SweepSampled(*problem, in_place, true, "in place", CopyXToY(*problem));
+    }
+  }
+}
+
+// One strided layout case: QK-norm's per-head rows of a fused [tokens, 3,
+// heads, head_dim] tensor (group_rows = heads), or plain rows further
+// apart than cols.
+struct LayoutCase {
+  int64_t tokens, heads, head_dim;
+  bool grouped;     // the qkv view; else rows of stride 2 * head_dim + 8
+  bool y_in_place;  // y is x (non-quantizing ops), else its own stride
+};
+
+std::string Describe(const LayoutCase& c) {
+  return absl::StrCat(c.tokens, " tokens x ", c.heads, " heads x ", c.head_dim,
+                      c.grouped ? " qkv view" : " strided rows",
+                      c.y_in_place ? " in place" : " y strided");
+}
+
+ProblemOptions LayoutOptions(const LayoutCase& c) {
+  ProblemOptions options;
+  OpParams& p = options.params;
+  if (c.grouped) {
+    p.group_rows = c.heads;
+    p.x_row_stride = c.head_dim;
+    p.x_group_stride = 3 * c.heads * c.head_dim;
+  } else {
+    p.x_row_stride = 2 * c.head_dim + 8;
+  }
+  if (c.y_in_place) {
+    p.y_row_stride = p.x_row_stride;
+    p.y_group_stride = p.x_group_stride;
+  } else {
+    p.y_row_stride = c.head_dim + 16;
+  }
+  p.residual_row_stride = c.head_dim + 4;
+  return options;
+}
+
+// Every last-axis op on strided and grouped rows: out of place (y strided
+// differently, its gaps never written) and in place in x's layout; the
+// quantizing ops per_row out of place.
+TEST_P(RowOpsGpuTest, StridedAndGroupedRowsEveryOp) {
+  std::vector<LayoutCase> cases;
+  for (int64_t head_dim : {int64_t{64}, int64_t{128}, int64_t{256}}) {
+    cases.push_back({7, 8, head_dim, true, true});
+    cases.push_back({7, 8, head_dim, true, false});
+    cases.push_back({5, 1, head_dim, false, false});
+  }
+  cases.push_back({3, 4, 1000, false, true});  // rows past the warp kernels' reach
+  for (Op op : kAllOps) {
+    for (const LayoutCase& c : cases) {
+      if (c.y_in_place && QuantizesOutput(op)) continue;
+      ProblemOptions options = LayoutOptions(c);
+      if (op == Op::kScaledMaskedSoftmax) options.attention.mask_rows = c.heads;
+      const Shape shape{c.tokens * c.heads, c.head_dim};
+      absl::StatusOr<HostProblem> host =
+          MakeProblem(op, dtype(), shape, FreshSeed(), InputPattern::kNormal, true, 0, 0, options);
+      ASSERT_TRUE(host.ok()) << OpName(op) << " " << Describe(c) << ": " << host.status();
+      absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
+      ASSERT_TRUE(problem.ok()) << problem.status();
+      if (c.y_in_place) {
+        RowOpArgs in_place = problem->Args(true);
+        in_place.x = in_place.y;
+        SweepSampled(*problem, in_place, true, Describe(c), CopyXToY(*problem));
+      } else {
+        SweepSampled(*problem, problem->Args(true), true, Describe(c));
       }
     }
   }

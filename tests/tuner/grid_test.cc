@@ -6,6 +6,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "kernels/op_args.h"
 
 namespace kt::tuner {
 namespace {
@@ -150,6 +151,165 @@ TEST(GridTest, CustomGridTakesInnerForTheOpsThatReduceAMiddleAxis) {
   const GridPoint& masked = (*custom)[3];
   EXPECT_TRUE(masked.with_mask);
   EXPECT_EQ(masked.mask_rows, 48);  // the largest divisor of 96 that is <= 64
+}
+
+TEST(GridTest, LlmNormHoldsTheFusedNormsAndPerHeadRmsNorm) {
+  const std::vector<Op> all(std::begin(kernels::kAllOps), std::end(kernels::kAllOps));
+  absl::StatusOr<std::vector<GridPoint>> grid = StandardGrid({"llm_norm"}, all, {DType::kFloat16});
+  ASSERT_TRUE(grid.ok()) << grid.status();
+  // 6 fused ops x 5 row counts x 7 hidden sizes, and rms_norm per head for
+  // 5 token counts x 3 head sizes.
+  ASSERT_EQ(grid->size(), 6u * 5 * 7 + 5 * 3);
+  std::map<std::string, int> points_of_op;
+  std::set<int64_t> rows, hidden, tokens, head_dims;
+  for (const GridPoint& p : *grid) {
+    EXPECT_EQ(p.group, "llm_norm");
+    ++points_of_op[std::string(kernels::OpName(p.op))];
+    if (p.op == Op::kRmsNorm) {
+      // q of a fused [tokens, 3, 32, head_dim] qkv tensor, into a contiguous y.
+      EXPECT_EQ(p.shape.rows % 32, 0) << PointName(p);
+      tokens.insert(p.shape.rows / 32);
+      head_dims.insert(p.shape.cols);
+      EXPECT_EQ(p.x_row_stride, p.shape.cols);
+      EXPECT_EQ(p.group_rows, 32);
+      EXPECT_EQ(p.x_group_stride, 3 * 32 * p.shape.cols);
+      EXPECT_EQ(p.y_row_stride, 0);
+      EXPECT_EQ(p.y_group_stride, 0);
+      EXPECT_TRUE(kernels::HasRowStrides(ParamsOf(p), p.shape)) << PointName(p);
+    } else {
+      EXPECT_TRUE(kernels::IsFusedNorm(p.op)) << PointName(p);
+      rows.insert(p.shape.rows);
+      hidden.insert(p.shape.cols);
+      EXPECT_FALSE(kernels::HasRowStrides(ParamsOf(p), p.shape)) << PointName(p);
+      // The representative quantization: fp8 e4m3, per-row dynamic scales.
+      EXPECT_EQ(p.quant_dtype, kernels::QuantDType::kFp8E4M3);
+      EXPECT_EQ(p.scale_mode, kernels::ScaleMode::kPerRow);
+      EXPECT_EQ(p.group_size, 0);
+    }
+  }
+  for (const char* op : {"add_rms_norm", "add_layer_norm", "rms_norm_quant", "layer_norm_quant",
+                         "add_rms_norm_quant", "add_layer_norm_quant"}) {
+    EXPECT_EQ(points_of_op[op], 35) << op;
+  }
+  EXPECT_EQ(points_of_op["rms_norm"], 15);
+  EXPECT_EQ(points_of_op.size(), 7u);  // no layer_norm, softmax, ...
+  EXPECT_EQ(rows, (std::set<int64_t>{1, 16, 64, 512, 8192}));
+  EXPECT_EQ(hidden, (std::set<int64_t>{2048, 4096, 5120, 7168, 8192, 12288, 16384}));
+  EXPECT_EQ(tokens, (std::set<int64_t>{1, 16, 64, 512, 8192}));
+  EXPECT_EQ(head_dims, (std::set<int64_t>{64, 128, 256}));
+  EXPECT_EQ(DescribeGrid(*grid),
+            "ops=rms_norm,add_rms_norm,add_layer_norm,rms_norm_quant,layer_norm_quant,"
+            "add_rms_norm_quant,add_layer_norm_quant dtypes=float16 groups=llm_norm points=225 "
+            "quant=fp8_e4m3/per_row strided_points=15");
+  // The basic ops other than rms_norm are not in it.
+  EXPECT_FALSE(StandardGrid({"llm_norm"}, {Op::kLayerNorm, Op::kSoftmax}, {DType::kFloat16}).ok());
+}
+
+TEST(GridTest, TheOlderGroupsHoldNoFusedNorm) {
+  const std::vector<Op> fused = {Op::kAddRmsNorm,     Op::kAddLayerNorm,    Op::kRmsNormQuant,
+                                 Op::kLayerNormQuant, Op::kAddRmsNormQuant, Op::kAddLayerNormQuant};
+  absl::StatusOr<std::vector<GridPoint>> grid =
+      StandardGrid({"main", "few_rows", "attention", "axis", "llm"}, fused, {DType::kFloat16});
+  EXPECT_EQ(grid.status().code(), absl::StatusCode::kInvalidArgument) << grid.status();
+}
+
+// Every llm_norm point is a problem the kernels accept: its params pass
+// kernels::ValidateOpArgs with every operand the op needs.
+TEST(GridTest, LlmNormPointsAreValidProblems) {
+  const std::vector<Op> all(std::begin(kernels::kAllOps), std::end(kernels::kAllOps));
+  absl::StatusOr<std::vector<GridPoint>> grid = StandardGrid({"llm_norm"}, all, {DType::kBFloat16});
+  ASSERT_TRUE(grid.ok()) << grid.status();
+  char storage[kernels::kOperandCount] = {};
+  for (const GridPoint& p : *grid) {
+    kernels::RowOpArgs args;
+    args.params = ParamsOf(p);
+    for (int i = 0; i < kernels::kOperandCount; ++i) {
+      const kernels::Operand operand = kernels::kAllOperands[i];
+      const bool needed =
+          operand == kernels::Operand::kQuantScale
+              ? p.scale_mode == kernels::ScaleMode::kStatic
+              : operand != kernels::Operand::kMean && operand != kernels::Operand::kInvStd;
+      if (kernels::TakesOperand(p.op, operand) && needed) args.set_operand(operand, &storage[i]);
+    }
+    EXPECT_TRUE(kernels::ValidateOpArgs(p.op, p.dtype, p.shape, args).ok())
+        << PointName(p) << ": " << kernels::ValidateOpArgs(p.op, p.dtype, p.shape, args);
+  }
+}
+
+TEST(GridTest, NamesShowTheQuantizationAndTheRowLayout) {
+  GridPoint quant{"llm_norm", Op::kAddRmsNormQuant, DType::kFloat16, {64, 4096}};
+  EXPECT_EQ(PointName(quant), "add_rms_norm_quant float16 64x4096 fp8_e4m3 per_row");
+  quant.quant_dtype = kernels::QuantDType::kInt8;
+  quant.scale_mode = kernels::ScaleMode::kPerGroup;
+  quant.group_size = 128;
+  EXPECT_EQ(PointName(quant), "add_rms_norm_quant float16 64x4096 int8 per_group 128");
+  // Quantization fields mean nothing to the other ops.
+  const GridPoint plain{"llm_norm", Op::kAddRmsNorm, DType::kFloat16, {64, 4096}};
+  EXPECT_EQ(PointName(plain), "add_rms_norm float16 64x4096");
+  EXPECT_EQ(PointVariant(plain), "");
+  EXPECT_EQ(PointVariant(quant), " int8 per_group 128");
+  absl::StatusOr<std::vector<GridPoint>> grid =
+      StandardGrid({"llm_norm"}, {Op::kRmsNorm}, {DType::kBFloat16});
+  ASSERT_TRUE(grid.ok()) << grid.status();
+  EXPECT_EQ(PointName((*grid)[4]),
+            "rms_norm bfloat16 512x128 x_stride=128 group_rows=32 x_group_stride=12288");
+}
+
+TEST(GridTest, ParamsOfCarriesTheQuantizationOnlyToTheQuantizingOps) {
+  GridPoint p{"custom", Op::kLayerNormQuant, DType::kFloat16, {8, 256}};
+  p.quant_dtype = kernels::QuantDType::kFp8E5M2;
+  p.scale_mode = kernels::ScaleMode::kPerGroup;
+  p.group_size = 64;
+  kernels::OpParams params = ParamsOf(p);
+  EXPECT_EQ(params.quant_dtype, kernels::QuantDType::kFp8E5M2);
+  EXPECT_EQ(params.scale_mode, kernels::ScaleMode::kPerGroup);
+  EXPECT_EQ(params.group_size, 64);
+  p.op = Op::kAddLayerNorm;  // a group_size would fail its validation
+  params = ParamsOf(p);
+  EXPECT_EQ(params.group_size, 0);
+  EXPECT_EQ(params.scale_mode, kernels::OpParams().scale_mode);
+  const GridPoint masked{"attention",        Op::kScaledMaskedSoftmax, DType::kFloat16, {64, 16},
+                         /*with_mask=*/true, /*causal=*/true,          /*mask_rows=*/16};
+  params = ParamsOf(masked);
+  EXPECT_TRUE(params.causal);
+  EXPECT_EQ(params.mask_rows, 16);
+}
+
+TEST(GridTest, FusedNormBytesCountTheResidualTheCodesAndTheScales) {
+  const kernels::Shape shape{64, 4096};
+  const int64_t n = 64 * 4096;
+  // x read, residual read and written back, y written, the weight read.
+  const GridPoint add{"llm_norm", Op::kAddRmsNorm, DType::kBFloat16, shape};
+  EXPECT_EQ(PointBytes(add), 4 * n * 2 + 4096 * 2);
+  // LayerNorm: gamma and beta.
+  const GridPoint add_ln{"llm_norm", Op::kAddLayerNorm, DType::kBFloat16, shape};
+  EXPECT_EQ(PointBytes(add_ln), 4 * n * 2 + 2 * 4096 * 2);
+  // One-byte codes and a float32 scale per row.
+  const GridPoint quant{"llm_norm", Op::kRmsNormQuant, DType::kFloat16, shape};
+  EXPECT_EQ(PointBytes(quant), n * 2 + n + 64 * 4 + 4096 * 2);
+  const GridPoint add_quant{"llm_norm", Op::kAddLayerNormQuant, DType::kFloat16, shape};
+  EXPECT_EQ(PointBytes(add_quant), 3 * n * 2 + n + 64 * 4 + 2 * 4096 * 2);
+  // Per-group scales: cols / 128 of them per row.
+  GridPoint grouped = quant;
+  grouped.scale_mode = kernels::ScaleMode::kPerGroup;
+  grouped.group_size = 128;
+  EXPECT_EQ(PointBytes(grouped), n * 2 + n + 64 * 32 * 4 + 4096 * 2);
+  // Per-head rows count their elements, not the k and v between them.
+  absl::StatusOr<std::vector<GridPoint>> heads =
+      StandardGrid({"llm_norm"}, {Op::kRmsNorm}, {DType::kBFloat16});
+  ASSERT_TRUE(heads.ok()) << heads.status();
+  const GridPoint& q = (*heads)[4];  // 16 tokens x 32 heads of 128
+  ASSERT_EQ(q.shape, (kernels::Shape{16 * 32, 128}));
+  EXPECT_EQ(PointBytes(q), 2 * 16 * 32 * 128 * 2 + 128 * 2);
+}
+
+TEST(GridTest, CustomQuantPointsGetTheRepresentativeQuantization) {
+  absl::StatusOr<std::vector<GridPoint>> custom =
+      CustomGrid({Op::kAddRmsNormQuant}, {DType::kBFloat16}, {4}, {1024});
+  ASSERT_TRUE(custom.ok());
+  ASSERT_EQ(custom->size(), 1u);
+  EXPECT_EQ(PointName(custom->front()), "add_rms_norm_quant bfloat16 4x1024 fp8_e4m3 per_row");
+  EXPECT_FALSE(kernels::HasRowStrides(ParamsOf(custom->front()), custom->front().shape));
 }
 
 }  // namespace
