@@ -379,6 +379,21 @@ TEST_P(RowOpsGpuTest, FusedNormsEveryQuantDTypeAndScaleMode) {
   }
 }
 
+// The fused norms at every dispatch boundary of their families (sub-warp
+// groups, whole warps, block_regs up to its 16 * 1024 columns), at few and
+// many rows, default quantization (fp8_e4m3 per_row).
+TEST_P(RowOpsGpuTest, FusedNormsAcrossTheirFamiliesBoundaries) {
+  for (Op op : kAllOps) {
+    if (!IsFusedNorm(op)) continue;
+    for (int64_t cols : {2, 31, 32, 64, 127, 1023, 1024, 1025, 2048, 2049, 8192, 12288, 16384}) {
+      for (int64_t rows : {int64_t{1}, int64_t{3}, int64_t{4099}}) {
+        const int64_t capped = std::min<int64_t>(rows, std::max<int64_t>(1, (1 << 24) / cols));
+        SweepFused(op, {capped, cols}, ProblemOptions(), InputPattern::kNormal, "boundary");
+      }
+    }
+  }
+}
+
 // Gemma's weight offset on the RMSNorm family, and a scale upper bound
 // below and above the rows' amax; zero rows (the floor scale) and a zero
 // residual.

@@ -199,6 +199,18 @@ TEST(VerifyTest, HostCheckCatchesSpoiledCodesResidualsAndScales) {
   EXPECT_NE(report.detail.find("row_scale[3]"), std::string::npos) << report.detail;
 }
 
+// The fused norms' y (unquantized) has its base norm's tolerance.
+TEST(VerifyTest, FusedNormsTakeTheirBaseNormsTolerance) {
+  for (Op op : kAllOps) {
+    for (DType dtype : kAllDTypes) {
+      const Tolerance got = OutputTolerance(op, dtype);
+      const Tolerance want = OutputTolerance(BaseNormOp(op), dtype);
+      EXPECT_EQ(got.rtol, want.rtol) << OpName(op);
+      EXPECT_EQ(got.atol, want.atol) << OpName(op);
+    }
+  }
+}
+
 TEST(VerifyTest, RanksCountRepresentableValues) {
   // float16: 1.0 and its two neighbours; +0 and -0 are the same value.
   EXPECT_TRUE(RanksWithin(RankedFormat::kFloat16, 0x3c01, 0x3c00, 1));
