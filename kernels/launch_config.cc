@@ -166,14 +166,6 @@ absl::Status CheckBlockRereadKnobs(Op op, Shape shape, const LaunchConfig& c) {
       c.block_size, " (", kBlockRereadValuesPerThread, " elements per thread)"));
 }
 
-// Whether `impl` serves rows that are not contiguous (op_args.h's
-// RowLayout): the families whose functors place every row. The split and
-// middle-axis kernels index a contiguous tensor themselves.
-bool ServesStridedRows(Impl impl) {
-  return impl == Impl::kWarp || impl == Impl::kBlockSmem || impl == Impl::kBlockUncached ||
-         impl == Impl::kBlockRegs || impl == Impl::kBlockReread;
-}
-
 // The fused norms (residual add, quantized output) run in the
 // register-resident families only, and in whole warps of 16-byte packs
 // (the instances dispatch.cuh compiles for them).
@@ -284,6 +276,11 @@ void AppendRowCandidates(Op op, DType dtype, Shape shape, std::vector<LaunchConf
 }
 
 }  // namespace
+
+bool ServesStridedRows(Impl impl) {
+  return impl == Impl::kWarp || impl == Impl::kBlockSmem || impl == Impl::kBlockUncached ||
+         impl == Impl::kBlockRegs || impl == Impl::kBlockReread;
+}
 
 absl::string_view ImplName(Impl impl) {
   switch (impl) {
@@ -597,7 +594,8 @@ absl::Status ValidateConfig(Op op, DType dtype, Shape shape, const LaunchConfig&
 }
 
 absl::StatusOr<std::vector<LaunchConfig>> EnumerateConfigs(Op op, DType dtype, Shape shape,
-                                                           const DeviceInfo& device) {
+                                                           const DeviceInfo& device,
+                                                           bool contiguous_rows) {
   if (absl::Status s = CheckShape(op, dtype, shape); !s.ok()) return s;
   std::vector<LaunchConfig> candidates;
   if (shape.inner > 1) {
@@ -610,6 +608,10 @@ absl::StatusOr<std::vector<LaunchConfig>> EnumerateConfigs(Op op, DType dtype, S
   }
   std::vector<LaunchConfig> legal;
   for (const LaunchConfig& config : candidates) {
+    if (!contiguous_rows &&
+        (!ServesStridedRows(config.impl) || shape.cols % config.pack_size != 0)) {
+      continue;
+    }
     const absl::Status status = ValidateConfig(op, dtype, shape, config, device);
     if (status.ok()) {
       legal.push_back(config);

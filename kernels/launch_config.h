@@ -275,8 +275,15 @@ absl::Status ValidateConfig(Op op, DType dtype, Shape shape,
 
 // Every config ValidateConfig accepts for the problem, in a stable order.
 // This is the tuner's search space; the heuristic config is always in it.
+// `contiguous_rows` false: only those that serve rows laid out by strides
+// or groups (ServesStridedRows, packs dividing cols).
 absl::StatusOr<std::vector<LaunchConfig>> EnumerateConfigs(
-    Op op, DType dtype, Shape shape, const DeviceInfo& device);
+    Op op, DType dtype, Shape shape, const DeviceInfo& device, bool contiguous_rows = true);
+
+// Whether `impl` serves rows that are not contiguous (op_args.h's
+// RowLayout): the families whose load and store functors place every row.
+// The split and middle-axis kernels index a contiguous tensor themselves.
+bool ServesStridedRows(Impl impl);
 
 // The default config: OneFlow's dispatch rules extended with 16-byte packs
 // and the longer register-cached rows. Always valid for the problem.
