@@ -23,12 +23,30 @@ constexpr std::pair<kernels::Op, pb::Op> kOps[] = {
     {kernels::Op::kRmsNorm, pb::OP_RMS_NORM},
     {kernels::Op::kReduceScale, pb::OP_REDUCE_SCALE},
     {kernels::Op::kScaledMaskedSoftmax, pb::OP_SCALED_MASKED_SOFTMAX},
+    {kernels::Op::kAddRmsNorm, pb::OP_ADD_RMS_NORM},
+    {kernels::Op::kAddLayerNorm, pb::OP_ADD_LAYER_NORM},
+    {kernels::Op::kRmsNormQuant, pb::OP_RMS_NORM_QUANT},
+    {kernels::Op::kLayerNormQuant, pb::OP_LAYER_NORM_QUANT},
+    {kernels::Op::kAddRmsNormQuant, pb::OP_ADD_RMS_NORM_QUANT},
+    {kernels::Op::kAddLayerNormQuant, pb::OP_ADD_LAYER_NORM_QUANT},
 };
 
 constexpr std::pair<kernels::DType, pb::DType> kDTypes[] = {
     {kernels::DType::kFloat32, pb::DTYPE_FLOAT32},
     {kernels::DType::kFloat16, pb::DTYPE_FLOAT16},
     {kernels::DType::kBFloat16, pb::DTYPE_BFLOAT16},
+};
+
+constexpr std::pair<kernels::QuantDType, pb::QuantDType> kQuantDTypes[] = {
+    {kernels::QuantDType::kFp8E4M3, pb::QUANT_DTYPE_FP8_E4M3},
+    {kernels::QuantDType::kFp8E5M2, pb::QUANT_DTYPE_FP8_E5M2},
+    {kernels::QuantDType::kInt8, pb::QUANT_DTYPE_INT8},
+};
+
+constexpr std::pair<kernels::ScaleMode, pb::ScaleMode> kScaleModes[] = {
+    {kernels::ScaleMode::kStatic, pb::SCALE_MODE_STATIC},
+    {kernels::ScaleMode::kPerRow, pb::SCALE_MODE_PER_ROW},
+    {kernels::ScaleMode::kPerGroup, pb::SCALE_MODE_PER_GROUP},
 };
 
 constexpr std::pair<tuner::ConfigSource, pb::ConfigSource> kConfigSources[] = {
@@ -68,6 +86,8 @@ absl::StatusOr<Kernel> FromProto(const std::pair<Kernel, Proto> (&table)[N], Pro
 const std::string& OpName(pb::Op op) { return pb::Op_Name(op); }
 const std::string& DTypeName(pb::DType dtype) { return pb::DType_Name(dtype); }
 const std::string& SourceName(pb::ConfigSource source) { return pb::ConfigSource_Name(source); }
+const std::string& QuantDTypeName(pb::QuantDType dtype) { return pb::QuantDType_Name(dtype); }
+const std::string& ScaleModeName(pb::ScaleMode mode) { return pb::ScaleMode_Name(mode); }
 
 // Where a tuned entry was loaded from, as the source of its exact point.
 pb::ConfigSource OriginToProto(tuner::EntryOrigin origin) {
@@ -95,6 +115,63 @@ absl::StatusOr<kernels::DType> DTypeFromProto(pb::DType dtype, absl::string_view
 pb::Op OpToProto(kernels::Op op) { return ToProto(kOps, op); }
 
 pb::DType DTypeToProto(kernels::DType dtype) { return ToProto(kDTypes, dtype); }
+
+absl::StatusOr<kernels::QuantDType> QuantDTypeFromProto(pb::QuantDType dtype,
+                                                        absl::string_view field) {
+  return FromProto(kQuantDTypes, dtype, field, &QuantDTypeName);
+}
+
+absl::StatusOr<kernels::ScaleMode> ScaleModeFromProto(pb::ScaleMode mode, absl::string_view field) {
+  return FromProto(kScaleModes, mode, field, &ScaleModeName);
+}
+
+pb::QuantDType QuantDTypeToProto(kernels::QuantDType dtype) { return ToProto(kQuantDTypes, dtype); }
+
+pb::ScaleMode ScaleModeToProto(kernels::ScaleMode mode) { return ToProto(kScaleModes, mode); }
+
+absl::Status QuantizationFromProto(const pb::Quantization& quant, absl::string_view field,
+                                   kernels::OpParams& params) {
+  absl::StatusOr<kernels::QuantDType> dtype =
+      QuantDTypeFromProto(quant.dtype(), absl::StrCat(field, ".dtype"));
+  if (!dtype.ok()) return dtype.status();
+  absl::StatusOr<kernels::ScaleMode> mode =
+      ScaleModeFromProto(quant.scale_mode(), absl::StrCat(field, ".scale_mode"));
+  if (!mode.ok()) return mode.status();
+  params.quant_dtype = *dtype;
+  params.scale_mode = *mode;
+  params.group_size = quant.group_size();
+  params.scale_ub = quant.scale_ub();
+  return absl::OkStatus();
+}
+
+pb::Quantization QuantizationToProto(const kernels::OpParams& params) {
+  pb::Quantization out;
+  out.set_dtype(QuantDTypeToProto(params.quant_dtype));
+  out.set_scale_mode(ScaleModeToProto(params.scale_mode));
+  out.set_group_size(params.group_size);
+  out.set_scale_ub(params.scale_ub);
+  return out;
+}
+
+void RowStridesFromProto(const pb::RowStrides& strides, kernels::OpParams& params) {
+  params.x_row_stride = strides.input();
+  params.y_row_stride = strides.output();
+  params.residual_row_stride = strides.residual();
+  params.group_rows = strides.group_rows();
+  params.x_group_stride = strides.input_group();
+  params.y_group_stride = strides.output_group();
+}
+
+pb::RowStrides RowStridesToProto(const kernels::OpParams& params) {
+  pb::RowStrides out;
+  out.set_input(params.x_row_stride);
+  out.set_output(params.y_row_stride);
+  out.set_residual(params.residual_row_stride);
+  out.set_group_rows(params.group_rows);
+  out.set_input_group(params.x_group_stride);
+  out.set_output_group(params.y_group_stride);
+  return out;
+}
 
 absl::StatusOr<kernels::Shape> ShapeFromProto(const pb::Shape& shape, kernels::Op op,
                                               kernels::DType dtype) {

@@ -10,6 +10,7 @@
 #include "absl/strings/string_view.h"
 #include "db/records.h"
 #include "kernels/launch_config.h"
+#include "kernels/op_args.h"
 #include "kernels/types.h"
 #include "kerntune/v1/common.pb.h"
 #include "kerntune/v1/kerntune.pb.h"
@@ -26,6 +27,28 @@ absl::StatusOr<kernels::Op> OpFromProto(pb::Op op, absl::string_view field);
 absl::StatusOr<kernels::DType> DTypeFromProto(pb::DType dtype, absl::string_view field);
 pb::Op OpToProto(kernels::Op op);
 pb::DType DTypeToProto(kernels::DType dtype);
+absl::StatusOr<kernels::QuantDType> QuantDTypeFromProto(pb::QuantDType dtype,
+                                                        absl::string_view field);
+absl::StatusOr<kernels::ScaleMode> ScaleModeFromProto(pb::ScaleMode mode, absl::string_view field);
+pb::QuantDType QuantDTypeToProto(kernels::QuantDType dtype);
+pb::ScaleMode ScaleModeToProto(kernels::ScaleMode mode);
+
+// A Quantization's scalar fields into `params` (quant_dtype, scale_mode,
+// group_size, scale_ub): the enums must name a value (UNSPECIFIED is
+// refused as `field`.dtype / `field`.scale_mode); the numbers are copied as
+// given, for the caller's validation (group size, scale_ub), and the
+// tensors (scale, scales) are the caller's. ToProto writes the same four.
+absl::Status QuantizationFromProto(const pb::Quantization& quant, absl::string_view field,
+                                   kernels::OpParams& params);
+pb::Quantization QuantizationToProto(const kernels::OpParams& params);
+
+// RowStrides into OpParams' strides and groups (input -> x_row_stride,
+// output -> y_row_stride, residual, group_rows, input_group ->
+// x_group_stride, output_group -> y_group_stride), copied as given: 0 stays
+// "contiguous"; the caller validates the values (they can be hostile:
+// check them before any extent arithmetic).
+void RowStridesFromProto(const pb::RowStrides& strides, kernels::OpParams& params);
+pb::RowStrides RowStridesToProto(const kernels::OpParams& params);
 
 // A problem shape for `op` in `dtype`: rows >= 1, cols >= 1, inner 0 (read
 // as 1) or >= 1, inner > 1 only for an op that reduces a middle axis

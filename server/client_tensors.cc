@@ -1,6 +1,7 @@
 // Client memory for a Run's tensors (client_tensors.h).
 #include "server/client_tensors.h"
 
+#include <cstring>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -20,6 +21,24 @@ absl::Status MayOpenClientMemory(const std::optional<PeerProcess>& caller,
   const absl::Status& access = caller->memory_access;
   if (access.ok()) return access;
   return absl::Status(access.code(), absl::StrCat(what, " refused: ", access.message()));
+}
+
+absl::Status WriteOutputToClientHost(const RunRequest& run, kernels::Operand operand,
+                                     const char* copy) {
+  const TensorView& view = run.tensor(operand);
+  const kernels::RowLayout layout = run.layout(operand);
+  if (layout.contiguous(run.shape.cols)) return CopyToClientHost(view.data, copy, view.bytes);
+  const int64_t element = operand == kernels::Operand::kOutput
+                              ? kernels::OutputElementBytes(run.op, run.dtype)
+                              : static_cast<int64_t>(kernels::DTypeSize(run.dtype));
+  const size_t row_bytes = static_cast<size_t>(run.shape.cols * element);
+  // One guard for every row: a row's copy is too small to guard alone.
+  return GuardClientHostAccess([&] {
+    for (int64_t row = 0; row < run.shape.rows; ++row) {
+      const int64_t offset = layout.Offset(row) * element;
+      std::memcpy(view.data + offset, copy + offset, row_bytes);
+    }
+  });
 }
 
 absl::StatusOr<std::shared_ptr<const ClientMemory>> CudaIpcMemoryCache::Open(

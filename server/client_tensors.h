@@ -35,6 +35,15 @@ absl::Status NeedsUnixSocket(absl::string_view what);
 absl::Status MayOpenClientMemory(const std::optional<PeerProcess>& caller,
                                  absl::string_view what);
 
+// Writes a backend's private copy `copy` of an output (view.bytes, laid
+// out as in client memory) to the client host memory of its view. A
+// strided output or residual goes row by row: the gaps between its rows
+// are other tensors' elements (k and v beside q in a fused qkv tensor,
+// which another Run may be normalizing at the same time) and are never
+// written. DataLoss when the client's memory went away under the copy.
+absl::Status WriteOutputToClientHost(const RunRequest& run, kernels::Operand operand,
+                                     const char* copy);
+
 class CudaIpcMemoryCache {
  public:
   // The backend opens the handles; a mapping unused for `idle` closes; at

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "kernels/reference.h"
+#include "server/client_tensors.h"
 
 namespace kt::server {
 namespace {
@@ -12,14 +13,15 @@ namespace {
 // The host buffer the reference uses for one operand: an inline input in
 // place, client shared memory through a private copy (guarded against the
 // client shrinking it), an output in the response (inline) or in the
-// private copy that goes to client memory afterwards.
+// private copy that goes to client memory afterwards (the residual's copy
+// made from client memory first: it is read, then written back).
 absl::StatusOr<void*> HostBuffer(kernels::Operand operand, const TensorView& view,
                                  RunResult& result, std::string& copy) {
   if (view.where == TensorView::Where::kDevice) {
     return absl::FailedPreconditionError(
         "the CPU backend cannot read or write device memory (CUDA IPC)");
   }
-  if (kernels::IsOutput(operand)) {
+  if (!ReadBeforeRun(operand)) {
     std::string& bytes =
         view.where == TensorView::Where::kInline ? result.inline_output(operand) : copy;
     if (absl::Status s = ResizeForClientCopy(bytes, view.bytes); !s.ok()) return s;
@@ -51,6 +53,7 @@ absl::StatusOr<RunResult> CpuBackend::Execute(int device_index, const RunRequest
   args.params = request.params;
 
   const auto start = std::chrono::steady_clock::now();
+  // y in the storage dtype (the *_quant ops: their one-byte codes).
   if (absl::Status s = kernels::RunReference(request.op, request.dtype, request.shape, args, 0,
                                              request.shape.rows, request.dtype, threads_);
       !s.ok()) {
@@ -68,7 +71,9 @@ absl::StatusOr<RunResult> CpuBackend::Execute(int device_index, const RunRequest
     const TensorView& view = request.tensor(operand);
     if (!kernels::IsOutput(operand) || view.where != TensorView::Where::kClientHost) continue;
     const std::string& copy = copies[static_cast<size_t>(operand)];
-    if (absl::Status s = CopyToClientHost(view.data, copy.data(), view.bytes); !s.ok()) return s;
+    if (absl::Status s = WriteOutputToClientHost(request, operand, copy.data()); !s.ok()) {
+      return s;
+    }
   }
   return result;
 }

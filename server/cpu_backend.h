@@ -19,7 +19,11 @@ class CpuBackend final : public Backend {
   std::string note() const override {
     return "the fp64 reference on the CPU; GPU tuned configs, local or shipped, are not used";
   }
-  // y in the storage dtype: the fp64 reference rounded once.
+  // y in the storage dtype: the fp64 reference rounded once (the *_quant
+  // ops: its codes, and its dynamic scales in row_scale); the add ops'
+  // residual written back to client memory. A static scale is used as
+  // given: the daemon refuses a readable one that is not finite and > 0
+  // (run_request.h); the reference's division by it decides the rest.
   // One place to run: device_index is always 0.
   absl::StatusOr<RunResult> Execute(int device_index, const RunRequest& request) override;
   // kernels_timed and kernel_us count the reference's runs and wall time.

@@ -1,6 +1,7 @@
 // Staging a Run's operands on the GPU (operand_staging.h).
 #include "server/operand_staging.h"
 
+#include "server/client_tensors.h"
 #include "server/cuda_status.h"
 
 namespace kt::server {
@@ -50,8 +51,9 @@ absl::Status OperandStaging::Stage(const RunRequest& request, kernels::RowOpArgs
       case TensorView::Where::kClientHost:
         break;
     }
-    const absl::Status s = kernels::IsOutput(operand) ? Allocate(staged, view.bytes)
-                                                      : StageInput(view, staged);
+    // The residual is both: copied in, and back after the launch.
+    const absl::Status s =
+        ReadBeforeRun(operand) ? StageInput(view, staged) : Allocate(staged, view.bytes);
     if (!s.ok()) return s;
     args.set_operand(operand, staged.device);
   }
@@ -98,7 +100,7 @@ absl::Status OperandStaging::WriteToClientHost(const RunRequest& request) const 
     const TensorView& view = request.tensor(operand);
     if (!kernels::IsOutput(operand) || view.where != TensorView::Where::kClientHost) continue;
     const Staged& staged = staged_[static_cast<size_t>(operand)];
-    if (absl::Status s = CopyToClientHost(view.data, staged.host.data(), view.bytes); !s.ok()) {
+    if (absl::Status s = WriteOutputToClientHost(request, operand, staged.host.data()); !s.ok()) {
       return s;
     }
   }

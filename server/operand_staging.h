@@ -2,8 +2,10 @@
 // memory (CUDA IPC) is used in place. Inline and client shared-memory
 // tensors are staged through stream-ordered device buffers: inputs copied
 // in before the launch, outputs copied back after it, to the response
-// (inline) or to client shared memory once the stream has finished. One
-// loop over the operand table does it all.
+// (inline) or to client shared memory once the stream has finished (a
+// strided one row by row); the residual both ways. Static scales, strides
+// and groups reach the launch in the args. One loop over the operand table
+// does it all.
 #ifndef KERNTUNE_SERVER_OPERAND_STAGING_H_
 #define KERNTUNE_SERVER_OPERAND_STAGING_H_
 

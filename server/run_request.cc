@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -171,15 +173,20 @@ struct OperandField {
   // request is set, inline (their OutputRef cannot say "inline").
   const char* inline_flag = nullptr;
   bool inline_wanted = false;
+  // Read and written back in place (the residual): client memory only.
+  bool client_memory_only = false;
 };
 
-// The one table of the operands' proto fields, per op: rms_norm's weight is
-// the gamma operand and its inv_rms the inv_std one.
+// The one table of the operands' proto fields, per op: the RMSNorm family's
+// weight is the gamma operand and its inv_rms the inv_std one; the norms'
+// residual and quantization scales are in their family's message, and a
+// quantizing op's dynamic scales are its row_scale operand.
 OperandField FieldOf(const pb::RunRequest& request, kernels::Op op, kernels::Operand operand) {
   const pb::LayerNormParams& layer_norm = request.layer_norm();
   const pb::RmsNormParams& rms_norm = request.rms_norm();
   const pb::ScaledMaskedSoftmaxParams& masked = request.scaled_masked_softmax();
-  const bool rms = op == kernels::Op::kRmsNorm;
+  const bool rms = kernels::IsRmsNormFamily(op);
+  const pb::Quantization& quant = rms ? rms_norm.quant() : layer_norm.quant();
   switch (operand) {
     case kernels::Operand::kInput:
       return {"input", &request.input()};
@@ -205,14 +212,53 @@ OperandField FieldOf(const pb::RunRequest& request, kernels::Op op, kernels::Ope
                                 layer_norm.has_inv_std(), "layer_norm.want_mean_inv_std",
                                 layer_norm.want_mean_inv_std()};
     case kernels::Operand::kRowScale:
+      if (kernels::QuantizesOutput(op)) {
+        return {rms ? "rms_norm.quant.scales" : "layer_norm.quant.scales", nullptr,
+                &quant.scales()};
+      }
       return {"reduce_scale.row_scale", nullptr, &request.reduce_scale().row_scale()};
+    case kernels::Operand::kResidual: {
+      OperandField field = rms ? OperandField{"rms_norm.residual", &rms_norm.residual(), nullptr,
+                                              rms_norm.has_residual()}
+                               : OperandField{"layer_norm.residual", &layer_norm.residual(),
+                                              nullptr, layer_norm.has_residual()};
+      field.client_memory_only = true;
+      return field;
+    }
+    case kernels::Operand::kQuantScale:
+      return {rms ? "rms_norm.quant.scale" : "layer_norm.quant.scale", &quant.scale(), nullptr,
+              quant.has_scale()};
   }
   return {};
+}
+
+// Whether a Run of `op` with `params` takes the operand: the op's operands
+// (kernels::TakesOperand) less the quantization scale its scale mode does
+// not use (a static quantization reads quant_scale and writes no
+// row_scale; a dynamic one the other way round).
+bool Takes(kernels::Op op, const kernels::OpParams& params, kernels::Operand operand) {
+  if (!kernels::TakesOperand(op, operand)) return false;
+  if (!kernels::QuantizesOutput(op)) return true;
+  const bool is_static = params.scale_mode == kernels::ScaleMode::kStatic;
+  if (operand == kernels::Operand::kQuantScale) return is_static;
+  if (operand == kernels::Operand::kRowScale) return !is_static;
+  return true;
+}
+
+// The alignment of an operand's offset: its element (one-byte codes for a
+// quantizing op's output; float32 for statistics and scales).
+int64_t Alignment(kernels::Op op, kernels::DType dtype, kernels::Operand operand) {
+  if (kernels::IsRowStat(operand) || operand == kernels::Operand::kQuantScale) {
+    return static_cast<int64_t>(sizeof(float));
+  }
+  if (operand == kernels::Operand::kOutput) return kernels::OutputElementBytes(op, dtype);
+  return static_cast<int64_t>(kernels::DTypeSize(dtype));
 }
 
 // Whether the operand's bytes travel in the messages (the size limit's
 // business), as opposed to client memory referenced in place.
 bool TravelsInline(const OperandField& field) {
+  if (field.client_memory_only) return false;  // refused inline, with its own error
   if (field.input != nullptr) return field.given && field.input->has_inline_data();
   if (field.inline_flag != nullptr) return !field.given && field.inline_wanted;
   return !field.output->has_buffer() && !field.output->has_cuda_ipc();
@@ -241,14 +287,31 @@ absl::Status CheckStatsRef(const OperandField& field, int64_t bytes, TensorView&
 absl::Status CheckOperand(const OperandField& field, int64_t bytes, int64_t alignment,
                           TensorView& view) {
   if (field.input != nullptr) {
-    return field.given ? CheckInput(*field.input, field.name, bytes, alignment, view)
-                       : absl::OkStatus();
+    if (!field.given) return absl::OkStatus();
+    if (field.client_memory_only && !field.input->has_buffer() && !field.input->has_cuda_ipc()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field.name, field.input->has_inline_data() ? ".inline_data is refused" : " is not set",
+          ": the residual is read and written back: pass it as a buffer or cuda_ipc (", field.name,
+          ".buffer or .cuda_ipc)"));
+    }
+    return CheckInput(*field.input, field.name, bytes, alignment, view);
   }
   if (field.inline_flag == nullptr) {
     return CheckOutput(*field.output, field.name, bytes, alignment, view);
   }
   if (field.given) return CheckStatsRef(field, bytes, view);
   if (field.inline_wanted) view = {TensorView::Where::kInline, nullptr, bytes};
+  return absl::OkStatus();
+}
+
+// A static quantization's scale: codes are y / scale, so it must be a
+// finite positive number (0 would divide by zero, a negative one flip the
+// codes' signs).
+absl::Status CheckStaticScale(float value, absl::string_view field) {
+  if (!std::isfinite(value) || value <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, "=", value, " must be finite and > 0 (codes are y / scale)"));
+  }
   return absl::OkStatus();
 }
 
@@ -260,10 +323,86 @@ absl::Status CheckEpsilon(double epsilon, absl::string_view field) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<kernels::OpParams> LayerNormParams(const pb::RunRequest& request) {
-  if (!request.has_layer_norm()) {
+// The residual of a norm's message (`message`: "layer_norm", "rms_norm"):
+// required by the add ops, refused on the others.
+absl::Status CheckResidualGiven(bool given, absl::string_view message, kernels::Op op) {
+  if (kernels::AddsResidual(op) && !given) {
     return absl::InvalidArgumentError(
-        "layer_norm is not set: op=layer_norm needs layer_norm.epsilon");
+        absl::StrCat(message, ".residual is not set: op=", kernels::OpName(op),
+                     " adds a residual (x + residual, written back to it): give ", message,
+                     ".residual as a .buffer or .cuda_ipc"));
+  }
+  if (!kernels::AddsResidual(op) && given) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        message, ".residual is set but op=", kernels::OpName(op), " adds none (the add_* ops do)"));
+  }
+  return absl::OkStatus();
+}
+
+// A norm's Quantization (`message`.quant): required by the *_quant ops and
+// refused on the others; its scalars read into `params` and checked here,
+// with the fields named (the scale tensors are operands: the operand loop
+// checks their references).
+absl::Status ReadQuantization(bool given, const pb::Quantization& quant, absl::string_view message,
+                              kernels::Op op, kernels::Shape shape, kernels::OpParams& params) {
+  const std::string field = absl::StrCat(message, ".quant");
+  if (!kernels::QuantizesOutput(op)) {
+    if (!given) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(field, " is set but op=", kernels::OpName(op),
+                                                   " writes no codes (the *_quant ops do)"));
+  }
+  if (!given) {
+    return absl::InvalidArgumentError(absl::StrCat(field, " is not set: op=", kernels::OpName(op),
+                                                   " needs ", field,
+                                                   " (its dtype and scale_mode)"));
+  }
+  if (absl::Status s = proto::QuantizationFromProto(quant, field, params); !s.ok()) return s;
+  const absl::string_view mode = kernels::ScaleModeName(params.scale_mode);
+  if (params.scale_mode == kernels::ScaleMode::kStatic) {
+    if (!quant.has_scale()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field,
+                       ".scale is not set: a static quantization reads its one float32 "
+                       "scale from it"));
+    }
+    if (quant.has_scales()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".scales is set but a static quantization writes no scales; leave it unset"));
+    }
+    if (quant.scale_ub() != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".scale_ub=", quant.scale_ub(),
+                       " bounds computed scales; a static quantization takes none: leave it 0"));
+    }
+  } else if (quant.has_scale()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ".scale is set but a ", mode, " quantization computes its scales: leave it unset (",
+        field, ".scales says where they go)"));
+  }
+  if (!std::isfinite(quant.scale_ub()) || quant.scale_ub() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".scale_ub=", quant.scale_ub(),
+                                                   " must be finite and >= 0 (0: no bound)"));
+  }
+  if (params.scale_mode == kernels::ScaleMode::kPerGroup) {
+    if ((quant.group_size() != 64 && quant.group_size() != 128) ||
+        shape.cols % quant.group_size() != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".group_size=", quant.group_size(),
+                       " must be 64 or 128 and divide shape.cols=", shape.cols));
+    }
+  } else if (quant.group_size() != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".group_size=", quant.group_size(),
+                                                   " is for SCALE_MODE_PER_GROUP; a ", mode,
+                                                   " quantization takes 0"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<kernels::OpParams> LayerNormParams(const pb::RunRequest& request, kernels::Op op,
+                                                  kernels::Shape shape) {
+  if (!request.has_layer_norm()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "layer_norm is not set: op=", kernels::OpName(op), " needs layer_norm.epsilon"));
   }
   const pb::LayerNormParams& params = request.layer_norm();
   if (absl::Status s = CheckEpsilon(params.epsilon(), "layer_norm.epsilon"); !s.ok()) return s;
@@ -273,18 +412,45 @@ absl::StatusOr<kernels::OpParams> LayerNormParams(const pb::RunRequest& request)
   }
   kernels::OpParams out;
   out.epsilon = params.epsilon();
+  if (absl::Status s = CheckResidualGiven(params.has_residual(), "layer_norm", op); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          ReadQuantization(params.has_quant(), params.quant(), "layer_norm", op, shape, out);
+      !s.ok()) {
+    return s;
+  }
   return out;
 }
 
-absl::StatusOr<kernels::OpParams> RmsNormParams(const pb::RunRequest& request) {
+absl::StatusOr<kernels::OpParams> RmsNormParams(const pb::RunRequest& request, kernels::Op op,
+                                                kernels::Shape shape) {
   if (!request.has_rms_norm()) {
-    return absl::InvalidArgumentError("rms_norm is not set: op=rms_norm needs rms_norm.epsilon");
+    return absl::InvalidArgumentError(
+        absl::StrCat("rms_norm is not set: op=", kernels::OpName(op), " needs rms_norm.epsilon"));
   }
-  if (absl::Status s = CheckEpsilon(request.rms_norm().epsilon(), "rms_norm.epsilon"); !s.ok()) {
+  const pb::RmsNormParams& params = request.rms_norm();
+  if (absl::Status s = CheckEpsilon(params.epsilon(), "rms_norm.epsilon"); !s.ok()) return s;
+  kernels::OpParams out;
+  out.epsilon = params.epsilon();
+  if (!std::isfinite(params.weight_offset())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rms_norm.weight_offset=", params.weight_offset(), " must be finite"));
+  }
+  if (params.weight_offset() != 0 && !params.has_weight()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rms_norm.weight_offset=", params.weight_offset(),
+                     " needs rms_norm.weight (y = x_hat * (weight_offset + weight))"));
+  }
+  out.weight_offset = params.weight_offset();
+  if (absl::Status s = CheckResidualGiven(params.has_residual(), "rms_norm", op); !s.ok()) {
     return s;
   }
-  kernels::OpParams out;
-  out.epsilon = request.rms_norm().epsilon();
+  if (absl::Status s =
+          ReadQuantization(params.has_quant(), params.quant(), "rms_norm", op, shape, out);
+      !s.ok()) {
+    return s;
+  }
   return out;
 }
 
@@ -318,41 +484,174 @@ absl::StatusOr<kernels::OpParams> ScaledMaskedSoftmaxParams(const pb::RunRequest
   return out;
 }
 
+bool IsReduceScale(kernels::Op op) { return op == kernels::Op::kReduceScale; }
+bool IsScaledMaskedSoftmax(kernels::Op op) { return op == kernels::Op::kScaledMaskedSoftmax; }
+
 // The op's parameters message: refused on any other op, checked, and read
-// into OpParams (the defaults for an op that has none).
+// into OpParams (the defaults for an op that has none). Every form of a norm
+// (add, quant) takes its family's message.
 absl::StatusOr<kernels::OpParams> ValidateParams(const pb::RunRequest& request, kernels::Op op,
                                                  kernels::Shape shape) {
   const struct {
     const char* field;
     bool set;
-    kernels::Op op;
+    bool (*takes)(kernels::Op);
   } messages[] = {
-      {"layer_norm", request.has_layer_norm(), kernels::Op::kLayerNorm},
-      {"rms_norm", request.has_rms_norm(), kernels::Op::kRmsNorm},
-      {"reduce_scale", request.has_reduce_scale(), kernels::Op::kReduceScale},
-      {"scaled_masked_softmax", request.has_scaled_masked_softmax(),
-       kernels::Op::kScaledMaskedSoftmax},
+      {"layer_norm", request.has_layer_norm(), &kernels::IsLayerNormFamily},
+      {"rms_norm", request.has_rms_norm(), &kernels::IsRmsNormFamily},
+      {"reduce_scale", request.has_reduce_scale(), &IsReduceScale},
+      {"scaled_masked_softmax", request.has_scaled_masked_softmax(), &IsScaledMaskedSoftmax},
   };
   for (const auto& message : messages) {
-    if (message.set && message.op != op) {
+    if (message.set && !message.takes(op)) {
       return absl::InvalidArgumentError(absl::StrCat(message.field, " is set but op=",
                                                      kernels::OpName(op), " takes no ",
                                                      message.field, " parameters"));
     }
   }
-  switch (op) {
-    case kernels::Op::kLayerNorm:
-      return LayerNormParams(request);
-    case kernels::Op::kRmsNorm:
-      return RmsNormParams(request);
-    case kernels::Op::kScaledMaskedSoftmax:
-      return ScaledMaskedSoftmaxParams(request, shape);
-    case kernels::Op::kSoftmax:
-    case kernels::Op::kLogSoftmax:
-    case kernels::Op::kReduceScale:
-      break;
-  }
+  if (kernels::IsLayerNormFamily(op)) return LayerNormParams(request, op, shape);
+  if (kernels::IsRmsNormFamily(op)) return RmsNormParams(request, op, shape);
+  if (op == kernels::Op::kScaledMaskedSoftmax) return ScaledMaskedSoftmaxParams(request, shape);
   return kernels::OpParams();
+}
+
+// a * b and a + b, or nullopt past int64_t (hostile strides reach it).
+std::optional<int64_t> CheckedMul(int64_t a, int64_t b) {
+  int64_t product = 0;
+  if (__builtin_mul_overflow(a, b, &product)) return std::nullopt;
+  return product;
+}
+std::optional<int64_t> CheckedAdd(int64_t a, int64_t b) {
+  int64_t sum = 0;
+  if (__builtin_add_overflow(a, b, &sum)) return std::nullopt;
+  return sum;
+}
+
+// The bytes one strided operand spans, as kernels::OperandBytes will count
+// them, in checked arithmetic: stride and group stride as given (0:
+// their defaults, cols and group_rows * stride), the last row's offset plus
+// cols, times the element. nullopt when any step passes int64_t.
+std::optional<int64_t> CheckedExtent(int64_t stride, int64_t group_rows, int64_t group_stride,
+                                     kernels::Shape shape, int64_t element) {
+  if (stride == 0) stride = shape.cols;
+  int64_t last = 0;
+  if (group_rows > 0) {
+    if (group_stride == 0) {
+      // RowLayoutOf computes the default even for one group.
+      const std::optional<int64_t> whole = CheckedMul(group_rows, stride);
+      if (!whole) return std::nullopt;
+      group_stride = *whole;
+    }
+    const std::optional<int64_t> groups = CheckedMul((shape.rows - 1) / group_rows, group_stride);
+    const std::optional<int64_t> within = CheckedMul((shape.rows - 1) % group_rows, stride);
+    if (!groups || !within) return std::nullopt;
+    const std::optional<int64_t> sum = CheckedAdd(*groups, *within);
+    if (!sum) return std::nullopt;
+    last = *sum;
+  } else {
+    const std::optional<int64_t> offset = CheckedMul(shape.rows - 1, stride);
+    if (!offset) return std::nullopt;
+    last = *offset;
+  }
+  const std::optional<int64_t> elements = CheckedAdd(last, shape.cols);
+  if (!elements) return std::nullopt;
+  return CheckedMul(*elements, element);
+}
+
+// RunRequest.row_strides, checked before any extent is computed from them
+// (a hostile stride must be refused, never overflow), then read into
+// `params`. The rules are kernels::ValidateOpArgs's, with the fields
+// named: strides >= 0 (0: contiguous), row strides >= cols, last-axis rows
+// only, a residual stride only for the add ops, group_rows dividing rows,
+// group strides only with group_rows and wide enough that groups never
+// overlap, and every operand's extent inside int64_t bytes.
+absl::Status ReadRowStrides(const pb::RunRequest& request, kernels::Op op, kernels::DType dtype,
+                            kernels::Shape shape, kernels::OpParams& params) {
+  if (!request.has_row_strides()) return absl::OkStatus();
+  const pb::RowStrides& strides = request.row_strides();
+  const std::pair<const char*, int64_t> fields[] = {
+      {"row_strides.input", strides.input()},
+      {"row_strides.output", strides.output()},
+      {"row_strides.residual", strides.residual()},
+      {"row_strides.group_rows", strides.group_rows()},
+      {"row_strides.input_group", strides.input_group()},
+      {"row_strides.output_group", strides.output_group()},
+  };
+  for (const auto& [name, value] : fields) {
+    if (value < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, "=", value, " must be >= 0 (0: contiguous)"));
+    }
+    if (value != 0 && shape.inner > 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, "=", value,
+                       ": row strides are for last-axis rows; rows reduced along a middle "
+                       "axis (shape.inner=",
+                       shape.inner, ") are contiguous"));
+    }
+  }
+  if (strides.residual() != 0 && !kernels::AddsResidual(op)) {
+    return absl::InvalidArgumentError(absl::StrCat("row_strides.residual=", strides.residual(),
+                                                   " is set but op=", kernels::OpName(op),
+                                                   " takes no residual"));
+  }
+  const int64_t group_rows = strides.group_rows();
+  if (group_rows > 0 && shape.rows % group_rows != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("row_strides.group_rows=", group_rows,
+                                                   " must divide shape.rows=", shape.rows));
+  }
+  const struct {
+    const char* name;
+    const char* group_name;
+    const char* what;
+    int64_t stride;
+    int64_t group_stride;
+    bool grouped;
+    int64_t element;
+  } layouts[] = {
+      {"row_strides.input", "row_strides.input_group", "input", strides.input(),
+       strides.input_group(), true, static_cast<int64_t>(kernels::DTypeSize(dtype))},
+      {"row_strides.output", "row_strides.output_group", "output", strides.output(),
+       strides.output_group(), true, kernels::OutputElementBytes(op, dtype)},
+      {"row_strides.residual", "", "residual", strides.residual(), 0, false,
+       static_cast<int64_t>(kernels::DTypeSize(dtype))},
+  };
+  for (const auto& layout : layouts) {
+    if (layout.stride != 0 && layout.stride < shape.cols) {
+      return absl::InvalidArgumentError(absl::StrCat(layout.name, "=", layout.stride,
+                                                     " must be >= shape.cols=", shape.cols,
+                                                     " (rows must not overlap; 0: contiguous)"));
+    }
+    const int64_t stride = layout.stride == 0 ? shape.cols : layout.stride;
+    const int64_t rows_in_group = layout.grouped ? group_rows : 0;
+    if (layout.group_stride != 0) {
+      if (group_rows == 0) {
+        return absl::InvalidArgumentError(absl::StrCat(layout.group_name, "=", layout.group_stride,
+                                                       " needs row_strides.group_rows"));
+      }
+      const std::optional<int64_t> within = CheckedMul(group_rows - 1, stride);
+      const std::optional<int64_t> minimum =
+          within ? CheckedAdd(*within, shape.cols) : std::nullopt;
+      if (!minimum || layout.group_stride < *minimum) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(layout.group_name, "=", layout.group_stride,
+                         " must be >= (row_strides.group_rows - 1) * row stride + shape.cols",
+                         minimum ? absl::StrCat(" = ", *minimum) : std::string(" (past 2^63)"),
+                         " (groups must not overlap)"));
+      }
+    }
+    if (!CheckedExtent(layout.stride, rows_in_group, layout.group_stride, shape, layout.element)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          layout.name, "=", layout.stride,
+          rows_in_group > 0 ? absl::StrCat(", row_strides.group_rows=", rows_in_group, ", ",
+                                           layout.group_name, "=", layout.group_stride)
+                            : std::string(),
+          " with shape.rows=", shape.rows, " puts the ", layout.what,
+          "'s last row past a 64-bit byte offset"));
+    }
+  }
+  proto::RowStridesFromProto(strides, params);
+  return absl::OkStatus();
 }
 
 // ResourceExhausted when an operand that travels in the messages is over
@@ -360,8 +659,7 @@ absl::StatusOr<kernels::OpParams> ValidateParams(const pb::RunRequest& request, 
 // in place is not limited).
 absl::Status CheckSizeLimit(const RunRequest& run, kernels::Operand operand,
                             const OperandField& field, int64_t max_request_bytes) {
-  const int64_t bytes =
-      kernels::OperandBytes(operand, run.dtype, run.shape, run.params.mask_rows);
+  const int64_t bytes = kernels::OperandBytes(run.op, operand, run.dtype, run.shape, run.params);
   if (!TravelsInline(field) || bytes <= max_request_bytes) return absl::OkStatus();
   const bool whole_tensor =
       operand == kernels::Operand::kInput || operand == kernels::Operand::kOutput;
@@ -395,26 +693,45 @@ absl::StatusOr<RunRequest> ValidateRunRequest(const pb::RunRequest& request,
   absl::StatusOr<kernels::OpParams> params = ValidateParams(request, run.op, run.shape);
   if (!params.ok()) return params.status();
   run.params = *params;
+  // Before any extent is computed (OperandBytes trusts the strides).
+  if (absl::Status s = ReadRowStrides(request, run.op, run.dtype, run.shape, run.params); !s.ok()) {
+    return s;
+  }
 
   // The size limit first: a tensor over it is refused before its bytes are
   // looked at.
   for (kernels::Operand operand : kernels::kAllOperands) {
-    if (!kernels::TakesOperand(run.op, operand)) continue;
+    if (!Takes(run.op, run.params, operand)) continue;
     if (absl::Status s =
             CheckSizeLimit(run, operand, FieldOf(request, run.op, operand), max_request_bytes);
         !s.ok()) {
       return s;
     }
   }
-  const int64_t element = static_cast<int64_t>(kernels::DTypeSize(run.dtype));
   for (kernels::Operand operand : kernels::kAllOperands) {
-    if (!kernels::TakesOperand(run.op, operand)) continue;
-    const int64_t bytes =
-        kernels::OperandBytes(operand, run.dtype, run.shape, run.params.mask_rows);
-    const int64_t alignment =
-        kernels::IsRowStat(operand) ? static_cast<int64_t>(sizeof(float)) : element;
-    if (absl::Status s = CheckOperand(FieldOf(request, run.op, operand), bytes, alignment,
-                                      run.tensor(operand));
+    if (!Takes(run.op, run.params, operand)) continue;
+    const int64_t bytes = kernels::OperandBytes(run.op, operand, run.dtype, run.shape, run.params);
+    if (absl::Status s = CheckOperand(FieldOf(request, run.op, operand), bytes,
+                                      Alignment(run.op, run.dtype, operand), run.tensor(operand));
+        !s.ok()) {
+      return s;
+    }
+  }
+  // The response's output_data is contiguous: strides describe client memory.
+  if (run.tensor(kernels::Operand::kOutput).where == TensorView::Where::kInline &&
+      !run.layout(kernels::Operand::kOutput).contiguous(run.shape.cols)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "row_strides.output=", request.row_strides().output(),
+        " / row_strides.output_group=", request.row_strides().output_group(),
+        " lay out the output in client memory, but it is returned inline (contiguous): give "
+        "output a .buffer or .cuda_ipc, or leave them 0"));
+  }
+  const TensorView& scale = run.tensor(kernels::Operand::kQuantScale);
+  if (scale.where == TensorView::Where::kInline) {
+    float value = 0;
+    std::memcpy(&value, scale.data, sizeof(value));
+    if (absl::Status s =
+            CheckStaticScale(value, FieldOf(request, run.op, kernels::Operand::kQuantScale).name);
         !s.ok()) {
       return s;
     }
@@ -441,7 +758,7 @@ absl::Status ResolveTensorRefs(const pb::RunRequest& request, TensorResolver& re
                                RunRequest& run) {
   run.memory.reserve(kernels::kOperandCount);  // one allocation, not one per reference
   for (kernels::Operand operand : kernels::kAllOperands) {
-    if (!kernels::TakesOperand(run.op, operand)) continue;
+    if (!Takes(run.op, run.params, operand)) continue;
     const OperandField field = FieldOf(request, run.op, operand);
     TensorView& view = run.tensor(operand);
     const absl::Status s = field.input != nullptr
@@ -450,21 +767,54 @@ absl::Status ResolveTensorRefs(const pb::RunRequest& request, TensorResolver& re
     if (!s.ok()) return s;
   }
 
-  // Outputs may not overlap anything else, except the output exactly on
-  // the input (the kernels support in place).
+  // A static scale the daemon can read now (client host memory; inline
+  // ones were read in stage 1). One in device memory is the caller's to
+  // get right: reading it would cost a copy and a sync per Run.
+  const TensorView& scale = run.tensor(kernels::Operand::kQuantScale);
+  if (scale.where == TensorView::Where::kClientHost) {
+    float value = 0;
+    if (absl::Status s = CopyFromClientHost(&value, scale.data, sizeof(value)); !s.ok()) return s;
+    if (absl::Status s =
+            CheckStaticScale(value, FieldOf(request, run.op, kernels::Operand::kQuantScale).name);
+        !s.ok()) {
+      return s;
+    }
+  }
+
+  // What is written (the output, the residual, statistics and scales) may
+  // not overlap anything else, compared as byte extents (a strided tensor's
+  // gaps included, conservatively), except the output exactly on the
+  // input with the same layout: in place, which the kernels support for
+  // the ops that write the storage dtype.
   const TensorView& input = run.tensor(kernels::Operand::kInput);
   const TensorView& output = run.tensor(kernels::Operand::kOutput);
   for (kernels::Operand written : kernels::kAllOperands) {
-    if (!kernels::IsOutput(written) || !kernels::TakesOperand(run.op, written)) continue;
+    if (!kernels::IsOutput(written) || !Takes(run.op, run.params, written)) continue;
     for (kernels::Operand other : kernels::kAllOperands) {
-      if (other == written || !kernels::TakesOperand(run.op, other) ||
+      if (other == written || !Takes(run.op, run.params, other) ||
           !Overlap(run.tensor(written), run.tensor(other))) {
         continue;
       }
-      const bool in_place = written == kernels::Operand::kOutput &&
+      const bool on_input = written == kernels::Operand::kOutput &&
                             other == kernels::Operand::kInput &&
                             ObjectOffset(output) == ObjectOffset(input);
-      if (in_place) continue;
+      if (on_input) {
+        if (kernels::QuantizesOutput(run.op)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "output is on input, but op=", kernels::OpName(run.op),
+              " writes one-byte codes and cannot run in place: give the codes their own memory"));
+        }
+        const kernels::RowLayout x = run.layout(kernels::Operand::kInput);
+        const kernels::RowLayout y = run.layout(kernels::Operand::kOutput);
+        if (x.stride == y.stride && x.group_rows == y.group_rows &&
+            x.group_stride == y.group_stride) {
+          continue;
+        }
+        return absl::InvalidArgumentError(absl::StrCat(
+            "output is on input (in place) but their rows are laid out differently (row stride ",
+            y.stride, " and group stride ", y.group_stride, " against ", x.stride, " and ",
+            x.group_stride, "): give row_strides.output and .output_group the input's values"));
+      }
       return absl::InvalidArgumentError(absl::StrCat(
           FieldOf(request, run.op, written).name, " overlaps ",
           FieldOf(request, run.op, other).name,

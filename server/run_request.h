@@ -51,20 +51,32 @@ struct TensorView {
   bool in_client_memory() const { return where == Where::kClientHost || where == Where::kDevice; }
 };
 
+// Whether a backend reads the operand's bytes before the Run: every input,
+// and the residual, which is read and written back (an output that must be
+// copied in as well as out).
+inline bool ReadBeforeRun(kernels::Operand operand) {
+  return !kernels::IsOutput(operand) || operand == kernels::Operand::kResidual;
+}
+
 // A validated Run in the kernel library's vocabulary. Inline views point
 // into the proto, which must outlive this struct.
 struct RunRequest {
   kernels::Op op = kernels::Op::kSoftmax;
   kernels::DType dtype = kernels::DType::kFloat32;
   kernels::Shape shape;
-  // Epsilon (layer_norm, rms_norm); scale, mask_rows, causal
-  // (scaled_masked_softmax). The defaults for the others.
+  // Epsilon (the norms); weight_offset (the RMSNorm family); the
+  // quantization's dtype, scale mode, group size and scale_ub (the *_quant
+  // ops); scale, mask_rows, causal (scaled_masked_softmax); the row strides
+  // and groups (RunRequest.row_strides). The defaults for the others.
   kernels::OpParams params;
-  // Where each operand is, by kernels::Operand (tensor()). Absent for those
-  // the op does not take and optional ones not given. Per-row outputs
-  // (mean, inv_std, row_scale) are rows float32 values: layer_norm's mean
-  // and inv_std, rms_norm's 1/rms in inv_std, reduce_scale's scales (always
-  // present: they are half of its result).
+  // Where each operand is, by kernels::Operand (tensor()), `bytes` its
+  // extent (kernels::OperandBytes: a strided tensor's gaps included).
+  // Absent for those the op does not take and optional ones not given.
+  // Per-row outputs (mean, inv_std, row_scale) are float32 values:
+  // layer_norm's mean and inv_std, rms_norm's 1/rms in inv_std,
+  // reduce_scale's scales and a dynamic quantization's (always present:
+  // they are half of the result). The residual (add ops) is client memory,
+  // read and written back; quant_scale (static quantization) one float32.
   std::array<TensorView, kernels::kOperandCount> tensors;
   // cudaIpcEventHandle_t bytes, or empty.
   std::string wait_event;
@@ -78,6 +90,12 @@ struct RunRequest {
   std::optional<PeerProcess> caller;
   // Client memory the views point into, held open while the Run uses it.
   std::vector<std::shared_ptr<const ClientMemory>> memory;
+
+  // Where each row of the operand starts in its view (kernels::RowLayoutOf:
+  // the input, output and residual may be strided; the others contiguous).
+  kernels::RowLayout layout(kernels::Operand operand) const {
+    return kernels::RowLayoutOf(operand, params, shape);
+  }
 
   TensorView& tensor(kernels::Operand operand) {
     return tensors[static_cast<size_t>(operand)];
@@ -104,19 +122,32 @@ class TensorResolver {
 
 // Stage 1, in order: op, dtype, shape; the op's parameters (each op's
 // message, layer_norm, rms_norm, reduce_scale or scaled_masked_softmax, is
-// refused on any other op); the size limit (ResourceExhausted beyond
-// max_request_bytes for a tensor that travels inline); then every operand
-// the op takes, sized by kernels::OperandBytes and checked in the same loop;
-// the events. Inline views are filled; references are left for
-// ResolveTensorRefs.
+// refused on any other op; every form of a norm takes its family's: the
+// residual required by the add ops and refused elsewhere, the quantization
+// required by the *_quant ops and refused elsewhere, with its enums set, a
+// static scale or dynamic scales as its mode says, group size 64 or 128
+// dividing cols for per_group, scale_ub finite >= 0; weight_offset finite
+// and only with a weight); the row strides, every extent computed in
+// checked arithmetic before kernels::OperandBytes trusts them; the size
+// limit (ResourceExhausted beyond max_request_bytes for a tensor that
+// travels inline); then every operand the op takes, sized by
+// kernels::OperandBytes and checked in the same loop (the residual refused
+// inline); an inline output must be contiguous; an inline static scale
+// must be finite and > 0; the events. Inline views are filled; references
+// are left for ResolveTensorRefs.
 absl::StatusOr<RunRequest> ValidateRunRequest(const kerntune::v1::RunRequest& request,
                                               int64_t max_request_bytes);
 
 // Stage 2: fills every referenced view of `run` (from `request`, which
 // stage 1 accepted). NotFound for unknown buffers, OutOfRange for a tensor
-// past its allocation, InvalidArgument for overlaps (of the memory, however
-// many registrations or handles reach it) and events without a device
-// tensor.
+// past its allocation (its extent, strides included), InvalidArgument for
+// overlaps (of the memory, however many registrations or handles reach it:
+// whatever is written, the residual included, overlaps nothing, compared as
+// byte extents, except the output exactly on the input with the same
+// layout for the ops that write the storage dtype), for a static scale in
+// client host memory that is not finite and > 0 (one in device memory is
+// not read: its value is the caller's contract, and the kernels divide by
+// it as given), and for events without a device tensor.
 absl::Status ResolveTensorRefs(const kerntune::v1::RunRequest& request,
                                TensorResolver& resolver, RunRequest& run);
 

@@ -24,12 +24,75 @@ TEST(ConvertTest, EveryOpAndDTypeRoundTrips) {
   }
 }
 
+TEST(ConvertTest, EveryQuantDTypeAndScaleModeRoundTrips) {
+  for (kernels::QuantDType dtype : kernels::kAllQuantDTypes) {
+    const pb::QuantDType wire = QuantDTypeToProto(dtype);
+    EXPECT_NE(wire, pb::QUANT_DTYPE_UNSPECIFIED) << kernels::QuantDTypeName(dtype);
+    EXPECT_EQ(QuantDTypeFromProto(wire, "quant.dtype").value(), dtype);
+  }
+  for (kernels::ScaleMode mode :
+       {kernels::ScaleMode::kStatic, kernels::ScaleMode::kPerRow, kernels::ScaleMode::kPerGroup}) {
+    const pb::ScaleMode wire = ScaleModeToProto(mode);
+    EXPECT_NE(wire, pb::SCALE_MODE_UNSPECIFIED) << kernels::ScaleModeName(mode);
+    EXPECT_EQ(ScaleModeFromProto(wire, "quant.scale_mode").value(), mode);
+  }
+}
+
+TEST(ConvertTest, QuantizationRoundTripsAndRefusesUnsetEnumsByField) {
+  kernels::OpParams params;
+  params.quant_dtype = kernels::QuantDType::kInt8;
+  params.scale_mode = kernels::ScaleMode::kPerGroup;
+  params.group_size = 128;
+  params.scale_ub = 12.5;
+  const pb::Quantization wire = QuantizationToProto(params);
+  EXPECT_EQ(wire.dtype(), pb::QUANT_DTYPE_INT8);
+  EXPECT_EQ(wire.scale_mode(), pb::SCALE_MODE_PER_GROUP);
+  kernels::OpParams back;
+  ASSERT_TRUE(QuantizationFromProto(wire, "rms_norm.quant", back).ok());
+  EXPECT_EQ(back.quant_dtype, kernels::QuantDType::kInt8);
+  EXPECT_EQ(back.scale_mode, kernels::ScaleMode::kPerGroup);
+  EXPECT_EQ(back.group_size, 128);
+  EXPECT_EQ(back.scale_ub, 12.5);
+
+  pb::Quantization unset = wire;
+  unset.clear_dtype();
+  EXPECT_THAT(QuantizationFromProto(unset, "rms_norm.quant", back).message(),
+              HasSubstr("rms_norm.quant.dtype=0 (QUANT_DTYPE_UNSPECIFIED) must be "
+                        "QUANT_DTYPE_FP8_E4M3, QUANT_DTYPE_FP8_E5M2 or QUANT_DTYPE_INT8"));
+  unset = wire;
+  unset.set_scale_mode(static_cast<pb::ScaleMode>(7));
+  EXPECT_THAT(QuantizationFromProto(unset, "layer_norm.quant", back).message(),
+              HasSubstr("layer_norm.quant.scale_mode=7 (unknown) must be SCALE_MODE_STATIC"));
+}
+
+TEST(ConvertTest, RowStridesRoundTripFieldByField) {
+  pb::RowStrides wire;
+  wire.set_input(1);
+  wire.set_output(2);
+  wire.set_residual(3);
+  wire.set_group_rows(4);
+  wire.set_input_group(5);
+  wire.set_output_group(6);
+  kernels::OpParams params;
+  RowStridesFromProto(wire, params);
+  EXPECT_EQ(params.x_row_stride, 1);
+  EXPECT_EQ(params.y_row_stride, 2);
+  EXPECT_EQ(params.residual_row_stride, 3);
+  EXPECT_EQ(params.group_rows, 4);
+  EXPECT_EQ(params.x_group_stride, 5);
+  EXPECT_EQ(params.y_group_stride, 6);
+  EXPECT_EQ(RowStridesToProto(params).SerializeAsString(), wire.SerializeAsString());
+}
+
 TEST(ConvertTest, UnsetAndUnknownEnumsNameTheFieldAndTheNumber) {
   absl::StatusOr<kernels::Op> op = OpFromProto(pb::OP_UNSPECIFIED, "op");
   ASSERT_FALSE(op.ok());
   EXPECT_EQ(op.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(op.status().message(), HasSubstr("op=0 (OP_UNSPECIFIED) must be OP_SOFTMAX, "));
-  EXPECT_THAT(op.status().message(), HasSubstr(" or OP_SCALED_MASKED_SOFTMAX"));
+  EXPECT_THAT(op.status().message(),
+              HasSubstr("OP_SCALED_MASKED_SOFTMAX, OP_ADD_RMS_NORM, OP_ADD_LAYER_NORM, "
+                        "OP_RMS_NORM_QUANT, OP_LAYER_NORM_QUANT, OP_ADD_RMS_NORM_QUANT or "
+                        "OP_ADD_LAYER_NORM_QUANT"));
   // A number a newer client might send has no name here.
   op = OpFromProto(static_cast<pb::Op>(42), "request.op");
   ASSERT_FALSE(op.ok());

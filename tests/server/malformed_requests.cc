@@ -34,8 +34,32 @@ pb::RunRequest ValidRunRequest(pb::Op op, pb::DType dtype, int64_t rows, int64_t
   request.mutable_shape()->set_cols(cols);
   request.mutable_input()->set_inline_data(std::string(rows * cols * Size(dtype), '\0'));
   request.mutable_output()->set_return_inline(true);
-  if (op == pb::OP_LAYER_NORM) request.mutable_layer_norm()->set_epsilon(1e-5);
-  if (op == pb::OP_RMS_NORM) request.mutable_rms_norm()->set_epsilon(1e-6);
+  const bool layer_norm = op == pb::OP_LAYER_NORM || op == pb::OP_ADD_LAYER_NORM ||
+                          op == pb::OP_LAYER_NORM_QUANT || op == pb::OP_ADD_LAYER_NORM_QUANT;
+  const bool rms_norm = op == pb::OP_RMS_NORM || op == pb::OP_ADD_RMS_NORM ||
+                        op == pb::OP_RMS_NORM_QUANT || op == pb::OP_ADD_RMS_NORM_QUANT;
+  const bool adds = op == pb::OP_ADD_RMS_NORM || op == pb::OP_ADD_LAYER_NORM ||
+                    op == pb::OP_ADD_RMS_NORM_QUANT || op == pb::OP_ADD_LAYER_NORM_QUANT;
+  const bool quantizes = op == pb::OP_RMS_NORM_QUANT || op == pb::OP_LAYER_NORM_QUANT ||
+                         op == pb::OP_ADD_RMS_NORM_QUANT || op == pb::OP_ADD_LAYER_NORM_QUANT;
+  pb::TensorRef* residual = nullptr;
+  pb::Quantization* quant = nullptr;
+  if (layer_norm) {
+    request.mutable_layer_norm()->set_epsilon(1e-5);
+    if (adds) residual = request.mutable_layer_norm()->mutable_residual();
+    if (quantizes) quant = request.mutable_layer_norm()->mutable_quant();
+  }
+  if (rms_norm) {
+    request.mutable_rms_norm()->set_epsilon(1e-6);
+    if (adds) residual = request.mutable_rms_norm()->mutable_residual();
+    if (quantizes) quant = request.mutable_rms_norm()->mutable_quant();
+  }
+  // The residual is client memory only: a buffer, resolved later.
+  if (residual != nullptr) residual->mutable_buffer()->set_buffer_id("residual-buffer");
+  if (quant != nullptr) {
+    quant->set_dtype(pb::QUANT_DTYPE_FP8_E4M3);
+    quant->set_scale_mode(pb::SCALE_MODE_PER_ROW);
+  }
   return request;
 }
 
@@ -362,6 +386,278 @@ std::vector<MalformedCase> MalformedRunRequests() {
                        }),
                        StatusCode::kResourceExhausted,
                        "scaled_masked_softmax.mask is 2097152 bytes, over the daemon's limit"));
+  // The LLM ops (issue 44): residual, quantization, weight offset, strides.
+  constexpr pb::Op kAddRms = pb::OP_ADD_RMS_NORM;
+  constexpr pb::Op kAddLn = pb::OP_ADD_LAYER_NORM;
+  constexpr pb::Op kRmsQ = pb::OP_RMS_NORM_QUANT;
+  constexpr pb::Op kLnQ = pb::OP_LAYER_NORM_QUANT;
+  constexpr pb::Op kAddRmsQ = pb::OP_ADD_RMS_NORM_QUANT;
+  const auto static_scale = [](pb::RunRequest& r, float value) {
+    pb::Quantization* quant = r.mutable_rms_norm()->mutable_quant();
+    quant->set_scale_mode(pb::SCALE_MODE_STATIC);
+    quant->mutable_scale()->set_inline_data(
+        std::string(reinterpret_cast<const char*>(&value), sizeof(value)));
+  };
+  cases.push_back(Case("add_rms_norm without residual",
+                       Edit(kAddRms, kF16, [](auto& r) { r.mutable_rms_norm()->clear_residual(); }),
+                       kInvalid, "rms_norm.residual is not set: op=add_rms_norm adds a residual"));
+  cases.push_back(Case("add_layer_norm without params",
+                       Edit(kAddLn, kF16, [](auto& r) { r.clear_layer_norm(); }), kInvalid,
+                       "layer_norm is not set: op=add_layer_norm needs layer_norm.epsilon"));
+  cases.push_back(Case("add_layer_norm with rms_norm params",
+                       Edit(kAddLn, kF16, [](auto& r) { r.mutable_rms_norm()->set_epsilon(1e-6); }),
+                       kInvalid, "rms_norm is set but op=add_layer_norm takes no rms_norm"));
+  cases.push_back(Case("residual inline",
+                       Edit(kAddLn, kF32,
+                            [](auto& r) {
+                              r.mutable_layer_norm()->mutable_residual()->set_inline_data(
+                                  std::string(512, '\0'));
+                            }),
+                       kInvalid,
+                       "layer_norm.residual.inline_data is refused: the residual is read and "
+                       "written back: pass it as a buffer or cuda_ipc"));
+  cases.push_back(
+      Case("residual without a location",
+           Edit(kAddRms, kF32, [](auto& r) { r.mutable_rms_norm()->mutable_residual()->Clear(); }),
+           kInvalid, "rms_norm.residual is not set: the residual is read and written"));
+  cases.push_back(
+      Case("residual misaligned",
+           Edit(kAddRms, kF16,
+                [](auto& r) {
+                  r.mutable_rms_norm()->mutable_residual()->mutable_buffer()->set_offset_bytes(3);
+                }),
+           kInvalid,
+           "rms_norm.residual.buffer.offset_bytes=3 must be >= 0 and a "
+           "multiple of 2"));
+  cases.push_back(
+      Case("residual on rms_norm",
+           Edit(kRms, kF16,
+                [](auto& r) {
+                  r.mutable_rms_norm()->mutable_residual()->mutable_buffer()->set_buffer_id("b");
+                }),
+           kInvalid, "rms_norm.residual is set but op=rms_norm adds none"));
+  cases.push_back(Case("quant on a non-quant op",
+                       Edit(kLn, kF16,
+                            [](auto& r) {
+                              r.mutable_layer_norm()->mutable_quant()->set_dtype(
+                                  pb::QUANT_DTYPE_INT8);
+                            }),
+                       kInvalid, "layer_norm.quant is set but op=layer_norm writes no codes"));
+  cases.push_back(Case("quant on add_rms_norm",
+                       Edit(kAddRms, kF16, [](auto& r) { r.mutable_rms_norm()->mutable_quant(); }),
+                       kInvalid, "rms_norm.quant is set but op=add_rms_norm writes no codes"));
+  cases.push_back(Case("quant missing",
+                       Edit(kRmsQ, kF16, [](auto& r) { r.mutable_rms_norm()->clear_quant(); }),
+                       kInvalid, "rms_norm.quant is not set: op=rms_norm_quant needs"));
+  cases.push_back(
+      Case("quant dtype unspecified",
+           Edit(kRmsQ, kF16, [](auto& r) { r.mutable_rms_norm()->mutable_quant()->clear_dtype(); }),
+           kInvalid, "rms_norm.quant.dtype=0 (QUANT_DTYPE_UNSPECIFIED) must be"));
+  cases.push_back(Case("quant dtype unknown",
+                       Edit(kLnQ, kF16,
+                            [](auto& r) {
+                              r.mutable_layer_norm()->mutable_quant()->set_dtype(
+                                  static_cast<pb::QuantDType>(9));
+                            }),
+                       kInvalid, "layer_norm.quant.dtype=9 (unknown) must be"));
+  cases.push_back(
+      Case("scale mode unspecified",
+           Edit(kAddRmsQ, kF16,
+                [](auto& r) { r.mutable_rms_norm()->mutable_quant()->clear_scale_mode(); }),
+           kInvalid, "rms_norm.quant.scale_mode=0 (SCALE_MODE_UNSPECIFIED) must be"));
+  cases.push_back(Case("static without scale",
+                       Edit(kRmsQ, kF16,
+                            [](auto& r) {
+                              r.mutable_rms_norm()->mutable_quant()->set_scale_mode(
+                                  pb::SCALE_MODE_STATIC);
+                            }),
+                       kInvalid, "rms_norm.quant.scale is not set: a static quantization"));
+  cases.push_back(
+      Case("static with scales",
+           Edit(kRmsQ, kF16,
+                [static_scale](auto& r) {
+                  static_scale(r, 0.5f);
+                  r.mutable_rms_norm()->mutable_quant()->mutable_scales()->set_return_inline(true);
+                }),
+           kInvalid,
+           "rms_norm.quant.scales is set but a static quantization writes "
+           "no scales"));
+  cases.push_back(Case("static with scale_ub",
+                       Edit(kRmsQ, kF16,
+                            [static_scale](auto& r) {
+                              static_scale(r, 0.5f);
+                              r.mutable_rms_norm()->mutable_quant()->set_scale_ub(10);
+                            }),
+                       kInvalid, "rms_norm.quant.scale_ub=10 bounds computed scales"));
+  cases.push_back(
+      Case("dynamic with scale",
+           Edit(kLnQ, kF16,
+                [](auto& r) {
+                  r.mutable_layer_norm()->mutable_quant()->mutable_scale()->set_inline_data(
+                      std::string(4, '\0'));
+                }),
+           kInvalid,
+           "layer_norm.quant.scale is set but a per_row quantization "
+           "computes its scales"));
+  cases.push_back(Case("static scale zero",
+                       Edit(kRmsQ, kF16, [static_scale](auto& r) { static_scale(r, 0.0f); }),
+                       kInvalid, "rms_norm.quant.scale=0 must be finite and > 0"));
+  cases.push_back(Case(
+      "static scale NaN",
+      Edit(kRmsQ, kF32,
+           [static_scale](auto& r) { static_scale(r, std::numeric_limits<float>::quiet_NaN()); }),
+      kInvalid, "rms_norm.quant.scale=nan must be finite and > 0"));
+  cases.push_back(Case(
+      "static scale infinite",
+      Edit(kRmsQ, kF32,
+           [static_scale](auto& r) { static_scale(r, std::numeric_limits<float>::infinity()); }),
+      kInvalid, "rms_norm.quant.scale=inf must be finite and > 0"));
+  cases.push_back(Case("static scale negative",
+                       Edit(kRmsQ, kF32, [static_scale](auto& r) { static_scale(r, -2.0f); }),
+                       kInvalid, "rms_norm.quant.scale=-2 must be finite and > 0"));
+  cases.push_back(
+      Case("static scale of two bytes",
+           Edit(kRmsQ, kF16,
+                [static_scale](auto& r) {
+                  static_scale(r, 1.0f);
+                  r.mutable_rms_norm()->mutable_quant()->mutable_scale()->set_inline_data(
+                      std::string(2, '\0'));
+                }),
+           kInvalid, "rms_norm.quant.scale.inline_data has 2 bytes, want exactly 4"));
+  cases.push_back(Case(
+      "group_size 96",
+      [] {
+        pb::RunRequest r = ValidRunRequest(kRmsQ, pb::DTYPE_FLOAT16, 4, 192);
+        r.mutable_rms_norm()->mutable_quant()->set_scale_mode(pb::SCALE_MODE_PER_GROUP);
+        r.mutable_rms_norm()->mutable_quant()->set_group_size(96);
+        return r;
+      }(),
+      kInvalid, "rms_norm.quant.group_size=96 must be 64 or 128 and divide shape.cols=192"));
+  cases.push_back(
+      Case("group_size not dividing cols",
+           Edit(kRmsQ, kF16,
+                [](auto& r) {
+                  r.mutable_rms_norm()->mutable_quant()->set_scale_mode(pb::SCALE_MODE_PER_GROUP);
+                  r.mutable_rms_norm()->mutable_quant()->set_group_size(64);
+                }),
+           kInvalid, "rms_norm.quant.group_size=64 must be 64 or 128 and divide shape.cols=32"));
+  cases.push_back(
+      Case("group_size on per_row",
+           Edit(kRmsQ, kF16,
+                [](auto& r) { r.mutable_rms_norm()->mutable_quant()->set_group_size(128); }),
+           kInvalid, "rms_norm.quant.group_size=128 is for SCALE_MODE_PER_GROUP"));
+  cases.push_back(Case(
+      "scale_ub negative",
+      Edit(kRmsQ, kF16, [](auto& r) { r.mutable_rms_norm()->mutable_quant()->set_scale_ub(-1); }),
+      kInvalid, "rms_norm.quant.scale_ub=-1 must be finite and >= 0"));
+  cases.push_back(
+      Case("scale_ub NaN",
+           Edit(kLnQ, kF16,
+                [kNaN](auto& r) { r.mutable_layer_norm()->mutable_quant()->set_scale_ub(kNaN); }),
+           kInvalid, "layer_norm.quant.scale_ub=nan must be finite and >= 0"));
+  cases.push_back(Case("dynamic scales misaligned",
+                       Edit(kRmsQ, kF16,
+                            [](auto& r) {
+                              auto* scales =
+                                  r.mutable_rms_norm()->mutable_quant()->mutable_scales();
+                              scales->mutable_buffer()->set_buffer_id("0123456789abcdef");
+                              scales->mutable_buffer()->set_offset_bytes(2);
+                            }),
+                       kInvalid, "rms_norm.quant.scales.buffer.offset_bytes=2"));
+  cases.push_back(
+      Case("weight_offset without weight",
+           Edit(kRms, kF16, [](auto& r) { r.mutable_rms_norm()->set_weight_offset(1); }), kInvalid,
+           "rms_norm.weight_offset=1 needs rms_norm.weight"));
+  cases.push_back(
+      Case("weight_offset NaN",
+           Edit(kAddRms, kF16, [kNaN](auto& r) { r.mutable_rms_norm()->set_weight_offset(kNaN); }),
+           kInvalid, "rms_norm.weight_offset=nan must be finite"));
+  cases.push_back(Case("row stride below cols",
+                       Edit(kRms, kF16, [](auto& r) { r.mutable_row_strides()->set_input(16); }),
+                       kInvalid, "row_strides.input=16 must be >= shape.cols=32"));
+  cases.push_back(Case("row stride negative",
+                       Edit(kSm, kF32, [](auto& r) { r.mutable_row_strides()->set_output(-32); }),
+                       kInvalid, "row_strides.output=-32 must be >= 0"));
+  cases.push_back(
+      Case("row stride overflows",
+           Edit(kRms, kF16, [](auto& r) { r.mutable_row_strides()->set_input(int64_t{1} << 62); }),
+           kInvalid,
+           "row_strides.input=4611686018427387904 with shape.rows=4 puts the input's "
+           "last row past a 64-bit byte offset"));
+  cases.push_back(Case("row stride overflows the byte count",
+                       Edit(kRms, kF32,
+                            [](auto& r) {
+                              r.mutable_row_strides()->set_output(int64_t{1} << 61);
+                              r.mutable_output()->mutable_buffer()->set_buffer_id(
+                                  "0123456789abcdef");
+                            }),
+                       kInvalid, "puts the output's last row past a 64-bit byte offset"));
+  cases.push_back(Case("group stride overflows",
+                       Edit(kRms, kF16,
+                            [](auto& r) {
+                              r.mutable_row_strides()->set_group_rows(2);
+                              r.mutable_row_strides()->set_input_group(int64_t{1} << 62);
+                            }),
+                       kInvalid,
+                       "row_strides.input_group=4611686018427387904 with shape.rows=4 "
+                       "puts the input's last row past a 64-bit byte offset"));
+  cases.push_back(Case("default group stride overflows",
+                       Edit(kRms, kF16,
+                            [](auto& r) {
+                              r.mutable_shape()->set_rows(2);
+                              r.mutable_input()->set_inline_data(std::string(128, '\0'));
+                              r.mutable_row_strides()->set_group_rows(2);
+                              r.mutable_row_strides()->set_input(int64_t{1} << 62);
+                            }),
+                       kInvalid, "puts the input's last row past a 64-bit byte offset"));
+  cases.push_back(Case("group stride minimum overflows",
+                       Edit(kRms, kF16,
+                            [](auto& r) {
+                              r.mutable_row_strides()->set_group_rows(2);
+                              r.mutable_row_strides()->set_input(int64_t{1} << 62);
+                              r.mutable_row_strides()->set_input_group(int64_t{1} << 62);
+                            }),
+                       kInvalid,
+                       "row_strides.input_group=4611686018427387904 must be >= "
+                       "(row_strides.group_rows - 1) * row stride + shape.cols = "
+                       "4611686018427387936"));
+  cases.push_back(
+      Case("group_rows not dividing rows",
+           Edit(kRms, kF16, [](auto& r) { r.mutable_row_strides()->set_group_rows(3); }), kInvalid,
+           "row_strides.group_rows=3 must divide shape.rows=4"));
+  cases.push_back(
+      Case("group stride without group_rows",
+           Edit(kRms, kF16, [](auto& r) { r.mutable_row_strides()->set_output_group(128); }),
+           kInvalid, "row_strides.output_group=128 needs row_strides.group_rows"));
+  cases.push_back(Case("groups overlapping",
+                       Edit(kRms, kF16,
+                            [](auto& r) {
+                              r.mutable_row_strides()->set_group_rows(2);
+                              r.mutable_row_strides()->set_input_group(40);
+                            }),
+                       kInvalid,
+                       "row_strides.input_group=40 must be >= (row_strides.group_rows "
+                       "- 1) * row stride + shape.cols = 64"));
+  cases.push_back(Case("residual stride on rms_norm",
+                       Edit(kRms, kF16, [](auto& r) { r.mutable_row_strides()->set_residual(64); }),
+                       kInvalid,
+                       "row_strides.residual=64 is set but op=rms_norm takes no "
+                       "residual"));
+  cases.push_back(Case("strides on a middle axis",
+                       Edit(kSm, kF32,
+                            [](auto& r) {
+                              r.mutable_shape()->set_inner(2);
+                              r.mutable_row_strides()->set_input(64);
+                            }),
+                       kInvalid, "row strides are for last-axis rows"));
+  cases.push_back(Case("strided output returned inline",
+                       Edit(kRms, kF16, [](auto& r) { r.mutable_row_strides()->set_output(64); }),
+                       kInvalid,
+                       "lay out the output in client memory, but it is returned "
+                       "inline"));
+  cases.push_back(Case("strided inline input sized contiguous",
+                       Edit(kSm, kF32, [](auto& r) { r.mutable_row_strides()->set_input(64); }),
+                       kInvalid, "input.inline_data has 512 bytes, want exactly 896"));
   return cases;
 }
 

@@ -1,7 +1,10 @@
 // Tensor references: stage 1 checks their form, stage 2 (ResolveTensorRefs)
 // their memory: bounds, alignment, overlaps and events.
+#include <cstring>
+#include <limits>
 #include <map>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/run_request.h"
@@ -224,6 +227,159 @@ TEST_F(ResolveRefsTest, RowScaleAndMaskResolveAndAreBoundsChecked) {
   params->mutable_mask()->mutable_buffer()->set_offset_bytes(256);
   EXPECT_THAT(std::string(Both(masked).status().message()),
               HasSubstr("output overlaps scaled_masked_softmax.mask"));
+}
+
+// add_rms_norm float32 4 x 32: input in "in", output in "out", the
+// residual in "res" (512 bytes each).
+pb::RunRequest AddRmsNormRun() {
+  pb::RunRequest request = BufferRun();
+  request.set_op(pb::OP_ADD_RMS_NORM);
+  request.mutable_rms_norm()->set_epsilon(1e-6);
+  request.mutable_rms_norm()->mutable_residual()->mutable_buffer()->set_buffer_id("res");
+  return request;
+}
+
+TEST_F(ResolveRefsTest, TheResidualIsClientMemoryOverlappingNothing) {
+  resolver_.buffers["res"] = FakeMemory::Make(1024);
+  pb::RunRequest request = AddRmsNormRun();
+  absl::StatusOr<RunRequest> run = Both(request);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->tensor(Operand::kResidual).where, TensorView::Where::kClientHost);
+  EXPECT_EQ(run->tensor(Operand::kResidual).data, resolver_.buffers["res"]->base());
+  EXPECT_EQ(run->tensor(Operand::kResidual).bytes, 512);
+
+  pb::BufferSlice* residual = request.mutable_rms_norm()->mutable_residual()->mutable_buffer();
+  residual->set_offset_bytes(516);
+  EXPECT_EQ(Both(request).status().code(), absl::StatusCode::kOutOfRange);
+  // Not on the output, not on the input, not even exactly.
+  residual->set_offset_bytes(0);
+  residual->set_buffer_id("out");
+  EXPECT_THAT(std::string(Both(request).status().message()),
+              HasSubstr("output overlaps rms_norm.residual"));
+  residual->set_buffer_id("in");
+  residual->set_offset_bytes(256);
+  EXPECT_THAT(std::string(Both(request).status().message()),
+              HasSubstr("rms_norm.residual overlaps input"));
+  residual->set_offset_bytes(512);  // adjacent to the input
+  EXPECT_TRUE(Both(request).ok());
+  // In place is still the output on the input.
+  residual->set_buffer_id("res");
+  residual->set_offset_bytes(0);
+  request.mutable_output()->mutable_buffer()->set_buffer_id("in");
+  EXPECT_TRUE(Both(request).ok());
+}
+
+TEST_F(ResolveRefsTest, QuantizedCodesNeverRunInPlace) {
+  pb::RunRequest request = BufferRun(0, 0, "in");
+  request.set_op(pb::OP_RMS_NORM_QUANT);
+  request.mutable_rms_norm()->set_epsilon(1e-6);
+  pb::Quantization* quant = request.mutable_rms_norm()->mutable_quant();
+  quant->set_dtype(pb::QUANT_DTYPE_FP8_E5M2);
+  quant->set_scale_mode(pb::SCALE_MODE_PER_ROW);
+  EXPECT_THAT(std::string(Both(request).status().message()),
+              HasSubstr("op=rms_norm_quant writes one-byte codes and cannot run in place"));
+  // Codes (128 bytes) and scales (16 bytes) in "out", side by side.
+  request.mutable_output()->mutable_buffer()->set_buffer_id("out");
+  quant->mutable_scales()->mutable_buffer()->set_buffer_id("out");
+  quant->mutable_scales()->mutable_buffer()->set_offset_bytes(128);
+  absl::StatusOr<RunRequest> run = Both(request);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->tensor(Operand::kOutput).bytes, 128);
+  EXPECT_EQ(run->tensor(Operand::kRowScale).data, resolver_.buffers["out"]->base() + 128);
+  quant->mutable_scales()->mutable_buffer()->set_offset_bytes(124);
+  EXPECT_THAT(std::string(Both(request).status().message()),
+              HasSubstr("output overlaps rms_norm.quant.scales"));
+}
+
+TEST_F(ResolveRefsTest, AStaticScaleInHostMemoryMustBeFiniteAndPositive) {
+  pb::RunRequest request = BufferRun();
+  request.set_op(pb::OP_LAYER_NORM_QUANT);
+  request.mutable_layer_norm()->set_epsilon(1e-5);
+  pb::Quantization* quant = request.mutable_layer_norm()->mutable_quant();
+  quant->set_dtype(pb::QUANT_DTYPE_INT8);
+  quant->set_scale_mode(pb::SCALE_MODE_STATIC);
+  quant->mutable_scale()->mutable_buffer()->set_buffer_id("in");
+  quant->mutable_scale()->mutable_buffer()->set_offset_bytes(1020);
+  char* scale = resolver_.buffers["in"]->base() + 1020;
+  const auto put = [scale](float value) { std::memcpy(scale, &value, sizeof(value)); };
+  put(0.5f);
+  absl::StatusOr<RunRequest> run = Both(request);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->tensor(Operand::kQuantScale).data, scale);
+  EXPECT_EQ(run->tensor(Operand::kQuantScale).bytes, 4);
+  for (float bad : {0.0f, -1.0f, std::numeric_limits<float>::quiet_NaN(),
+                    std::numeric_limits<float>::infinity()}) {
+    put(bad);
+    absl::StatusOr<RunRequest> refused = Both(request);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(
+        std::string(refused.status().message()),
+        HasSubstr("layer_norm.quant.scale=" + absl::StrCat(bad) + " must be finite and > 0"));
+  }
+  // The scale is an input: the codes must not overlap it.
+  put(0.5f);
+  request.mutable_output()->mutable_buffer()->set_buffer_id("in");
+  request.mutable_output()->mutable_buffer()->set_offset_bytes(896);
+  EXPECT_THAT(std::string(Both(request).status().message()),
+              HasSubstr("output overlaps layer_norm.quant.scale"));
+  // One in device memory is not read (the caller's contract).
+  request.mutable_output()->mutable_buffer()->set_buffer_id("out");
+  request.mutable_output()->mutable_buffer()->set_offset_bytes(0);
+  quant->mutable_scale()->mutable_cuda_ipc()->set_handle(std::string(64, 'h'));
+  EXPECT_TRUE(Both(request).ok());
+}
+
+// QK-norm of q, in place, in a fused [tokens 2, 3, heads 2, head_dim 32]
+// float32 qkv tensor (1536 bytes).
+pb::RunRequest QkNormRun() {
+  pb::RunRequest request;
+  request.set_op(pb::OP_RMS_NORM);
+  request.set_dtype(pb::DTYPE_FLOAT32);
+  request.mutable_shape()->set_rows(4);
+  request.mutable_shape()->set_cols(32);
+  request.mutable_rms_norm()->set_epsilon(1e-6);
+  request.mutable_input()->mutable_buffer()->set_buffer_id("qkv");
+  request.mutable_output()->mutable_buffer()->set_buffer_id("qkv");
+  pb::RowStrides* strides = request.mutable_row_strides();
+  strides->set_input(32);
+  strides->set_output(32);
+  strides->set_group_rows(2);
+  strides->set_input_group(3 * 2 * 32);
+  strides->set_output_group(3 * 2 * 32);
+  return request;
+}
+
+TEST_F(ResolveRefsTest, StridedViewsAreCheckedOnTheirExtents) {
+  resolver_.buffers["qkv"] = FakeMemory::Make(1536);
+  pb::RunRequest request = QkNormRun();
+  absl::StatusOr<RunRequest> run = Both(request);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->tensor(Operand::kInput).bytes, (192 + 32 + 32) * 4);
+  // k's view (offset 256 bytes) in place is fine; past the end is not.
+  request.mutable_input()->mutable_buffer()->set_offset_bytes(1024);
+  request.mutable_output()->mutable_buffer()->set_offset_bytes(1024);
+  EXPECT_EQ(Both(request).status().code(), absl::StatusCode::kOutOfRange);
+  request.mutable_input()->mutable_buffer()->set_offset_bytes(256);
+  request.mutable_output()->mutable_buffer()->set_offset_bytes(256);
+  EXPECT_TRUE(Both(request).ok());
+
+  // In place with other strides is refused.
+  request.mutable_row_strides()->set_output_group(3 * 2 * 32 + 32);
+  EXPECT_THAT(std::string(Both(request).status().message()),
+              HasSubstr("output is on input (in place) but their rows are laid out differently"));
+  // A strided output into q's rows and an input in k's rows interleave
+  // but their extents overlap: refused, conservatively.
+  request = QkNormRun();
+  request.mutable_input()->mutable_buffer()->set_offset_bytes(256);
+  EXPECT_THAT(std::string(Both(request).status().message()), HasSubstr("output overlaps input"));
+  // inv_rms inside a gap of the output's rows: refused too.
+  request = QkNormRun();
+  request.mutable_rms_norm()->mutable_inv_rms()->mutable_buffer()->set_buffer_id("qkv");
+  request.mutable_rms_norm()->mutable_inv_rms()->mutable_buffer()->set_offset_bytes(512);
+  EXPECT_THAT(std::string(Both(request).status().message()),
+              HasSubstr("output overlaps rms_norm.inv_rms"));
+  request.mutable_rms_norm()->mutable_inv_rms()->mutable_buffer()->set_offset_bytes(1520);
+  EXPECT_TRUE(Both(request).ok());
 }
 
 TEST_F(ResolveRefsTest, EventsNeedADeviceTensorAndTheRightSize) {

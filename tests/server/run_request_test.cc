@@ -2,6 +2,8 @@
 // and a message naming the field; valid ones pass with the right views.
 #include "server/run_request.h"
 
+#include <limits>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/convert.h"
@@ -154,6 +156,149 @@ TEST(RunRequestTest, ScaledMaskedSoftmaxTakesScaleMaskAndCausal) {
   got = ValidateRunRequest(request, kTableMaxRequestBytes);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->params.scale, 0.0);
+}
+
+TEST(RunRequestTest, TheLlmOpsPassWithTheirOperandsSized) {
+  for (pb::Op op :
+       {pb::OP_ADD_RMS_NORM, pb::OP_ADD_LAYER_NORM, pb::OP_RMS_NORM_QUANT, pb::OP_LAYER_NORM_QUANT,
+        pb::OP_ADD_RMS_NORM_QUANT, pb::OP_ADD_LAYER_NORM_QUANT}) {
+    for (pb::DType dtype : {pb::DTYPE_FLOAT32, pb::DTYPE_FLOAT16, pb::DTYPE_BFLOAT16}) {
+      SCOPED_TRACE(pb::Op_Name(op) + " " + pb::DType_Name(dtype));
+      const pb::RunRequest request = ValidRunRequest(op, dtype, 3, 5);
+      absl::StatusOr<RunRequest> got = ValidateRunRequest(request, kTableMaxRequestBytes);
+      ASSERT_TRUE(got.ok()) << got.status();
+      EXPECT_EQ(proto::OpToProto(got->op), op);
+      const int64_t element = dtype == pb::DTYPE_FLOAT32 ? 4 : 2;
+      const bool quant = kernels::QuantizesOutput(got->op);
+      EXPECT_EQ(got->tensor(Operand::kOutput).bytes, 3 * 5 * (quant ? 1 : element));
+      // The residual is a buffer, resolved in stage 2; sized now.
+      EXPECT_EQ(got->tensor(Operand::kResidual).bytes,
+                kernels::AddsResidual(got->op) ? 3 * 5 * element : 0);
+      EXPECT_FALSE(got->tensor(Operand::kResidual).present());
+      // Dynamic scales (per_row) come back inline; no static scale is read.
+      EXPECT_EQ(got->tensor(Operand::kRowScale).where,
+                quant ? TensorView::Where::kInline : TensorView::Where::kAbsent);
+      if (quant) {
+        EXPECT_EQ(got->tensor(Operand::kRowScale).bytes, 3 * 4);
+      }
+      EXPECT_FALSE(got->tensor(Operand::kQuantScale).present());
+    }
+  }
+}
+
+TEST(RunRequestTest, QuantizationParamsAndScalesFollowTheScaleMode) {
+  pb::RunRequest request = ValidRunRequest(pb::OP_LAYER_NORM_QUANT, pb::DTYPE_BFLOAT16, 4, 256);
+  pb::Quantization* quant = request.mutable_layer_norm()->mutable_quant();
+  quant->set_dtype(pb::QUANT_DTYPE_INT8);
+  quant->set_scale_mode(pb::SCALE_MODE_PER_GROUP);
+  quant->set_group_size(128);
+  quant->set_scale_ub(30);
+  absl::StatusOr<RunRequest> got = ValidateRunRequest(request, kTableMaxRequestBytes);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->params.quant_dtype, kernels::QuantDType::kInt8);
+  EXPECT_EQ(got->params.scale_mode, kernels::ScaleMode::kPerGroup);
+  EXPECT_EQ(got->params.group_size, 128);
+  EXPECT_EQ(got->params.scale_ub, 30);
+  EXPECT_EQ(got->tensor(Operand::kRowScale).where, TensorView::Where::kInline);
+  EXPECT_EQ(got->tensor(Operand::kRowScale).bytes, 4 * 2 * 4);  // rows x groups floats
+  EXPECT_EQ(got->tensor(Operand::kOutput).bytes, 4 * 256);      // one-byte codes
+
+  // Static: one float32 scale read, none written.
+  quant->set_scale_mode(pb::SCALE_MODE_STATIC);
+  quant->set_group_size(0);
+  quant->set_scale_ub(0);
+  const float scale = 0.25f;
+  quant->mutable_scale()->set_inline_data(
+      std::string(reinterpret_cast<const char*>(&scale), sizeof(scale)));
+  got = ValidateRunRequest(request, kTableMaxRequestBytes);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->tensor(Operand::kQuantScale).where, TensorView::Where::kInline);
+  EXPECT_EQ(got->tensor(Operand::kQuantScale).bytes, 4);
+  EXPECT_FALSE(got->tensor(Operand::kRowScale).present());
+
+  // Dynamic scales to client memory.
+  quant->set_scale_mode(pb::SCALE_MODE_PER_ROW);
+  quant->clear_scale();
+  quant->mutable_scales()->mutable_buffer()->set_buffer_id("scales");
+  quant->mutable_scales()->mutable_buffer()->set_offset_bytes(12);
+  got = ValidateRunRequest(request, kTableMaxRequestBytes);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->tensor(Operand::kRowScale).bytes, 4 * 4);
+  EXPECT_FALSE(got->tensor(Operand::kRowScale).present());  // until resolved
+}
+
+TEST(RunRequestTest, RmsNormTakesAWeightOffsetWithItsWeight) {
+  pb::RunRequest request = ValidRunRequest(pb::OP_ADD_RMS_NORM, pb::DTYPE_FLOAT16, 2, 8);
+  request.mutable_rms_norm()->mutable_weight()->set_inline_data(std::string(16, '\0'));
+  request.mutable_rms_norm()->set_weight_offset(1);
+  absl::StatusOr<RunRequest> got = ValidateRunRequest(request, kTableMaxRequestBytes);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->params.weight_offset, 1);
+}
+
+TEST(RunRequestTest, RowStridesReachTheParamsAndSizeTheTensors) {
+  // QK-norm of q in a fused [tokens 3, 3, heads 4, head_dim 64] bf16 qkv
+  // tensor, in place: rows = tokens x heads.
+  constexpr int64_t kTokens = 3, kHeads = 4, kHeadDim = 64;
+  pb::RunRequest request =
+      ValidRunRequest(pb::OP_RMS_NORM, pb::DTYPE_BFLOAT16, kTokens * kHeads, kHeadDim);
+  request.mutable_input()->mutable_buffer()->set_buffer_id("qkv");
+  request.mutable_output()->mutable_buffer()->set_buffer_id("qkv");
+  pb::RowStrides* strides = request.mutable_row_strides();
+  strides->set_input(kHeadDim);
+  strides->set_output(kHeadDim);
+  strides->set_group_rows(kHeads);
+  strides->set_input_group(3 * kHeads * kHeadDim);
+  strides->set_output_group(3 * kHeads * kHeadDim);
+  absl::StatusOr<RunRequest> got = ValidateRunRequest(request, kTableMaxRequestBytes);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->params.x_row_stride, kHeadDim);
+  EXPECT_EQ(got->params.y_group_stride, 3 * kHeads * kHeadDim);
+  EXPECT_EQ(got->params.group_rows, kHeads);
+  // The last token's last head ends (2 * 768 + 3 * 64 + 64) elements in.
+  const int64_t extent = (2 * 3 * kHeads * kHeadDim + (kHeads - 1) * kHeadDim + kHeadDim) * 2;
+  EXPECT_EQ(got->tensor(Operand::kInput).bytes, extent);
+  EXPECT_EQ(got->tensor(Operand::kOutput).bytes, extent);
+  EXPECT_EQ(got->layout(Operand::kInput).Offset(kHeads), 3 * kHeads * kHeadDim);
+
+  // An inline input carries its extent, gaps included.
+  request.mutable_input()->set_inline_data(std::string(extent, '\0'));
+  got = ValidateRunRequest(request, kTableMaxRequestBytes);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->tensor(Operand::kInput).where, TensorView::Where::kInline);
+}
+
+TEST(RunRequestTest, HostileStridesAreRefusedNeverOverflowed) {
+  for (int64_t stride : {int64_t{1} << 62, std::numeric_limits<int64_t>::max(),
+                         std::numeric_limits<int64_t>::max() / 2 + 1}) {
+    for (int field = 0; field < 5; ++field) {
+      pb::RunRequest request = ValidRunRequest(pb::OP_ADD_RMS_NORM, pb::DTYPE_FLOAT32, 8, 32);
+      request.mutable_output()->mutable_buffer()->set_buffer_id("out");
+      pb::RowStrides* strides = request.mutable_row_strides();
+      strides->set_group_rows(4);
+      switch (field) {
+        case 0:
+          strides->set_input(stride);
+          break;
+        case 1:
+          strides->set_output(stride);
+          break;
+        case 2:
+          strides->set_residual(stride);
+          break;
+        case 3:
+          strides->set_input_group(stride);
+          break;
+        case 4:
+          strides->set_output_group(stride);
+          break;
+      }
+      absl::StatusOr<RunRequest> got = ValidateRunRequest(request, kTableMaxRequestBytes);
+      ASSERT_FALSE(got.ok()) << stride << " in field " << field;
+      EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_THAT(std::string(got.status().message()), HasSubstr("row_strides."));
+    }
+  }
 }
 
 TEST(RunRequestTest, ExactlyTheLimitIsAccepted) {
