@@ -200,7 +200,9 @@ absl::Status Run(const Options& o) {
   std::vector<std::string> results, sweeps;
   int failures = 0;
   for (const tuner::GridPoint& p : *grid) {
-    absl::StatusOr<LaunchConfig> config = kernels::HeuristicConfig(p.op, p.dtype, p.shape, device);
+    const kernels::RowPlacement rows = kernels::PlacementOf(tuner::ParamsOf(p), p.shape);
+    absl::StatusOr<LaunchConfig> config =
+        kernels::HeuristicConfig(p.op, p.dtype, p.shape, device, 16, rows);
     if (!config.ok()) {
       // A point no kernel serves (yet): recorded as a failure, the run goes on.
       ++failures;
@@ -321,7 +323,7 @@ absl::Status Run(const Options& o) {
                            o.sweep_dtypes.end();
     if (!sweep) continue;
     absl::StatusOr<std::vector<LaunchConfig>> configs =
-        kernels::EnumerateConfigs(p.op, p.dtype, p.shape, device);
+        kernels::EnumerateConfigs(p.op, p.dtype, p.shape, device, rows);
     if (!configs.ok()) return configs.status();
     std::vector<std::string> entries;
     std::string best_key;

@@ -73,14 +73,16 @@ cudaError_t LaunchOrQuery(Kernel kernel, const KernelRequest& req, dim3 block,
                       dim3(static_cast<unsigned>(grid)), block, smem_bytes, stream, params);
 }
 
-template <Op op, DType dtype>
-cudaError_t RunWarpRowOp(const KernelRequest& req, KernelAction action,
-                         cudaStream_t stream, int* active_blocks) {
-  using T = typename StorageOf<dtype>::type;
-  const auto load = MakeLoad<op, T>(req);
-  const auto store = MakeStore<op, T>(req);
+// The warp family with the given functors. `full_packs_only`: the
+// instances of 16-byte packs only (the fused norms', grouped rows').
+template <Op op, typename T, bool full_packs_only, class Load, class Store>
+cudaError_t RunWarpRowOpWith(const KernelRequest& req, const Load load, const Store store,
+                             KernelAction action, cudaStream_t stream, int* active_blocks) {
   const LaunchConfig& c = req.config;
   cudaError_t result = cudaErrorInvalidConfiguration;
+  // Grouped rows (per-head views) are head_dim long: up to two packs a
+  // lane, one row per group step (kMaxGroupedCols).
+  constexpr bool kGrouped = full_packs_only && !IsFusedNorm(op);
 
   // Instantiates one (pack, cols_per_thread, group width, rows per access)
   // kernel and launches it with blockDim = (tgw, block_size / tgw).
@@ -106,10 +108,10 @@ cudaError_t RunWarpRowOp(const KernelRequest& req, KernelAction action,
   DispatchInt<1, 2, 4, 8>(c.pack_size, [&](auto pack) {
     constexpr int kPack = decltype(pack)::value;
     // The fused norms' instances are whole warps with 16-byte packs
-    // (FusedWarpServes in launch_config.h): hidden sizes of LLMs are
+    // (CheckFusedNormKnobs in launch_config.cc): hidden sizes of LLMs are
     // multiples of 16 bytes, and every other combination would cost
     // compile time for configs their rows never take.
-    if constexpr (IsFusedNorm(op) && kPack * sizeof(T) != 16) {
+    if constexpr (full_packs_only && kPack * sizeof(T) != 16) {
       return;
     } else if constexpr (kPack * sizeof(T) <= 16) {
       if (c.thread_group_width < kWarpSize) {
@@ -118,11 +120,13 @@ cudaError_t RunWarpRowOp(const KernelRequest& req, KernelAction action,
           // narrow groups may take two rows per step.
           DispatchInt<1, 2, 4, 8, 16>(c.thread_group_width, [&](auto tgw) {
             DispatchInt<1, 2>(c.rows_per_access, [&](auto rpa) {
-              if (req.cols_per_thread == kPack) {
-                launch(pack, pack, tgw, rpa);
-              } else if constexpr (NarrowGroupPacksPerLane(kPack * sizeof(T)) == 2) {
-                if (req.cols_per_thread == 2 * kPack) {
-                  launch(pack, std::integral_constant<int, 2 * kPack>{}, tgw, rpa);
+              if constexpr (!kGrouped || decltype(rpa)::value == 1) {
+                if (req.cols_per_thread == kPack) {
+                  launch(pack, pack, tgw, rpa);
+                } else if constexpr (NarrowGroupPacksPerLane(kPack * sizeof(T)) == 2) {
+                  if (req.cols_per_thread == 2 * kPack) {
+                    launch(pack, std::integral_constant<int, 2 * kPack>{}, tgw, rpa);
+                  }
                 }
               }
             });
@@ -140,7 +144,8 @@ cudaError_t RunWarpRowOp(const KernelRequest& req, KernelAction action,
               constexpr int kCpt = decltype(cpt)::value;
               if constexpr (kCpt % kPack == 0 && kCpt >= 2 * kPack &&
                             WarpHasColsPerThread(kCpt, kPack * sizeof(T)) &&
-                            (!IsFusedNorm(op) || kCpt >= kFusedWarpMinColsPerThread)) {
+                            (!IsFusedNorm(op) || kCpt >= kFusedWarpMinColsPerThread) &&
+                            (!kGrouped || kCpt == 2 * kPack)) {
                 launch(pack, cpt, std::integral_constant<int, kWarpSize>{},
                        std::integral_constant<int, 1>{});
               }
@@ -149,6 +154,23 @@ cudaError_t RunWarpRowOp(const KernelRequest& req, KernelAction action,
     }
   });
   return result;
+}
+
+template <Op op, DType dtype>
+cudaError_t RunWarpRowOp(const KernelRequest& req, KernelAction action,
+                         cudaStream_t stream, int* active_blocks) {
+  using T = typename StorageOf<dtype>::type;
+  if constexpr (op == Op::kRmsNorm) {
+    // Grouped rows (QK-norm over per-head views) have instances of their
+    // own, 16-byte packs only (ServesRowPlacement).
+    if (req.args.params.group_rows > 0) {
+      return RunWarpRowOpWith<op, T, true>(req, MakeLoad<op, T, false, true>(req),
+                                           MakeStore<op, T, false, true>(req), action, stream,
+                                           active_blocks);
+    }
+  }
+  return RunWarpRowOpWith<op, T, IsFusedNorm(op)>(req, MakeLoad<op, T>(req), MakeStore<op, T>(req),
+                                                  action, stream, active_blocks);
 }
 
 // Calls f(pack, block) with the config's pack size (where a pack of T is at

@@ -27,14 +27,11 @@ struct ResidualAddLoad {
   using cache_type = T;
   const T* __restrict__ src;
   int64_t row_stride;
-  int64_t group_rows;
-  int64_t group_stride;
   T* __restrict__ residual;
   int64_t residual_stride;
   template <int N>
   __device__ __forceinline__ void load(float* dst, int64_t row, int64_t col) const {
-    const Pack<T, N> x = *reinterpret_cast<const Pack<T, N>*>(
-        src + RowOffset(row, row_stride, group_rows, group_stride) + col);
+    const Pack<T, N> x = *reinterpret_cast<const Pack<T, N>*>(src + row * row_stride + col);
     Pack<T, N>* r = reinterpret_cast<Pack<T, N>*>(residual + row * residual_stride + col);
     float a[N];
     float b[N];
@@ -72,8 +69,6 @@ template <typename T, bool with_beta>
 struct QuantStore {
   uint8_t* __restrict__ dst;
   int64_t row_stride;
-  int64_t group_rows;
-  int64_t group_stride;
   const T* __restrict__ gamma;
   const T* __restrict__ beta;  // null unless with_beta
   float weight_offset;
@@ -114,8 +109,7 @@ struct QuantStore {
     Pack<uint8_t, N> codes;
 #pragma unroll
     for (int i = 0; i < N; ++i) codes.elem[i] = QuantizeCode(v[i] * inv_scale, dtype);
-    *reinterpret_cast<Pack<uint8_t, N>*>(
-        dst + RowOffset(row, row_stride, group_rows, group_stride) + col) = codes;
+    *reinterpret_cast<Pack<uint8_t, N>*>(dst + row * row_stride + col) = codes;
   }
 
   // Stores one row: the thread's kPacks packs of `pack` normalized values

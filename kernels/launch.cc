@@ -84,7 +84,7 @@ struct DeviceLimits {
 // nothing but the key, so a repeat is served from it.
 absl::StatusOr<LaunchConfig> ConfigForAlignmentOnce(Op op, DType dtype, Shape shape,
                                                     const LaunchConfig& config,
-                                                    int64_t alignment, bool contiguous_rows,
+                                                    int64_t alignment, RowPlacement rows,
                                                     const DeviceInfo& device) {
   struct Memo {
     Op op;
@@ -92,7 +92,7 @@ absl::StatusOr<LaunchConfig> ConfigForAlignmentOnce(Op op, DType dtype, Shape sh
     Shape shape;
     LaunchConfig config;
     int64_t alignment;
-    bool contiguous_rows;
+    RowPlacement rows;
     DeviceLimits device;
     LaunchConfig effective;
   };
@@ -100,13 +100,13 @@ absl::StatusOr<LaunchConfig> ConfigForAlignmentOnce(Op op, DType dtype, Shape sh
   const DeviceLimits limits(device);
   if (last && last->op == op && last->dtype == dtype && last->shape == shape &&
       last->config == config && last->alignment == alignment &&
-      last->contiguous_rows == contiguous_rows && last->device == limits) {
+      last->rows == rows && last->device == limits) {
     return last->effective;
   }
   absl::StatusOr<LaunchConfig> effective =
-      ConfigForAlignment(op, dtype, shape, config, alignment, device, contiguous_rows);
+      ConfigForAlignment(op, dtype, shape, config, alignment, device, rows);
   if (effective.ok()) {
-    last = Memo{op, dtype, shape, config, alignment, contiguous_rows, limits, *effective};
+    last = Memo{op, dtype, shape, config, alignment, rows, limits, *effective};
   }
   return effective;
 }
@@ -139,7 +139,7 @@ absl::StatusOr<LaunchConfig> Launch(Op op, DType dtype, Shape shape, const RowOp
   // Validates the config as the operands' alignment adapts it.
   absl::StatusOr<LaunchConfig> aligned =
       ConfigForAlignmentOnce(op, dtype, shape, config, CommonAlignment(op, dtype, shape, args),
-                             !HasRowStrides(args.params, shape), device);
+                             PlacementOf(args.params, shape), device);
   if (!aligned.ok()) return aligned.status();
   const LaunchConfig& effective = *aligned;
   // A group's lanes exchange its max by warp shuffles: group_size / pack

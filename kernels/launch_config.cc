@@ -166,14 +166,6 @@ absl::Status CheckBlockRereadKnobs(Op op, Shape shape, const LaunchConfig& c) {
       c.block_size, " (", kBlockRereadValuesPerThread, " elements per thread)"));
 }
 
-// Whether `impl` serves rows that are not contiguous (op_args.h's
-// RowLayout): the families whose functors place every row. The split and
-// middle-axis kernels index a contiguous tensor themselves.
-bool ServesStridedRows(Impl impl) {
-  return impl == Impl::kWarp || impl == Impl::kBlockSmem || impl == Impl::kBlockUncached ||
-         impl == Impl::kBlockRegs || impl == Impl::kBlockReread;
-}
-
 // The fused norms (residual add, quantized output) run in the
 // register-resident families only, and in whole warps of 16-byte packs
 // (the instances dispatch.cuh compiles for them).
@@ -284,6 +276,25 @@ void AppendRowCandidates(Op op, DType dtype, Shape shape, std::vector<LaunchConf
 }
 
 }  // namespace
+
+bool ServesRowPlacement(Op op, DType dtype, Shape shape, const LaunchConfig& c,
+                        RowPlacement rows) {
+  switch (rows) {
+    case RowPlacement::kContiguous:
+      return true;
+    case RowPlacement::kStrided:
+      return (c.impl == Impl::kWarp || c.impl == Impl::kBlockSmem ||
+              c.impl == Impl::kBlockUncached || c.impl == Impl::kBlockRegs ||
+              c.impl == Impl::kBlockReread) &&
+             c.pack_size > 0 && shape.cols % c.pack_size == 0;
+    case RowPlacement::kGrouped:
+      return op == Op::kRmsNorm && c.impl == Impl::kWarp &&
+             c.pack_size * DTypeSize(dtype) == 16 && c.rows_per_access == 1 &&
+             shape.cols % c.pack_size == 0 &&
+             WarpColsPerThread(c, dtype, shape.cols) <= kMaxGroupedPacksPerLane * c.pack_size;
+  }
+  return false;
+}
 
 absl::string_view ImplName(Impl impl) {
   switch (impl) {
@@ -441,17 +452,17 @@ int WidestPackFor(Op op, Impl impl, DType dtype, Shape shape, int64_t alignment_
 absl::StatusOr<LaunchConfig> ConfigForAlignment(Op op, DType dtype, Shape shape,
                                                 const LaunchConfig& config,
                                                 int64_t alignment_bytes,
-                                                const DeviceInfo& device, bool contiguous_rows) {
-  if (!contiguous_rows && !ServesStridedRows(config.impl)) {
+                                                const DeviceInfo& device, RowPlacement rows) {
+  if (!ServesRowPlacement(op, dtype, shape, config, rows)) {
     if (absl::Status s = ValidateConfig(op, dtype, shape, config, device); !s.ok()) return s;
-    return HeuristicConfig(op, dtype, shape, device, alignment_bytes, contiguous_rows);
+    return HeuristicConfig(op, dtype, shape, device, alignment_bytes, rows);
   }
   LaunchConfig narrowed = config;
   // Where the pack need not divide the row, only the alignment narrows it
   // (the config's own pack is a length every narrower one divides). Strided
   // rows start wherever their layout says, so there the pack divides cols
   // (the kernels' edges assume rows that follow each other).
-  const int64_t length = PackMustDivideLength(op, config.impl) || !contiguous_rows
+  const int64_t length = PackMustDivideLength(op, config.impl) || rows != RowPlacement::kContiguous
                              ? PackedLength(shape, config.impl)
                              : config.pack_size;
   narrowed.pack_size = NarrowPackSize(config.pack_size, dtype, length, alignment_bytes);
@@ -462,7 +473,11 @@ absl::StatusOr<LaunchConfig> ConfigForAlignment(Op op, DType dtype, Shape shape,
         32, config.thread_group_width * (config.pack_size / narrowed.pack_size));
     if (narrowed.thread_group_width == 32) narrowed.rows_per_access = 1;
   }
-  const absl::Status narrowed_ok = ValidateConfig(op, dtype, shape, narrowed, device);
+  absl::Status narrowed_ok = ValidateConfig(op, dtype, shape, narrowed, device);
+  if (narrowed_ok.ok() && !ServesRowPlacement(op, dtype, shape, narrowed, rows)) {
+    narrowed_ok = absl::InvalidArgumentError(
+        "the pack the operands' alignment allows does not serve these rows");
+  }
   if (narrowed_ok.ok() || narrowed == config) {
     if (!narrowed_ok.ok()) return narrowed_ok;
     return narrowed;
@@ -470,7 +485,7 @@ absl::StatusOr<LaunchConfig> ConfigForAlignment(Op op, DType dtype, Shape shape,
   // The narrowed config cannot run: the heuristic at this alignment, unless
   // the config itself is illegal, which is refused as such.
   if (absl::Status s = ValidateConfig(op, dtype, shape, config, device); !s.ok()) return s;
-  return HeuristicConfig(op, dtype, shape, device, alignment_bytes, contiguous_rows);
+  return HeuristicConfig(op, dtype, shape, device, alignment_bytes, rows);
 }
 
 int64_t PackedLength(Shape shape, Impl impl) {
@@ -597,7 +612,8 @@ absl::Status ValidateConfig(Op op, DType dtype, Shape shape, const LaunchConfig&
 }
 
 absl::StatusOr<std::vector<LaunchConfig>> EnumerateConfigs(Op op, DType dtype, Shape shape,
-                                                           const DeviceInfo& device) {
+                                                           const DeviceInfo& device,
+                                                           RowPlacement rows) {
   if (absl::Status s = CheckShape(op, dtype, shape); !s.ok()) return s;
   std::vector<LaunchConfig> candidates;
   if (shape.inner > 1) {
@@ -610,6 +626,7 @@ absl::StatusOr<std::vector<LaunchConfig>> EnumerateConfigs(Op op, DType dtype, S
   }
   std::vector<LaunchConfig> legal;
   for (const LaunchConfig& config : candidates) {
+    if (!ServesRowPlacement(op, dtype, shape, config, rows)) continue;
     const absl::Status status = ValidateConfig(op, dtype, shape, config, device);
     if (status.ok()) {
       legal.push_back(config);
@@ -654,15 +671,23 @@ absl::StatusOr<LaunchConfig> FusedNormHeuristic(Op op, DType dtype, Shape shape,
 
 absl::StatusOr<LaunchConfig> HeuristicConfig(Op op, DType dtype, Shape shape,
                                              const DeviceInfo& device,
-                                             int64_t alignment_bytes, bool contiguous_rows) {
+                                             int64_t alignment_bytes, RowPlacement rows) {
   if (absl::Status s = CheckShape(op, dtype, shape); !s.ok()) return s;
   if (IsFusedNorm(op)) return FusedNormHeuristic(op, dtype, shape, device, alignment_bytes);
-  if (!contiguous_rows) {
-    // As below without the split families, packs dividing cols (each row's
-    // own start is aligned only where the pack divides the strides too).
-    absl::StatusOr<LaunchConfig> c =
-        HeuristicConfig(op, dtype, shape, device, alignment_bytes, /*contiguous_rows=*/true);
-    if (c.ok() && ServesStridedRows(c->impl) && shape.cols % c->pack_size == 0) return c;
+  if (rows != RowPlacement::kContiguous) {
+    // As for contiguous rows where that config serves these; else, for
+    // strided rows, a block family with a pack dividing cols.
+    absl::StatusOr<LaunchConfig> c = HeuristicConfig(op, dtype, shape, device, alignment_bytes);
+    if (c.ok() && ServesRowPlacement(op, dtype, shape, *c, rows)) return c;
+    if (rows == RowPlacement::kGrouped) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "grouped rows (per-head views) run rms_norm in warp groups of 16-byte packs, at most ",
+          kMaxGroupedPacksPerLane, " a lane: cols=", shape.cols, " (", DTypeName(dtype),
+          ") must be a multiple of 16 bytes, at most ",
+          32 * kMaxGroupedPacksPerLane * 16 / static_cast<int64_t>(DTypeSize(dtype)),
+          ", with operands and strides 16-byte aligned (here aligned to ", alignment_bytes,
+          " bytes)"));
+    }
     const int pack = WidestPack(dtype, shape.cols, alignment_bytes);
     for (Impl impl : {Impl::kBlockRegs, Impl::kBlockSmem, Impl::kBlockUncached}) {
       int block = kBlockImplBlockSizes[0];

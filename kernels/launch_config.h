@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "kernels/device_info.h"
+#include "kernels/op_args.h"
 #include "kernels/types.h"
 
 namespace kt::kernels {
@@ -273,24 +274,36 @@ absl::Status ValidateConfig(Op op, DType dtype, Shape shape,
                             const LaunchConfig& config,
                             const DeviceInfo& device);
 
-// Every config ValidateConfig accepts for the problem, in a stable order.
-// This is the tuner's search space; the heuristic config is always in it.
+// Every config ValidateConfig accepts for the problem, in a stable order,
+// among those that serve `rows` (ServesRowPlacement). This is the tuner's
+// search space; the heuristic config is always in it.
 absl::StatusOr<std::vector<LaunchConfig>> EnumerateConfigs(
-    Op op, DType dtype, Shape shape, const DeviceInfo& device);
+    Op op, DType dtype, Shape shape, const DeviceInfo& device,
+    RowPlacement rows = RowPlacement::kContiguous);
+
+// Whether `config` serves rows placed as `rows` (op_args.h): contiguous
+// rows, any; strided rows, the families whose load and store functors place
+// every row (not the split and middle-axis kernels, which index a
+// contiguous tensor themselves) with packs dividing cols; grouped rows
+// (rms_norm over per-head views), whole 16-byte packs in warp groups of at
+// most two packs a lane (kMaxGroupedPacksPerLane), the instances compiled
+// for them.
+bool ServesRowPlacement(Op op, DType dtype, Shape shape, const LaunchConfig& config,
+                        RowPlacement rows);
+inline constexpr int kMaxGroupedPacksPerLane = 2;
 
 // The default config: OneFlow's dispatch rules extended with 16-byte packs
 // and the longer register-cached rows. Always valid for the problem.
 // `alignment_bytes`: what the operands' addresses are aligned to (16 when
 // they are allocations' bases), which caps the pack size.
-// `contiguous_rows` false: for rows laid out by strides or groups
-// (op_args.h's RowLayout), which the split and middle-axis families do not
-// serve, with a pack dividing cols. The fused norms (IsFusedNorm) take a
+// `rows`: for rows laid out by strides or groups (op_args.h's RowLayout),
+// a config that serves them (ServesRowPlacement). The fused norms (IsFusedNorm) take a
 // whole warp of 16-byte packs up to kMaxWarpCols columns, else the smallest
 // kBlockRegs block that holds the row.
 absl::StatusOr<LaunchConfig> HeuristicConfig(Op op, DType dtype, Shape shape,
                                              const DeviceInfo& device,
                                              int64_t alignment_bytes = 16,
-                                             bool contiguous_rows = true);
+                                             RowPlacement rows = RowPlacement::kContiguous);
 
 // Largest pack size <= `pack_size` that divides `vector_length` (cols, or
 // inner for kAxis) and keeps every access aligned given the pointers'
@@ -313,14 +326,14 @@ int WidestPackFor(Op op, Impl impl, DType dtype, Shape shape, int64_t alignment_
 // heuristic config at that alignment; when `config` is illegal, its error.
 // Launch runs what this returns; the tuner's configs assume 16-byte aligned
 // bases.
-// `contiguous_rows` false (strided or grouped rows): a config of a family
-// that does not serve them becomes the heuristic for such rows, and the
-// pack always divides cols.
+// `rows` strided or grouped: a config that does not serve them
+// (ServesRowPlacement) becomes the heuristic for such rows, and the pack
+// always divides cols.
 absl::StatusOr<LaunchConfig> ConfigForAlignment(Op op, DType dtype, Shape shape,
                                                 const LaunchConfig& config,
                                                 int64_t alignment_bytes,
                                                 const DeviceInfo& device,
-                                                bool contiguous_rows = true);
+                                                RowPlacement rows = RowPlacement::kContiguous);
 
 // The length packs divide: shape.inner for kAxis, shape.cols otherwise.
 int64_t PackedLength(Shape shape, Impl impl);

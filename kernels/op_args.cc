@@ -98,6 +98,11 @@ bool HasRowStrides(const OpParams& params, Shape shape) {
   return false;
 }
 
+RowPlacement PlacementOf(const OpParams& params, Shape shape) {
+  if (params.group_rows > 0) return RowPlacement::kGrouped;
+  return HasRowStrides(params, shape) ? RowPlacement::kStrided : RowPlacement::kContiguous;
+}
+
 int64_t OutputElementBytes(Op op, DType dtype) {
   return QuantizesOutput(op) ? 1 : static_cast<int64_t>(DTypeSize(dtype));
 }
@@ -314,6 +319,11 @@ absl::Status ValidateOpArgs(Op op, DType dtype, Shape shape, const RowOpArgs& ar
     return absl::InvalidArgumentError(
         "row strides are for last-axis rows; rows reduced along a middle axis (inner > 1) are "
         "contiguous");
+  }
+  if (params.group_rows > 0 && op != Op::kRmsNorm) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "group_rows=", params.group_rows,
+        ": grouped rows (per-head views, QK-norm) are for rms_norm, not ", OpName(op)));
   }
   if (params.group_rows < 0 || (params.group_rows > 0 && shape.rows % params.group_rows != 0)) {
     return absl::InvalidArgumentError(absl::StrCat("group_rows=", params.group_rows,

@@ -118,6 +118,12 @@ struct RowLayout {
 RowLayout RowLayoutOf(Operand operand, const OpParams& params, Shape shape);
 // Whether any operand's rows are not contiguous.
 bool HasRowStrides(const OpParams& params, Shape shape);
+// How a launch's rows are placed, which decides the kernel families that
+// serve it (launch_config.h's ServesRowPlacement): contiguous; strided
+// (each operand's rows `stride` apart); or grouped (group_rows > 0: RMSNorm
+// over per-head views).
+enum class RowPlacement { kContiguous, kStrided, kGrouped };
+RowPlacement PlacementOf(const OpParams& params, Shape shape);
 // Bytes of one element of the output: the storage dtype's, or 1 for codes.
 int64_t OutputElementBytes(Op op, DType dtype);
 
@@ -172,7 +178,8 @@ struct RowOpArgs {
 // scales of a quantizing op (quant_scale when static, else row_scale) given;
 // a group size of 64 or 128 dividing cols, a finite scale_ub >= 0; a finite
 // weight_offset, 0 without a weight or outside the RMSNorm family; row
-// strides >= cols for last-axis ops only, and y's equal to x's when y is x.
+// strides >= cols for last-axis ops only, groups for rms_norm only, and y's
+// layout equal to x's when y is x.
 // InvalidArgument names what is wrong. Launch and the reference both
 // check this; the daemon validates its requests before it gets here.
 absl::Status ValidateOpArgs(Op op, DType dtype, Shape shape, const RowOpArgs& args);

@@ -30,10 +30,7 @@ struct MaskedScaleLoad {
   int64_t mask_rows;           // >= 1
   float scale;
   bool causal;
-  // x's rows (RowOffset): strided or grouped views of a larger tensor.
-  int64_t x_stride = 0;  // 0: row_stride
-  int64_t x_group_rows = 0;
-  int64_t x_group_stride = 0;
+  int64_t x_stride;  // x's rows: a strided view of a larger tensor
 
   struct RowView {
     const T* __restrict__ src;   // the row
@@ -76,10 +73,8 @@ struct MaskedScaleLoad {
         ((static_cast<uint64_t>(row) | static_cast<uint64_t>(mask_rows)) >> 32) == 0
             ? static_cast<int64_t>(static_cast<uint32_t>(row) % static_cast<uint32_t>(mask_rows))
             : row % mask_rows;
-    const int64_t start =
-        RowOffset(row, x_stride > 0 ? x_stride : row_stride, x_group_rows, x_group_stride);
-    return {src + start, mask != nullptr ? mask + query * row_stride : nullptr, query, scale,
-            causal};
+    return {src + row * x_stride, mask != nullptr ? mask + query * row_stride : nullptr, query,
+            scale, causal};
   }
 
   template <int N>
@@ -94,7 +89,9 @@ inline RowLayout LayoutOf(const KernelRequest& req, Operand operand) {
 }
 
 // `paired`: 16-bit conversions two elements at a time (Widen, Narrow).
-template <Op op, typename T, bool paired = false>
+// `grouped`: rows placed by groups (RowLayout::group_rows > 0; RMSNorm
+// over per-head views only, GroupedRowsServed).
+template <Op op, typename T, bool paired = false, bool grouped = false>
 auto MakeLoad(const KernelRequest& req) {
   const RowOpArgs& a = req.args;
   const RowLayout x = LayoutOf(req, Operand::kInput);
@@ -106,23 +103,21 @@ auto MakeLoad(const KernelRequest& req) {
                               a.params.mask_rows > 1 ? a.params.mask_rows : 1,
                               static_cast<float>(a.params.scale),
                               a.params.causal,
-                              x.stride,
-                              x.group_rows,
-                              x.group_stride};
+                              x.stride};
   } else if constexpr (AddsResidual(op)) {
-    return ResidualAddLoad<T, paired>{static_cast<const T*>(a.x), x.stride, x.group_rows,
-                                      x.group_stride, static_cast<T*>(a.residual),
+    return ResidualAddLoad<T, paired>{static_cast<const T*>(a.x), x.stride,
+                                      static_cast<T*>(a.residual),
                                       LayoutOf(req, Operand::kResidual).stride};
   } else {
-    return DirectLoad<T, paired>{static_cast<const T*>(a.x), x.stride, x.group_rows,
-                                 x.group_stride};
+    return DirectLoad<T, paired, grouped>{static_cast<const T*>(a.x), x.stride, x.group_rows,
+                                          x.group_stride};
   }
 }
 
 // LayerNorm's store applies its optional affine transform, RMSNorm's its
 // optional weight (gamma, with beta null, plus the weight offset); the
 // quantizing ops' store writes codes and scales; the others store plainly.
-template <Op op, typename T, bool paired = false>
+template <Op op, typename T, bool paired = false, bool grouped = false>
 auto MakeStore(const KernelRequest& req) {
   const RowOpArgs& a = req.args;
   const RowLayout y = LayoutOf(req, Operand::kOutput);
@@ -132,8 +127,6 @@ auto MakeStore(const KernelRequest& req) {
     return QuantStore<T, kLayerNormFamily>{
         static_cast<uint8_t*>(a.y),
         y.stride,
-        y.group_rows,
-        y.group_stride,
         static_cast<const T*>(a.gamma),
         kLayerNormFamily ? static_cast<const T*>(a.beta) : nullptr,
         static_cast<float>(q.weight_offset),
@@ -147,15 +140,19 @@ auto MakeStore(const KernelRequest& req) {
         q.scale_mode == ScaleMode::kPerGroup && q.group_size > 0 ? req.shape.cols / q.group_size
                                                                 : 1};
   } else if constexpr (kLayerNormFamily) {
-    return AffineStore<T, paired>{static_cast<T*>(a.y),         y.stride,
-                                  static_cast<const T*>(a.gamma), static_cast<const T*>(a.beta),
-                                  y.group_rows,                  y.group_stride};
+    return AffineStore<T, paired, true, grouped>{static_cast<T*>(a.y),
+                                                 y.stride,
+                                                 static_cast<const T*>(a.gamma),
+                                                 static_cast<const T*>(a.beta),
+                                                 y.group_rows,
+                                                 y.group_stride};
   } else if constexpr (BaseNormOp(op) == Op::kRmsNorm) {
-    return AffineStore<T, paired, /*with_beta=*/false>{
+    return AffineStore<T, paired, /*with_beta=*/false, grouped>{
         static_cast<T*>(a.y), y.stride,       static_cast<const T*>(a.gamma), nullptr,
         y.group_rows,         y.group_stride, static_cast<float>(a.params.weight_offset)};
   } else {
-    return DirectStore<T, paired>{static_cast<T*>(a.y), y.stride, y.group_rows, y.group_stride};
+    return DirectStore<T, paired, grouped>{static_cast<T*>(a.y), y.stride, y.group_rows,
+                                           y.group_stride};
   }
 }
 

@@ -119,14 +119,15 @@ __device__ __forceinline__ Pack<T, N> Narrow(const float* src) {
   return pack;
 }
 
-// Where row `row` of a tensor starts, in elements (op_args.h's RowLayout):
-// row * stride, or with groups (a per-head view: group_rows heads per
-// token) (row / group_rows) * group_stride + (row % group_rows) * stride.
-// The group test is uniform across a launch; a 32-bit division when both
-// fit (always, in practice), not the 64-bit division routine.
-__device__ __forceinline__ int64_t RowOffset(int64_t row, int64_t stride, int64_t group_rows,
-                                             int64_t group_stride) {
-  if (group_rows == 0) return row * stride;
+// Where row `row` of a grouped tensor starts, in elements (op_args.h's
+// RowLayout with group_rows > 0, a per-head view: group_rows heads per
+// token): (row / group_rows) * group_stride + (row % group_rows) * stride.
+// A 32-bit division when both fit (always, in practice). Only the functors
+// instantiated `grouped` pay for it: in the others, rows start at row *
+// row_stride as before, since the division's registers made LayerNorm's
+// block_regs instances spill (up to 48 bytes at float32 x 1024 threads).
+__device__ __forceinline__ int64_t GroupedRowOffset(int64_t row, int64_t stride,
+                                                    int64_t group_rows, int64_t group_stride) {
   if (((static_cast<uint64_t>(row) | static_cast<uint64_t>(group_rows)) >> 32) == 0) {
     const uint32_t r = static_cast<uint32_t>(row);
     const uint32_t g = static_cast<uint32_t>(group_rows);
@@ -139,18 +140,23 @@ __device__ __forceinline__ int64_t RowOffset(int64_t row, int64_t stride, int64_
 // `cache_type` is what the shared-memory kernel may cache instead of float:
 // the storage type, exactly, since float(T) -> T round trips are exact.
 // `paired`: widen 16-bit pairs at once (Widen).
-template <typename T, bool paired = false>
+// `grouped`: rows placed by GroupedRowOffset (group_rows, group_stride);
+// else row r at r * row_stride (the split-row kernels, which index src
+// themselves, serve contiguous rows only: row_stride cols).
+template <typename T, bool paired = false, bool grouped = false>
 struct DirectLoad {
   using storage_type = T;
   using cache_type = T;
   const T* __restrict__ src;
   int64_t row_stride;
-  // Grouped rows (RowOffset); the split-row kernels, which index src
-  // themselves, serve contiguous rows only (group_rows 0, row_stride cols).
   int64_t group_rows = 0;
   int64_t group_stride = 0;
   __device__ __forceinline__ int64_t RowStart(int64_t row) const {
-    return RowOffset(row, row_stride, group_rows, group_stride);
+    if constexpr (grouped) {
+      return GroupedRowOffset(row, row_stride, group_rows, group_stride);
+    } else {
+      return row * row_stride;
+    }
   }
   template <int N>
   __device__ __forceinline__ void load(float* dst, int64_t row,
@@ -227,14 +233,18 @@ struct RawVector<16> {
 
 // Narrows float results to the storage type and writes them as one pack;
 // `paired`: 16-bit pairs at once (Narrow).
-template <typename T, bool paired = false>
+template <typename T, bool paired = false, bool grouped = false>
 struct DirectStore {
   T* __restrict__ dst;
   int64_t row_stride;
   int64_t group_rows = 0;  // as DirectLoad's
   int64_t group_stride = 0;
   __device__ __forceinline__ int64_t RowStart(int64_t row) const {
-    return RowOffset(row, row_stride, group_rows, group_stride);
+    if constexpr (grouped) {
+      return GroupedRowOffset(row, row_stride, group_rows, group_stride);
+    } else {
+      return row * row_stride;
+    }
   }
   template <int N>
   __device__ __forceinline__ void store(const float* src, int64_t row,
@@ -282,9 +292,9 @@ struct DirectStore {
 template <class Functor>
 inline constexpr bool kFollowsRowLayout = false;
 template <typename T, bool paired>
-inline constexpr bool kFollowsRowLayout<DirectLoad<T, paired>> = true;
+inline constexpr bool kFollowsRowLayout<DirectLoad<T, paired, false>> = true;
 template <typename T, bool paired>
-inline constexpr bool kFollowsRowLayout<DirectStore<T, paired>> = true;
+inline constexpr bool kFollowsRowLayout<DirectStore<T, paired, false>> = true;
 
 // Whether a kernel may start each row's packs where x's pack grid does,
 // whatever cols (RowEdges): its load and store both follow x's layout.
@@ -334,8 +344,8 @@ __device__ __forceinline__ RowEdges EdgesOf(int64_t row, int64_t cols) {
 // scales and masks, so it does not.
 template <class Load>
 inline constexpr bool kLoadsRowUnchanged = false;
-template <typename T, bool paired>
-inline constexpr bool kLoadsRowUnchanged<DirectLoad<T, paired>> = true;
+template <typename T, bool paired, bool grouped>
+inline constexpr bool kLoadsRowUnchanged<DirectLoad<T, paired, grouped>> = true;
 // The kernels take their functors as const template arguments: the same
 // answer for those (without it block_smem's raw-pack cache compiled out).
 template <class Load>
@@ -349,7 +359,7 @@ inline constexpr bool kLoadsRowUnchanged<const Load> = kLoadsRowUnchanged<Load>;
 // beta code behind the null check instead of branching over it, 19 issued
 // instructions per 16-bit pack for nothing (57 of 435 per thread per row,
 // block_uncached RMSNorm float16 x 12288).
-template <typename T, bool paired = false, bool with_beta = true>
+template <typename T, bool paired = false, bool with_beta = true, bool grouped = false>
 struct AffineStore {
   T* __restrict__ dst;
   int64_t row_stride;
@@ -360,7 +370,7 @@ struct AffineStore {
   // RMSNorm's y = x_hat * (weight_offset + gamma) (Gemma: 1). Added to the
   // widened weight, so 0 leaves every product as it was.
   float weight_offset = 0.f;
-  __device__ __forceinline__ DirectStore<T, paired> Output() const {
+  __device__ __forceinline__ DirectStore<T, paired, grouped> Output() const {
     return {dst, row_stride, group_rows, group_stride};
   }
   template <int N>
@@ -482,12 +492,12 @@ struct WeightsOf {
   template <int B, int N>
   struct type {};
 };
-template <typename T, bool paired, bool with_beta>
-struct WeightsOf<AffineStore<T, paired, with_beta>> {
+template <typename T, bool paired, bool with_beta, bool grouped>
+struct WeightsOf<AffineStore<T, paired, with_beta, grouped>> {
   static constexpr bool kLoads = true;
   static constexpr int kValueBytes = static_cast<int>(sizeof(T));
   template <int B, int N>
-  using type = typename AffineStore<T, paired, with_beta>::template Weights<B, N>;
+  using type = typename AffineStore<T, paired, with_beta, grouped>::template Weights<B, N>;
 };
 template <class Store>
 inline constexpr bool kStoreLoadsWeights = WeightsOf<Store>::kLoads;

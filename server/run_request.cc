@@ -562,7 +562,8 @@ std::optional<int64_t> CheckedExtent(int64_t stride, int64_t group_rows, int64_t
 // (a hostile stride must be refused, never overflow), then read into
 // `params`. The rules are kernels::ValidateOpArgs's, with the fields
 // named: strides >= 0 (0: contiguous), row strides >= cols, last-axis rows
-// only, a residual stride only for the add ops, group_rows dividing rows,
+// only, a residual stride only for the add ops, group_rows for rms_norm
+// only and dividing rows,
 // group strides only with group_rows and wide enough that groups never
 // overlap, and every operand's extent inside int64_t bytes.
 absl::Status ReadRowStrides(const pb::RunRequest& request, kernels::Op op, kernels::DType dtype,
@@ -596,6 +597,11 @@ absl::Status ReadRowStrides(const pb::RunRequest& request, kernels::Op op, kerne
                                                    " takes no residual"));
   }
   const int64_t group_rows = strides.group_rows();
+  if (group_rows > 0 && op != kernels::Op::kRmsNorm) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "row_strides.group_rows=", group_rows,
+        ": grouped rows (per-head views, QK-norm) are for rms_norm, not op=", kernels::OpName(op)));
+  }
   if (group_rows > 0 && shape.rows % group_rows != 0) {
     return absl::InvalidArgumentError(absl::StrCat("row_strides.group_rows=", group_rows,
                                                    " must divide shape.rows=", shape.rows));

@@ -30,14 +30,24 @@ constexpr int64_t kCopyRooflineBytes = int64_t{1} << 30;
 constexpr int64_t kMiB = int64_t{1} << 20;
 
 // An upper bound of the device bytes kernels::Upload takes for `point`:
-// input, output and (with a mask) a mask as large as the input, the fp32
-// reference of the output, up to three fp32 per-row outputs with their
-// references, gamma and beta, and the workspace. Known before anything is
+// input (at its row layout's extent), output and (with a mask) a mask as
+// large as the input, the fp32 reference of the output and the codes', up
+// to three fp32 per-row outputs with their references, the quantization's
+// scales and their references, the residual with its initial value and
+// reference, gamma and beta, and the workspace. Known before anything is
 // allocated.
 int64_t ProblemBytesBound(const GridPoint& point) {
+  const kernels::OpParams params = ParamsOf(point);
+  const auto extent = [&](kernels::Operand operand) {
+    return kernels::TakesOperand(point.op, operand)
+               ? kernels::OperandBytes(point.op, operand, point.dtype, point.shape, params)
+               : 0;
+  };
   const int64_t elements = point.shape.rows * point.shape.cols * point.shape.inner;
   const int64_t dtype_bytes = static_cast<int64_t>(kernels::DTypeSize(point.dtype));
-  return elements * (dtype_bytes * (point.with_mask ? 3 : 2) + 4) + point.shape.rows * 24 +
+  return extent(kernels::Operand::kInput) * (point.with_mask ? 2 : 1) +
+         extent(kernels::Operand::kOutput) + elements * 5 + point.shape.rows * 24 +
+         2 * extent(kernels::Operand::kRowScale) + 3 * extent(kernels::Operand::kResidual) +
          2 * point.shape.cols * point.shape.inner * dtype_bytes + kernels::kMaxWorkspaceBytes;
 }
 
@@ -45,8 +55,9 @@ int64_t ProblemBytesBound(const GridPoint& point) {
 int64_t DeviceBytes(const kernels::DeviceProblem& p) {
   size_t bytes = 0;
   for (const kernels::DeviceBuffer* b :
-       {&p.x, &p.y, &p.gamma, &p.beta, &p.mask, &p.mean, &p.inv_std, &p.row_scale, &p.y_ref,
-        &p.mean_ref, &p.inv_std_ref, &p.row_scale_ref, &p.workspace}) {
+       {&p.x, &p.y, &p.gamma, &p.beta, &p.mask, &p.mean, &p.inv_std, &p.row_scale, &p.residual,
+        &p.quant_scale, &p.residual_init, &p.y_ref, &p.code_ref, &p.residual_ref, &p.mean_ref,
+        &p.inv_std_ref, &p.row_scale_ref, &p.workspace}) {
     bytes += b->bytes();
   }
   return static_cast<int64_t>(bytes);
@@ -320,7 +331,7 @@ absl::StatusOr<std::unique_ptr<PointMeasurer>> GpuBackend::Prepare(const GridPoi
       /*seed=*/0x6b74756e ^ static_cast<uint64_t>(point.shape.cols * 131 + point.shape.rows +
                                                    point.shape.inner * 7919),
       kernels::InputPattern::kNormal, /*with_affine=*/true, /*threads=*/0, distinct_rows,
-      AttentionOf(point));
+      kernels::ProblemOptions{AttentionOf(point), ParamsOf(point)});
   if (!host.ok()) return host.status();
   absl::StatusOr<kernels::DeviceProblem> problem = kernels::Upload(*host, stream_);
   if (!problem.ok()) return problem.status();

@@ -333,11 +333,14 @@ absl::StatusOr<std::optional<PointOutcome>> TunePoint(
     int64_t run_id, double copy_gbps, const SweepOptions& options,
     absl::FunctionRef<void(int done, int total)> on_candidate) {
   const kernels::DeviceInfo& device = backend.device();
+  // A point on strided or grouped rows (a per-head view) is tuned among
+  // the configs that serve them, which Launch keeps as they are.
+  const kernels::RowPlacement rows = kernels::PlacementOf(ParamsOf(point), point.shape);
   absl::StatusOr<std::vector<kernels::LaunchConfig>> configs =
-      kernels::EnumerateConfigs(point.op, point.dtype, point.shape, device);
+      kernels::EnumerateConfigs(point.op, point.dtype, point.shape, device, rows);
   if (!configs.ok()) return configs.status();
-  absl::StatusOr<kernels::LaunchConfig> heuristic =
-      kernels::HeuristicConfig(point.op, point.dtype, point.shape, device);
+  absl::StatusOr<kernels::LaunchConfig> heuristic = kernels::HeuristicConfig(
+      point.op, point.dtype, point.shape, device, /*alignment_bytes=*/16, rows);
   if (!heuristic.ok()) return heuristic.status();
   absl::StatusOr<std::unique_ptr<PointMeasurer>> measurer = backend.Prepare(point);
   if (!measurer.ok()) return measurer.status();

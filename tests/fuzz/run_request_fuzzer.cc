@@ -100,11 +100,17 @@ std::optional<MemoryRef> ToMemoryRef(const Ref& ref) {
   return std::nullopt;
 }
 
+// The norm message an op's operands are in (the families share theirs).
+bool RmsFamily(kernels::Op op) { return kernels::IsRmsNormFamily(op); }
+const pb::Quantization& QuantOf(const pb::RunRequest& request, kernels::Op op) {
+  return RmsFamily(op) ? request.rms_norm().quant() : request.layer_norm().quant();
+}
+
 // Where the request names each operand's memory: the proto's layout, stated
 // here again on purpose (kerntune.proto), not taken from the validator.
 std::optional<MemoryRef> ReferenceOf(const pb::RunRequest& request, kernels::Op op,
                                      Operand operand) {
-  const bool rms = op == kernels::Op::kRmsNorm;
+  const bool rms = RmsFamily(op);
   switch (operand) {
     case Operand::kInput:
       return ToMemoryRef(request.input());
@@ -123,7 +129,13 @@ std::optional<MemoryRef> ReferenceOf(const pb::RunRequest& request, kernels::Op 
       return rms ? ToMemoryRef(request.rms_norm().inv_rms())
                  : ToMemoryRef(request.layer_norm().inv_std());
     case Operand::kRowScale:
-      return ToMemoryRef(request.reduce_scale().row_scale());
+      return kernels::QuantizesOutput(op) ? ToMemoryRef(QuantOf(request, op).scales())
+                                          : ToMemoryRef(request.reduce_scale().row_scale());
+    case Operand::kResidual:
+      return rms ? ToMemoryRef(request.rms_norm().residual())
+                 : ToMemoryRef(request.layer_norm().residual());
+    case Operand::kQuantScale:
+      return ToMemoryRef(QuantOf(request, op).scale());
   }
   return std::nullopt;
 }
@@ -136,17 +148,25 @@ std::vector<pb::BufferSlice*> BufferSlices(pb::RunRequest& request) {
   };
   if (request.has_input()) add(request.mutable_input());
   if (request.has_output()) add(request.mutable_output());
+  auto add_quant = [&](pb::Quantization* quant) {
+    if (quant->has_scale()) add(quant->mutable_scale());
+    if (quant->has_scales()) add(quant->mutable_scales());
+  };
   if (request.has_layer_norm()) {
     pb::LayerNormParams& params = *request.mutable_layer_norm();
     if (params.has_gamma()) add(params.mutable_gamma());
     if (params.has_beta()) add(params.mutable_beta());
     if (params.has_mean()) add(params.mutable_mean());
     if (params.has_inv_std()) add(params.mutable_inv_std());
+    if (params.has_residual()) add(params.mutable_residual());
+    if (params.has_quant()) add_quant(params.mutable_quant());
   }
   if (request.has_rms_norm()) {
     pb::RmsNormParams& params = *request.mutable_rms_norm();
     if (params.has_weight()) add(params.mutable_weight());
     if (params.has_inv_rms()) add(params.mutable_inv_rms());
+    if (params.has_residual()) add(params.mutable_residual());
+    if (params.has_quant()) add_quant(params.mutable_quant());
   }
   if (request.has_scaled_masked_softmax() && request.scaled_masked_softmax().has_mask()) {
     add(request.mutable_scaled_masked_softmax()->mutable_mask());
@@ -169,18 +189,50 @@ std::optional<int64_t> Add(int64_t a, std::optional<int64_t> b) {
   return sum;
 }
 
+// Where the last row of a (rows, cols) tensor starts, as kerntune.proto's
+// RowStrides says: row r at r * stride, or with group_rows g at (r / g) *
+// group stride + (r % g) * stride; stride 0 is cols, group stride 0 is g *
+// stride. nullopt past int64_t.
+std::optional<int64_t> LastRowOffset(int64_t rows, int64_t cols, int64_t stride, int64_t group_rows,
+                                     int64_t group_stride) {
+  if (stride == 0) stride = cols;
+  if (group_rows <= 0) return Mul(rows - 1, stride);
+  const std::optional<int64_t> group = group_stride != 0 ? group_stride : Mul(group_rows, stride);
+  const std::optional<int64_t> within = Mul((rows - 1) % group_rows, stride);
+  if (!within) return std::nullopt;
+  return Add(*within, Mul(group, (rows - 1) / group_rows));
+}
+
 // Bytes from an operand's first byte to past the last one the kernels touch
-// (kernels/op_args.h's layouts): element (o, d, i) of the input and output
-// at (o * cols + d) * inner + i; gamma and beta indexed by column; row r's
-// mask row r % mask_rows; one float per row of statistics. nullopt when
-// that does not fit an int64_t, or a mask has no rows.
-std::optional<int64_t> Footprint(Operand operand, const server::RunRequest& run) {
+// (kernels/op_args.h's layouts): element (o, d, i) of a contiguous input
+// and output at (o * cols + d) * inner + i, a strided one's rows where
+// RowStrides puts them, one-byte codes for a quantizing op's output;
+// gamma and beta indexed by column; row r's mask row r % mask_rows; one
+// float per row of statistics, per row or group of dynamic quantization
+// scales; one float of a static scale. nullopt when that does not fit an
+// int64_t, or a mask has no rows.
+std::optional<int64_t> Footprint(Operand operand, const pb::RunRequest& request,
+                                 const server::RunRequest& run) {
   const int64_t element = static_cast<int64_t>(kernels::DTypeSize(run.dtype));
   const kernels::Shape& shape = run.shape;
+  const pb::RowStrides& strides = request.row_strides();
+  const bool quant = kernels::QuantizesOutput(run.op);
   switch (operand) {
     case Operand::kInput:
     case Operand::kOutput:
-      return Mul(Mul(Mul(shape.rows, shape.cols), shape.inner), element);
+    case Operand::kResidual: {
+      const int64_t bytes = operand == Operand::kOutput && quant ? 1 : element;
+      if (shape.inner > 1) return Mul(Mul(Mul(shape.rows, shape.cols), shape.inner), bytes);
+      const std::optional<int64_t> last =
+          operand == Operand::kInput ? LastRowOffset(shape.rows, shape.cols, strides.input(),
+                                                     strides.group_rows(), strides.input_group())
+          : operand == Operand::kOutput
+              ? LastRowOffset(shape.rows, shape.cols, strides.output(), strides.group_rows(),
+                              strides.output_group())
+              : LastRowOffset(shape.rows, shape.cols, strides.residual(), 0, 0);
+      if (!last) return std::nullopt;
+      return Mul(Add(shape.cols, last), bytes);
+    }
     case Operand::kGamma:
     case Operand::kBeta:
       return Mul(shape.cols, element);
@@ -189,8 +241,16 @@ std::optional<int64_t> Footprint(Operand operand, const server::RunRequest& run)
       return Mul(Mul(run.params.mask_rows, shape.cols), element);
     case Operand::kMean:
     case Operand::kInvStd:
-    case Operand::kRowScale:
       return Mul(shape.rows, static_cast<int64_t>(sizeof(float)));
+    case Operand::kRowScale: {
+      const pb::Quantization& q = QuantOf(request, run.op);
+      const int64_t per_row = quant && q.scale_mode() == pb::SCALE_MODE_PER_GROUP
+                                  ? (q.group_size() > 0 ? shape.cols / q.group_size() : 0)
+                                  : 1;
+      return Mul(Mul(shape.rows, per_row), static_cast<int64_t>(sizeof(float)));
+    }
+    case Operand::kQuantScale:
+      return static_cast<int64_t>(sizeof(float));
   }
   return std::nullopt;
 }
@@ -242,17 +302,18 @@ void CheckInlineViews(const pb::RunRequest& request, const server::RunRequest& r
       continue;
     }
     if (view.where != TensorView::Where::kInline) continue;
-    const std::optional<int64_t> footprint = Footprint(operand, run);
+    const std::optional<int64_t> footprint = Footprint(operand, request, run);
     KT_FUZZ_CHECK(footprint && view.bytes >= *footprint,
                   absl::StrCat(Describe(operand, run), ": inline view of ", view.bytes, " bytes"));
+    KT_FUZZ_CHECK(operand != Operand::kResidual, Describe(operand, run) + ": an inline residual");
     if (kernels::IsOutput(operand)) continue;
-    const std::string& bytes = operand == Operand::kInput ? request.input().inline_data()
-                               : operand == Operand::kMask
-                                   ? request.scaled_masked_softmax().mask().inline_data()
-                               : operand == Operand::kBeta ? request.layer_norm().beta().inline_data()
-                               : run.op == kernels::Op::kRmsNorm
-                                   ? request.rms_norm().weight().inline_data()
-                                   : request.layer_norm().gamma().inline_data();
+    const std::string& bytes =
+        operand == Operand::kInput        ? request.input().inline_data()
+        : operand == Operand::kQuantScale ? QuantOf(request, run.op).scale().inline_data()
+        : operand == Operand::kMask       ? request.scaled_masked_softmax().mask().inline_data()
+        : operand == Operand::kBeta       ? request.layer_norm().beta().inline_data()
+        : RmsFamily(run.op)               ? request.rms_norm().weight().inline_data()
+                                          : request.layer_norm().gamma().inline_data();
     KT_FUZZ_CHECK(view.data == bytes.data() && static_cast<int64_t>(bytes.size()) >= *footprint,
                   absl::StrCat(Describe(operand, run), ": ", bytes.size(), " inline bytes"));
   }
@@ -279,7 +340,7 @@ void CheckResolved(const pb::RunRequest& request, const server::RunRequest& run,
     KT_FUZZ_CHECK((view.where == TensorView::Where::kDevice) ==
                       (allowed->space == MemorySpace::kDevice),
                   what + ": host and device memory confused");
-    const std::optional<int64_t> footprint = Footprint(operand, run);
+    const std::optional<int64_t> footprint = Footprint(operand, request, run);
     const int64_t reach = std::max<int64_t>(footprint.value_or(0), view.bytes);
     const std::optional<int64_t> end = Add(ref->offset, reach);
     KT_FUZZ_CHECK(footprint && ref->offset >= 0 && view.data == allowed->base + ref->offset &&
@@ -288,15 +349,28 @@ void CheckResolved(const pb::RunRequest& request, const server::RunRequest& run,
                                " bytes (view ", view.bytes, ") in ", allowed->usable));
     ranges[static_cast<size_t>(operand)] = Range{view.data, *footprint};
   }
-  // What is written must not overlap anything else, except the output
-  // exactly on the input.
+  // What is written (the residual included) must not overlap anything else,
+  // except the output exactly on the input, with the same rows, for an op
+  // that writes the storage dtype.
+  const pb::RowStrides& strides = request.row_strides();
+  const int64_t cols = run.shape.cols;
+  const int64_t x_stride = strides.input() != 0 ? strides.input() : cols;
+  const int64_t y_stride = strides.output() != 0 ? strides.output() : cols;
+  // Default group strides (group_rows * stride) are equal when the strides are.
+  const bool same_rows =
+      !kernels::QuantizesOutput(run.op) && x_stride == y_stride &&
+      (strides.group_rows() == 0 || strides.input_group() == strides.output_group() ||
+       (strides.input_group() == 0 ? strides.group_rows() * x_stride : strides.input_group()) ==
+           (strides.output_group() == 0 ? strides.group_rows() * y_stride
+                                        : strides.output_group()));
   for (Operand written : kernels::kAllOperands) {
     const std::optional<Range>& w = ranges[static_cast<size_t>(written)];
     if (!kernels::IsOutput(written) || !w) continue;
     for (Operand other : kernels::kAllOperands) {
       const std::optional<Range>& o = ranges[static_cast<size_t>(other)];
       if (other == written || !o) continue;
-      if (written == Operand::kOutput && other == Operand::kInput && w->begin == o->begin) {
+      if (written == Operand::kOutput && other == Operand::kInput && w->begin == o->begin &&
+          same_rows) {
         continue;
       }
       const bool disjoint = w->begin + w->bytes <= o->begin || o->begin + o->bytes <= w->begin;

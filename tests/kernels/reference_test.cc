@@ -596,11 +596,17 @@ TEST(ReferenceTest, StridedAndGroupedRowsMatchDenseRowsAndLeaveTheGaps) {
     OpParams params = strided;
     params.quant_dtype = dense_params.quant_dtype;
     params.scale_mode = dense_params.scale_mode;
+    if (op != Op::kRmsNorm) {
+      // Groups are rms_norm's (QK-norm); the others take plain strides.
+      params.group_rows = 0;
+      params.x_group_stride = 0;
+      params.x_row_stride = 9;
+    }
     const RowLayout x_layout = RowLayoutOf(Operand::kInput, params, shape);
     const RowLayout y_layout = RowLayoutOf(Operand::kOutput, params, shape);
     const RowLayout r_layout = RowLayoutOf(Operand::kResidual, params, shape);
-    ASSERT_EQ(x_layout.Offset(5), 36 + 8);
-    ASSERT_EQ(y_layout.Offset(5), 15 + 10);
+    ASSERT_EQ(x_layout.Offset(5), op == Op::kRmsNorm ? 36 + 8 : 45);
+    ASSERT_EQ(y_layout.Offset(5), op == Op::kRmsNorm ? 15 + 10 : 25);
     const int64_t x_extent = x_layout.Offset(5) + 4, y_extent = y_layout.Offset(5) + 4,
                   r_extent = r_layout.Offset(5) + 4;
     std::vector<float> dense_x(24), dense_residual(24), strided_x(x_extent, x_gap),

@@ -379,6 +379,21 @@ TEST_P(RowOpsGpuTest, FusedNormsEveryQuantDTypeAndScaleMode) {
   }
 }
 
+// The fused norms at every dispatch boundary of their families (sub-warp
+// groups, whole warps, block_regs up to its 16 * 1024 columns), at few and
+// many rows, default quantization (fp8_e4m3 per_row).
+TEST_P(RowOpsGpuTest, FusedNormsAcrossTheirFamiliesBoundaries) {
+  for (Op op : kAllOps) {
+    if (!IsFusedNorm(op)) continue;
+    for (int64_t cols : {2, 31, 32, 64, 127, 1023, 1024, 1025, 2048, 2049, 8192, 12288, 16384}) {
+      for (int64_t rows : {int64_t{1}, int64_t{3}, int64_t{4099}}) {
+        const int64_t capped = std::min<int64_t>(rows, std::max<int64_t>(1, (1 << 24) / cols));
+        SweepFused(op, {capped, cols}, ProblemOptions(), InputPattern::kNormal, "boundary");
+      }
+    }
+  }
+}
+
 // Gemma's weight offset on the RMSNorm family, and a scale upper bound
 // below and above the rows' amax; zero rows (the floor scale) and a zero
 // residual.
@@ -475,13 +490,15 @@ ProblemOptions LayoutOptions(const LayoutCase& c) {
   } else {
     p.y_row_stride = c.head_dim + 16;
   }
-  p.residual_row_stride = c.head_dim + 4;
+  // 16-byte aligned rows in every dtype: the fused norms run in 16-byte
+  // packs only.
+  p.residual_row_stride = c.head_dim + 8;
   return options;
 }
 
-// Every last-axis op on strided and grouped rows: out of place (y strided
-// differently, its gaps never written) and in place in x's layout; the
-// quantizing ops per_row out of place.
+// Every last-axis op on strided rows, and rms_norm (QK-norm) on grouped
+// ones: out of place (y strided differently, its gaps never written) and in
+// place in x's layout; the quantizing ops per_row out of place.
 TEST_P(RowOpsGpuTest, StridedAndGroupedRowsEveryOp) {
   std::vector<LayoutCase> cases;
   for (int64_t head_dim : {int64_t{64}, int64_t{128}, int64_t{256}}) {
@@ -493,6 +510,7 @@ TEST_P(RowOpsGpuTest, StridedAndGroupedRowsEveryOp) {
   for (Op op : kAllOps) {
     for (const LayoutCase& c : cases) {
       if (c.y_in_place && QuantizesOutput(op)) continue;
+      if (c.grouped && op != Op::kRmsNorm) continue;  // ValidateOpArgs refuses groups
       ProblemOptions options = LayoutOptions(c);
       if (op == Op::kScaledMaskedSoftmax) options.attention.mask_rows = c.heads;
       const Shape shape{c.tokens * c.heads, c.head_dim};

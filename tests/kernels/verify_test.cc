@@ -116,7 +116,8 @@ TEST(VerifyTest, PickedStaticScaleSpansTheCodes) {
 
 // QK-norm's strided rows: x and the residual hold their stored rows where
 // their layouts put them, 0xff between; a grouped problem stores whole
-// groups; every op's CPU-backend output passes on that layout.
+// groups; every op's CPU-backend output passes on that layout (grouped for
+// rms_norm, plain strides for the others).
 TEST(VerifyTest, StridedProblemsLayOutTheirRows) {
   ProblemOptions options;
   options.params.group_rows = 4;     // heads
@@ -127,8 +128,15 @@ TEST(VerifyTest, StridedProblemsLayOutTheirRows) {
   const Shape shape{32, 64};  // 8 tokens x 4 heads
   for (Op op : kAllOps) {
     SCOPED_TRACE(OpName(op));
+    ProblemOptions op_options = options;
+    if (op != Op::kRmsNorm) {
+      // Groups are rms_norm's (QK-norm); the others take plain strides.
+      op_options.params.group_rows = 0;
+      op_options.params.x_group_stride = 0;
+      op_options.params.x_row_stride = 72;
+    }
     absl::StatusOr<HostProblem> p =
-        MakeProblem(op, DType::kFloat16, shape, 11, InputPattern::kNormal, true, 0, 0, options);
+        MakeProblem(op, DType::kFloat16, shape, 11, InputPattern::kNormal, true, 0, 0, op_options);
     ASSERT_TRUE(p.ok()) << p.status();
     const RowLayout x = RowLayoutOf(Operand::kInput, p->params, shape);
     ASSERT_EQ(p->x.size(), static_cast<size_t>((x.Offset(31) + 64) * 2));
@@ -197,6 +205,18 @@ TEST(VerifyTest, HostCheckCatchesSpoiledCodesResidualsAndScales) {
   report = CheckHostOutputs(*p, out);
   EXPECT_FALSE(report.passed);
   EXPECT_NE(report.detail.find("row_scale[3]"), std::string::npos) << report.detail;
+}
+
+// The fused norms' y (unquantized) has its base norm's tolerance.
+TEST(VerifyTest, FusedNormsTakeTheirBaseNormsTolerance) {
+  for (Op op : kAllOps) {
+    for (DType dtype : kAllDTypes) {
+      const Tolerance got = OutputTolerance(op, dtype);
+      const Tolerance want = OutputTolerance(BaseNormOp(op), dtype);
+      EXPECT_EQ(got.rtol, want.rtol) << OpName(op);
+      EXPECT_EQ(got.atol, want.atol) << OpName(op);
+    }
+  }
 }
 
 TEST(VerifyTest, RanksCountRepresentableValues) {

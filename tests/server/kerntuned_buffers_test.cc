@@ -27,6 +27,7 @@
 #include "kernels/host_dtype.h"
 #include "kernels/reference.h"
 #include "tests/server/kerntuned_fixture.h"
+#include "tests/server/shared_memory.h"
 #include "tests/testing/sanitizers.h"
 
 namespace kt::server {
@@ -36,37 +37,7 @@ namespace pb = ::kerntune::v1;
 using ::kt::server::testing::Health;
 using ::testing::HasSubstr;
 
-// A POSIX shared-memory object of this test, unlinked at the end.
-class SharedMemory {
- public:
-  explicit SharedMemory(int64_t bytes)
-      : name_(absl::StrCat("/kt_test_", getpid(), "_", counter_++)), bytes_(bytes) {
-    const int fd = shm_open(name_.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
-    EXPECT_GE(fd, 0) << std::strerror(errno);
-    EXPECT_EQ(ftruncate(fd, bytes), 0);
-    data_ = static_cast<char*>(
-        mmap(nullptr, static_cast<size_t>(bytes), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
-    close(fd);
-  }
-  ~SharedMemory() {
-    munmap(data_, static_cast<size_t>(bytes_));
-    shm_unlink(name_.c_str());
-  }
-  const std::string& name() const { return name_; }
-  char* data() const { return data_; }
-  // Shrinks the object under whoever maps it.
-  void Truncate(int64_t bytes) {
-    const int fd = shm_open(name_.c_str(), O_RDWR, 0);
-    EXPECT_EQ(ftruncate(fd, bytes), 0);
-    close(fd);
-  }
-
- private:
-  static inline int counter_ = 0;
-  std::string name_;
-  int64_t bytes_;
-  char* data_ = nullptr;
-};
+using ::kt::server::testing::SharedMemory;
 
 class KerntunedBuffersTest : public ::kt::server::testing::KerntunedFixture {
  protected:

@@ -622,6 +622,11 @@ std::vector<MalformedCase> MalformedRunRequests() {
                        "(row_strides.group_rows - 1) * row stride + shape.cols = "
                        "4611686018427387936"));
   cases.push_back(
+      Case("groups on an op other than rms_norm",
+           Edit(kSm, kF16, [](auto& r) { r.mutable_row_strides()->set_group_rows(2); }), kInvalid,
+           "row_strides.group_rows=2: grouped rows (per-head views, QK-norm) are for rms_norm, "
+           "not op=softmax"));
+  cases.push_back(
       Case("group_rows not dividing rows",
            Edit(kRms, kF16, [](auto& r) { r.mutable_row_strides()->set_group_rows(3); }), kInvalid,
            "row_strides.group_rows=3 must divide shape.rows=4"));

@@ -15,6 +15,14 @@ kernels::DType ToKernels(pb::DType dtype) {
 
 kernels::Op ToKernels(pb::Op op) { return proto::OpFromProto(op, "op").value(); }
 
+kernels::QuantDType ToKernels(pb::QuantDType dtype) {
+  return proto::QuantDTypeFromProto(dtype, "quant.dtype").value();
+}
+
+kernels::ScaleMode ToKernels(pb::ScaleMode mode) {
+  return proto::ScaleModeFromProto(mode, "quant.scale_mode").value();
+}
+
 std::string RandomTensor(kernels::DType dtype, int64_t n, std::mt19937_64& rng, double mean) {
   std::normal_distribution<double> normal(mean, 2.0);
   std::string bytes(n * kernels::DTypeSize(dtype), '\0');

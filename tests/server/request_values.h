@@ -14,6 +14,8 @@ namespace kt::server::testing {
 
 kernels::DType ToKernels(kerntune::v1::DType dtype);
 kernels::Op ToKernels(kerntune::v1::Op op);
+kernels::QuantDType ToKernels(kerntune::v1::QuantDType dtype);
+kernels::ScaleMode ToKernels(kerntune::v1::ScaleMode mode);
 
 // n normal(mean, 2) values stored in `dtype`, as raw bytes.
 std::string RandomTensor(kernels::DType dtype, int64_t n, std::mt19937_64& rng, double mean);

@@ -178,7 +178,9 @@ TEST(RunRequestTest, TheLlmOpsPassWithTheirOperandsSized) {
       // Dynamic scales (per_row) come back inline; no static scale is read.
       EXPECT_EQ(got->tensor(Operand::kRowScale).where,
                 quant ? TensorView::Where::kInline : TensorView::Where::kAbsent);
-      if (quant) EXPECT_EQ(got->tensor(Operand::kRowScale).bytes, 3 * 4);
+      if (quant) {
+        EXPECT_EQ(got->tensor(Operand::kRowScale).bytes, 3 * 4);
+      }
       EXPECT_FALSE(got->tensor(Operand::kQuantScale).present());
     }
   }
