@@ -182,7 +182,7 @@ TEST_F(ResolveRefsTest, RmsNormWeightAndInvRmsResolveUnderTheirOwnNames) {
   params.mutable_inv_rms()->mutable_buffer()->set_offset_bytes(520);
   EXPECT_THAT(std::string(Both(request).status().message()),
               HasSubstr("rms_norm.inv_rms overlaps rms_norm.weight"));
-  params.mutable_weight()->mutable_buffer()->set_offset_bytes(896);
+  params.mutable_weight()->mutable_buffer()->set_offset_bytes(900);
   absl::StatusOr<RunRequest> past = Both(request);
   EXPECT_EQ(past.status().code(), absl::StatusCode::kOutOfRange);
   EXPECT_THAT(std::string(past.status().message()),
