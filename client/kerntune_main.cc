@@ -140,13 +140,13 @@ ABSL_FLAG(std::optional<double>, scale_ub, std::nullopt,
           "run a *_quant op with a dynamic scale: the bound on max |y| (default none)");
 ABSL_FLAG(std::optional<double>, quant_scale, std::nullopt,
           "run a *_quant op with --scale_mode=static: the scale, y ~= code * scale (default "
-          "4 / the code type's max)");
+          "the problem's largest per-row max |y| / the code type's max)");
 ABSL_FLAG(std::optional<int64_t>, row_stride, std::nullopt,
           "run a last-axis op on strided rows: row r of the input and output starts r * "
           "row_stride elements in (>= --cols; the residual's too when there are no groups)");
 ABSL_FLAG(std::optional<int64_t>, group_rows, std::nullopt,
-          "run on rows in groups (QK-norm: the heads of a token): rows per group, dividing "
-          "--rows; with --group_stride");
+          "run rms_norm on rows in groups (QK-norm: the heads of a token): rows per group, "
+          "dividing --rows; with --group_stride");
 ABSL_FLAG(std::optional<int64_t>, group_stride, std::nullopt,
           "run on rows in groups: elements between the first rows of two groups (QK-norm of "
           "[tokens, 3, heads, head_dim]: 3 * heads * head_dim)");

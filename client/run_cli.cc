@@ -76,16 +76,15 @@ class InlineTransport final : public Transport {
   InlineTransport(const kernels::HostProblem& p, const std::string& device) {
     RunArgs args = BaseArgs(p, device);
     for (Operand operand : kernels::kAllOperands) {
-      if (const std::vector<uint8_t>* data = ProblemInput(p, operand)) {
-        SetOperandRef(operand, InlineTensor(std::string(data->begin(), data->end())),
-                      InlineOutput(), args);
-      }
+      const absl::string_view data = ProblemInputBytes(p, operand);
+      if (!data.empty()) SetOperandRef(operand, InlineTensor(std::string(data)), InlineOutput(), args);
     }
     args.output = InlineOutput();
     // The statistics come back inline when asked for; ReduceScale's scales
-    // always do.
-    args.want_mean_inv_std = p.op == kernels::Op::kLayerNorm;
-    args.want_inv_rms = p.op == kernels::Op::kRmsNorm;
+    // and a dynamic quantization's always do. (A residual never travels
+    // inline: ChooseVia picks client memory for it.)
+    args.want_mean_inv_std = kernels::IsLayerNormFamily(p.op);
+    args.want_inv_rms = kernels::IsRmsNormFamily(p.op);
     request_ = MakeRunRequest(args);
   }
 
@@ -115,10 +114,10 @@ class RegisteredTransport final : public Transport {
     for (Operand operand : kernels::kAllOperands) {
       const int64_t offset = layout.at(operand);
       if (offset < 0) continue;
-      const std::vector<uint8_t>* data = ProblemInput(p, operand);
+      const absl::string_view data = ProblemInputBytes(p, operand);
       const int64_t size = ProblemOperandBytes(p, operand);
-      const absl::Status s = data != nullptr ? bytes->CopyIn(offset, data->data(), size)
-                                             : bytes->Fill(offset, kPoison, size);
+      const absl::Status s = !data.empty() ? bytes->CopyIn(offset, data.data(), size)
+                                           : bytes->Fill(offset, kPoison, size);
       if (!s.ok()) return s;
     }
     RunArgs args = BaseArgs(p, device);
@@ -139,9 +138,10 @@ class RegisteredTransport final : public Transport {
       if (offset < 0 || !kernels::IsOutput(operand)) continue;
       const int64_t size = sizes_[static_cast<size_t>(operand)];
       void* host = nullptr;
-      if (operand == Operand::kOutput) {
-        out.y.resize(static_cast<size_t>(size));
-        host = out.y.data();
+      if (operand == Operand::kOutput || operand == Operand::kResidual) {
+        std::string& whole = operand == Operand::kOutput ? out.y : out.residual;
+        whole.resize(static_cast<size_t>(size));
+        host = whole.data();
       } else {
         std::vector<float>& values = RowValues(out, operand);
         values.resize(static_cast<size_t>(size) / sizeof(float));
@@ -258,10 +258,26 @@ absl::StatusOr<int> DaemonDevice(const pb::GetStatusResponse& status, int device
   return *ordinal;
 }
 
-// InvalidArgument = a usage error (exit 2).
+// InvalidArgument = a usage error (exit 2). `memory_reason` (ClientMemoryReason)
+// non-empty: inline bytes cannot serve the Run; auto picks shared memory
+// where it would pick inline.
 absl::StatusOr<ViaChoice> ChooseVia(Via requested, const DaemonClient& client, int device,
-                                    const std::string& daemon_device) {
+                                    const std::string& daemon_device,
+                                    const std::string& memory_reason) {
   const bool unix_socket = IsUnixTarget(client.target());
+  if (!memory_reason.empty() && requested == Via::kInline) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--via=inline: ", memory_reason, "; use --via=shm or --via=ipc"));
+  }
+  if (!memory_reason.empty() && requested == Via::kAuto) {
+    absl::StatusOr<ViaChoice> choice = ChooseVia(requested, client, device, daemon_device, "");
+    if (!choice.ok() || choice->via != Via::kInline) return choice;
+    if (!unix_socket) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          memory_reason, ": that needs the daemon's Unix socket (--server=unix:PATH)"));
+    }
+    return ViaChoice{Via::kShm, absl::StrCat(choice->why, "; ", memory_reason, ": shm")};
+  }
   switch (requested) {
     case Via::kInline:
       return ViaChoice{Via::kInline, "asked"};
@@ -324,31 +340,58 @@ double Median(std::vector<double> values) {
   return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
-// The problem with its fp64 reference, for --epsilon too.
-absl::StatusOr<kernels::HostProblem> MakeCheckedProblem(
-    kernels::Op op, kernels::DType dtype, kernels::Shape shape, uint64_t seed, double epsilon,
-    const kernels::AttentionOptions& attention) {
-  absl::StatusOr<kernels::HostProblem> p = kernels::MakeProblem(
-      op, dtype, shape, seed, kernels::InputPattern::kNormal,
-      /*with_affine=*/kernels::TakesOperand(op, kernels::Operand::kGamma), /*threads=*/0,
-      /*distinct_rows=*/0, attention);
-  if (!p.ok() || !kernels::TakesEpsilon(op) || epsilon == p->params.epsilon) return p;
-  // MakeProblem uses the default epsilon; recompute the reference for this one.
-  p->params.epsilon = epsilon;
-  kernels::RowOpArgs args;
-  args.x = p->x.data();
-  args.y = p->y_ref.data();
-  args.gamma = p->gamma.empty() ? nullptr : p->gamma.data();
-  args.beta = p->beta.empty() ? nullptr : p->beta.data();
-  args.mean = p->mean_ref.empty() ? nullptr : p->mean_ref.data();
-  args.inv_std = p->inv_std_ref.empty() ? nullptr : p->inv_std_ref.data();
-  args.params.epsilon = epsilon;
-  if (absl::Status s = kernels::RunReference(op, dtype, shape, args, 0, shape.rows,
-                                             kernels::DType::kFloat32);
-      !s.ok()) {
-    return s;
+// The problem with its fp64 reference: every operand the op takes, with
+// `params` (epsilon, the fused norms' flags) and `attention`.
+absl::StatusOr<kernels::HostProblem> MakeCheckedProblem(kernels::Op op, kernels::DType dtype,
+                                                        kernels::Shape shape, uint64_t seed,
+                                                        const kernels::ProblemOptions& options) {
+  return kernels::MakeProblem(op, dtype, shape, seed, kernels::InputPattern::kNormal,
+                              /*with_affine=*/kernels::TakesOperand(op, kernels::Operand::kGamma),
+                              /*threads=*/0, /*distinct_rows=*/0, options);
+}
+
+// Why `op` with `params` needs its tensors in client memory, or "" when
+// inline bytes do: a residual is written back in place, and an inline
+// output comes back contiguous.
+std::string ClientMemoryReason(kernels::Op op, const kernels::OpParams& params,
+                               kernels::Shape shape) {
+  if (kernels::AddsResidual(op)) {
+    return absl::StrCat(kernels::OpName(op), " writes its residual back to client memory");
   }
-  return p;
+  if (kernels::HasRowStrides(params, shape)) {
+    return "strided rows are laid out in client memory (an inline output comes back contiguous)";
+  }
+  return "";
+}
+
+// The fused norms' parameters as `kerntune run` prints them after the
+// point: ", weight_offset 1, fp8_e4m3 per_group 128, rows 128 apart in
+// groups of 8 every 3072".
+std::string DescribeFusedParams(kernels::Op op, const kernels::HostProblem& p) {
+  const kernels::OpParams& params = p.params;
+  std::string text;
+  if (kernels::IsRmsNormFamily(op) && params.weight_offset != 0) {
+    absl::StrAppend(&text, absl::StrFormat(", weight_offset %g", params.weight_offset));
+  }
+  if (kernels::QuantizesOutput(op)) {
+    absl::StrAppend(&text, ", ", kernels::QuantDTypeName(params.quant_dtype), " ",
+                    kernels::ScaleModeName(params.scale_mode));
+    if (params.scale_mode == kernels::ScaleMode::kPerGroup) {
+      absl::StrAppend(&text, " ", params.group_size);
+    }
+    if (params.scale_mode == kernels::ScaleMode::kStatic && !p.quant_scale.empty()) {
+      absl::StrAppend(&text, absl::StrFormat(" scale %g", p.quant_scale[0]));
+    }
+    if (params.scale_ub > 0) absl::StrAppend(&text, absl::StrFormat(" scale_ub %g", params.scale_ub));
+  }
+  if (kernels::HasRowStrides(params, p.shape)) {
+    const kernels::RowLayout x = kernels::RowLayoutOf(kernels::Operand::kInput, params, p.shape);
+    absl::StrAppend(&text, ", rows ", x.stride, " apart");
+    if (x.group_rows > 0) {
+      absl::StrAppend(&text, " in groups of ", x.group_rows, " every ", x.group_stride);
+    }
+  }
+  return text;
 }
 
 std::string DescribeConfig(const pb::ConfigChoice& choice) {
@@ -442,16 +485,31 @@ const std::vector<uint8_t>* ProblemInput(const kernels::HostProblem& p, Operand 
       return p.beta.empty() ? nullptr : &p.beta;
     case Operand::kMask:
       return p.mask.empty() ? nullptr : &p.mask;
+    case Operand::kResidual:
+      return p.residual.empty() ? nullptr : &p.residual;
     default:
       return nullptr;
   }
 }
 
-int64_t ProblemOperandBytes(const kernels::HostProblem& p, Operand operand) {
-  if (const std::vector<uint8_t>* data = ProblemInput(p, operand)) {
-    return static_cast<int64_t>(data->size());
+absl::string_view ProblemInputBytes(const kernels::HostProblem& p, Operand operand) {
+  if (operand == Operand::kQuantScale) {
+    return absl::string_view(reinterpret_cast<const char*>(p.quant_scale.data()),
+                             p.quant_scale.size() * sizeof(float));
   }
-  if (operand == Operand::kOutput) return static_cast<int64_t>(p.x.size());
+  const std::vector<uint8_t>* data = ProblemInput(p, operand);
+  return data == nullptr ? absl::string_view()
+                         : absl::string_view(reinterpret_cast<const char*>(data->data()),
+                                             data->size());
+}
+
+int64_t ProblemOperandBytes(const kernels::HostProblem& p, Operand operand) {
+  const absl::string_view data = ProblemInputBytes(p, operand);
+  if (!data.empty()) return static_cast<int64_t>(data.size());
+  if (operand == Operand::kOutput) {
+    // The output's extent: its layout's gaps, one byte per code.
+    return kernels::OperandBytes(p.op, operand, p.dtype, p.shape, p.params);
+  }
   const std::vector<float>* reference = RowReference(p, operand);
   return reference != nullptr ? static_cast<int64_t>(reference->size() * sizeof(float)) : 0;
 }
@@ -478,6 +536,16 @@ RunArgs ProblemRunArgs(const kernels::HostProblem& p) {
     args.scale = p.params.scale;
     args.mask_rows = p.params.mask_rows;
     args.causal = p.params.causal;
+  }
+  if (kernels::IsRmsNormFamily(p.op)) args.weight_offset = p.params.weight_offset;
+  if (kernels::QuantizesOutput(p.op)) {
+    args.quant_dtype = proto::QuantDTypeToProto(p.params.quant_dtype);
+    args.scale_mode = proto::ScaleModeToProto(p.params.scale_mode);
+    args.group_size = p.params.group_size;
+    args.scale_ub = p.params.scale_ub;
+  }
+  if (kernels::HasRowStrides(p.params, p.shape)) {
+    args.row_strides = proto::RowStridesToProto(p.params);
   }
   return args;
 }
@@ -507,6 +575,12 @@ void SetOperandRef(Operand operand, pb::TensorRef read, pb::OutputRef written, R
       break;
     case Operand::kRowScale:
       args.row_scale = std::move(written);
+      break;
+    case Operand::kResidual:
+      args.residual = std::move(read);
+      break;
+    case Operand::kQuantScale:
+      args.quant_scale = std::move(read);
       break;
   }
 }
@@ -586,6 +660,11 @@ absl::StatusOr<kernels::OpParams> RunOpParams(const RunCliOptions& o, kernels::O
     }
     params.x_row_stride = params.y_row_stride = stride;
     if (o.group_rows) {
+      // The kernels group rows for QK-norm only (the daemon refuses others).
+      if (op != kernels::Op::kRmsNorm) {
+        return usage("--group_rows and --group_stride (per-head views) are rms_norm's, not ",
+                     name);
+      }
       const int64_t group_rows = *o.group_rows;
       if (group_rows < 1 || shape.rows % group_rows != 0) {
         return usage("--group_rows=", group_rows, " must be >= 1 and divide --rows=", shape.rows);
@@ -742,13 +821,14 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
   absl::StatusOr<DaemonClient> client = DaemonClient::Connect(client_options);
   if (!client.ok()) return ReportError(kRunVerb, client.status(), err, kExitUsage);
 
-  absl::StatusOr<ViaChoice> choice = ChooseVia(*via, *client, o.device, o.daemon_device);
+  const kernels::Shape shape{*o.rows, *o.cols, inner};
+  absl::StatusOr<ViaChoice> choice = ChooseVia(*via, *client, o.device, o.daemon_device,
+                                               ClientMemoryReason(*op, *params, shape));
   if (!choice.ok()) {
     return absl::IsInvalidArgument(choice.status())
                ? ReportError(kRunVerb, choice.status(), err, kExitUsage)
                : ReportDaemonError(kRunVerb, choice.status(), err);
   }
-  const kernels::Shape shape{*o.rows, *o.cols, inner};
   if (choice->via == Via::kInline) {
     // Before the problem is made: a shape over the daemon's limit would
     // cost seconds and gigabytes here only to be refused.
@@ -757,8 +837,13 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
                                              : ReportDaemonError(kRunVerb, fits, err);
     }
   }
+  kernels::ProblemOptions problem_options;
+  problem_options.attention = attention;
+  problem_options.params = *params;
+  // Unset: the largest per-row dynamic scale, so the codes use their range.
+  problem_options.static_scale = static_cast<float>(o.quant_scale.value_or(0));
   absl::StatusOr<kernels::HostProblem> problem =
-      MakeCheckedProblem(*op, *dtype, shape, o.seed, epsilon, attention);
+      MakeCheckedProblem(*op, *dtype, shape, o.seed, problem_options);
   if (!problem.ok()) return ReportError(kRunVerb, problem.status(), err);
 
   std::unique_ptr<Transport> transport;
@@ -792,9 +877,13 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
   absl::StatusOr<Outputs> outputs = transport->Fetch(response);
   if (!outputs.ok()) return ReportError(kRunVerb, outputs.status(), err);
   const kernels::CheckReport check = kernels::CheckHostOutputs(*problem, *outputs);
-  int64_t checked = shape.elements();
+  // y (or its codes), the residual written back, and every per-row output.
+  int64_t checked = shape.elements() * (kernels::AddsResidual(*op) ? 2 : 1);
   for (kernels::Operand operand : kernels::kAllOperands) {
-    if (kernels::IsRowStat(operand) && kernels::TakesOperand(*op, operand)) checked += shape.rows;
+    if (!kernels::IsRowStat(operand) || !kernels::TakesOperand(*op, operand)) continue;
+    if (const std::vector<float>* reference = RowReference(*problem, operand)) {
+      checked += static_cast<int64_t>(reference->size());
+    }
   }
 
   const pb::ConfigChoice& config = response.config();
@@ -805,8 +894,15 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
     if (!problem->mask.empty()) absl::StrAppend(&point, ", mask of ", problem->params.mask_rows, " rows");
     if (problem->params.causal) absl::StrAppend(&point, ", causal (q = ", problem->params.mask_rows, ")");
   }
+  absl::StrAppend(&point, DescribeFusedParams(*op, *problem));
   if (o.format == OutputFormat::kTable) {
-    const kernels::Tolerance tol = kernels::OutputTolerance(*op, *dtype);
+    const kernels::Tolerance tol = kernels::QuantizesOutput(*op)
+                                       ? kernels::QuantScaleTolerance()
+                                       : kernels::OutputTolerance(*op, *dtype);
+    const std::string within =
+        kernels::QuantizesOutput(*op)
+            ? absl::StrFormat("codes within %d, scales rtol %g", kernels::kCodeSteps, tol.rtol)
+            : absl::StrFormat("rtol %g, atol %g", tol.rtol, tol.atol);
     WriteLabelledLines(
         {{"run", absl::StrCat(point, " (seed ", o.seed, ")")},
          {"server", client->target()},
@@ -815,8 +911,8 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
          {"device", DescribeDevice(response)},
          {"config", DescribeConfig(config)},
          {"check", check.passed
-                       ? absl::StrFormat("matches the fp64 reference (%d values; rtol %g, atol %g)",
-                                         checked, tol.rtol, tol.atol)
+                       ? absl::StrFormat("matches the fp64 reference (%d values; %s)", checked,
+                                         within)
                        : absl::StrCat("MISMATCH: ", check.bad_elements, " of ", checked,
                                       " values outside the tolerance; first ", check.detail)},
          {"kernel", absl::StrFormat("%.1f us median of %d%s", Median(kernel_us), o.iterations,

@@ -38,9 +38,6 @@ absl::StatusOr<Via> ParseVia(absl::string_view name);
 absl::string_view ViaName(Via via);
 
 inline constexpr double kDefaultRunEpsilon = 1e-5;
-// A static scale under which |y| up to this saturates nothing: norm outputs
-// of the random problems mostly lie within it, and the rest test saturation.
-inline constexpr double kDefaultStaticScaleMax = 4;
 
 // Flag values as the user typed them; RunRunCommand checks them (a bad or
 // missing one is a usage error naming the flag).
@@ -69,7 +66,8 @@ struct RunCliOptions {
   // (weight_offset + w)). The *_quant ops: quant_dtype (unset: fp8_e4m3),
   // scale_mode (unset: per_row), group_size (per_group; unset: 128),
   // scale_ub (the dynamic modes' bound on max |y|; unset: none) and
-  // quant_scale (static; unset: kDefaultStaticScaleMax / QuantMax).
+  // quant_scale (static; unset: the problem's largest per-row dynamic
+  // scale, so the codes use their whole range).
   std::optional<double> weight_offset;
   std::optional<std::string> quant_dtype;
   std::optional<std::string> scale_mode;
@@ -81,7 +79,8 @@ struct RunCliOptions {
   // group_rows) * group_stride + (r % group_rows) * row_stride (QK-norm of
   // a [tokens, 3, heads, head_dim] tensor: --cols=head_dim
   // --row_stride=head_dim --group_rows=heads --group_stride=3*heads*head_dim).
-  // The residual takes row_stride when there are no groups.
+  // Groups are rms_norm's only (the kernels'). The residual takes
+  // row_stride when there are no groups.
   std::optional<int64_t> row_stride;
   std::optional<int64_t> group_rows;
   std::optional<int64_t> group_stride;
@@ -114,9 +113,13 @@ void SetOperandRef(kernels::Operand operand, pb::TensorRef read, pb::OutputRef w
 
 // A random problem (kernels::MakeHostProblem) as a Run sends it, for
 // `kerntune run` and kt_soak:
-// - the data of one of its inputs; null for an output or an input it does
-//   not have;
+// - the data of one of its inputs (the residual as given too); null for an
+//   output, an input it does not have and the static scale (float32: see
+//   ProblemInputBytes);
 const std::vector<uint8_t>* ProblemInput(const kernels::HostProblem& p, kernels::Operand operand);
+// - the bytes of one of its inputs, the static scale included; empty for an
+//   output or an input it does not have;
+absl::string_view ProblemInputBytes(const kernels::HostProblem& p, kernels::Operand operand);
 // - the bytes of one of its operands; 0 for one it does not have;
 int64_t ProblemOperandBytes(const kernels::HostProblem& p, kernels::Operand operand);
 // - every operand's byte offset in one registered buffer (shm or IPC), -1

@@ -108,6 +108,64 @@ TEST_F(KerntuneDaemonVerbsTest, RunChecksTheNewOpsInlineAndThroughSharedMemory) 
   EXPECT_THAT(scale.out, HasSubstr("(704 values;"));
 }
 
+// The fused norms: every op, through shared memory (auto picks it for a
+// residual or strided rows) and, where nothing must be written back in
+// place, inline; codes, scales and the written-back residual all checked.
+TEST_F(KerntuneDaemonVerbsTest, RunChecksTheFusedNorms) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  const std::vector<std::vector<std::string>> runs = {
+      {"add_rms_norm", "--dtype=bf16", "--rows=33", "--cols=1000", "--weight_offset=1"},
+      {"add_layer_norm", "--dtype=fp16", "--rows=16", "--cols=256", "--epsilon=1e-3"},
+      {"rms_norm", "--dtype=fp32", "--rows=5", "--cols=300", "--weight_offset=-0.5"},
+      {"rms_norm_quant", "--dtype=fp32", "--rows=16", "--cols=512", "--scale_mode=per_group",
+       "--group_size=128"},
+      {"layer_norm_quant", "--dtype=bf16", "--rows=8", "--cols=256", "--quant_dtype=int8",
+       "--scale_mode=static"},
+      {"add_rms_norm_quant", "--dtype=fp16", "--rows=8", "--cols=128", "--quant_dtype=fp8_e5m2",
+       "--scale_ub=2"},
+      {"add_layer_norm_quant", "--dtype=fp32", "--rows=4", "--cols=192", "--quant_dtype=int8",
+       "--scale_mode=per_group", "--group_size=64"},
+      {"rms_norm_quant", "--dtype=fp16", "--rows=4", "--cols=64", "--quant_dtype=e4m3",
+       "--scale_mode=static", "--quant_scale=0.004"},
+      // QK-norm: q of a [4 tokens, 3, 8 heads, 128] qkv tensor; codes of
+      // strided rows.
+      {"rms_norm", "--dtype=bf16", "--rows=32", "--cols=128", "--row_stride=128",
+       "--group_rows=8", "--group_stride=3072"},
+      {"rms_norm_quant", "--dtype=fp16", "--rows=32", "--cols=64", "--row_stride=192"},
+      {"add_rms_norm", "--dtype=fp32", "--rows=6", "--cols=100", "--row_stride=160"},
+  };
+  for (const std::string via : {"auto", "shm", "inline"}) {
+    for (std::vector<std::string> args : runs) {
+      const bool in_place = args[0].rfind("add_", 0) == 0 ||
+                            absl::StrContains(absl::StrJoin(args, " "), "--row_stride");
+      if (via == "inline" && in_place) continue;
+      args.insert(args.begin(), "run");
+      args.push_back("--server=" + target());
+      args.push_back("--via=" + via);
+      args.push_back("--iterations=2");
+      const ProcessResult run = RunKerntune(args);
+      SCOPED_TRACE(absl::StrJoin(args, " ") + "\n" + run.out + run.err);
+      EXPECT_EQ(run.code, 0);
+      EXPECT_THAT(run.out, HasSubstr("matches the fp64 reference"));
+      if (via == "auto" && in_place) EXPECT_THAT(run.out, HasSubstr(": shm)"));
+    }
+  }
+  // What the check covers and how the point is described.
+  const ProcessResult quant = RunKerntune(
+      {"run", "add_rms_norm_quant", "--dtype=fp16", "--rows=8", "--cols=256",
+       "--scale_mode=per_group", "--group_size=128", "--weight_offset=1",
+       "--server=" + target()});
+  ASSERT_EQ(quant.code, 0) << quant.out << quant.err;
+  // 2048 codes, 2048 residual values, 16 scales and 8 of 1/rms.
+  EXPECT_THAT(quant.out, HasSubstr("(4120 values; codes within 1"));
+  EXPECT_THAT(quant.out, HasSubstr("weight_offset 1, fp8_e4m3 per_group 128"));
+  const ProcessResult strided =
+      RunKerntune({"run", "rms_norm", "--dtype=fp32", "--rows=8", "--cols=64",
+                   "--row_stride=64", "--group_rows=4", "--group_stride=512",
+                   "--server=" + target()});
+  EXPECT_THAT(strided.out, HasSubstr("rows 64 apart in groups of 4 every 512"));
+}
+
 TEST_F(KerntuneDaemonVerbsTest, RunJsonAndAutoWithACpuDaemon) {
   ASSERT_NO_FATAL_FAILURE(Start());
   // auto: a CPU daemon takes no CUDA IPC, so inline whether or not a GPU is here.
@@ -274,6 +332,56 @@ TEST_F(KerntuneDaemonVerbsTest, UsageErrorsExitTwo) {
       {{"run", "softmax", "--dtype=fp16", "--rows=2", "--cols=8", "--via=shm",
         "--server=localhost:7"},
        "--via=shm needs the daemon's Unix socket"},
+      // The fused norms' flags.
+      {{"run", "layer_norm", "--dtype=fp16", "--rows=2", "--cols=64", "--weight_offset=1"},
+       "--weight_offset is a flag of the rms_norm family, not layer_norm"},
+      {{"run", "rms_norm", "--dtype=fp16", "--rows=2", "--cols=64", "--weight_offset=inf"},
+       "--weight_offset=inf must be finite"},
+      {{"run", "rms_norm", "--dtype=fp16", "--rows=2", "--cols=64", "--quant_dtype=int8"},
+       "are flags of the *_quant ops, not rms_norm"},
+      {{"run", "rms_norm_quant", "--dtype=fp16", "--rows=2", "--cols=64", "--quant_dtype=fp4"},
+       "--quant_dtype=fp4 must be fp8_e4m3, fp8_e5m2 or int8"},
+      {{"run", "rms_norm_quant", "--dtype=fp16", "--rows=2", "--cols=64", "--scale_mode=block"},
+       "--scale_mode=block must be static, per_row or per_group"},
+      {{"run", "rms_norm_quant", "--dtype=fp16", "--rows=2", "--cols=64", "--group_size=64"},
+       "--group_size needs --scale_mode=per_group"},
+      {{"run", "rms_norm_quant", "--dtype=fp16", "--rows=2", "--cols=64",
+        "--scale_mode=per_group"},
+       "--group_size=128 must be 64 or 128 and divide --cols=64"},
+      {{"run", "rms_norm_quant", "--dtype=fp16", "--rows=2", "--cols=192",
+        "--scale_mode=per_group", "--group_size=96"},
+       "--group_size=96 must be 64 or 128"},
+      {{"run", "rms_norm_quant", "--dtype=fp16", "--rows=2", "--cols=64", "--scale_mode=static",
+        "--scale_ub=2"},
+       "--scale_ub bounds a dynamic scale"},
+      {{"run", "rms_norm_quant", "--dtype=fp16", "--rows=2", "--cols=64", "--scale_ub=-1"},
+       "--scale_ub=-1 must be finite and >= 0"},
+      {{"run", "rms_norm_quant", "--dtype=fp16", "--rows=2", "--cols=64", "--quant_scale=1"},
+       "--quant_scale needs --scale_mode=static"},
+      {{"run", "rms_norm_quant", "--dtype=fp16", "--rows=2", "--cols=64", "--scale_mode=static",
+        "--quant_scale=0"},
+       "--quant_scale=0 must be finite and > 0"},
+      {{"run", "rms_norm", "--dtype=fp16", "--rows=2", "--cols=64", "--row_stride=32"},
+       "--row_stride=32 must be >= --cols=64"},
+      {{"run", "rms_norm", "--dtype=fp16", "--rows=8", "--cols=64", "--group_rows=4"},
+       "--group_rows and --group_stride go together"},
+      {{"run", "rms_norm", "--dtype=fp16", "--rows=8", "--cols=64", "--group_rows=3",
+        "--group_stride=512"},
+       "--group_rows=3 must be >= 1 and divide --rows=8"},
+      {{"run", "rms_norm", "--dtype=fp16", "--rows=8", "--cols=64", "--group_rows=4",
+        "--group_stride=200"},
+       "--group_stride=200 must be >= 256"},
+      {{"run", "rms_norm_quant", "--dtype=fp16", "--rows=8", "--cols=64", "--group_rows=4",
+        "--group_stride=512"},
+       "--group_rows and --group_stride (per-head views) are rms_norm's, not rms_norm_quant"},
+      {{"run", "softmax", "--dtype=fp16", "--rows=8", "--cols=64", "--inner=2",
+        "--row_stride=64"},
+       "--row_stride and groups are for last-axis ops"},
+      {{"run", "add_rms_norm", "--dtype=fp16", "--rows=2", "--cols=64", "--via=inline", server},
+       "--via=inline: add_rms_norm writes its residual back to client memory"},
+      {{"run", "rms_norm", "--dtype=fp16", "--rows=2", "--cols=64", "--row_stride=128",
+        "--via=inline", server},
+       "--via=inline: strided rows are laid out in client memory"},
       {{"status", "--server=nowhere"}, "--server=nowhere: expected unix:PATH"},
       {{"status", "--format=csv", server}, "--format=csv does not fit the status"},
       {{"status", "--db=x"}, "--db is not a flag of `kerntune status`"},

@@ -1274,6 +1274,13 @@ class Client:
                 raise _invalid("residual's rows are in groups (strides %s): the residual takes "
                                "one row stride" % (residual.strides,))
             options = options._replace(residual=residual)
+        if options.op != pb.OP_RMS_NORM:
+            # The kernels take grouped rows (per-head views) for rms_norm
+            # only: grouped ones travel inline instead.
+            if x_rows.group_rows:
+                x_place, x_rows = None, _rows.contiguous(layout.cols)
+            if y_rows.group_rows:
+                out_place, y_rows = None, _rows.contiguous(layout.cols)
         groups = _rows.common_groups(x_rows, y_rows)
         if groups is None:
             # x and out group their rows differently: x travels as a copy.
@@ -1449,7 +1456,8 @@ class Client:
         # Rows the daemon can reach as they are (a per-head view of a fused
         # qkv tensor) are normalized in place; any other strided x is copied.
         x_rows = self._cuda_rows(x, layout)
-        if x_rows is None:
+        if x_rows is None or (x_rows.group_rows and options.op != pb.OP_RMS_NORM):
+            # Grouped rows (per-head views) are rms_norm's only, in the kernels.
             x = x.contiguous()
             x_rows = _rows.contiguous(layout.cols)
         y_rows = _rows.contiguous(layout.cols)
@@ -1465,6 +1473,10 @@ class Client:
             if y_rows is None:
                 raise _invalid("out (strides %s) must be contiguous or have evenly spaced rows "
                                "that do not overlap: the daemon writes it in place"
+                               % (tuple(out.stride()),))
+            if y_rows.group_rows and options.op != pb.OP_RMS_NORM:
+                raise _invalid("out (strides %s) has its rows in groups (a per-head view): the "
+                               "kernels write grouped rows for rms_norm only"
                                % (tuple(out.stride()),))
         residual = options.residual
         residual_rows = None
