@@ -77,7 +77,9 @@ class InlineTransport final : public Transport {
     RunArgs args = BaseArgs(p, device);
     for (Operand operand : kernels::kAllOperands) {
       const absl::string_view data = ProblemInputBytes(p, operand);
-      if (!data.empty()) SetOperandRef(operand, InlineTensor(std::string(data)), InlineOutput(), args);
+      if (!data.empty()) {
+        SetOperandRef(operand, InlineTensor(std::string(data)), InlineOutput(), args);
+      }
     }
     args.output = InlineOutput();
     // The statistics come back inline when asked for; ReduceScale's scales
@@ -382,7 +384,9 @@ std::string DescribeFusedParams(kernels::Op op, const kernels::HostProblem& p) {
     if (params.scale_mode == kernels::ScaleMode::kStatic && !p.quant_scale.empty()) {
       absl::StrAppend(&text, absl::StrFormat(" scale %g", p.quant_scale[0]));
     }
-    if (params.scale_ub > 0) absl::StrAppend(&text, absl::StrFormat(" scale_ub %g", params.scale_ub));
+    if (params.scale_ub > 0) {
+      absl::StrAppend(&text, absl::StrFormat(" scale_ub %g", params.scale_ub));
+    }
   }
   if (kernels::HasRowStrides(params, p.shape)) {
     const kernels::RowLayout x = kernels::RowLayoutOf(kernels::Operand::kInput, params, p.shape);
@@ -498,9 +502,9 @@ absl::string_view ProblemInputBytes(const kernels::HostProblem& p, Operand opera
                              p.quant_scale.size() * sizeof(float));
   }
   const std::vector<uint8_t>* data = ProblemInput(p, operand);
-  return data == nullptr ? absl::string_view()
-                         : absl::string_view(reinterpret_cast<const char*>(data->data()),
-                                             data->size());
+  return data == nullptr
+             ? absl::string_view()
+             : absl::string_view(reinterpret_cast<const char*>(data->data()), data->size());
 }
 
 int64_t ProblemOperandBytes(const kernels::HostProblem& p, Operand operand) {
@@ -662,8 +666,7 @@ absl::StatusOr<kernels::OpParams> RunOpParams(const RunCliOptions& o, kernels::O
     if (o.group_rows) {
       // The kernels group rows for QK-norm only (the daemon refuses others).
       if (op != kernels::Op::kRmsNorm) {
-        return usage("--group_rows and --group_stride (per-head views) are rms_norm's, not ",
-                     name);
+        return usage("--group_rows and --group_stride (per-head views) are rms_norm's, not ", name);
       }
       const int64_t group_rows = *o.group_rows;
       if (group_rows < 1 || shape.rows % group_rows != 0) {
@@ -822,8 +825,8 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
   if (!client.ok()) return ReportError(kRunVerb, client.status(), err, kExitUsage);
 
   const kernels::Shape shape{*o.rows, *o.cols, inner};
-  absl::StatusOr<ViaChoice> choice = ChooseVia(*via, *client, o.device, o.daemon_device,
-                                               ClientMemoryReason(*op, *params, shape));
+  absl::StatusOr<ViaChoice> choice =
+      ChooseVia(*via, *client, o.device, o.daemon_device, ClientMemoryReason(*op, *params, shape));
   if (!choice.ok()) {
     return absl::IsInvalidArgument(choice.status())
                ? ReportError(kRunVerb, choice.status(), err, kExitUsage)
@@ -910,11 +913,11 @@ int RunRunCommand(const RunCliOptions& o, std::ostream& out, std::ostream& err) 
          {"backend", response.backend()},
          {"device", DescribeDevice(response)},
          {"config", DescribeConfig(config)},
-         {"check", check.passed
-                       ? absl::StrFormat("matches the fp64 reference (%d values; %s)", checked,
-                                         within)
-                       : absl::StrCat("MISMATCH: ", check.bad_elements, " of ", checked,
-                                      " values outside the tolerance; first ", check.detail)},
+         {"check",
+          check.passed
+              ? absl::StrFormat("matches the fp64 reference (%d values; %s)", checked, within)
+              : absl::StrCat("MISMATCH: ", check.bad_elements, " of ", checked,
+                             " values outside the tolerance; first ", check.detail)},
          {"kernel", absl::StrFormat("%.1f us median of %d%s", Median(kernel_us), o.iterations,
                                     response.backend() == "cpu" ? " (the CPU reference)" : "")},
          {"round trip",
