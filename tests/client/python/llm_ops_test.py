@@ -134,6 +134,42 @@ class RowLayoutTest(unittest.TestCase):
                          (D, D, D, H, 3 * H * D, H * D))
 
 
+class TorchLayoutTest(unittest.TestCase):
+    """What the CUDA path reads from torch tensors (strides, code dtypes),
+    on CPU tensors: no GPU or daemon needed. Skipped without torch."""
+
+    def setUp(self):
+        try:
+            import torch
+        except ImportError:
+            raise unittest.SkipTest("torch is not installed")
+        self.torch = torch
+
+    def test_per_head_views_and_code_dtypes(self):
+        torch = self.torch
+        from kerntune import _client
+
+        T, H, D = 4, 8, 64
+        qkv = torch.zeros((T, 3 * H * D))
+        layout = _client._Layout((T, H, D), T * H, D, 1, 0)
+        rows = _client.Client._cuda_rows(qkv.view(T, 3, H, D)[:, 0], layout)
+        self.assertEqual(rows, (D, H, 3 * H * D))
+        self.assertEqual(_client.Client._cuda_rows(torch.zeros((T, H, D)), layout), (D, 0, 0))
+        self.assertIsNone(_client.Client._cuda_rows(qkv.view(T, 3, H, D)[:, :, :, ::2],
+                                                    _client._Layout((T, 3, H, D // 2), T * 3 * H,
+                                                                    D // 2, 1, 0)))
+        float8 = hasattr(torch, "float8_e4m3fn")
+        for name, want in (("fp8_e4m3", "float8_e4m3fn"), ("fp8_e5m2", "float8_e5m2")):
+            quant = kerntune.Quant(name)
+            got = quant.torch_dtype(torch)
+            self.assertEqual(got, getattr(torch, want) if float8 else torch.uint8, name)
+            self.assertTrue(quant.torch_accepts(torch, torch.uint8))
+            self.assertFalse(quant.torch_accepts(torch, torch.int8))
+            self.assertEqual(kerntune.Quant(getattr(torch, want, name)).dtype, name)
+        self.assertEqual(kerntune.Quant(torch.int8).torch_dtype(torch), torch.int8)
+        self.assertFalse(kerntune.Quant("int8").torch_accepts(torch, torch.uint8))
+
+
 class LlmOpsTest(DaemonTestCase, CloseMixin):
     def setUp(self):
         _skip_without_buffers(self.client)
