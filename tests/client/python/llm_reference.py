@@ -28,7 +28,8 @@ def add_residual(x, residual):
 def rms_norm(x, weight, eps, weight_offset=0.0):
     x = np.asarray(x, dtype=np.float64)
     inv_rms = 1.0 / np.sqrt((x * x).mean(axis=-1) + eps)
-    y = x * inv_rms[..., None]
+    with np.errstate(invalid="ignore"):  # inf * 0 for a row with an inf: NaN
+        y = x * inv_rms[..., None]
     if weight is not None:
         y = y * (weight_offset + weight.astype(np.float64))
     return y, inv_rms
