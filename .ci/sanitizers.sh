@@ -54,7 +54,10 @@ asan() {
     corpus=$(mktemp -d)  # new inputs; the seeds stay as committed
     log="$artifacts/$harness.log"
     local dict=()
-    [ "$harness" != kt_config_file_fuzzer ] || dict=(-dict=tests/fuzz/config_file.dict)
+    case "$harness" in
+      kt_config_file_fuzzer) dict=(-dict=tests/fuzz/config_file.dict) ;;
+      kt_run_request_fuzzer) dict=(-dict=tests/fuzz/run_request.dict) ;;
+    esac
     if ! "build-asan/tests/fuzz/$harness" -max_total_time="$fuzz_seconds" -print_final_stats=1 \
         -artifact_prefix="$artifacts/$harness-" "${dict[@]}" "$corpus" \
         "tests/fuzz/corpus/$harness" > "$log" 2>&1; then

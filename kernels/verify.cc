@@ -891,4 +891,39 @@ CheckReport CheckHostOutputs(const HostProblem& p, const HostOutputs& got) {
   return report;
 }
 
+absl::StatusOr<HostOutputs> RunReferenceOnHost(const HostProblem& p, int threads) {
+  if (p.stored_rows != p.shape.rows) {
+    return absl::InvalidArgumentError(absl::StrCat("the problem stores ", p.stored_rows,
+                                                   " of its ", p.shape.rows, " rows"));
+  }
+  HostOutputs out;
+  out.y.assign(
+      static_cast<size_t>(OperandBytes(p.op, Operand::kOutput, p.dtype, p.shape, p.params)),
+      '\xff');
+  out.residual.assign(p.residual.begin(), p.residual.end());
+  RowOpArgs args;
+  args.params = p.params;
+  args.x = p.x.data();
+  args.y = out.y.data();
+  args.gamma = p.gamma.empty() ? nullptr : p.gamma.data();
+  args.beta = p.beta.empty() ? nullptr : p.beta.data();
+  args.mask = p.mask.empty() ? nullptr : p.mask.data();
+  args.residual = out.residual.empty() ? nullptr : out.residual.data();
+  args.quant_scale = p.quant_scale.empty() ? nullptr : p.quant_scale.data();
+  for (auto [values, reference, operand] :
+       {std::tuple{&out.mean, &p.mean_ref, Operand::kMean},
+        std::tuple{&out.inv_std, &p.inv_std_ref, Operand::kInvStd},
+        std::tuple{&out.row_scale, &p.row_scale_ref, Operand::kRowScale}}) {
+    if (reference->empty()) continue;
+    values->assign(reference->size(), -1.f);
+    args.set_operand(operand, values->data());
+  }
+  if (absl::Status s =
+          RunReference(p.op, p.dtype, p.shape, args, 0, p.shape.rows, p.dtype, threads);
+      !s.ok()) {
+    return s;
+  }
+  return out;
+}
+
 }  // namespace kt::kernels

@@ -304,6 +304,12 @@ struct HostOutputs {
   std::vector<float> mean, inv_std, row_scale;
 };
 
+// What the CPU backend writes for `p`: the reference in the storage dtype
+// on copies of its buffers (y's gaps 0xff, the residual as given then
+// written back), every per-row output the problem has a reference for.
+// Needs every row stored (stored_rows == shape.rows).
+absl::StatusOr<HostOutputs> RunReferenceOnHost(const HostProblem& p, int threads = 0);
+
 // CheckOutputs on the host, by the same rules (tolerances, the float16
 // overflow, LayerNorm's slack, codes and the residual by rank): y, the
 // residual and every per-row reference the problem has. `problem` must

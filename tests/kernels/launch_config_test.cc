@@ -2,6 +2,7 @@
 // refused and why, the enumerated space and the heuristic default.
 #include "kernels/launch_config.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <iterator>
 #include <limits>
@@ -294,7 +295,7 @@ TEST(LaunchConfigTest, NewOpsReduceTheLastAxisOnly) {
 }
 
 TEST(LaunchConfigTest, EnumerationIsLegalUniqueAndCoversEachImplWhereItFits) {
-  for (Op op : kAllOps) {
+  for (Op op : kBasicOps) {
     for (DType dtype : kAllDTypes) {
       for (int64_t cols : {1, 2, 31, 32, 33, 127, 1023, 1024, 1025, 2048, 2049, 4096, 32768,
                            65536, 131072}) {
@@ -626,7 +627,7 @@ TEST(LaunchConfigTest, SplitGridRulesNameTheKnob) {
 
 TEST(LaunchConfigTest, SplitRowRulesNameTheKnob) {
   const Shape shape{8, 131072};
-  for (Op op : kAllOps) {
+  for (Op op : kBasicOps) {
     for (DType dtype : kAllDTypes) {
       for (int split : {2, 4, 8, 16}) {
         for (int block : kBlockImplBlockSizes) {
@@ -681,7 +682,7 @@ TEST(LaunchConfigTest, SplitRowRulesNameTheKnob) {
 // pack grid does. The register-resident impls and the other splits don't.
 TEST(LaunchConfigTest, PacksNeedNotDivideColsWhereOperandsFollowX) {
   const Shape shape{2048, 50257};
-  for (Op op : kAllOps) {
+  for (Op op : kBasicOps) {
     const bool any_cols = op == Op::kSoftmax || op == Op::kLogSoftmax || op == Op::kReduceScale;
     EXPECT_EQ(OperandsFollowRowLayout(op), any_cols) << OpName(op);
     for (Impl impl : {Impl::kSplitRow, Impl::kBlockSmem, Impl::kBlockUncached}) {
@@ -759,7 +760,7 @@ TEST(LaunchConfigTest, OddColsNarrowForAlignmentOnly) {
 // both in the tuner's candidates (every pack and useful block) and in the
 // default; the other ops keep scalar access there.
 TEST(LaunchConfigTest, BlockImplsTakeFullPacksAtOddColsWhereOperandsFollowX) {
-  for (Op op : kAllOps) {
+  for (Op op : kBasicOps) {
     for (DType dtype : kAllDTypes) {
       SCOPED_TRACE(absl::StrCat(OpName(op), " ", DTypeName(dtype)));
       const int widest = 16 / static_cast<int>(DTypeSize(dtype));
@@ -959,7 +960,7 @@ TEST(LaunchConfigTest, TwoPassRulesNameTheKnob) {
 // Every enumerated config's workspace fits kMaxWorkspaceBytes, so callers
 // that keep one buffer of that size never need to ask.
 TEST(LaunchConfigTest, EveryEnumeratedWorkspaceFitsTheMaximum) {
-  for (Op op : kAllOps) {
+  for (Op op : kBasicOps) {
     for (DType dtype : kAllDTypes) {
       for (Shape shape : {Shape{1, 131072}, Shape{8, 131072}, Shape{263, 16384},
                           Shape{1, 1 << 22}, Shape{3, 16384 + 2}}) {
@@ -1050,7 +1051,7 @@ std::vector<LaunchConfig> SplitCandidatesOf(Op op, DType dtype, Shape shape, Imp
 }
 
 TEST(LaunchConfigTest, SplitRowCandidatesForFewLongRowsAndClustersForManyVeryLongOnes) {
-  for (Op op : kAllOps) {
+  for (Op op : kBasicOps) {
     for (DType dtype : kAllDTypes) {
       // Few (fewer than twice the 132 SMs) rows of at least 4096 columns.
       for (Shape shape : {Shape{1, 131072}, Shape{8, 131072}, Shape{64, 32768},
@@ -1238,7 +1239,7 @@ TEST(LaunchConfigTest, HeuristicSplitsManySoftmaxRowsInRegisters) {
 }
 
 TEST(LaunchConfigTest, HeuristicSplitsFewLongRows) {
-  for (Op op : kAllOps) {
+  for (Op op : kBasicOps) {
     for (DType dtype : kAllDTypes) {
       for (int64_t rows = 1; rows <= 40; ++rows) {
         absl::StatusOr<LaunchConfig> c = HeuristicConfig(op, dtype, {rows, 131072}, H100());
@@ -1467,6 +1468,130 @@ TEST_F(LaunchArgsTest, MaskedSoftmaxChecksTheQueryLengthAndScale) {
   bad.mask = reinterpret_cast<const uint8_t*>(mask_) + 1;
   bad.params.mask_rows = 8;
   ExpectArgError(op, bad, "not aligned");
+}
+
+
+// The fused norms run in 16-byte packs in whole warps (rows of 512 to 2048
+// columns) or register-resident blocks: every enumerated config is one of
+// those and legal, the heuristic among them, and the other families are
+// refused by name.
+TEST(FusedNormConfigTest, EnumerationHeuristicAndRules) {
+  for (Op op : kAllOps) {
+    if (!IsFusedNorm(op)) continue;
+    for (DType dtype : kAllDTypes) {
+      const int pack = 16 / static_cast<int>(DTypeSize(dtype));
+      for (int64_t cols : {int64_t{128}, int64_t{1024}, int64_t{4096}, int64_t{16384}}) {
+        const Shape shape{64, cols};
+        SCOPED_TRACE(absl::StrCat(OpName(op), " ", DTypeName(dtype), " cols=", cols));
+        absl::StatusOr<std::vector<LaunchConfig>> configs =
+            EnumerateConfigs(op, dtype, shape, H100());
+        ASSERT_TRUE(configs.ok()) << configs.status();
+        ASSERT_FALSE(configs->empty());
+        for (const LaunchConfig& c : *configs) {
+          EXPECT_TRUE(c.impl == Impl::kWarp || c.impl == Impl::kBlockRegs) << ConfigKey(c);
+          EXPECT_EQ(c.pack_size, pack) << ConfigKey(c);
+        }
+        absl::StatusOr<LaunchConfig> heuristic = HeuristicConfig(op, dtype, shape, H100());
+        ASSERT_TRUE(heuristic.ok()) << heuristic.status();
+        EXPECT_NE(std::find(configs->begin(), configs->end(), *heuristic), configs->end());
+        EXPECT_EQ(heuristic->impl, cols >= 512 && cols <= kMaxWarpCols ? Impl::kWarp
+                                                                        : Impl::kBlockRegs);
+      }
+      const Shape shape{64, 4096};
+      const LaunchConfig smem{Impl::kBlockSmem, 256, pack, 32, 1, 0};
+      EXPECT_NE(std::string(ValidateConfig(op, dtype, shape, smem, H100()).message()).find("runs with impl warp or block_regs only"), std::string::npos)
+      << ValidateConfig(op, dtype, shape, smem, H100()).message();
+      const LaunchConfig narrow{Impl::kBlockRegs, 512, pack / 2, 32, 1, 0};
+      EXPECT_NE(std::string(ValidateConfig(op, dtype, shape, narrow, H100()).message()).find("runs in 16-byte packs"), std::string::npos)
+      << ValidateConfig(op, dtype, shape, narrow, H100()).message();
+      const LaunchConfig short_warp{Impl::kWarp, 128, pack, 32, 1, 0};
+      EXPECT_NE(std::string(ValidateConfig(op, dtype, Shape{64, 128}, short_warp, H100()).message()).find("shorter ones take block_regs"), std::string::npos)
+      << ValidateConfig(op, dtype, Shape{64, 128}, short_warp, H100()).message();
+      // Past block_regs' reach, or off 16 bytes: refused with the reason.
+      EXPECT_NE(std::string(HeuristicConfig(op, dtype, Shape{4, 32768}, H100()).status().message()).find("exceeds its limit of 16384 columns"), std::string::npos)
+      << HeuristicConfig(op, dtype, Shape{4, 32768}, H100()).status().message();
+      EXPECT_NE(std::string(HeuristicConfig(op, dtype, Shape{4, 4096}, H100(), 4).status().message()).find("runs in 16-byte packs"), std::string::npos)
+      << HeuristicConfig(op, dtype, Shape{4, 4096}, H100(), 4).status().message();
+    }
+  }
+}
+
+// Strided rows run in the families whose functors place each row, with
+// packs dividing cols; grouped rows (rms_norm's per-head views) in the warp
+// instances of 16-byte packs, at most two a lane.
+TEST(RowPlacementTest, StridedAndGroupedRowsTakeTheFamiliesThatServeThem) {
+  const Shape few_long{4, 65536};
+  absl::StatusOr<LaunchConfig> split = HeuristicConfig(Op::kSoftmax, DType::kFloat16, few_long,
+                                                       H100());
+  ASSERT_TRUE(split.ok());
+  ASSERT_TRUE(HasSplit(split->impl)) << ConfigKey(*split);
+  EXPECT_FALSE(ServesRowPlacement(Op::kSoftmax, DType::kFloat16, few_long, *split,
+                                  RowPlacement::kStrided));
+  absl::StatusOr<LaunchConfig> strided = HeuristicConfig(
+      Op::kSoftmax, DType::kFloat16, few_long, H100(), 16, RowPlacement::kStrided);
+  ASSERT_TRUE(strided.ok()) << strided.status();
+  EXPECT_TRUE(ServesRowPlacement(Op::kSoftmax, DType::kFloat16, few_long, *strided,
+                                 RowPlacement::kStrided))
+      << ConfigKey(*strided);
+  // A config that does not serve the rows becomes the strided heuristic.
+  absl::StatusOr<LaunchConfig> adapted = ConfigForAlignment(
+      Op::kSoftmax, DType::kFloat16, few_long, *split, 16, H100(), RowPlacement::kStrided);
+  ASSERT_TRUE(adapted.ok()) << adapted.status();
+  EXPECT_EQ(*adapted, *strided);
+  absl::StatusOr<std::vector<LaunchConfig>> configs = EnumerateConfigs(
+      Op::kSoftmax, DType::kFloat16, few_long, H100(), RowPlacement::kStrided);
+  ASSERT_TRUE(configs.ok());
+  ASSERT_FALSE(configs->empty());
+  for (const LaunchConfig& c : *configs) EXPECT_FALSE(HasSplit(c.impl)) << ConfigKey(c);
+
+  for (DType dtype : kAllDTypes) {
+    for (int64_t head_dim : {int64_t{64}, int64_t{128}, int64_t{256}}) {
+      const Shape heads{7 * 32, head_dim};
+      SCOPED_TRACE(absl::StrCat(DTypeName(dtype), " head_dim ", head_dim));
+      absl::StatusOr<LaunchConfig> grouped =
+          HeuristicConfig(Op::kRmsNorm, dtype, heads, H100(), 16, RowPlacement::kGrouped);
+      ASSERT_TRUE(grouped.ok()) << grouped.status();
+      EXPECT_EQ(grouped->impl, Impl::kWarp);
+      EXPECT_EQ(grouped->pack_size * DTypeSize(dtype), 16u);
+      absl::StatusOr<std::vector<LaunchConfig>> grouped_configs =
+          EnumerateConfigs(Op::kRmsNorm, dtype, heads, H100(), RowPlacement::kGrouped);
+      ASSERT_TRUE(grouped_configs.ok());
+      ASSERT_FALSE(grouped_configs->empty());
+      for (const LaunchConfig& c : *grouped_configs) {
+        EXPECT_TRUE(ServesRowPlacement(Op::kRmsNorm, dtype, heads, c, RowPlacement::kGrouped))
+            << ConfigKey(c);
+      }
+    }
+    // Grouped rows beyond two 16-byte packs a lane of a warp are refused.
+    EXPECT_NE(std::string(HeuristicConfig(Op::kRmsNorm, dtype, Shape{64, 4096}, H100(), 16,
+                                RowPlacement::kGrouped)
+                    .status().message()).find("grouped rows"), std::string::npos)
+      << HeuristicConfig(Op::kRmsNorm, dtype, Shape{64, 4096}, H100(), 16,
+                                RowPlacement::kGrouped)
+                    .status().message();
+  }
+}
+
+TEST_F(LaunchArgsTest, GroupsAreRmsNormsAndFusedNormsNeedTheirOperands) {
+  RowOpArgs grouped = Args();
+  grouped.params.group_rows = 2;
+  ExpectArgError(Op::kSoftmax, grouped, "grouped rows (per-head views, QK-norm) are for rms_norm");
+  RowOpArgs add = Args();
+  add.gamma = weight_;
+  ExpectArgError(Op::kAddRmsNorm, add, "needs a residual");
+  RowOpArgs offset = Args();
+  offset.params.weight_offset = 1;
+  ExpectArgError(Op::kRmsNorm, offset, "needs a weight");
+  RowOpArgs quant = Args();
+  quant.params.scale_mode = ScaleMode::kPerGroup;
+  quant.params.group_size = 96;
+  quant.row_scale = stats_;
+  ExpectArgError(Op::kRmsNormQuant, quant, "group_size=96");
+  quant.params.scale_mode = ScaleMode::kStatic;
+  quant.params.group_size = 0;
+  ExpectArgError(Op::kRmsNormQuant, quant, "needs quant_scale");
+  quant.quant_scale = stats_ + 4;
+  ExpectArgError(Op::kRmsNormQuant, quant, "writes no row_scale");
 }
 
 }  // namespace

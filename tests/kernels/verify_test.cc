@@ -19,33 +19,11 @@
 namespace kt::kernels {
 namespace {
 
-// What the CPU backend writes for `p`: RunReference in the storage dtype on
-// copies of its buffers, y's gaps 0xff.
+// What the CPU backend writes for `p`.
 HostOutputs RunLikeTheCpuBackend(const HostProblem& p) {
-  HostOutputs out;
-  out.y.assign(
-      static_cast<size_t>(OperandBytes(p.op, Operand::kOutput, p.dtype, p.shape, p.params)),
-      '\xff');
-  out.residual.assign(p.residual.begin(), p.residual.end());
-  RowOpArgs args;
-  args.params = p.params;
-  args.x = p.x.data();
-  args.y = out.y.data();
-  args.gamma = p.gamma.empty() ? nullptr : p.gamma.data();
-  args.beta = p.beta.empty() ? nullptr : p.beta.data();
-  args.mask = p.mask.empty() ? nullptr : p.mask.data();
-  args.residual = out.residual.empty() ? nullptr : out.residual.data();
-  args.quant_scale = p.quant_scale.empty() ? nullptr : p.quant_scale.data();
-  for (auto [values, reference, operand] :
-       {std::tuple{&out.mean, &p.mean_ref, Operand::kMean},
-        std::tuple{&out.inv_std, &p.inv_std_ref, Operand::kInvStd},
-        std::tuple{&out.row_scale, &p.row_scale_ref, Operand::kRowScale}}) {
-    if (reference->empty()) continue;
-    values->assign(reference->size(), -1.f);
-    args.set_operand(operand, values->data());
-  }
-  EXPECT_TRUE(RunReference(p.op, p.dtype, p.shape, args, 0, p.shape.rows, p.dtype).ok());
-  return out;
+  absl::StatusOr<HostOutputs> out = RunReferenceOnHost(p);
+  EXPECT_TRUE(out.ok()) << out.status();
+  return out.ok() ? *std::move(out) : HostOutputs{};
 }
 
 ProblemOptions Quantized(QuantDType dtype, ScaleMode mode) {

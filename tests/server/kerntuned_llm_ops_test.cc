@@ -407,11 +407,12 @@ TEST_F(KerntunedLlmOpsTest, HostileRequestsAreRefusedByFieldAndTheDaemonKeepsSer
       [](pb::RunRequest& r) { r.mutable_row_strides()->set_input(32); });
   add("overflowing stride", "puts the input's last row past a 64-bit byte offset",
       [](pb::RunRequest& r) { r.mutable_row_strides()->set_input(int64_t{1} << 62); });
-  add("overflowing group stride", "puts the output's last row past a 64-bit byte offset",
+  add("overflowing output stride", "puts the output's last row past a 64-bit byte offset",
       [](pb::RunRequest& r) {
-        r.mutable_row_strides()->set_group_rows(2);
-        r.mutable_row_strides()->set_output_group(std::numeric_limits<int64_t>::max() / 2);
+        r.mutable_row_strides()->set_output(std::numeric_limits<int64_t>::max() / 4);
       });
+  add("groups on a fused norm", "grouped rows (per-head views, QK-norm) are for rms_norm",
+      [](pb::RunRequest& r) { r.mutable_row_strides()->set_group_rows(2); });
   add("residual overlapping the output", "output overlaps rms_norm.residual",
       [&](pb::RunRequest& r) { InArena(r.mutable_rms_norm()->mutable_residual(), at.y + 256); });
   add(
@@ -433,7 +434,9 @@ TEST_F(KerntunedLlmOpsTest, HostileRequestsAreRefusedByFieldAndTheDaemonKeepsSer
   });
   add("inline residual", "the residual is read and written back: pass it as a buffer or cuda_ipc",
       [](pb::RunRequest& r) {
-        r.mutable_rms_norm()->mutable_residual()->set_inline_data(std::string(8 * 64 * 4, '\0'));
+        // A few bytes: the form is refused before the size, and the
+        // request still fits a queue descriptor.
+        r.mutable_rms_norm()->mutable_residual()->set_inline_data(std::string(16, '\0'));
       });
   add("codes in place", "cannot run in place",
       [&](pb::RunRequest& r) { InArena(r.mutable_output(), at.x); });
