@@ -2,6 +2,7 @@
 // operands' alignment, then the compiled kernel family for (op, dtype, impl).
 #include "kernels/launch.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -22,21 +23,31 @@ int64_t ElementBytes(Op op, DType dtype, Operand operand) {
 
 // Largest power of two dividing every operand's address and, for rows laid
 // out by strides or groups, every row's start (capped at 16 bytes, the
-// widest access): the pack size falls back to it.
+// widest access), in bytes of the storage dtype: a one-byte code aligned
+// to 4 bytes is 4 elements, 8 bytes of a 16-bit dtype. The pack size falls
+// back to it. Contiguous rows need only their base aligned: the kernels
+// that take any cols move each row's edges (RowEdges), the others need a
+// pack dividing cols anyway.
 int64_t CommonAlignment(Op op, DType dtype, Shape shape, const RowOpArgs& args) {
+  const bool contiguous = PlacementOf(args.params, shape) == RowPlacement::kContiguous;
+  const int64_t dtype_bytes = static_cast<int64_t>(DTypeSize(dtype));
   int64_t alignment = 16;
-  const auto narrow_to = [&](uint64_t value) {
-    while (alignment > 1 && value % alignment != 0) alignment /= 2;
-  };
   for (Operand operand : kAllOperands) {
     // Written, or read, one float at a time.
     if (IsRowStat(operand) || operand == Operand::kQuantScale) continue;
+    int64_t own = 16;
+    const auto narrow_to = [&](uint64_t value) {
+      while (own > 1 && value % own != 0) own /= 2;
+    };
     narrow_to(reinterpret_cast<uintptr_t>(args.operand(operand)));
-    if (args.operand(operand) == nullptr) continue;
-    const RowLayout layout = RowLayoutOf(operand, args.params, shape);
     const int64_t element = ElementBytes(op, dtype, operand);
-    narrow_to(static_cast<uint64_t>(layout.stride * element));
-    if (layout.group_rows > 0) narrow_to(static_cast<uint64_t>(layout.group_stride * element));
+    if (!contiguous && args.operand(operand) != nullptr) {
+      const RowLayout layout = RowLayoutOf(operand, args.params, shape);
+      narrow_to(static_cast<uint64_t>(layout.stride * element));
+      if (layout.group_rows > 0) narrow_to(static_cast<uint64_t>(layout.group_stride * element));
+    }
+    alignment = std::min(alignment, std::min<int64_t>(16, own / std::min(own, element) *
+                                                             dtype_bytes));
   }
   return alignment;
 }

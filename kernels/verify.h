@@ -101,12 +101,36 @@ __host__ __device__ inline Ranked RankOf(RankedFormat format, uint32_t bits) {
   return {false, (bits & sign_bit) ? -static_cast<int64_t>(magnitude) : magnitude};
 }
 // NaN meets NaN; other values are at most `steps` ranks apart.
+// |value| of an fp8 code (e4m3fn or e5m2), NaN aside.
+__host__ __device__ inline double Fp8Magnitude(RankedFormat format, uint32_t bits) {
+  const bool e4m3 = format == RankedFormat::kFp8E4M3;
+  const int mantissa_bits = e4m3 ? 3 : 2;
+  const int bias = e4m3 ? 7 : 15;
+  const uint32_t exponent = (bits & 0x7fu) >> mantissa_bits;
+  const double mantissa = static_cast<double>(bits & ((1u << mantissa_bits) - 1)) /
+                          static_cast<double>(1u << mantissa_bits);
+  const int power = exponent == 0 ? 1 - bias : static_cast<int>(exponent) - bias;
+  double magnitude = exponent == 0 ? mantissa : 1.0 + mantissa;
+  for (int i = 0; i < (power < 0 ? -power : power); ++i) magnitude *= power < 0 ? 0.5 : 2.0;
+  return magnitude;
+}
+
+// Whether `got` is within `steps` representable values of `want`. fp8 codes
+// whose values both lie below QuantMax * 2^-16 also agree: y / scale there
+// is under 2^-16 of its row's (group's) largest |y|, below what float32
+// compute resolves where a norm cancels (LayerNorm's x - mean), while fp8's
+// subnormal codes step far finer (e5m2's by 2^-16).
 __host__ __device__ inline bool RanksWithin(RankedFormat format, uint32_t got, uint32_t want,
                                             int64_t steps) {
   const Ranked g = RankOf(format, got), w = RankOf(format, want);
   if (g.nan || w.nan) return g.nan && w.nan;
   const int64_t apart = g.rank > w.rank ? g.rank - w.rank : w.rank - g.rank;
-  return apart <= steps;
+  if (apart <= steps) return true;
+  if (format == RankedFormat::kFp8E4M3 || format == RankedFormat::kFp8E5M2) {
+    const double near_zero = (format == RankedFormat::kFp8E4M3 ? 448.0 : 57344.0) * 0x1p-16;
+    return Fp8Magnitude(format, got) <= near_zero && Fp8Magnitude(format, want) <= near_zero;
+  }
+  return false;
 }
 
 // Input generator for a problem's rows.

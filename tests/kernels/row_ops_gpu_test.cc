@@ -136,9 +136,11 @@ std::string DescribeQuant(const OpParams& params) {
                       params.scale_ub > 0 ? absl::StrCat(" ub=", params.scale_ub) : "");
 }
 
-// The fused norms. The rows: 1, 33, 1000 columns (no per_group: 64 and 128
-// do not divide them), and 128, 4096, 5120 (LLM hidden sizes).
-constexpr int64_t kFusedCols[] = {1, 33, 1000, 128, 4096, 5120};
+// The fused norms, which run in 16-byte packs (cols a multiple of 8
+// elements serves every dtype). The rows: 8, 40, 1000 columns (no
+// per_group: 64 and 128 do not divide them), and 128, 4096, 5120 (LLM
+// hidden sizes). Shorter or odd rows are refused (FusedNormsRefuseOddRows).
+constexpr int64_t kFusedCols[] = {8, 40, 1000, 128, 4096, 5120};
 
 // RMSNorm with and without its weight, with and without the 1/rms output,
 // across each implementation's range of cols.
@@ -379,18 +381,36 @@ TEST_P(RowOpsGpuTest, FusedNormsEveryQuantDTypeAndScaleMode) {
   }
 }
 
-// The fused norms at every dispatch boundary of their families (sub-warp
-// groups, whole warps, block_regs up to its 16 * 1024 columns), at few and
-// many rows, default quantization (fp8_e4m3 per_row).
+// The fused norms at every dispatch boundary of their families (block_regs
+// below 512 columns, whole warps of 16 to 64 columns a lane up to 2048,
+// block_regs again up to its 16 * 1024 columns), at few and many rows,
+// default quantization (fp8_e4m3 per_row).
 TEST_P(RowOpsGpuTest, FusedNormsAcrossTheirFamiliesBoundaries) {
   for (Op op : kAllOps) {
     if (!IsFusedNorm(op)) continue;
-    for (int64_t cols : {2, 31, 32, 64, 127, 1023, 1024, 1025, 2048, 2049, 8192, 12288, 16384}) {
+    for (int64_t cols : {8, 32, 64, 504, 512, 520, 1024, 2040, 2048, 2056, 8192, 12288, 16384}) {
       for (int64_t rows : {int64_t{1}, int64_t{3}, int64_t{4099}}) {
         const int64_t capped = std::min<int64_t>(rows, std::max<int64_t>(1, (1 << 24) / cols));
         SweepFused(op, {capped, cols}, ProblemOptions(), InputPattern::kNormal, "boundary");
       }
     }
+  }
+}
+
+// Rows the fused norms' 16-byte packs cannot cover are refused with the
+// reason, never launched.
+TEST_P(RowOpsGpuTest, FusedNormsRefuseOddRows) {
+  for (Op op : kAllOps) {
+    if (!IsFusedNorm(op)) continue;
+    absl::StatusOr<HostProblem> host =
+        MakeProblem(op, dtype(), {3, 33}, FreshSeed(), InputPattern::kNormal, true);
+    ASSERT_TRUE(host.ok()) << host.status();
+    absl::StatusOr<DeviceProblem> problem = Upload(*host, /*stream=*/nullptr);
+    ASSERT_TRUE(problem.ok()) << problem.status();
+    absl::StatusOr<LaunchConfig> config = HeuristicConfig(op, dtype(), {3, 33}, device_);
+    EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument) << OpName(op);
+    EXPECT_NE(config.status().message().find("runs in 16-byte packs"), absl::string_view::npos)
+        << config.status();
   }
 }
 

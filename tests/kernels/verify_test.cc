@@ -199,6 +199,14 @@ TEST(VerifyTest, FusedNormsTakeTheirBaseNormsTolerance) {
 
 TEST(VerifyTest, RanksCountRepresentableValues) {
   // float16: 1.0 and its two neighbours; +0 and -0 are the same value.
+  // fp8 codes below QuantMax * 2^-16 agree (float32 cannot resolve y there
+  // where a norm cancels); above it, one step.
+  EXPECT_TRUE(RanksWithin(RankedFormat::kFp8E5M2, 0x0a, 0x12, 1));  // 1.8e-4, 7.3e-4
+  EXPECT_TRUE(RanksWithin(RankedFormat::kFp8E5M2, 0xb2, 0xb0, 1));  // -0.1875, -0.125
+  EXPECT_FALSE(RanksWithin(RankedFormat::kFp8E5M2, 0x3c, 0x38, 1));  // 1, 0.5
+  EXPECT_FALSE(RanksWithin(RankedFormat::kFp8E4M3, 0x08, 0x00, 1));  // 2^-6, 0
+  EXPECT_TRUE(RanksWithin(RankedFormat::kFp8E4M3, 0x03, 0x00, 1));   // 3 * 2^-9, 0
+  EXPECT_FALSE(RanksWithin(RankedFormat::kInt8, 3, 0, 1));
   EXPECT_TRUE(RanksWithin(RankedFormat::kFloat16, 0x3c01, 0x3c00, 1));
   EXPECT_FALSE(RanksWithin(RankedFormat::kFloat16, 0x3c02, 0x3c00, 1));
   EXPECT_TRUE(RanksWithin(RankedFormat::kFloat16, 0x8000, 0x0000, 0));
