@@ -104,7 +104,8 @@ TEST(KerntuneBinaryTest, RunHelpNamesTheRequiredFlagsAndOnlyItsOwnDefaults) {
   }
   EXPECT_THAT(run.output, HasSubstr("--iterations (default 10) "));
   EXPECT_THAT(run.output, HasSubstr("--via (default auto) "));
-  EXPECT_THAT(run.output, HasSubstr("the epsilon of the norms (layer_norm, rms_norm and their add / quant forms; default 1e-5)"));
+  EXPECT_THAT(run.output, HasSubstr("the epsilon of the norms (layer_norm, rms_norm and their "
+                                    "add / quant forms; default 1e-5)"));
   EXPECT_THAT(run.output, HasSubstr("run: default 1; > 1 for softmax and log_softmax only"));
   for (const char* other : {"demo:", "tune:", "4096", "comma list"}) {
     EXPECT_THAT(run.output, ::testing::Not(HasSubstr(other))) << other;
