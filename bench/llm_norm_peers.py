@@ -285,8 +285,14 @@ def build_flashinfer(torch, include_dir, build_dir):
     from torch.utils.cpp_extension import load
     os.makedirs(build_dir, exist_ok=True)
     load(name="kt_flashinfer_norm", sources=[FI_SOURCE], extra_include_paths=[include_dir],
+         # torch's extension flags hide the 16-bit types' conversions
+         # (-D__CUDA_NO_BFLOAT16_CONVERSIONS__ ...), which FlashInfer uses.
          extra_cuda_cflags=["-O3", "-std=c++17", "-DENABLE_FP8", "-DENABLE_BF16",
-                            "--expt-relaxed-constexpr"],
+                            "--expt-relaxed-constexpr", "-U__CUDA_NO_HALF_OPERATORS__",
+                            "-U__CUDA_NO_HALF_CONVERSIONS__", "-U__CUDA_NO_HALF2_OPERATORS__",
+                            "-U__CUDA_NO_BFLOAT16_CONVERSIONS__",
+                            "-U__CUDA_NO_BFLOAT16_OPERATORS__",
+                            "-U__CUDA_NO_BFLOAT162_OPERATORS__"],
          build_directory=build_dir, is_python_module=False, verbose=False)
     lib = ctypes.CDLL(os.path.join(build_dir, "kt_flashinfer_norm.so"))
     for name in ("kt_fi_rms_norm", "kt_fi_fused_add_rms_norm", "kt_fi_qk_rms_norm",
