@@ -74,11 +74,11 @@ struct QuantStore {
   float weight_offset;
   QuantDType dtype;
   ScaleMode mode;
-  int group_size;                    // kPerGroup: 64 or 128
-  float qmax;                        // QuantMax(dtype)
-  float scale_ub;                    // 0: none
+  int group_size;                          // kPerGroup: 64 or 128
+  float qmax;                              // QuantMax(dtype)
+  float scale_ub;                          // 0: none
   const float* __restrict__ static_scale;  // kStatic: one float
-  float* __restrict__ scales;        // dynamic: rows (x groups) floats
+  float* __restrict__ scales;              // dynamic: rows (x groups) floats
   int64_t scales_per_row;
 
   // y = normalized * (offset + gamma) + beta, in place.
@@ -118,7 +118,7 @@ struct QuantStore {
   // row_max(float) is the max over the row's threads (all of them must
   // call it); lanes holding one group of columns are group_size / pack
   // consecutive lanes of a warp, each at the same k (the kernels' layouts
-  // and ValidateQuantGroups guarantee it), and `writer` is the one thread
+  // and Launch's per-group pack check guarantee it), and `writer` is the one thread
   // that writes a per-row scale.
   template <int kPacks, int pack, class ColOf, class Valid, class RowMax>
   __device__ __forceinline__ void StoreRow(float* v, int64_t row, const ColOf& col_of,
