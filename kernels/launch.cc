@@ -28,8 +28,9 @@ int64_t ElementBytes(Op op, DType dtype, Operand operand) {
 // back to it. Contiguous rows need only their base aligned: the kernels
 // that take any cols move each row's edges (RowEdges), the others need a
 // pack dividing cols anyway.
-int64_t CommonAlignment(Op op, DType dtype, Shape shape, const RowOpArgs& args) {
-  const bool contiguous = PlacementOf(args.params, shape) == RowPlacement::kContiguous;
+int64_t CommonAlignment(Op op, DType dtype, Shape shape, const RowOpArgs& args,
+                        RowPlacement rows) {
+  const bool contiguous = rows == RowPlacement::kContiguous;
   const int64_t dtype_bytes = static_cast<int64_t>(DTypeSize(dtype));
   int64_t alignment = 16;
   for (Operand operand : kAllOperands) {
@@ -147,10 +148,10 @@ absl::StatusOr<LaunchConfig> Launch(Op op, DType dtype, Shape shape, const RowOp
 
   if (absl::Status s = internal::CheckCurrentDevice(device); !s.ok()) return s;
 
-  // Validates the config as the operands' alignment adapts it.
-  absl::StatusOr<LaunchConfig> aligned =
-      ConfigForAlignmentOnce(op, dtype, shape, config, CommonAlignment(op, dtype, shape, args),
-                             PlacementOf(args.params, shape), device);
+  // Validates the config as the operands' alignment and rows adapt it.
+  const RowPlacement rows = PlacementOf(args.params, shape);
+  absl::StatusOr<LaunchConfig> aligned = ConfigForAlignmentOnce(
+      op, dtype, shape, config, CommonAlignment(op, dtype, shape, args, rows), rows, device);
   if (!aligned.ok()) return aligned.status();
   const LaunchConfig& effective = *aligned;
   // A group's lanes exchange its max by warp shuffles: group_size / pack

@@ -219,6 +219,13 @@ def _op_enum(op):
     raise _invalid("op=%r must be one of %s" % (op, ", ".join(OPS)))
 
 
+def _check_group_columns(quant, layout):
+    """Per-group scales need whole groups in every row."""
+    if layout.cols % (quant.group_size or 1):
+        raise _invalid("x has %d columns, not a multiple of group_size=%d"
+                       % (layout.cols, quant.group_size))
+
+
 def _dtype_name(dtype):
     """"float32" / "float16" / "bfloat16" from a string, NumPy or torch dtype."""
     torch = _torch.torch_module()
@@ -1202,9 +1209,7 @@ class Client:
         quant = options.quant
         if quant is None:
             return None, None
-        if layout.cols % (quant.group_size or 1):
-            raise _invalid("x has %d columns, not a multiple of group_size=%d"
-                           % (layout.cols, quant.group_size))
+        _check_group_columns(quant, layout)
         quant_scale = options.quant_scale
         if not quant.dynamic:
             if quant_scale is None:
@@ -1412,9 +1417,7 @@ class Client:
         quant = options.quant
         if quant is None:
             return None, None
-        if layout.cols % (quant.group_size or 1):
-            raise _invalid("x has %d columns, not a multiple of group_size=%d"
-                           % (layout.cols, quant.group_size))
+        _check_group_columns(quant, layout)
         quant_scale = options.quant_scale
         if not quant.dynamic:
             if quant_scale is None:
