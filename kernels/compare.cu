@@ -26,7 +26,7 @@ __device__ __forceinline__ int64_t CheckedIndex(const CheckedRows& rows, int64_t
   return RowOffset(rows.layout, i / rows.cols) + i % rows.cols;
 }
 
-// LayerNormInputs with the pointers typed.
+// LayerNormInputs with the pointers typed; x null: no slack.
 template <typename T>
 struct TypedLayerNormInputs {
   const T* x;
@@ -35,7 +35,24 @@ struct TypedLayerNormInputs {
   const float* inv_std;
   int64_t cols;
   RowLayout x_layout;  // stride 0: contiguous
+
+  // LayerNormSlack for element i of the dense (rows, cols) reference.
+  __device__ double Slack(int64_t i) const {
+    if (x == nullptr) return 0;
+    const int64_t row = i / cols;
+    const int64_t col = i % cols;
+    const double g = gamma != nullptr ? internal::ToFloat(gamma[col]) : 1.0;
+    const int64_t x_at = x_layout.stride > 0 ? RowOffset(x_layout, row) + col : i;
+    return LayerNormSlack(internal::ToFloat(x[x_at]), mean[row], inv_std[row], g);
+  }
 };
+
+template <typename T>
+TypedLayerNormInputs<T> Typed(const LayerNormInputs* layer_norm) {
+  if (layer_norm == nullptr) return {nullptr, nullptr, nullptr, nullptr, 1, RowLayout{0, 0, 0}};
+  return {static_cast<const T*>(layer_norm->x), static_cast<const T*>(layer_norm->gamma),
+          layer_norm->mean,  layer_norm->inv_std, layer_norm->cols, layer_norm->x_layout};
+}
 
 template <typename T>
 __global__ void CompareKernel(const T* __restrict__ out, const float* __restrict__ ref, int64_t n,
@@ -56,23 +73,32 @@ __global__ void CompareKernel(const T* __restrict__ out, const float* __restrict
     } else if (isinf(want)) {
       ok = got == want;
     } else {
-      double slack = 0;
-      if (layer_norm.x != nullptr) {
-        const int64_t row = i / layer_norm.cols;
-        const int64_t col = i % layer_norm.cols;
-        const double gamma =
-            layer_norm.gamma != nullptr ? internal::ToFloat(layer_norm.gamma[col]) : 1.0;
-        const int64_t x_at =
-            layer_norm.x_layout.stride > 0 ? RowOffset(layer_norm.x_layout, row) + col : i;
-        slack = kLayerNormRoundings * 0x1p-24 *
-                (fabs(internal::ToFloat(layer_norm.x[x_at])) + fabs(layer_norm.mean[row])) *
-                layer_norm.inv_std[row] * fabs(gamma);
-        if (!isfinite(slack)) slack = 0;  // a pathological row: the fixed tolerance only
-      }
       ok = isfinite(got) && fabs(static_cast<double>(got) - want) <=
-                                atol + rtol * fabs(static_cast<double>(want)) + slack;
+                                atol + rtol * fabs(static_cast<double>(want)) +
+                                    layer_norm.Slack(i);
     }
     if (!ok) {
+      atomicAdd(bad_count, 1ull);
+      atomicMin(first_bad, static_cast<unsigned long long>(i));
+    }
+  }
+}
+
+// CodeWithin over n one-byte codes of rows `cols` long; T: the storage
+// dtype of LayerNorm's inputs.
+template <typename T>
+__global__ void CompareCodesKernel(RankedFormat format, const uint8_t* __restrict__ out,
+                                   const uint8_t* __restrict__ ref,
+                                   const float* __restrict__ y_ref, int64_t n, int64_t cols,
+                                   int64_t steps, CodeScales scales, double rtol, double atol,
+                                   TypedLayerNormInputs<T> layer_norm, CheckedRows rows,
+                                   unsigned long long* bad_count, unsigned long long* first_bad) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    const float scale = scales.Of(i / cols, i % cols);
+    if (!CodeWithin(format, out[CheckedIndex(rows, i)], ref[i], steps, scale, y_ref[i], rtol,
+                    atol, layer_norm.Slack(i))) {
       atomicAdd(bad_count, 1ull);
       atomicMin(first_bad, static_cast<unsigned long long>(i));
     }
@@ -160,6 +186,22 @@ CheckedRows RowsOrContiguous(const CheckedRows* rows, int64_t n) {
   return CheckedRows{cols, RowLayout{cols, 0, 0}};
 }
 
+// f(T{}) with T the storage type of `dtype`.
+template <typename F>
+void WithStorageType(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kFloat32:
+      f(float{});
+      break;
+    case DType::kFloat16:
+      f(__half{});
+      break;
+    case DType::kBFloat16:
+      f(__nv_bfloat16{});
+      break;
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<DeviceCompareResult> CompareOnDevice(DType dtype, const void* out, const float* ref,
@@ -168,34 +210,30 @@ absl::StatusOr<DeviceCompareResult> CompareOnDevice(DType dtype, const void* out
                                                     const LayerNormInputs* layer_norm,
                                                     const CheckedRows* rows) {
   const CheckedRows rows_at = RowsOrContiguous(rows, n);
-  // Launches the comparison with `out` (and LayerNorm's inputs) as T.
-  const auto compare = [&](auto typed_zero, unsigned long long* bad, unsigned long long* first) {
-    using T = decltype(typed_zero);
-    TypedLayerNormInputs<T> typed{nullptr, nullptr, nullptr, nullptr, 1, RowLayout{0, 0, 0}};
-    if (layer_norm != nullptr) {
-      typed = {static_cast<const T*>(layer_norm->x),
-               static_cast<const T*>(layer_norm->gamma),
-               layer_norm->mean,
-               layer_norm->inv_std,
-               layer_norm->cols,
-               layer_norm->x_layout};
-    }
-    CompareKernel<<<GridFor(n), kThreads, 0, stream>>>(static_cast<const T*>(out), ref, n,
-                                                       tolerance.rtol, tolerance.atol, typed,
-                                                       rows_at, bad, first);
-  };
   return CountOnDevice(stream, [&](unsigned long long* bad, unsigned long long* first) {
-    switch (dtype) {
-      case DType::kFloat32:
-        compare(float{}, bad, first);
-        break;
-      case DType::kFloat16:
-        compare(__half{}, bad, first);
-        break;
-      case DType::kBFloat16:
-        compare(__nv_bfloat16{}, bad, first);
-        break;
-    }
+    // `out` and LayerNorm's inputs as T.
+    WithStorageType(dtype, [&](auto typed_zero) {
+      using T = decltype(typed_zero);
+      CompareKernel<<<GridFor(n), kThreads, 0, stream>>>(
+          static_cast<const T*>(out), ref, n, tolerance.rtol, tolerance.atol,
+          Typed<T>(layer_norm), rows_at, bad, first);
+    });
+  });
+}
+
+absl::StatusOr<DeviceCompareResult> CompareCodesOnDevice(
+    RankedFormat format, DType dtype, const void* out, const void* code_ref, const float* y_ref,
+    int64_t n, int64_t cols, const CodeScales& scales, Tolerance tolerance, cudaStream_t stream,
+    const LayerNormInputs* layer_norm, const CheckedRows* rows) {
+  const CheckedRows rows_at = RowsOrContiguous(rows, n);
+  return CountOnDevice(stream, [&](unsigned long long* bad, unsigned long long* first) {
+    WithStorageType(dtype, [&](auto typed_zero) {
+      using T = decltype(typed_zero);
+      CompareCodesKernel<<<GridFor(n), kThreads, 0, stream>>>(
+          format, static_cast<const uint8_t*>(out), static_cast<const uint8_t*>(code_ref), y_ref,
+          n, std::max<int64_t>(cols, 1), kCodeSteps, scales, tolerance.rtol, tolerance.atol,
+          Typed<T>(layer_norm), rows_at, bad, first);
+    });
   });
 }
 

@@ -264,6 +264,7 @@ absl::Status ComputeReference(HostProblem& p, int threads) {
     p.code_ref.assign(n, 0);
     args.y = p.code_ref.data();
   } else {
+    p.code_ref.clear();
     p.y_ref.assign(n, 0.f);
     args.y = p.y_ref.data();
   }
@@ -293,7 +294,31 @@ absl::Status ComputeReference(HostProblem& p, int threads) {
     p.residual_ref = p.residual;  // the reference adds into it
     args.residual = p.residual_ref.data();
   }
-  return RunReference(p.op, p.dtype, stored, args, 0, stored.rows, DType::kFloat32, threads);
+  if (absl::Status s =
+          RunReference(p.op, p.dtype, stored, args, 0, stored.rows, DType::kFloat32, threads);
+      !s.ok() || !QuantizesOutput(p.op)) {
+    return s;
+  }
+  // A quantizing op's y before its codes (CodeWithin): the base norm of
+  // what the op normalized (the residual written back, for the add forms).
+  RowOpArgs base;
+  base.params = p.params;
+  base.params.quant_dtype = OpParams{}.quant_dtype;
+  base.params.scale_mode = OpParams{}.scale_mode;
+  base.params.group_size = 0;
+  base.params.scale_ub = 0;
+  base.params.y_row_stride = 0;
+  if (AddsResidual(p.op)) {
+    base.params.x_row_stride = p.params.residual_row_stride;
+    base.params.residual_row_stride = 0;
+  }
+  base.x = AddsResidual(p.op) ? p.residual_ref.data() : p.x.data();
+  base.gamma = args.gamma;
+  base.beta = args.beta;
+  p.y_ref.assign(n, 0.f);
+  base.y = p.y_ref.data();
+  return RunReference(BaseNormOp(p.op), p.dtype, stored, base, 0, stored.rows, DType::kFloat32,
+                      threads);
 }
 
 absl::StatusOr<HostProblem> MakeProblem(Op op, DType dtype, Shape full_shape, uint64_t seed,
@@ -670,10 +695,34 @@ absl::StatusOr<CheckReport> CheckOutputs(const DeviceProblem& problem, bool chec
           ? CheckedRows{shape.cols * shape.inner, {shape.cols * shape.inner, 0, 0}}
           : CheckedRows{shape.cols, RowLayoutOf(Operand::kOutput, problem.params, shape)};
   const int64_t n = shape.elements();
+  // LayerNorm's y: slack for float32's rounding of x - mean (verify.h), x
+  // being the residual written back for the add forms.
+  LayerNormInputs layer_norm;
+  const bool condition_y = IsLayerNormFamily(problem.op) && problem.mean_ref.bytes() > 0 &&
+                           problem.inv_std_ref.bytes() > 0;
+  if (condition_y) {
+    const bool adds = AddsResidual(problem.op);
+    layer_norm = {
+        adds ? problem.residual_ref.data() : problem.x.data(),
+        problem.gamma.bytes() > 0 ? problem.gamma.data() : nullptr,
+        static_cast<const float*>(problem.mean_ref.data()),
+        static_cast<const float*>(problem.inv_std_ref.data()),
+        shape.cols,
+        RowLayoutOf(adds ? Operand::kResidual : Operand::kInput, problem.params, shape)};
+  }
+  const Tolerance tolerance = OutputTolerance(problem.op, problem.dtype);
   if (QuantizesOutput(problem.op)) {
     const RankedFormat format = RankedFormatOf(problem.params.quant_dtype);
-    absl::StatusOr<DeviceCompareResult> r = CompareRanksOnDevice(
-        format, problem.y.data(), problem.code_ref.data(), n, kCodeSteps, stream, &y_rows);
+    const bool is_static = problem.params.scale_mode == ScaleMode::kStatic;
+    const int64_t per_row = ScalesPerRow(problem.params, shape.cols);
+    // The scales the kernel wrote (checked against the reference's below).
+    const CodeScales scales{
+        static_cast<const float*>(is_static ? problem.quant_scale.data() : problem.row_scale.data()),
+        is_static, per_row, shape.cols / per_row};
+    absl::StatusOr<DeviceCompareResult> r = CompareCodesOnDevice(
+        format, problem.dtype, problem.y.data(), problem.code_ref.data(),
+        static_cast<const float*>(problem.y_ref.data()), n, shape.cols, scales, tolerance, stream,
+        condition_y ? &layer_norm : nullptr, &y_rows);
     if (!r.ok()) return r.status();
     if (r->bad > 0) {
       const int64_t i = r->first_bad;
@@ -685,25 +734,11 @@ absl::StatusOr<CheckReport> CheckOutputs(const DeviceProblem& problem, bool chec
       const uint32_t want = ReadDeviceBits(problem.code_ref.data(), i, 1);
       count(*r, absl::StrCat(r->bad, " bad y codes; first at ", Where(i, shape.cols, 1), ": got ",
                              describe(got), ", want ", describe(want), " (", kCodeSteps,
-                             " code apart allowed)"));
+                             " code apart allowed, or y within rtol ", tolerance.rtol, ", atol ",
+                             tolerance.atol, " of ",
+                             ReadElement(DType::kFloat32, problem.y_ref.data(), i), ")"));
     }
   } else {
-    // LayerNorm's y: slack for float32's rounding of x - mean (verify.h),
-    // x being the residual written back for the add form.
-    LayerNormInputs layer_norm;
-    const bool condition_y = IsLayerNormFamily(problem.op) && problem.mean_ref.bytes() > 0 &&
-                             problem.inv_std_ref.bytes() > 0;
-    if (condition_y) {
-      const bool adds = AddsResidual(problem.op);
-      layer_norm = {
-          adds ? problem.residual_ref.data() : problem.x.data(),
-          problem.gamma.bytes() > 0 ? problem.gamma.data() : nullptr,
-          static_cast<const float*>(problem.mean_ref.data()),
-          static_cast<const float*>(problem.inv_std_ref.data()),
-          shape.cols,
-          RowLayoutOf(adds ? Operand::kResidual : Operand::kInput, problem.params, shape)};
-    }
-    const Tolerance tolerance = OutputTolerance(problem.op, problem.dtype);
     absl::StatusOr<DeviceCompareResult> r = CompareOnDevice(
         problem.dtype, problem.y.data(), static_cast<const float*>(problem.y_ref.data()), n,
         tolerance, stream, condition_y ? &layer_norm : nullptr, &y_rows);
@@ -772,7 +807,6 @@ bool HostWithin(double got, float ref, DType dtype, const Tolerance& tolerance, 
   const double want = std::isinf(rounded) ? rounded : ref;
   if (std::isnan(want)) return std::isnan(got);
   if (std::isinf(want)) return got == want;
-  if (!std::isfinite(slack)) slack = 0;  // a pathological row: the fixed tolerance only
   return std::isfinite(got) &&
          std::fabs(got - want) <= tolerance.atol + tolerance.rtol * std::fabs(want) + slack;
 }
@@ -809,34 +843,46 @@ CheckReport CheckHostOutputs(const HostProblem& p, const HostOutputs& got) {
   };
   int64_t bad = 0;
   std::string first;
+  const Tolerance tolerance = OutputTolerance(p.op, p.dtype);
+  const bool adds = AddsResidual(p.op);
+  const RowLayout x_layout =
+      RowLayoutOf(adds ? Operand::kResidual : Operand::kInput, p.params, shape);
+  // LayerNorm's slack for element i (verify.h LayerNormInputs).
+  const auto slack = [&](int64_t i) {
+    if (!IsLayerNormFamily(p.op)) return 0.0;
+    const int64_t row = i / shape.cols;
+    const int64_t col = i % shape.cols;
+    const double gamma = p.gamma.empty() ? 1.0 : LoadAsDouble(p.dtype, p.gamma.data(), col);
+    const double x = LoadAsDouble(p.dtype, adds ? p.residual_ref.data() : p.x.data(),
+                                  x_layout.Offset(row) + col);
+    return LayerNormSlack(x, p.mean_ref[row], p.inv_std_ref[row], gamma);
+  };
   if (QuantizesOutput(p.op)) {
     const RankedFormat format = RankedFormatOf(p.params.quant_dtype);
+    const bool is_static = p.params.scale_mode == ScaleMode::kStatic;
+    const int64_t per_row = ScalesPerRow(p.params, shape.cols);
+    // The scales the op wrote where they came back whole, else the
+    // reference's (a missing or short row_scale fails below).
+    const std::vector<float>& written =
+        got.row_scale.size() == p.row_scale_ref.size() ? got.row_scale : p.row_scale_ref;
+    const CodeScales scales{is_static ? p.quant_scale.data() : written.data(), is_static,
+                            per_row, shape.cols / per_row};
     for (int64_t i = 0; i < n; ++i) {
       const uint32_t value = LoadBits(got.y.data(), y_at(i), 1);
-      if (RanksWithin(format, value, p.code_ref[i], kCodeSteps)) continue;
+      if (CodeWithin(format, value, p.code_ref[i], kCodeSteps,
+                     scales.Of(i / shape.cols, i % shape.cols), p.y_ref[i], tolerance.rtol,
+                     tolerance.atol, slack(i))) {
+        continue;
+      }
       if (bad++ > 0) continue;
       first = absl::StrCat(where(i), " = ",
                            DescribeBits(format, p.dtype, p.params.quant_dtype, value), ", want ",
                            DescribeBits(format, p.dtype, p.params.quant_dtype, p.code_ref[i]));
     }
   } else {
-    const Tolerance tolerance = OutputTolerance(p.op, p.dtype);
-    const bool adds = AddsResidual(p.op);
-    const RowLayout x_layout =
-        RowLayoutOf(adds ? Operand::kResidual : Operand::kInput, p.params, shape);
     for (int64_t i = 0; i < n; ++i) {
       const double value = LoadAsDouble(p.dtype, got.y.data(), y_at(i));
-      double slack = 0;
-      if (IsLayerNormFamily(p.op)) {  // verify.h LayerNormInputs
-        const int64_t row = i / shape.cols;
-        const int64_t col = i % shape.cols;
-        const double gamma = p.gamma.empty() ? 1.0 : LoadAsDouble(p.dtype, p.gamma.data(), col);
-        const double x = LoadAsDouble(p.dtype, adds ? p.residual_ref.data() : p.x.data(),
-                                      x_layout.Offset(row) + col);
-        slack = kLayerNormRoundings * 0x1p-24 * (std::fabs(x) + std::fabs(p.mean_ref[row])) *
-                p.inv_std_ref[row] * std::fabs(gamma);
-      }
-      if (HostWithin(value, p.y_ref[i], p.dtype, tolerance, slack)) continue;
+      if (HostWithin(value, p.y_ref[i], p.dtype, tolerance, slack(i))) continue;
       if (bad++ > 0) continue;
       first = absl::StrFormat("%s = %g, want %g", where(i), value, p.y_ref[i]);
     }

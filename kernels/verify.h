@@ -7,6 +7,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -59,8 +60,9 @@ Tolerance StatsTolerance();
 Tolerance QuantScaleTolerance();
 // Codes may differ from the fp64 reference's by this many representable
 // values: the kernel multiplies by 1 / scale in float32, so a value at or
-// next to a rounding tie may round the other way. The written-back residual
-// gets the same allowance in its storage dtype.
+// next to a rounding tie may round the other way (CodeWithin states the
+// one exception). The written-back residual gets the same allowance in its
+// storage dtype.
 inline constexpr int64_t kCodeSteps = 1;
 
 // The value formats a bit-for-bit rank comparison reads: the storage dtypes
@@ -100,8 +102,7 @@ __host__ __device__ inline Ranked RankOf(RankedFormat format, uint32_t bits) {
   if (magnitude > nan_above) return {true, 0};
   return {false, (bits & sign_bit) ? -static_cast<int64_t>(magnitude) : magnitude};
 }
-// NaN meets NaN; other values are at most `steps` ranks apart.
-// |value| of an fp8 code (e4m3fn or e5m2), NaN aside.
+// |value| of an fp8 code (e4m3fn or e5m2), NaN and e5m2's infinities aside.
 __host__ __device__ inline double Fp8Magnitude(RankedFormat format, uint32_t bits) {
   const bool e4m3 = format == RankedFormat::kFp8E4M3;
   const int mantissa_bits = e4m3 ? 3 : 2;
@@ -115,22 +116,51 @@ __host__ __device__ inline double Fp8Magnitude(RankedFormat format, uint32_t bit
   return magnitude;
 }
 
-// Whether `got` is within `steps` representable values of `want`. fp8 codes
-// whose values both lie below QuantMax * 2^-16 also agree: y / scale there
-// is under 2^-16 of its row's (group's) largest |y|, below what float32
-// compute resolves where a norm cancels (LayerNorm's x - mean), while fp8's
-// subnormal codes step far finer (e5m2's by 2^-16).
+// NaN meets NaN; other values are at most `steps` ranks apart.
 __host__ __device__ inline bool RanksWithin(RankedFormat format, uint32_t got, uint32_t want,
                                             int64_t steps) {
   const Ranked g = RankOf(format, got), w = RankOf(format, want);
   if (g.nan || w.nan) return g.nan && w.nan;
   const int64_t apart = g.rank > w.rank ? g.rank - w.rank : w.rank - g.rank;
-  if (apart <= steps) return true;
-  if (format == RankedFormat::kFp8E4M3 || format == RankedFormat::kFp8E5M2) {
-    const double near_zero = (format == RankedFormat::kFp8E4M3 ? 448.0 : 57344.0) * 0x1p-16;
-    return Fp8Magnitude(format, got) <= near_zero && Fp8Magnitude(format, want) <= near_zero;
-  }
-  return false;
+  return apart <= steps;
+}
+
+// The value of a one-byte code before its scale: int8's integer, an fp8
+// code's signed value (e5m2's infinities as +-2^16: never written, the
+// kernels saturate). NaN codes have none: RankOf tells them.
+__host__ __device__ inline double CodeValue(RankedFormat format, uint32_t bits) {
+  if (format == RankedFormat::kInt8) return static_cast<int8_t>(static_cast<uint8_t>(bits));
+  const double magnitude = Fp8Magnitude(format, bits);
+  return (bits & 0x80u) ? -magnitude : magnitude;
+}
+
+// The slack LayerNormInputs describe, for one element of y: four float32
+// roundings of |x| + |mean|, times inv_std * |gamma|.
+__host__ __device__ inline double LayerNormSlack(double x, double mean, double inv_std,
+                                                 double gamma) {
+  const double slack = 4 * 0x1p-24 * (fabs(x) + fabs(mean)) * inv_std *
+                       fabs(gamma);
+  // Infinite or NaN on a pathological row: the fixed tolerance only.
+  return slack - slack == 0 ? slack : 0;
+}
+
+// A quantizing op's code against the reference's: within `steps` codes, or
+// its value times the scale the kernel wrote (`scale`) within the op's y
+// tolerance (and LayerNorm's slack) of the reference's y before
+// quantization. The second rule covers codes finer than float32 resolves
+// y: on a constant row float32 LayerNorm leaves x - mean of ~1e-7 where the
+// reference has 0, which the plain y check accepts but a dynamic scale
+// (amax / QuantMax, no lower than 1 / (QuantMax * 512)) stretches over many
+// codes. Where a code step is wider than y's tolerance (any row of ordinary
+// spread) the codes must be within `steps`.
+__host__ __device__ inline bool CodeWithin(RankedFormat format, uint32_t got, uint32_t want,
+                                           int64_t steps, double scale, double y_ref,
+                                           double rtol, double atol, double slack) {
+  const Ranked g = RankOf(format, got), w = RankOf(format, want);
+  if (g.nan || w.nan) return g.nan && w.nan;
+  if (RanksWithin(format, got, want, steps)) return true;
+  const double value = CodeValue(format, got) * scale;
+  return fabs(value - y_ref) <= atol + rtol * fabs(y_ref) + slack;
 }
 
 // Input generator for a problem's rows.
@@ -189,7 +219,7 @@ struct HostProblem {
   std::vector<uint8_t> mask;       // scaled-masked softmax with a mask
   std::vector<uint8_t> residual;   // kAdd*: as given, N(0, 1)
   std::vector<float> quant_scale;  // static quantization: its one scale
-  std::vector<float> y_ref;        // every op but the quantizing ones
+  std::vector<float> y_ref;        // every op (the quantizing ones: y before the codes)
   std::vector<uint8_t> code_ref;   // the quantizing ops: their codes
   // kAdd*: the residual the op leaves (x + residual rounded, in the
   // residual's layout, the gaps as they were).
@@ -276,8 +306,8 @@ struct DeviceCompareResult {
 // inv_std * |gamma|: where a row's spread is tiny beside its values (two
 // close values in a row of 2: float32 LayerNorm of 49152 random rows of 2
 // missed 1e-4 by 20%), that exceeds any fixed tolerance. With these, each y
-// element also gets kLayerNormRoundings * 2^-24 * (|x| + |mean|) * inv_std *
-// |gamma| of slack, from the reference's mean and inv_std.
+// element also gets 4 * 2^-24 * (|x| + |mean|) * inv_std * |gamma| of slack
+// (LayerNormSlack: four roundings), from the reference's mean and inv_std.
 struct LayerNormInputs {
   const void* x = nullptr;      // in the output dtype (kAdd*: the residual written back)
   const void* gamma = nullptr;  // in the output dtype; null: 1
@@ -286,13 +316,32 @@ struct LayerNormInputs {
   int64_t cols = 0;
   RowLayout x_layout{0, 0, 0};  // where x's rows are; stride 0: contiguous
 };
-inline constexpr double kLayerNormRoundings = 4;
 // `rows`: where out's elements are (ref is dense); null: contiguous.
 absl::StatusOr<DeviceCompareResult> CompareOnDevice(DType dtype, const void* out, const float* ref,
                                                     int64_t n, Tolerance tolerance,
                                                     cudaStream_t stream,
                                                     const LayerNormInputs* layer_norm = nullptr,
                                                     const CheckedRows* rows = nullptr);
+// The scales a quantizing op's codes were written with: its one static
+// scale, or `per_row` scales a row, each for `group` columns.
+struct CodeScales {
+  const float* scales = nullptr;
+  bool is_static = false;
+  int64_t per_row = 1;
+  int64_t group = 1;
+  __host__ __device__ float Of(int64_t row, int64_t col) const {
+    return is_static ? scales[0] : scales[row * per_row + col / group];
+  }
+};
+// n one-byte codes (out where `rows` puts them; code_ref and y_ref, the
+// reference's y before quantization, dense (n / cols, cols)) compared by
+// CodeWithin(kCodeSteps) with the op's y tolerance; `scales` and
+// `layer_norm`'s pointers on the device, LayerNorm's in `dtype`. Defined in
+// kernels/compare.cu.
+absl::StatusOr<DeviceCompareResult> CompareCodesOnDevice(
+    RankedFormat format, DType dtype, const void* out, const void* code_ref, const float* y_ref,
+    int64_t n, int64_t cols, const CodeScales& scales, Tolerance tolerance, cudaStream_t stream,
+    const LayerNormInputs* layer_norm = nullptr, const CheckedRows* rows = nullptr);
 // n values of `format` (out where `rows` puts them, ref dense) compared by
 // RanksWithin(steps). Defined in kernels/compare.cu.
 absl::StatusOr<DeviceCompareResult> CompareRanksOnDevice(RankedFormat format, const void* out,

@@ -52,7 +52,7 @@ TEST(VerifyTest, FusedNormProblemsHoldEveryOperandAndReference) {
         EXPECT_NE(p->residual_ref, p->residual);
       }
       EXPECT_EQ(p->code_ref.size(), QuantizesOutput(op) ? 5u * 128 : 0u);
-      EXPECT_EQ(p->y_ref.size(), QuantizesOutput(op) ? 0u : 5u * 128);
+      EXPECT_EQ(p->y_ref.size(), 5u * 128);  // the quantizing ops': y before the codes
       EXPECT_EQ(p->inv_std_ref.size(), 5u);
       EXPECT_EQ(p->mean_ref.size(), IsLayerNormFamily(op) ? 5u : 0u);
       const bool dynamic = QuantizesOutput(op) && mode != ScaleMode::kStatic;
@@ -185,6 +185,58 @@ TEST(VerifyTest, HostCheckCatchesSpoiledCodesResidualsAndScales) {
   EXPECT_NE(report.detail.find("row_scale[3]"), std::string::npos) << report.detail;
 }
 
+// A code more than one step off passes only where its value (times the
+// scale) is within y's tolerance of the reference's y: codes finer than
+// float32 resolves y, as on a constant row whose dynamic scale is the floor.
+TEST(VerifyTest, CodesFinerThanYsToleranceAreCheckedByValue) {
+  const Tolerance f32 = OutputTolerance(Op::kLayerNormQuant, DType::kFloat32);
+  const double floor_scale = 1.0 / (448.0 * 512);  // e4m3's least dynamic scale
+  // 0x38 is 1.0: 2.2e-6 against 0 passes at the floor scale, not at 0.01.
+  EXPECT_TRUE(CodeWithin(RankedFormat::kFp8E4M3, 0x38, 0x00, 1, floor_scale, 0.0, f32.rtol,
+                         f32.atol, 0));
+  EXPECT_FALSE(
+      CodeWithin(RankedFormat::kFp8E4M3, 0x38, 0x00, 1, 0.01, 0.0, f32.rtol, f32.atol, 0));
+  // LayerNorm's slack widens it.
+  EXPECT_TRUE(
+      CodeWithin(RankedFormat::kFp8E4M3, 0x38, 0x00, 1, 0.01, 0.0, f32.rtol, f32.atol, 0.01));
+  // int8: 3 codes of 1e-5 against 1e-5.
+  EXPECT_TRUE(CodeWithin(RankedFormat::kInt8, 3, 1, 1, 1e-5, 1e-5, f32.rtol, f32.atol, 0));
+  EXPECT_FALSE(CodeWithin(RankedFormat::kInt8, 3, 1, 1, 1.0, 1.0, f32.rtol, f32.atol, 0));
+  // NaN meets NaN only, whatever the scale.
+  EXPECT_FALSE(CodeWithin(RankedFormat::kFp8E4M3, 0x7f, 0x00, 1, 1e-9, 0.0, f32.rtol, f32.atol,
+                          0));
+  EXPECT_TRUE(CodeWithin(RankedFormat::kFp8E4M3, 0xff, 0x7f, 0, 1.0, NAN, f32.rtol, f32.atol, 0));
+  EXPECT_EQ(CodeValue(RankedFormat::kFp8E4M3, 0xb8), -1.0);
+  EXPECT_EQ(CodeValue(RankedFormat::kFp8E5M2, 0x7b), 57344.0);
+  EXPECT_EQ(CodeValue(RankedFormat::kInt8, 0x80), -128.0);
+}
+
+// The host check on a constant LayerNorm row: codes scattered by float32's
+// x - mean noise (what the GPU writes) pass, the same miss on an ordinary
+// row fails.
+TEST(VerifyTest, HostCheckTakesConstantRowsCodesByValue) {
+  absl::StatusOr<HostProblem> p =
+      MakeProblem(Op::kLayerNormQuant, DType::kFloat32, {6, 256}, 11, InputPattern::kSpecialValues,
+                  /*with_affine=*/false, 0, 0, Quantized(QuantDType::kFp8E4M3, ScaleMode::kPerRow));
+  ASSERT_TRUE(p.ok()) << p.status();
+  const HostOutputs good = RunLikeTheCpuBackend(*p);
+  ASSERT_TRUE(CheckHostOutputs(*p, good).passed);
+  // Row 1 is constant (verify.cc FillSpecialLine): y 0, the floor scale.
+  ASSERT_EQ(p->code_ref[256 + 7], 0);
+  ASSERT_FLOAT_EQ(p->row_scale_ref[1], static_cast<float>(1.0 / (448.0 * 512)));
+  HostOutputs out = good;
+  out.y[256 + 7] = static_cast<char>(0x40);  // 2: 4.4e-6
+  out.y[256 + 9] = static_cast<char>(0xc8);  // -4: -8.7e-6
+  EXPECT_TRUE(CheckHostOutputs(*p, out).passed);
+  // Row 5 (large offset, small spread) has ordinary codes.
+  const uint8_t code = p->code_ref[5 * 256 + 3];
+  ASSERT_LT(code & 0x7f, 0x7c);
+  out.y[5 * 256 + 3] = static_cast<char>(code + 2);
+  const CheckReport report = CheckHostOutputs(*p, out);
+  EXPECT_FALSE(report.passed);
+  EXPECT_EQ(report.bad_elements, 1);
+}
+
 // The fused norms' y (unquantized) has its base norm's tolerance.
 TEST(VerifyTest, FusedNormsTakeTheirBaseNormsTolerance) {
   for (Op op : kAllOps) {
@@ -199,13 +251,13 @@ TEST(VerifyTest, FusedNormsTakeTheirBaseNormsTolerance) {
 
 TEST(VerifyTest, RanksCountRepresentableValues) {
   // float16: 1.0 and its two neighbours; +0 and -0 are the same value.
-  // fp8 codes below QuantMax * 2^-16 agree (float32 cannot resolve y there
-  // where a norm cancels); above it, one step.
-  EXPECT_TRUE(RanksWithin(RankedFormat::kFp8E5M2, 0x0a, 0x12, 1));  // 1.8e-4, 7.3e-4
-  EXPECT_TRUE(RanksWithin(RankedFormat::kFp8E5M2, 0xb2, 0xb0, 1));  // -0.1875, -0.125
+  // fp8 codes: one step, however small the values.
+  EXPECT_FALSE(RanksWithin(RankedFormat::kFp8E5M2, 0x0a, 0x12, 1));  // 1.8e-4, 7.3e-4
+  EXPECT_TRUE(RanksWithin(RankedFormat::kFp8E5M2, 0xb1, 0xb0, 1));   // -0.15625, -0.125
+  EXPECT_FALSE(RanksWithin(RankedFormat::kFp8E5M2, 0xb2, 0xb0, 1));  // -0.1875, -0.125
   EXPECT_FALSE(RanksWithin(RankedFormat::kFp8E5M2, 0x3c, 0x38, 1));  // 1, 0.5
   EXPECT_FALSE(RanksWithin(RankedFormat::kFp8E4M3, 0x08, 0x00, 1));  // 2^-6, 0
-  EXPECT_TRUE(RanksWithin(RankedFormat::kFp8E4M3, 0x03, 0x00, 1));   // 3 * 2^-9, 0
+  EXPECT_FALSE(RanksWithin(RankedFormat::kFp8E4M3, 0x03, 0x00, 1));  // 3 * 2^-9, 0
   EXPECT_FALSE(RanksWithin(RankedFormat::kInt8, 3, 0, 1));
   EXPECT_TRUE(RanksWithin(RankedFormat::kFloat16, 0x3c01, 0x3c00, 1));
   EXPECT_FALSE(RanksWithin(RankedFormat::kFloat16, 0x3c02, 0x3c00, 1));
