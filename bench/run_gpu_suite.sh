@@ -58,7 +58,8 @@
 # $PEER_FLAGS narrowing it (default: bfloat16, rows/tokens {1, 64, 512,
 # 8192} x cols {128, 4096, 8192}, which fits one call with torch.compile),
 # at most $PEER_TIMEOUT_S seconds (default 420); both go into
-# $OUT/llm_norm.tar.gz.
+# $OUT/llm_norm.tar.gz with summarize_llm_norm.py's side_by_side.csv and
+# llm_norm_summary.md (issue 44's checks).
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -227,8 +228,11 @@ if [ "$what" = llm-norm ]; then
     ${PEER_FLAGS:---dtypes bfloat16 --rows 1,64,512,8192 --cols 128,4096,8192} \
     > "$out/llm_norm_peers.log" 2>&1 || status=1
   tail -2 "$out/llm_norm_peers.log"
+  python3 "$here/summarize_llm_norm.py" "$out/kernel_bench_llm_norm.json" \
+    "$out/llm_norm_peers.json" --csv "$out/side_by_side.csv" > "$out/llm_norm_summary.md" \
+    && sed -n '/### Checks/,$p' "$out/llm_norm_summary.md" || status=1
   (cd "$out" && tar -czf llm_norm.tar.gz environment.txt kernel_bench_llm_norm.* \
-    llm_norm_peers.* 2> /dev/null) || status=1
+    llm_norm_peers.* side_by_side.csv llm_norm_summary.md 2> /dev/null) || status=1
 fi
 
 bench_flags=()
