@@ -138,8 +138,7 @@ __host__ __device__ inline double CodeValue(RankedFormat format, uint32_t bits) 
 // roundings of |x| + |mean|, times inv_std * |gamma|.
 __host__ __device__ inline double LayerNormSlack(double x, double mean, double inv_std,
                                                  double gamma) {
-  const double slack = 4 * 0x1p-24 * (fabs(x) + fabs(mean)) * inv_std *
-                       fabs(gamma);
+  const double slack = 4 * 0x1p-24 * (fabs(x) + fabs(mean)) * inv_std * fabs(gamma);
   // Infinite or NaN on a pathological row: the fixed tolerance only.
   return slack - slack == 0 ? slack : 0;
 }
