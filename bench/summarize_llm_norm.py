@@ -19,6 +19,7 @@ bytes, tuner::PointBytes, so time ratios are bandwidth ratios); then issue
 
 import argparse
 import csv
+import json
 import math
 import sys
 
@@ -28,7 +29,6 @@ TIE = 0.98  # within 2% is a tie
 
 
 def load(path):
-    import json
     with open(path) as f:
         return json.load(f)
 
@@ -130,8 +130,8 @@ def main():
     for row in behind:
         out.write(f"  - {row['op']} {row['rows']}x{row['cols']} {row['variant']}: "
                   f"{row['ratio']:.3f}x {row['best_peer']}\n")
-    out.write(f"- prefill geometric mean over the best peer: {geomean([r['ratio'] for r in prefill]):.3f}x"
-              f" (target 1.10x)\n")
+    prefill_mean = geomean([row["ratio"] for row in prefill])
+    out.write(f"- prefill geometric mean over the best peer: {prefill_mean:.3f}x (target 1.10x)\n")
     out.write(f"- 8192-token points under 95% of the same-size copy: {len(under)} of {len(big)}\n")
     for row in under:
         out.write(f"  - {row['op']} {row['rows']}x{row['cols']} {row['variant']}: "

@@ -246,6 +246,15 @@ int64_t ScalesPerRow(const OpParams& params, int64_t cols) {
              : 1;
 }
 
+// The scales a quantizing op's codes were written with: the static one, or
+// the dynamic ones it wrote (`written`).
+CodeScales CodeScalesOf(const OpParams& params, int64_t cols, const float* static_scale,
+                        const float* written) {
+  const bool is_static = params.scale_mode == ScaleMode::kStatic;
+  const int64_t per_row = ScalesPerRow(params, cols);
+  return {is_static ? static_scale : written, is_static, per_row, cols / per_row};
+}
+
 // Bytes of an operand's extent for the first `rows` rows of `p`.
 size_t ExtentBytes(const HostProblem& p, Operand operand, int64_t rows) {
   return static_cast<size_t>(
@@ -713,12 +722,10 @@ absl::StatusOr<CheckReport> CheckOutputs(const DeviceProblem& problem, bool chec
   const Tolerance tolerance = OutputTolerance(problem.op, problem.dtype);
   if (QuantizesOutput(problem.op)) {
     const RankedFormat format = RankedFormatOf(problem.params.quant_dtype);
-    const bool is_static = problem.params.scale_mode == ScaleMode::kStatic;
-    const int64_t per_row = ScalesPerRow(problem.params, shape.cols);
     // The scales the kernel wrote (checked against the reference's below).
-    const CodeScales scales{
-        static_cast<const float*>(is_static ? problem.quant_scale.data() : problem.row_scale.data()),
-        is_static, per_row, shape.cols / per_row};
+    const CodeScales scales = CodeScalesOf(problem.params, shape.cols,
+                                           static_cast<const float*>(problem.quant_scale.data()),
+                                           static_cast<const float*>(problem.row_scale.data()));
     absl::StatusOr<DeviceCompareResult> r = CompareCodesOnDevice(
         format, problem.dtype, problem.y.data(), problem.code_ref.data(),
         static_cast<const float*>(problem.y_ref.data()), n, shape.cols, scales, tolerance, stream,
@@ -859,14 +866,12 @@ CheckReport CheckHostOutputs(const HostProblem& p, const HostOutputs& got) {
   };
   if (QuantizesOutput(p.op)) {
     const RankedFormat format = RankedFormatOf(p.params.quant_dtype);
-    const bool is_static = p.params.scale_mode == ScaleMode::kStatic;
-    const int64_t per_row = ScalesPerRow(p.params, shape.cols);
     // The scales the op wrote where they came back whole, else the
     // reference's (a missing or short row_scale fails below).
     const std::vector<float>& written =
         got.row_scale.size() == p.row_scale_ref.size() ? got.row_scale : p.row_scale_ref;
-    const CodeScales scales{is_static ? p.quant_scale.data() : written.data(), is_static,
-                            per_row, shape.cols / per_row};
+    const CodeScales scales =
+        CodeScalesOf(p.params, shape.cols, p.quant_scale.data(), written.data());
     for (int64_t i = 0; i < n; ++i) {
       const uint32_t value = LoadBits(got.y.data(), y_at(i), 1);
       if (CodeWithin(format, value, p.code_ref[i], kCodeSteps,
