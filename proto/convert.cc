@@ -301,4 +301,35 @@ pb::TunedEntry TunedEntryToProto(const tuner::TunedEntry& entry) {
   return out;
 }
 
+absl::StatusOr<tuner::TunedEntry> TunedEntryFromProto(const pb::TunedEntry& entry) {
+  tuner::TunedEntry out;
+  absl::StatusOr<kernels::Op> op = OpFromProto(entry.op(), "entry.op");
+  if (!op.ok()) return op.status();
+  absl::StatusOr<kernels::DType> dtype = DTypeFromProto(entry.dtype(), "entry.dtype");
+  if (!dtype.ok()) return dtype.status();
+  absl::StatusOr<kernels::Shape> shape = ShapeFromProto(entry.shape(), *op, *dtype);
+  if (!shape.ok()) return shape.status();
+  absl::StatusOr<kernels::LaunchConfig> config = LaunchConfigFromProto(entry.config());
+  if (!config.ok()) return config.status();
+  switch (entry.source()) {
+    case pb::CONFIG_SOURCE_TUNED:
+      out.origin = tuner::EntryOrigin::kLocal;
+      break;
+    case pb::CONFIG_SOURCE_SHIPPED:
+      out.origin = tuner::EntryOrigin::kShipped;
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "entry.source=", static_cast<int>(entry.source()), " (", SourceName(entry.source()),
+          ") must be CONFIG_SOURCE_TUNED or CONFIG_SOURCE_SHIPPED"));
+  }
+  out.op = *op;
+  out.dtype = *dtype;
+  out.shape = *shape;
+  out.config = *config;
+  out.median_us = entry.median_us();
+  out.kernel_version = entry.kernel_version();
+  return out;
+}
+
 }  // namespace kt::proto

@@ -78,6 +78,10 @@ absl::StatusOr<tuner::ConfigSource> ConfigSourceFromProto(pb::ConfigSource sourc
 // these to reuse a queued answer's serialized fields: keep the two alike.)
 pb::ConfigChoice ConfigChoiceToProto(const tuner::ConfigChoice& choice);
 pb::TunedEntry TunedEntryToProto(const tuner::TunedEntry& entry);
+// A ListConfigs entry as a lookup entry: its source (TUNED or SHIPPED) is
+// its origin. InvalidArgument names what cannot be read (an op, dtype or
+// config of a newer daemon, another source).
+absl::StatusOr<tuner::TunedEntry> TunedEntryFromProto(const pb::TunedEntry& entry);
 
 }  // namespace kt::proto
 

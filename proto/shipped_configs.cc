@@ -1,6 +1,8 @@
 // Reading the shipped config files (shipped_configs.h).
 #include "proto/shipped_configs.h"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -32,12 +34,18 @@ absl::StatusOr<std::string> ReadWholeFile(const fs::path& path) {
 }  // namespace
 
 std::string DefaultShippedConfigDir() {
-  std::error_code error;
-  const fs::path program = fs::read_symlink("/proc/self/exe", error);
-  if (!error) {
+  // The file this code was linked into: the program (kerntuned, kerntune)
+  // or a library in <prefix>/lib (libkerntune_runtime.so in a Python
+  // process, whose program is python). <prefix>/bin and <prefix>/lib both
+  // sit beside <prefix>/share.
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&DefaultShippedConfigDir), &info) != 0 &&
+      info.dli_fname != nullptr) {
+    std::error_code error;
+    const fs::path file = fs::canonical(info.dli_fname, error);
     const fs::path installed =
-        (program.parent_path() / ".." / "share" / "kerntune" / "configs").lexically_normal();
-    if (fs::is_directory(installed, error)) return installed.string();
+        (file.parent_path() / ".." / "share" / "kerntune" / "configs").lexically_normal();
+    if (!error && fs::is_directory(installed, error)) return installed.string();
   }
   return KT_SOURCE_CONFIG_DIR;
 }

@@ -17,10 +17,12 @@
 
 namespace kt::proto {
 
-// --configs's default for kerntuned and kerntune alike: <the directory of the
-// running program>/../share/kerntune/configs when it exists (an installed
-// kerntune or a bundle), else the source tree's deploy/configs (a program
-// run from its build tree).
+// --configs's default for kerntuned and kerntune alike, and the in-process
+// runtime's: <prefix>/share/kerntune/configs when it exists, <prefix> being
+// the parent of the directory of the file this code is linked into (the
+// program in <prefix>/bin, or libkerntune_runtime.so in <prefix>/lib: an
+// installed kerntune or a bundle), else the source tree's deploy/configs (a
+// program run from its build tree).
 std::string DefaultShippedConfigDir();
 
 struct ShippedConfigFile {

@@ -151,14 +151,7 @@ absl::Status ConfigCache::Load() {
 }
 
 void ConfigCache::Install(const std::vector<db::BestConfig>& rows, int64_t data_version) {
-  auto table = std::make_shared<tuner::ConfigTable>();
-  for (const db::BestConfig& row : rows) {
-    // Rows this code cannot read (a newer op, a malformed key) are skipped:
-    // the store is shared with other versions of kerntune.
-    absl::StatusOr<tuner::TunedEntry> entry = tuner::EntryFromRow(row, tuner::EntryOrigin::kLocal);
-    if (entry.ok()) table->Add(*std::move(entry));
-  }
-  for (const tuner::TunedEntry& entry : shipped_) table->Add(entry);
+  auto table = std::make_shared<const tuner::ConfigTable>(tuner::MakeConfigTable(rows, shipped_));
   // The daemon's log, once per load: a stale entry silently becoming a
   // heuristic launch would look like a slow GPU.
   if (const std::string stale = tuner::DescribeStale(table->stale()); !stale.empty()) {

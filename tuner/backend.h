@@ -11,6 +11,7 @@
 #include "db/records.h"
 #include "kernels/device_info.h"
 #include "kernels/launch_config.h"
+#include "tuner/config_lookup.h"  // SkuOf
 #include "tuner/grid.h"
 #include "tuner/measure.h"
 
@@ -68,9 +69,6 @@ class Backend {
   virtual absl::StatusOr<double> MeasureCopyGbps() = 0;
   virtual absl::StatusOr<std::unique_ptr<PointMeasurer>> Prepare(const GridPoint& point) = 0;
 };
-
-// The database key of a device.
-db::GpuSku SkuOf(const kernels::DeviceInfo& device);
 
 // A launch config as the store records it (fields plus its ConfigKey).
 db::ConfigRecord ConfigRecordOf(const kernels::LaunchConfig& config);

@@ -23,6 +23,11 @@ constexpr std::pair<ConfigSource, absl::string_view> kSourceNames[] = {
 
 }  // namespace
 
+db::GpuSku SkuOf(const kernels::DeviceInfo& device) {
+  return {device.name, device.cc_major, device.cc_minor, device.sm_count,
+          device.total_memory_bytes};
+}
+
 absl::string_view ConfigSourceName(ConfigSource source) {
   for (const auto& [named, name] : kSourceNames) {
     if (named == source) return name;
@@ -66,6 +71,17 @@ std::string DescribeStale(const StaleEntries& stale) {
                       absl::StrJoin(versions, ", "), " (current ",
                       kernels::kKernelLibraryVersion,
                       "); re-tune or import current configs");
+}
+
+ConfigTable MakeConfigTable(const std::vector<db::BestConfig>& local_rows,
+                            const std::vector<TunedEntry>& shipped) {
+  ConfigTable table;
+  for (const db::BestConfig& row : local_rows) {
+    absl::StatusOr<TunedEntry> entry = EntryFromRow(row, EntryOrigin::kLocal);
+    if (entry.ok()) table.Add(*std::move(entry));
+  }
+  for (const TunedEntry& entry : shipped) table.Add(entry);
+  return table;
 }
 
 void ConfigTable::Add(TunedEntry entry) {

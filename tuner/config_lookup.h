@@ -27,6 +27,9 @@
 
 namespace kt::tuner {
 
+// The database key of a device: the SKU its configs are tuned for.
+db::GpuSku SkuOf(const kernels::DeviceInfo& device);
+
 // Where a served config came from.
 enum class ConfigSource {
   kTuned,         // the local store's entry for exactly this point
@@ -82,6 +85,14 @@ struct StaleEntries {
 // 0.1.0+k8 (current 0.1.0+k9); re-tune or import current configs"; empty
 // when none was skipped.
 std::string DescribeStale(const StaleEntries& stale);
+
+class ConfigTable;
+// A table of a SKU's local rows (the tuning store's) and its shipped
+// entries. Rows this code cannot read (a newer op, a malformed key) are
+// skipped: the store is shared with other versions of kerntune. The
+// daemon's config cache and the in-process runtime build theirs here.
+ConfigTable MakeConfigTable(const std::vector<db::BestConfig>& local_rows,
+                            const std::vector<TunedEntry>& shipped);
 
 class ConfigTable {
  public:

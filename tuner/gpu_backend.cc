@@ -233,11 +233,6 @@ class GpuPointMeasurer final : public PointMeasurer {
 
 }  // namespace
 
-db::GpuSku SkuOf(const kernels::DeviceInfo& device) {
-  return {device.name, device.cc_major, device.cc_minor, device.sm_count,
-          device.total_memory_bytes};
-}
-
 db::ConfigRecord ConfigRecordOf(const kernels::LaunchConfig& c) {
   return {std::string(kernels::ImplName(c.impl)), c.block_size, c.pack_size,
           c.thread_group_width, c.rows_per_access, c.grid_waves, kernels::ConfigKey(c),

@@ -181,6 +181,24 @@ TEST(ConvertTest, AChoiceCarriesItsEntrysPointTimeAndOrigin) {
   EXPECT_EQ(listed.dtype(), pb::DTYPE_BFLOAT16);
   EXPECT_EQ(listed.kernel_version(), "0.1.0+k9");
   EXPECT_EQ(listed.source(), pb::CONFIG_SOURCE_SHIPPED);
+
+  // Back again, as the in-process runtime reads a daemon's ListConfigs.
+  absl::StatusOr<tuner::TunedEntry> read = TunedEntryFromProto(listed);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->op, entry.op);
+  EXPECT_EQ(read->dtype, entry.dtype);
+  EXPECT_EQ(read->shape, entry.shape);
+  EXPECT_EQ(read->config, entry.config);
+  EXPECT_EQ(read->median_us, 12.5);
+  EXPECT_EQ(read->kernel_version, "0.1.0+k9");
+  EXPECT_EQ(read->origin, tuner::EntryOrigin::kShipped);
+  pb::TunedEntry heuristic_source = listed;
+  heuristic_source.set_source(pb::CONFIG_SOURCE_HEURISTIC);
+  EXPECT_THAT(TunedEntryFromProto(heuristic_source).status().message(),
+              HasSubstr("must be CONFIG_SOURCE_TUNED or CONFIG_SOURCE_SHIPPED"));
+  pb::TunedEntry no_op = listed;
+  no_op.set_op(pb::OP_UNSPECIFIED);
+  EXPECT_FALSE(TunedEntryFromProto(no_op).ok());
 }
 
 TEST(ConvertTest, SkusRoundTrip) {
