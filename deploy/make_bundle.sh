@@ -35,7 +35,8 @@ is_system_lib() {
 }
 
 count=0
-for binary in "$dest"/bin/*; do
+# The programs, and the in-process runtime that Python processes load.
+for binary in "$dest"/bin/* "$dest"/lib/libkerntune_runtime.so; do
   file -b "$binary" | grep -q ELF || continue
   # `ldd` prints "name => path (addr)"; a missing library is an error here,
   # not on the GPU host.
