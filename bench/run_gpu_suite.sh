@@ -112,6 +112,13 @@ if [ "$what" = tests ] || [ "$what" = daemon ] || [ "$what" = all ]; then
       > "$out/python_gpu_test.log" 2>&1 || status=1
     tail -5 "$out/python_gpu_test.log"
   fi
+  runtime_test="$here/../python/tests/torch_runtime_gpu_test.py"
+  if [ -f "$runtime_test" ]; then
+    echo "== in-process runtime (kerntune.torch: CUDA ops, daemon configs, compile, graphs)"
+    PYTHONPATH="$here/../python" PYTHONUNBUFFERED=1 timeout 300 python3 "$runtime_test" \
+      > "$out/torch_runtime_gpu_test.log" 2>&1 || status=1
+    tail -5 "$out/torch_runtime_gpu_test.log"
+  fi
 fi
 
 if [ "$what" = daemon ]; then

@@ -21,6 +21,6 @@ apt-get install -y -qq --no-install-recommends \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
   prometheus-cpp-dev python3-prometheus-client \
   python3 python3-grpcio python3-protobuf python3-numpy python3-venv python3-yaml \
-  python3-matplotlib \
+  python3-matplotlib python3-torch \
   systemd openssl > /dev/null
 echo "install_deps: done"
