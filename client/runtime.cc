@@ -77,7 +77,8 @@ struct Runtime::SkuState {
   // A program sends the same few problems again and again; the table's
   // search (and its config checks) runs once for each in these configs.
   // Bounded: a program with endless shapes starts over.
-  using Key = std::tuple<kernels::Op, kernels::DType, int64_t, int64_t, int64_t>;
+  // (op, dtype, rows, cols, inner, batch-invariant placement or -1).
+  using Key = std::tuple<kernels::Op, kernels::DType, int64_t, int64_t, int64_t, int>;
   absl::flat_hash_map<Key, absl::StatusOr<tuner::ConfigChoice>> chosen ABSL_GUARDED_BY(mu);
 
   void Install(std::shared_ptr<const SkuConfigs> fetched) {
@@ -243,13 +244,18 @@ absl::StatusOr<const Runtime::DeviceSlot*> Runtime::Slot(int ordinal) {
 }
 
 absl::StatusOr<tuner::ConfigChoice> Runtime::ChooseIn(SkuState& state, kernels::Op op,
-                                                      kernels::DType dtype,
-                                                      kernels::Shape shape) {
-  const SkuState::Key key{op, dtype, shape.rows, shape.cols, shape.inner};
+                                                      kernels::DType dtype, kernels::Shape shape,
+                                                      bool batch_invariant,
+                                                      kernels::RowPlacement placement) {
+  const SkuState::Key key{op,          dtype,
+                          shape.rows,  shape.cols,
+                          shape.inner, batch_invariant ? static_cast<int>(placement) : -1};
   absl::MutexLock lock(&state.mu);
   if (auto it = state.chosen.find(key); it != state.chosen.end()) return it->second;
   absl::StatusOr<tuner::ConfigChoice> choice =
-      state.configs->table.Lookup(op, dtype, shape, state.device);
+      batch_invariant
+          ? state.configs->table.LookupBatchInvariant(op, dtype, shape, state.device, placement)
+          : state.configs->table.Lookup(op, dtype, shape, state.device);
   if (state.chosen.size() >= kMaxRememberedChoices) state.chosen.clear();
   state.chosen.emplace(key, choice);
   return choice;
@@ -257,13 +263,15 @@ absl::StatusOr<tuner::ConfigChoice> Runtime::ChooseIn(SkuState& state, kernels::
 
 absl::StatusOr<tuner::ConfigChoice> Runtime::Choose(kernels::Op op, kernels::DType dtype,
                                                     kernels::Shape shape,
-                                                    const kernels::DeviceInfo& device) {
+                                                    const kernels::DeviceInfo& device,
+                                                    bool batch_invariant,
+                                                    kernels::RowPlacement placement) {
   std::string uuid;
   if (device.has_gpu()) {
     absl::StatusOr<kernels::DeviceIdentity> identity = kernels::GetDeviceIdentity(device.ordinal);
     if (identity.ok()) uuid = identity->uuid;
   }
-  return ChooseIn(*StateFor(device, uuid), op, dtype, shape);
+  return ChooseIn(*StateFor(device, uuid), op, dtype, shape, batch_invariant, placement);
 }
 
 absl::StatusOr<int64_t> Runtime::WorkspaceBytesFor(kernels::Op op, kernels::DType dtype,
@@ -276,7 +284,8 @@ absl::StatusOr<int64_t> Runtime::WorkspaceBytesFor(kernels::Op op, kernels::DTyp
   }
   absl::StatusOr<const DeviceSlot*> slot = Slot(ordinal);
   if (!slot.ok()) return slot.status();
-  absl::StatusOr<tuner::ConfigChoice> choice = ChooseIn(*(*slot)->state, op, dtype, shape);
+  absl::StatusOr<tuner::ConfigChoice> choice =
+      ChooseIn(*(*slot)->state, op, dtype, shape, false, kernels::RowPlacement::kContiguous);
   if (!choice.ok()) return choice.status();
   return kernels::WorkspaceBytes(shape, choice->config);
 }
@@ -284,7 +293,8 @@ absl::StatusOr<int64_t> Runtime::WorkspaceBytesFor(kernels::Op op, kernels::DTyp
 absl::StatusOr<kernels::LaunchConfig> Runtime::Launch(kernels::Op op, kernels::DType dtype,
                                                       kernels::Shape shape,
                                                       const kernels::RowOpArgs& args,
-                                                      cudaStream_t stream) {
+                                                      cudaStream_t stream,
+                                                      bool batch_invariant) {
   int ordinal = 0;
   if (cudaError_t error = cudaGetDevice(&ordinal); error != cudaSuccess) {
     cudaGetLastError();
@@ -293,7 +303,9 @@ absl::StatusOr<kernels::LaunchConfig> Runtime::Launch(kernels::Op op, kernels::D
   }
   absl::StatusOr<const DeviceSlot*> slot = Slot(ordinal);
   if (!slot.ok()) return slot.status();
-  absl::StatusOr<tuner::ConfigChoice> choice = ChooseIn(*(*slot)->state, op, dtype, shape);
+  absl::StatusOr<tuner::ConfigChoice> choice =
+      ChooseIn(*(*slot)->state, op, dtype, shape, batch_invariant,
+               kernels::PlacementOf(args.params, shape));
   if (!choice.ok()) return choice.status();
   // The one error a caller answers by retrying (with a workspace of this
   // size), told apart from a bad workspace by its code.

@@ -94,9 +94,12 @@ class Runtime {
   // The config a problem gets on `device` (a CUDA device of this process,
   // or a described one), and where it came from. The first call for a SKU
   // fetches its configs. Errors only when even the heuristic has none.
-  absl::StatusOr<tuner::ConfigChoice> Choose(kernels::Op op, kernels::DType dtype,
-                                             kernels::Shape shape,
-                                             const kernels::DeviceInfo& device);
+  // batch_invariant: ConfigTable::LookupBatchInvariant's choice, one config
+  // for the cols at any rows (rows placed as `placement`).
+  absl::StatusOr<tuner::ConfigChoice> Choose(
+      kernels::Op op, kernels::DType dtype, kernels::Shape shape,
+      const kernels::DeviceInfo& device, bool batch_invariant = false,
+      kernels::RowPlacement placement = kernels::RowPlacement::kContiguous);
 
   // Launches `op` with its chosen config on `stream`, which must belong to
   // the calling thread's current CUDA device, where the operands are.
@@ -104,11 +107,13 @@ class Runtime {
   // operands' alignment). The operands are checked by kernels::Launch; a
   // config that needs more workspace than args.workspace_bytes is refused
   // (ResourceExhausted naming the bytes, see WorkspaceBytesFor) and nothing
-  // is launched.
+  // is launched. batch_invariant: the config Choose gives in that mode, so
+  // each row's bits do not depend on how many rows there are.
   absl::StatusOr<kernels::LaunchConfig> Launch(kernels::Op op, kernels::DType dtype,
                                                kernels::Shape shape,
                                                const kernels::RowOpArgs& args,
-                                               cudaStream_t stream);
+                                               cudaStream_t stream,
+                                               bool batch_invariant = false);
   // The workspace a Launch of this problem on the current device needs
   // (0 for most configs; at most kernels::kMaxWorkspaceBytes).
   absl::StatusOr<int64_t> WorkspaceBytesFor(kernels::Op op, kernels::DType dtype,
@@ -144,7 +149,9 @@ class Runtime {
   std::shared_ptr<const SkuConfigs> Fetch(const kernels::DeviceInfo& device,
                                           const std::string& uuid);
   absl::StatusOr<tuner::ConfigChoice> ChooseIn(SkuState& state, kernels::Op op,
-                                               kernels::DType dtype, kernels::Shape shape);
+                                               kernels::DType dtype, kernels::Shape shape,
+                                               bool batch_invariant,
+                                               kernels::RowPlacement placement);
   void RefreshLoop();
 
   const RuntimeOptions options_;

@@ -212,7 +212,7 @@ KT_EXPORT int kt_runtime_run(kt_runtime* runtime, const kt_run* run, int64_t* wo
   if (!current.status().ok()) return Fail(current.status(), error, error_size);
   absl::StatusOr<kt::kernels::LaunchConfig> launched =
       runtime->runtime->Launch(problem->op, problem->dtype, problem->shape, problem->args,
-                               static_cast<cudaStream_t>(run->stream));
+                               static_cast<cudaStream_t>(run->stream), run->batch_invariant != 0);
   if (absl::IsResourceExhausted(launched.status()) && workspace_bytes != nullptr) {
     absl::StatusOr<int64_t> needed =
         runtime->runtime->WorkspaceBytesFor(problem->op, problem->dtype, problem->shape);
@@ -224,7 +224,8 @@ KT_EXPORT int kt_runtime_run(kt_runtime* runtime, const kt_run* run, int64_t* wo
 }
 
 KT_EXPORT int kt_runtime_choose(kt_runtime* runtime, int32_t op, int32_t dtype, int64_t rows,
-                                int64_t cols, int64_t inner, int32_t device, char* config_key,
+                                int64_t cols, int64_t inner, int32_t batch_invariant,
+                                int32_t device, char* config_key,
                                 size_t config_key_size, char* source, size_t source_size,
                                 char* error, size_t error_size) {
   if (runtime == nullptr) {
@@ -237,7 +238,8 @@ KT_EXPORT int kt_runtime_choose(kt_runtime* runtime, int32_t op, int32_t dtype, 
   absl::StatusOr<kt::kernels::DeviceInfo> info = kt::kernels::GetDeviceInfo(device);
   if (!info.ok()) return Fail(info.status(), error, error_size);
   absl::StatusOr<kt::tuner::ConfigChoice> choice =
-      runtime->runtime->Choose(*the_op, *the_dtype, {rows, cols, inner}, *info);
+      runtime->runtime->Choose(*the_op, *the_dtype, {rows, cols, inner}, *info,
+                               batch_invariant != 0);
   if (!choice.ok()) return Fail(choice.status(), error, error_size);
   Copy(kt::kernels::ConfigKey(choice->config), config_key, config_key_size);
   Copy(kt::tuner::ConfigSourceName(choice->source), source, source_size);

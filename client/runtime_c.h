@@ -48,7 +48,9 @@ typedef struct kt_run {
   int32_t quant_dtype;
   double weight_offset;
   int32_t scale_mode;
-  int32_t reserved;
+  /* Nonzero: batch-invariant mode (Runtime::Launch), each row's bits the
+   * same at any number of rows. */
+  int32_t batch_invariant;
   int64_t group_size;
   double scale_ub;
   int64_t x_row_stride;
@@ -87,10 +89,12 @@ void kt_runtime_destroy(kt_runtime* runtime);
 int kt_runtime_run(kt_runtime* runtime, const kt_run* run, int64_t* workspace_bytes,
                    char* config_key, size_t config_key_size, char* error, size_t error_size);
 
-/* The config a problem gets on CUDA device `device`, and its source
+/* The config a problem (contiguous rows) gets on CUDA device `device`, in
+ * batch-invariant mode when batch_invariant is nonzero, and its source
  * ("tuned", "shipped", "nearest_tuned", "heuristic"). */
 int kt_runtime_choose(kt_runtime* runtime, int32_t op, int32_t dtype, int64_t rows,
-                      int64_t cols, int64_t inner, int32_t device, char* config_key,
+                      int64_t cols, int64_t inner, int32_t batch_invariant, int32_t device,
+                      char* config_key,
                       size_t config_key_size, char* source, size_t source_size, char* error,
                       size_t error_size);
 

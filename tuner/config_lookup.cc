@@ -158,6 +158,70 @@ absl::StatusOr<ConfigChoice> ConfigTable::Lookup(kernels::Op op, kernels::DType 
   return ConfigChoice{*heuristic, ConfigSource::kHeuristic, std::nullopt};
 }
 
+namespace {
+
+// A config batch-invariant mode may serve `shape`'s cols at any rows.
+bool InvariantAtAnyRows(kernels::Op op, kernels::DType dtype, kernels::Shape shape,
+                        const kernels::LaunchConfig& config, const kernels::DeviceInfo& device,
+                        kernels::RowPlacement placement) {
+  if (kernels::HasSplit(config.impl)) return false;
+  for (int64_t rows : ConfigTable::kInvariantProbeRows) {
+    const kernels::Shape probe{rows, shape.cols, shape.inner};
+    if (!kernels::ValidateConfig(op, dtype, probe, config, device).ok() ||
+        !kernels::ServesRowPlacement(op, dtype, probe, config, placement)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<ConfigChoice> ConfigTable::LookupBatchInvariant(
+    kernels::Op op, kernels::DType dtype, kernels::Shape shape,
+    const kernels::DeviceInfo& device, kernels::RowPlacement placement) const {
+  for (EntryOrigin origin : {EntryOrigin::kLocal, EntryOrigin::kShipped}) {
+    const EntryMap& entries = OfOrigin(origin);
+    const TunedEntry* most_rows = nullptr;
+    for (auto it = entries.lower_bound(Key{op, dtype, shape.inner, 0, 0});
+         it != entries.end() && std::get<0>(it->first) == op &&
+         std::get<1>(it->first) == dtype && std::get<2>(it->first) == shape.inner;
+         ++it) {
+      const TunedEntry& entry = it->second;
+      if (entry.shape.cols != shape.cols ||
+          (most_rows != nullptr && entry.shape.rows <= most_rows->shape.rows) ||
+          !InvariantAtAnyRows(op, dtype, shape, entry.config, device, placement)) {
+        continue;
+      }
+      most_rows = &entry;
+    }
+    if (most_rows != nullptr) {
+      const ConfigSource source =
+          most_rows->shape.rows != shape.rows ? ConfigSource::kNearestTuned
+          : origin == EntryOrigin::kLocal     ? ConfigSource::kTuned
+                                              : ConfigSource::kShipped;
+      return ConfigChoice{most_rows->config, source, *most_rows};
+    }
+  }
+  const kernels::Shape canonical{kInvariantRows, shape.cols, shape.inner};
+  absl::StatusOr<kernels::LaunchConfig> heuristic =
+      kernels::HeuristicConfig(op, dtype, canonical, device, 16, placement);
+  if (heuristic.ok() && InvariantAtAnyRows(op, dtype, shape, *heuristic, device, placement)) {
+    return ConfigChoice{*heuristic, ConfigSource::kHeuristic, std::nullopt};
+  }
+  absl::StatusOr<std::vector<kernels::LaunchConfig>> configs =
+      kernels::EnumerateConfigs(op, dtype, canonical, device, placement);
+  if (!configs.ok()) return configs.status();
+  for (const kernels::LaunchConfig& config : *configs) {
+    if (InvariantAtAnyRows(op, dtype, shape, config, device, placement)) {
+      return ConfigChoice{config, ConfigSource::kHeuristic, std::nullopt};
+    }
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "no batch-invariant config runs ", kernels::OpName(op), " ", kernels::DTypeName(dtype),
+      " rows of ", shape.cols, " columns at every number of rows"));
+}
+
 std::vector<TunedEntry> ConfigTable::Entries() const {
   std::vector<TunedEntry> entries;
   entries.reserve(local_.size() + shipped_.size());

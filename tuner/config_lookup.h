@@ -23,6 +23,7 @@
 #include "db/records.h"
 #include "kernels/device_info.h"
 #include "kernels/launch_config.h"
+#include "kernels/op_args.h"
 #include "kernels/types.h"
 
 namespace kt::tuner {
@@ -108,6 +109,26 @@ class ConfigTable {
   absl::StatusOr<ConfigChoice> Lookup(kernels::Op op, kernels::DType dtype,
                                       kernels::Shape shape,
                                       const kernels::DeviceInfo& device) const;
+
+  // Batch-invariant mode: a config that depends on the op, dtype, cols,
+  // inner and the rows' placement only, never on rows, of a family that
+  // reduces each row inside one thread group or block (no split impl), so
+  // a row reduces in the same order, and gives the same bits, at any
+  // number of rows. The tuned entry of the same op, dtype, cols and inner
+  // tuned at the most rows (local before shipped) whose config qualifies
+  // (legal at every rows of kInvariantProbeRows, serving `placement`); else
+  // the heuristic at kInvariantRows rows when it qualifies; else the first
+  // qualifying config enumerated there. Source: kTuned / kShipped when the
+  // entry is of exactly these rows, kNearestTuned for other rows,
+  // kHeuristic. NotFound when no config qualifies.
+  absl::StatusOr<ConfigChoice> LookupBatchInvariant(
+      kernels::Op op, kernels::DType dtype, kernels::Shape shape,
+      const kernels::DeviceInfo& device,
+      kernels::RowPlacement placement = kernels::RowPlacement::kContiguous) const;
+  // The rows a batch-invariant config is chosen at when no entry has one,
+  // and the rows it must be legal at.
+  static constexpr int64_t kInvariantRows = 4096;
+  static constexpr int64_t kInvariantProbeRows[] = {1, 3, 64, 4096, 65536};
 
   // The entries that may be served: local ones, then shipped ones, each in
   // (op, dtype, inner, rows, cols) order.

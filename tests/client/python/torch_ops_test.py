@@ -223,6 +223,29 @@ class OpsTest(unittest.TestCase):
                 self.assertIn(message, str(raised.exception))
 
 
+class BatchInvariantTest(unittest.TestCase):
+    def test_mode_is_per_thread_inside_a_block_and_per_process_outside(self):
+        from kerntune.torch import _runtime
+        self.assertFalse(_runtime.batch_invariant_enabled())
+        with kt.batch_invariant():
+            self.assertTrue(_runtime.batch_invariant_enabled())
+            with kt.batch_invariant(False):
+                self.assertFalse(_runtime.batch_invariant_enabled())
+            self.assertTrue(_runtime.batch_invariant_enabled())
+            # The host path runs in the mode too.
+            x = torch.randn(5, 64)
+            np.testing.assert_allclose(f64(kt.rms_norm(x)), ref.rms_norm(f64(x), None, 1e-6)[0],
+                                       rtol=1e-6, atol=1e-7)
+        self.assertFalse(_runtime.batch_invariant_enabled())
+        kt.set_batch_invariant(True)
+        try:
+            self.assertTrue(_runtime.batch_invariant_enabled())
+            with kt.batch_invariant(False):
+                self.assertFalse(_runtime.batch_invariant_enabled())
+        finally:
+            kt.set_batch_invariant(False)
+
+
 class RegistrationTest(unittest.TestCase):
     def test_every_op_is_registered_with_its_fake(self):
         ops = ("softmax", "log_softmax", "layer_norm", "rms_norm", "reduce_scale",

@@ -157,6 +157,31 @@ class GpuOpsTest(unittest.TestCase):
         torch.testing.assert_close(static_out, eager, rtol=0, atol=0)
         torch.testing.assert_close(static_residual, eager_residual, rtol=0, atol=0)
 
+    def test_batch_invariant_mode_gives_each_row_the_same_bits_at_any_rows(self):
+        torch.manual_seed(2)
+        quant = kerntune.Quant("fp8_e4m3")
+        calls = {
+            "softmax": lambda x, w, r: kt.softmax(x),
+            "log_softmax": lambda x, w, r: kt.log_softmax(x),
+            "layer_norm": lambda x, w, r: kt.layer_norm(x, w, w),
+            "rms_norm": lambda x, w, r: kt.rms_norm(x, w),
+            "add_rms_norm": lambda x, w, r: kt.add_rms_norm(x, r, w),
+            "rms_norm_fp8": lambda x, w, r: kt.rms_norm(x, w, quant=quant)[0].view(torch.uint8),
+            "reduce_scale": lambda x, w, r: kt.reduce_scale(x)[0],
+        }
+        for dtype in DTYPES:
+            for cols in (128, 4096, 8192, 65536):
+                x = torch.randn(8192, cols, device="cuda", dtype=dtype)
+                w = torch.randn(cols, device="cuda", dtype=dtype)
+                residual = torch.randn_like(x)
+                with kt.batch_invariant():
+                    for name, call in calls.items():
+                        full = call(x, w, residual.clone())
+                        for rows in (1, 3, 64, 257, 4096):
+                            with self.subTest(dtype=dtype, cols=cols, op=name, rows=rows):
+                                part = call(x[:rows], w, residual[:rows].clone())
+                                self.assertTrue(torch.equal(part, full[:rows]))
+
     def test_runs_on_the_current_stream(self):
         x = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
         stream = torch.cuda.Stream()

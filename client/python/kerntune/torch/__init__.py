@@ -12,19 +12,22 @@ fake implementation). CPU tensors run kerntune's fp64 reference. Configs are
 the node's, chosen as the daemon chooses them: the daemon's when one runs,
 else the tuning store's and the shipped files' (configure() says where).
 
-The ops have no backward yet: a tensor that requires grad gets a result
-that autograd cannot differentiate through.
+Batch-invariant mode (kt.batch_invariant() around calls, or
+kt.set_batch_invariant(True) for the process) makes each row's result
+independent of the number of rows. The ops have no backward yet: a tensor
+that requires grad gets a result autograd cannot differentiate through.
 """
 
 import torch
 
 from kerntune import _errors, _quant
 from kerntune.torch import _ops, _runtime
-from kerntune.torch._runtime import configure
+from kerntune.torch._runtime import batch_invariant, configure, set_batch_invariant
 
 __all__ = [
     "add_layer_norm",
     "add_rms_norm",
+    "batch_invariant",
     "config_for",
     "configs_origin",
     "configure",
@@ -33,6 +36,7 @@ __all__ = [
     "reduce_scale",
     "rms_norm",
     "scaled_masked_softmax",
+    "set_batch_invariant",
     "softmax",
 ]
 
@@ -121,7 +125,7 @@ def config_for(op, x, dim=-1):
     else:
         rows, cols, inner = x.numel() // max(x.shape[-1], 1), x.shape[-1], 1
     return _runtime.runtime().choose(op, _ops._dtype_name(x, "x"), rows, cols, inner,
-                                     x.device.index)
+                                     x.device.index, _runtime.batch_invariant_enabled())
 
 
 def configs_origin(device=None):

@@ -68,6 +68,9 @@ def _rows_of(tensor, allow_groups):
 def _input_rows(tensor, allow_groups):
     """The tensor (a contiguous copy when its layout is none of the kernels')
     and its rows' layout."""
+    if tensor.is_contiguous():  # the common case, without _rows_of's walk
+        cols = tensor.shape[-1]
+        return tensor, (tensor.numel() // cols if cols else 0, cols, cols, 0, 0)
     layout = _rows_of(tensor, allow_groups)
     if layout is None:
         tensor = tensor.contiguous()
@@ -91,6 +94,17 @@ def _same_device(x, tensors):
     for what, tensor in tensors:
         if tensor is not None and tensor.device != x.device:
             raise _invalid("%s is on %s and the input on %s" % (what, tensor.device, x.device))
+
+
+# The current stream of a CUDA device as a cudaStream_t: torch's raw getter
+# (what Triton's launcher calls) where it has one, else the Stream object's.
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def _current_stream(index):
+    if _raw_stream is not None:
+        return _raw_stream(index)
+    return torch.cuda.current_stream(index).cuda_stream
 
 
 def _launch(op, x, y, *, allow_groups=False, gamma=None, beta=None, mask=None, residual=None,
@@ -136,6 +150,7 @@ def _launch(op, x, y, *, allow_groups=False, gamma=None, beta=None, mask=None, r
     run.mask_rows = mask_rows
     run.causal = int(causal)
     run.weight_offset = weight_offset
+    run.batch_invariant = _runtime.batch_invariant_enabled()
     if quant is not None:
         run.quant_dtype = rt.enum("quant_dtype", quant[0])
         run.scale_mode = rt.enum("scale_mode", quant[1])
@@ -143,7 +158,7 @@ def _launch(op, x, y, *, allow_groups=False, gamma=None, beta=None, mask=None, r
         run.scale_ub = quant[3]
     if x.device.type == "cuda":
         run.device = x.device.index
-        run.stream = torch.cuda.current_stream(x.device).cuda_stream
+        run.stream = _current_stream(x.device.index)
     elif x.device.type == "cpu":
         run.device = -1
     else:

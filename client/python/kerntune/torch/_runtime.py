@@ -53,7 +53,7 @@ class Run(ctypes.Structure):
         ("quant_dtype", ctypes.c_int32),
         ("weight_offset", ctypes.c_double),
         ("scale_mode", ctypes.c_int32),
-        ("reserved", ctypes.c_int32),
+        ("batch_invariant", ctypes.c_int32),
         ("group_size", ctypes.c_int64),
         ("scale_ub", ctypes.c_double),
         ("x_row_stride", ctypes.c_int64),
@@ -106,7 +106,7 @@ def _declare(lib):
     lib.kt_runtime_run.argtypes = [c.c_void_p, c.POINTER(Run), c.POINTER(c.c_int64),
                                    c.c_char_p, c.c_size_t, c.c_char_p, c.c_size_t]
     lib.kt_runtime_choose.argtypes = [c.c_void_p, c.c_int32, c.c_int32, c.c_int64, c.c_int64,
-                                      c.c_int64, c.c_int32, c.c_char_p, c.c_size_t,
+                                      c.c_int64, c.c_int32, c.c_int32, c.c_char_p, c.c_size_t,
                                       c.c_char_p, c.c_size_t, c.c_char_p, c.c_size_t]
     lib.kt_runtime_describe.argtypes = [c.c_void_p, c.c_int32, c.c_char_p, c.c_size_t,
                                         c.c_char_p, c.c_size_t]
@@ -140,6 +140,7 @@ class Runtime:
             raise _error(code, error.value.decode())
         self._handle = handle
         self._local = threading.local()
+        self._enums = {}
 
     def close(self):
         if self._handle:
@@ -147,9 +148,13 @@ class Runtime:
             self._handle = None
 
     def enum(self, kind, name):
-        value = self._lib.kt_runtime_enum(kind.encode(), name.encode())
-        if value < 0:
-            raise _errors.InvalidArgumentError("unknown %s %r" % (kind, name))
+        """The C interface's value of an enum name (asked once per name)."""
+        value = self._enums.get((kind, name))
+        if value is None:
+            value = self._lib.kt_runtime_enum(kind.encode(), name.encode())
+            if value < 0:
+                raise _errors.InvalidArgumentError("unknown %s %r" % (kind, name))
+            self._enums[(kind, name)] = value
         return value
 
     def _buffers(self):
@@ -173,13 +178,14 @@ class Runtime:
             return needed.value
         raise _error(code, error.value.decode())
 
-    def choose(self, op, dtype, rows, cols, inner, device):
+    def choose(self, op, dtype, rows, cols, inner, device, batch_invariant=False):
         """(config key, source) of a problem on CUDA device `device`."""
         error, key, _ = self._buffers()
         source = ctypes.create_string_buffer(64)
         code = self._lib.kt_runtime_choose(self._handle, self.enum("op", op),
-                                           self.enum("dtype", dtype), rows, cols, inner, device,
-                                           key, _TEXT_BYTES, source, 64, error, _TEXT_BYTES)
+                                           self.enum("dtype", dtype), rows, cols, inner,
+                                           int(batch_invariant), device, key, _TEXT_BYTES,
+                                           source, 64, error, _TEXT_BYTES)
         if code != 0:
             raise _error(code, error.value.decode())
         return key.value.decode(), source.value.decode()
@@ -194,6 +200,51 @@ class Runtime:
 
     def refresh(self):
         self._lib.kt_runtime_refresh(self._handle)
+
+
+class _Invariance(threading.local):
+    override = None  # None: the process's setting
+
+
+_invariance = _Invariance()
+_batch_invariant_default = False
+
+
+def set_batch_invariant(enabled):
+    """Batch-invariant mode for the whole process (off by default)."""
+    global _batch_invariant_default
+    _batch_invariant_default = bool(enabled)
+
+
+def batch_invariant_enabled():
+    override = _invariance.override
+    return _batch_invariant_default if override is None else override
+
+
+class batch_invariant:  # noqa: N801 - used as a context manager, like torch.no_grad
+    """Batch-invariant mode for the ops this thread runs inside the block:
+
+        with kerntune.torch.batch_invariant():
+            y = kt.rms_norm(x, w)
+
+    Each op then launches the one config its row length gets at any number
+    of rows, of a kernel family that reduces each row inside one thread
+    group or block, so a row gives the same bits in a batch of 1 or 8192
+    (for tensors 16-byte aligned, as torch allocates them). Off again after
+    the block (batch_invariant(False) turns it off inside one)."""
+
+    def __init__(self, enabled=True):
+        self._enabled = bool(enabled)
+        self._saved = []
+
+    def __enter__(self):
+        self._saved.append(_invariance.override)
+        _invariance.override = self._enabled
+        return self
+
+    def __exit__(self, *exc):
+        _invariance.override = self._saved.pop()
+        return False
 
 
 def _bytes(text):
