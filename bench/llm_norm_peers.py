@@ -15,6 +15,9 @@ engine would call instead of kerntune:
                   clamped to +-qmax, cast (fp8) or rounded (int8).
   liger           Liger-Kernel's Triton fused_add_rms_norm_forward (and
                   rms_norm_forward), from a fetched source tree.
+  kerntune        kerntune.torch, the in-process runtime's torch ops (the
+                  node's configs: --kerntune-db, the shipped files), timed
+                  by this same harness as its peers (issue 48).
   flashinfer      FlashInfer's include/flashinfer/norm.cuh kernels
                   (FusedAddRMSNorm, GemmaFusedAddRMSNorm, QKRMSNorm,
                   RMSNormQuant, FusedAddRMSNormQuant: static scales only;
@@ -74,7 +77,7 @@ FUSED_OPS = ("add_rms_norm", "add_layer_norm", "rms_norm_quant", "layer_norm_qua
              "add_rms_norm_quant", "add_layer_norm_quant")
 OPS = FUSED_OPS + ("rms_norm",)  # rms_norm: per head only
 DTYPES = ("float16", "bfloat16", "float32")
-PEERS = ("eager", "compile", "liger", "flashinfer")
+PEERS = ("eager", "compile", "liger", "flashinfer", "kerntune")
 QUANT_VARIANTS = ("fp8_e4m3/per_row", "fp8_e4m3/static", "int8/per_row", "fp8_e4m3/per_group128")
 VARIANTS = ("plain", "gemma") + QUANT_VARIANTS
 DEFAULT_VARIANTS = ("plain", "fp8_e4m3/per_row", "fp8_e4m3/static")
@@ -162,7 +165,7 @@ def bytes_moved(point, dtype, variant):
 
 def why_not(peer, point, variant):
     """None when `peer` serves (point, variant), else the reason."""
-    if peer in ("eager", "compile"):
+    if peer in ("eager", "compile", "kerntune"):
         return None
     if peer == "liger":
         if point.op == "add_rms_norm":
@@ -276,6 +279,36 @@ def make_liger(module, variant):
         x, residual = ops
         y, r = module.fused_add_rms_norm_forward(x, residual, w, EPS, offset, casting)[:2]
         return y, r
+    return fn
+
+
+def make_kerntune(point, variant, static_scale):
+    """kerntune.torch's op as fn(ops, weight[, bias]) -> the composite's outputs."""
+    import kerntune
+    import kerntune.torch as kt
+    offset = 1.0 if variant == "gemma" else 0.0
+    quant = None
+    if is_quant(point.op):
+        codes, scales, group = parse_variant(variant)
+        quant = kerntune.Quant(codes, scales, group_size=group,
+                               scale=static_scale if scales == "static" else None)
+    norm = {"add_rms_norm": kt.add_rms_norm, "add_layer_norm": kt.add_layer_norm,
+            "rms_norm_quant": kt.rms_norm, "layer_norm_quant": kt.layer_norm,
+            "add_rms_norm_quant": kt.add_rms_norm, "add_layer_norm_quant": kt.add_layer_norm,
+            "rms_norm": kt.rms_norm}[point.op]
+    layer = is_layer_norm(point.op)
+
+    def fn(ops, *weights):
+        x, residual = ops
+        args = (x, residual) if residual is not None else (x,)
+        kwargs = {"eps": EPS, "quant": quant}
+        if not layer:
+            kwargs["weight_offset"] = offset
+        out = norm(*args, *weights, **kwargs)
+        outs = out if quant is not None else (out,)
+        if quant is not None and not quant.dynamic:
+            outs = (outs[0], static_scale)
+        return tuple(outs) + ((residual,) if residual is not None else ())
     return fn
 
 
@@ -469,6 +502,9 @@ class LlmNormBench:
         if "flashinfer" in args.peers:
             self.fi = build_flashinfer(torch, os.path.join(args.flashinfer, "include"),
                                        args.build_dir)
+        if "kerntune" in args.peers:
+            import kerntune.torch as kt
+            kt.configure(server=args.kerntune_server, db=args.kerntune_db)
 
     def weights(self, point, dtype):
         torch = self.torch
@@ -488,6 +524,8 @@ class LlmNormBench:
             return fn
         if peer == "liger":
             return make_liger(self.liger, variant)
+        if peer == "kerntune":
+            return make_kerntune(point, variant, static_scale)
         return make_flashinfer(torch, self.fi, point, dtype, variant, static_scale)
 
     def run_point(self, point, dtype, progress):
@@ -579,6 +617,10 @@ def parse_args(argv):
                    help="a FlashInfer source tree (its include/ is used)")
     p.add_argument("--liger", default=".gpu/peers/liger/src",
                    help="the directory that holds Liger-Kernel's liger_kernel package")
+    p.add_argument("--kerntune-db", help="the tuning store kerntune.torch takes configs "
+                   "from (default: kerntune's; the shipped files after it)")
+    p.add_argument("--kerntune-server", default="none",
+                   help="the daemon kerntune.torch asks for configs (default none: the store)")
     p.add_argument("--build-dir", default="/tmp/kt_flashinfer_norm",
                    help="where the FlashInfer binding is built")
     p.add_argument("--out", help="write the JSON results here")

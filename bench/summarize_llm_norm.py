@@ -67,10 +67,16 @@ def main():
     ours = load(args.kernel_bench)
     theirs = load(args.peers)
     peers = {}
+    # kerntune.torch timed inside the peers' harness (llm_norm_peers.py's
+    # "kerntune" peer): kerntune itself, beside the peers, never one of them.
+    in_harness = {}
     for p in theirs["results"]:
         if p.get("passed") and p.get("median_us"):
             key = (p["op"], p["dtype"], p["rows"], p["cols"], p["variant"])
-            peers.setdefault(key, {})[p["peer"]] = p["median_us"]
+            if p["peer"] == "kerntune":
+                in_harness[key] = p["median_us"]
+            else:
+                peers.setdefault(key, {})[p["peer"]] = p["median_us"]
 
     rows = []
     for r in ours["results"]:
@@ -90,10 +96,15 @@ def main():
                      "variant": key[4], "tokens": tokens(r), "config": config,
                      "kerntune_us": us, "heuristic_us": heuristic, "pct_copy": pct_copy,
                      **{f"{peer}_us": times.get(peer) for peer in PEERS},
-                     "best_peer": best, "ratio": times[best] / us})
+                     "best_peer": best, "ratio": times[best] / us,
+                     "kerntune_torch_us": in_harness.get(key),
+                     "torch_ratio": times[best] / in_harness[key] if key in in_harness
+                     else None})
 
     fields = ["op", "dtype", "rows", "cols", "variant", "config", "kerntune_us", "heuristic_us",
-              "pct_copy"] + [f"{peer}_us" for peer in PEERS] + ["best_peer", "ratio"]
+              "pct_copy"] + [f"{peer}_us" for peer in PEERS] + ["best_peer", "ratio",
+                                                                "kerntune_torch_us",
+                                                                "torch_ratio"]
 
     def text(value, digits=2):
         if value is None:
@@ -105,8 +116,8 @@ def main():
             w = csv.writer(f)
             w.writerow(fields)
             for row in rows:
-                w.writerow([text(row[k], 1 if k == "pct_copy" else 3 if k == "ratio" else 2)
-                            for k in fields])
+                w.writerow([text(row[k], 1 if k == "pct_copy" else 3 if k.endswith("ratio")
+                                 else 2) for k in fields])
 
     out = sys.stdout
     out.write(f"GPU: {ours['gpu']}; kerntune commit {ours['commit']}, {ours['date']}; peers "
@@ -140,6 +151,24 @@ def main():
         ratios = [r["ratio"] for r in decode]
         out.write(f"- decode (1-64 tokens, launch-bound): geometric mean {geomean(ratios):.3f}x, "
                   f"min {min(ratios):.3f}x over {len(decode)} points\n")
+    torch_rows = [row for row in rows if row["torch_ratio"] is not None]
+    if torch_rows:
+        # Issue 48: kerntune.torch in the peers' own harness, graph replay.
+        out.write("\n### kerntune.torch in the peers' harness (issue 48)\n\n")
+        for name, part in (("decode (1-64 tokens)", [r for r in torch_rows if r["tokens"] <= 64]),
+                           ("prefill (512+ tokens)",
+                            [r for r in torch_rows if r["tokens"] >= 512])):
+            if not part:
+                continue
+            ratios = [r["torch_ratio"] for r in part]
+            behind_torch = [r for r in part if r["torch_ratio"] < TIE]
+            out.write(f"- {name}: geometric mean {geomean(ratios):.3f}x the best peer, min "
+                      f"{min(ratios):.3f}x; behind by more than 2% at {len(behind_torch)} of "
+                      f"{len(part)}\n")
+            for row in behind_torch:
+                out.write(f"  - {row['op']} {row['rows']}x{row['cols']} {row['variant']}: "
+                          f"{row['kerntune_torch_us']:.2f} us vs "
+                          f"{row[row['best_peer'] + '_us']:.2f} {row['best_peer']}\n")
 
 
 if __name__ == "__main__":

@@ -94,6 +94,26 @@ class SummarizeLlmNormTest(unittest.TestCase):
         self.assertIn("prefill geometric mean over the best peer: 1.007x", out)
         self.assertIn("decode (1-64 tokens, launch-bound): geometric mean 0.800x", out)
 
+    def test_kerntune_torch_in_the_peers_harness_is_beside_them_not_one_of_them(self):
+        kernel_results = [ours("add_rms_norm", 1, 4096, "", 3.0),
+                          ours("add_rms_norm", 8192, 4096, "", 90.0)]
+        peer_results = [
+            peer("add_rms_norm", 1, 4096, "plain", "liger", 2.4),
+            peer("add_rms_norm", 1, 4096, "plain", "kerntune", 2.0),  # faster, still not a peer
+            peer("add_rms_norm", 8192, 4096, "plain", "liger", 100.0),
+            peer("add_rms_norm", 8192, 4096, "plain", "kerntune", 105.0),
+        ]
+        out, table = self.run_summary(kernel_results, peer_results)
+        decode = next(row for row in table if row["rows"] == "1")
+        self.assertEqual(decode["best_peer"], "liger")
+        self.assertEqual(decode["kerntune_torch_us"], "2.00")
+        self.assertEqual(decode["torch_ratio"], "1.200")
+        self.assertIn("kerntune.torch in the peers' harness (issue 48)", out)
+        self.assertIn("decode (1-64 tokens): geometric mean 1.200x the best peer", out)
+        self.assertIn("prefill (512+ tokens): geometric mean 0.952x the best peer, min 0.952x; "
+                      "behind by more than 2% at 1 of 1", out)
+        self.assertIn("add_rms_norm 8192x4096 plain: 105.00 us vs 100.00 liger", out)
+
 
 if __name__ == "__main__":
     unittest.main()
