@@ -20,7 +20,8 @@ benchmark, so that the two sets of figures share one copy roofline:
                  entries -inf, never on the diagonal) and scale 1/sqrt(s); with
                  --causal also x.masked_fill(triu(ones(s, s), 1), -inf)
 
-each eagerly and under torch.compile(dynamic=False, fullgraph=True).
+each eagerly and under torch.compile(dynamic=False, fullgraph=True); with
+--modes ...,kerntune also kerntune.torch's op, timed here as its peers are.
 
 Grid (groups, as tuner/grid.h): "main" rows=49152 x cols 32..32768 and
 "few_rows" rows {1,8,64} x cols {4096,32768,131072} for the row ops (softmax,
@@ -109,7 +110,8 @@ OPS = ("softmax", "log_softmax", "layer_norm", "rms_norm", "reduce_scale",
 DTYPES = ("float32", "float16", "bfloat16")
 DTYPE_SIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
 GROUPS = ("main", "few_rows", "attention", "axis", "llm")
-MODES = ("eager", "compile")
+MODES = ("eager", "compile", "kerntune")
+DEFAULT_MODES = ("eager", "compile")
 
 # The ops of each group (tuner/grid.h).
 ROW_OPS = ("softmax", "log_softmax", "layer_norm", "rms_norm", "reduce_scale")
@@ -220,8 +222,8 @@ def parse_args(argv):
                    help="comma list of grid groups (default: all)")
     p.add_argument("--rows", type=csv_ints, help="keep only points with these row counts")
     p.add_argument("--cols", type=csv_ints, help="keep only points with these column counts")
-    p.add_argument("--modes", type=csv_list("modes", MODES), default=list(MODES),
-                   help="eager, compile or both (default: eager,compile)")
+    p.add_argument("--modes", type=csv_list("modes", MODES), default=list(DEFAULT_MODES),
+                   help="eager, compile, kerntune (kerntune.torch in this harness; default: eager,compile)")
     p.add_argument("--reps", type=int, help=f"timed repetitions (default {DEFAULT_REPS}, "
                                             f"--quick {QUICK_REPS})")
     p.add_argument("--warmup", type=int, help=f"warm-up launches (default {DEFAULT_WARMUP}, "
@@ -363,6 +365,31 @@ def make_peer(op, point, causal):
             def masked_softmax(x, mask):
                 return torch.softmax(x * scale + mask, -1)
         return masked_softmax, None
+    raise ValueError(op)
+
+
+def make_kerntune(op, point, causal):
+    """kerntune.torch's op, called as make_peer's fn is (mode "kerntune":
+    kerntune in this harness, beside its peers, for issue 48's decode sizes)."""
+    import kerntune.torch as kt
+
+    dim = point.dim
+    if op == "softmax":
+        return lambda x: kt.softmax(x, dim)
+    if op == "log_softmax":
+        return lambda x: kt.log_softmax(x, dim)
+    if op == "layer_norm":
+        return lambda x, weight, bias: kt.layer_norm(x, weight, bias, eps=LAYER_NORM_EPS)
+    if op == "rms_norm":
+        return lambda x, weight: kt.rms_norm(x, weight, eps=RMS_NORM_EPS)
+    if op == "reduce_scale":
+        def reduce_scale(x):
+            y, scale = kt.reduce_scale(x)
+            return y, scale.unsqueeze(-1)  # as the peer's keepdim amax
+        return reduce_scale
+    if op == "scaled_masked_softmax":
+        scale = 1.0 / math.sqrt(point.cols)
+        return lambda x, mask: kt.scaled_masked_softmax(x, mask, scale, causal)
     raise ValueError(op)
 
 
@@ -560,6 +587,9 @@ class PeerBench:
         if impl:
             result["impl"] = impl
         reference = fn
+        if mode == "kerntune":
+            fn = make_kerntune(op, point, self.args.causal)
+            result["impl"] = "kerntune.torch"
         k = ring.advance()
         if mode == "compile":
             torch._dynamo.reset()
