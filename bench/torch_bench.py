@@ -223,7 +223,8 @@ def parse_args(argv):
     p.add_argument("--rows", type=csv_ints, help="keep only points with these row counts")
     p.add_argument("--cols", type=csv_ints, help="keep only points with these column counts")
     p.add_argument("--modes", type=csv_list("modes", MODES), default=list(DEFAULT_MODES),
-                   help="eager, compile, kerntune (kerntune.torch in this harness; default: eager,compile)")
+                   help="eager, compile, kerntune (kerntune.torch in this harness); "
+                   "default: eager,compile")
     p.add_argument("--reps", type=int, help=f"timed repetitions (default {DEFAULT_REPS}, "
                                             f"--quick {QUICK_REPS})")
     p.add_argument("--warmup", type=int, help=f"warm-up launches (default {DEFAULT_WARMUP}, "
