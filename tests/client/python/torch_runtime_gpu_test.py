@@ -182,6 +182,22 @@ class GpuOpsTest(unittest.TestCase):
                                 part = call(x[:rows], w, residual[:rows].clone())
                                 self.assertTrue(torch.equal(part, full[:rows]))
 
+    def test_the_readmes_compile_example_runs(self):
+        here = os.path.dirname(os.path.abspath(__file__))
+        # In a bundle: <prefix>/python/tests -> <prefix>/python/README.md.
+        for path in (os.path.join(here, "..", "README.md"),
+                     os.path.join(here, "..", "..", "..", "client", "python", "README.md")):
+            if os.path.exists(path):
+                break
+        else:
+            self.skipTest("no client/python/README.md here")
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        marker = text.index("torch_runtime_gpu_test.py runs it) -->")
+        start = text.index("```python\n", marker) + len("```python\n")
+        code = text[start:text.index("```", start)]
+        exec(compile(code, path, "exec"), {"__name__": "readme_example"})
+
     def test_runs_on_the_current_stream(self):
         x = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
         stream = torch.cuda.Stream()
