@@ -64,6 +64,13 @@ std::vector<db::BestConfig> StoreRows(const std::string& path, const db::GpuSku&
   return *std::move(rows);
 }
 
+// The daemon's name for a device: its UUID ("" for a described one).
+std::string UuidOf(const kernels::DeviceInfo& device) {
+  if (!device.has_gpu()) return "";
+  absl::StatusOr<kernels::DeviceIdentity> identity = kernels::GetDeviceIdentity(device.ordinal);
+  return identity.ok() ? identity->uuid : "";
+}
+
 }  // namespace
 
 // One GPU SKU: the configs fetched last, and the choices made in them.
@@ -234,8 +241,7 @@ absl::StatusOr<const Runtime::DeviceSlot*> Runtime::Slot(int ordinal) {
   if (!info.ok()) return info.status();
   auto slot = std::make_unique<DeviceSlot>();
   slot->info = *std::move(info);
-  absl::StatusOr<kernels::DeviceIdentity> identity = kernels::GetDeviceIdentity(ordinal);
-  if (identity.ok()) slot->uuid = identity->uuid;
+  slot->uuid = UuidOf(slot->info);
   slot->state = StateFor(slot->info, slot->uuid);
   absl::MutexLock lock(&mu_);
   if (slots_.size() <= static_cast<size_t>(ordinal)) slots_.resize(ordinal + 1);
@@ -266,12 +272,8 @@ absl::StatusOr<tuner::ConfigChoice> Runtime::Choose(kernels::Op op, kernels::DTy
                                                     const kernels::DeviceInfo& device,
                                                     bool batch_invariant,
                                                     kernels::RowPlacement placement) {
-  std::string uuid;
-  if (device.has_gpu()) {
-    absl::StatusOr<kernels::DeviceIdentity> identity = kernels::GetDeviceIdentity(device.ordinal);
-    if (identity.ok()) uuid = identity->uuid;
-  }
-  return ChooseIn(*StateFor(device, uuid), op, dtype, shape, batch_invariant, placement);
+  return ChooseIn(*StateFor(device, UuidOf(device)), op, dtype, shape, batch_invariant,
+                  placement);
 }
 
 absl::StatusOr<int64_t> Runtime::WorkspaceBytesFor(kernels::Op op, kernels::DType dtype,
@@ -324,7 +326,7 @@ absl::Status Runtime::RunOnHost(kernels::Op op, kernels::DType dtype, kernels::S
 }
 
 std::shared_ptr<const SkuConfigs> Runtime::ConfigsFor(const kernels::DeviceInfo& device) {
-  std::shared_ptr<SkuState> state = StateFor(device, "");
+  std::shared_ptr<SkuState> state = StateFor(device, UuidOf(device));
   absl::MutexLock lock(&state->mu);
   return state->configs;
 }
