@@ -276,15 +276,19 @@ absl::StatusOr<tuner::ConfigChoice> Runtime::Choose(kernels::Op op, kernels::DTy
                   placement);
 }
 
-absl::StatusOr<int64_t> Runtime::WorkspaceBytesFor(kernels::Op op, kernels::DType dtype,
-                                                   kernels::Shape shape) {
+absl::StatusOr<const Runtime::DeviceSlot*> Runtime::CurrentSlot() {
   int ordinal = 0;
   if (cudaError_t error = cudaGetDevice(&ordinal); error != cudaSuccess) {
     cudaGetLastError();
     return absl::FailedPreconditionError(
         absl::StrCat("no current CUDA device: ", cudaGetErrorString(error)));
   }
-  absl::StatusOr<const DeviceSlot*> slot = Slot(ordinal);
+  return Slot(ordinal);
+}
+
+absl::StatusOr<int64_t> Runtime::WorkspaceBytesFor(kernels::Op op, kernels::DType dtype,
+                                                   kernels::Shape shape) {
+  absl::StatusOr<const DeviceSlot*> slot = CurrentSlot();
   if (!slot.ok()) return slot.status();
   absl::StatusOr<tuner::ConfigChoice> choice =
       ChooseIn(*(*slot)->state, op, dtype, shape, false, kernels::RowPlacement::kContiguous);
@@ -297,13 +301,7 @@ absl::StatusOr<kernels::LaunchConfig> Runtime::Launch(kernels::Op op, kernels::D
                                                       const kernels::RowOpArgs& args,
                                                       cudaStream_t stream,
                                                       bool batch_invariant) {
-  int ordinal = 0;
-  if (cudaError_t error = cudaGetDevice(&ordinal); error != cudaSuccess) {
-    cudaGetLastError();
-    return absl::FailedPreconditionError(
-        absl::StrCat("no current CUDA device: ", cudaGetErrorString(error)));
-  }
-  absl::StatusOr<const DeviceSlot*> slot = Slot(ordinal);
+  absl::StatusOr<const DeviceSlot*> slot = CurrentSlot();
   if (!slot.ok()) return slot.status();
   absl::StatusOr<tuner::ConfigChoice> choice =
       ChooseIn(*(*slot)->state, op, dtype, shape, batch_invariant,

@@ -142,8 +142,10 @@ class Runtime {
   Runtime(RuntimeOptions options, std::unique_ptr<DaemonConfigSource> daemon);
   // The state of `device`'s SKU, made (and fetched) on first use.
   std::shared_ptr<SkuState> StateFor(const kernels::DeviceInfo& device, const std::string& uuid);
-  // The slot of CUDA device `ordinal`, made on first use.
+  // The slot of CUDA device `ordinal`, made on first use; of the calling
+  // thread's current device.
   absl::StatusOr<const DeviceSlot*> Slot(int ordinal);
+  absl::StatusOr<const DeviceSlot*> CurrentSlot();
   // The daemon's configs when it answers for the SKU, else the store's and
   // the shipped files'.
   std::shared_ptr<const SkuConfigs> Fetch(const kernels::DeviceInfo& device,

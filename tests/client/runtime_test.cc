@@ -27,6 +27,7 @@
 #include "proto/convert.h"
 #include "server/config_cache.h"
 #include "tests/testing/scoped_temp_dir.h"
+#include "tests/testing/tuned_row.h"
 #include "tuner/backend.h"
 
 namespace kt::client {
@@ -41,20 +42,7 @@ using tuner::ConfigSource;
 
 db::BestConfig Row(Op op, DType dtype, Shape shape, const kernels::LaunchConfig& config,
                    const std::string& kernel_version = kernels::kKernelLibraryVersion) {
-  db::BestConfig row;
-  row.point.op = std::string(kernels::OpName(op));
-  row.point.dtype = std::string(kernels::DTypeName(dtype));
-  row.point.rows = shape.rows;
-  row.point.cols = shape.cols;
-  row.point.inner = shape.inner;
-  row.config = tuner::ConfigRecordOf(config);
-  row.median_us = 10;
-  row.gbps = 1000;
-  row.pct_of_copy = 50;
-  row.heuristic_key = row.config.key;
-  row.env.kernel_version = kernel_version;
-  row.updated_at = 1700000000;
-  return row;
+  return kt::testing::TunedRow(op, dtype, shape, config, 10, kernel_version);
 }
 
 // A daemon answering ListConfigs from a ConfigCache, as HandleListConfigs

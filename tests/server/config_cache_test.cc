@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "kernels/version.h"
 #include "tests/testing/scoped_temp_dir.h"
+#include "tests/testing/tuned_row.h"
 #include "tuner/backend.h"
 
 namespace kt::server {
@@ -37,20 +38,7 @@ constexpr char kOlderKernels[] = "0.1.0+k1";
 db::BestConfig Row(Op op, DType dtype, Shape shape, const kernels::LaunchConfig& config,
                    double median_us, const std::string& kernel_version =
                                          kernels::kKernelLibraryVersion) {
-  db::BestConfig row;
-  row.point.op = std::string(kernels::OpName(op));
-  row.point.dtype = std::string(kernels::DTypeName(dtype));
-  row.point.rows = shape.rows;
-  row.point.cols = shape.cols;
-  row.point.inner = shape.inner;
-  row.config = tuner::ConfigRecordOf(config);
-  row.median_us = median_us;
-  row.gbps = 1000;
-  row.pct_of_copy = 50;
-  row.heuristic_key = row.config.key;
-  row.env.kernel_version = kernel_version;
-  row.updated_at = 1700000000;
-  return row;
+  return kt::testing::TunedRow(op, dtype, shape, config, median_us, kernel_version);
 }
 
 // A shipped file's entry, as the daemon reads it.
