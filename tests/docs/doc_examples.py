@@ -21,11 +21,15 @@ that cannot run here says why in the comment line just before it:
   <!-- doc-test: daemons (...) -->  every line starts a daemon, which must
                                      come up serving and stop on SIGTERM
                                      (its /tmp/ paths go to the temp dir)
+  <!-- doc-test: in-process -->      a python block that loads the in-process
+                                     runtime (kerntune.torch); skipped with
+                                     --sanitized, whose instrumented library an
+                                     uninstrumented python cannot load
 
 Usage:
   doc_examples.py extract-cpp OUT_DIR FILE...   writes OUT_DIR/<name>.cc, prints the names
   doc_examples.py run --source-dir DIR --kerntune BIN --kerntuned BIN --pythonpath DIR
-                      [--cpp NAME=BIN ...] FILE...
+                      [--cpp NAME=BIN ...] [--sanitized] FILE...
 """
 
 import argparse
@@ -42,7 +46,7 @@ import time
 FENCE = re.compile(r"^```(\S*)\s*$")
 MARKER = re.compile(r"^<!--\s*doc-test:\s*([a-z-]+)\s*(?:\((.*)\))?\s*-->\s*$")
 RUNNABLE = ("sh", "python", "cpp", "json")
-MARKERS = ("skip", "daemons")
+MARKERS = ("skip", "daemons", "in-process")
 
 
 class Block:
@@ -325,6 +329,11 @@ class Runner:
                     print("---- %s: skipped: %s" % (block.where(), block.reason))
                     skipped += 1
                     continue
+                if block.marker == "in-process" and self.args.sanitized:
+                    print("---- %s: skipped: a sanitizer build's libkerntune_runtime.so does "
+                          "not load into an uninstrumented python" % block.where())
+                    skipped += 1
+                    continue
                 ran += 1
                 self.run_block(block)
         if self.daemon.poll() is not None:
@@ -351,6 +360,8 @@ def main():
     run.add_argument("--pythonpath", required=True)
     run.add_argument("--cpp-dir", default="")
     run.add_argument("--cpp", action="append", default=[], metavar="NAME=BINARY")
+    run.add_argument("--sanitized", action="store_true",
+                     help="the build is sanitizer-instrumented: skip in-process blocks")
     run.add_argument("files", nargs="+")
     args = parser.parse_args()
     if args.command == "extract-cpp":
