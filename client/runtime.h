@@ -63,7 +63,7 @@ class DaemonConfigSource {
   // The configs the daemon serves for `device` (a UUID; "" = its first).
   virtual absl::StatusOr<::kerntune::v1::ListConfigsResponse> ListConfigs(
       absl::string_view device) = 0;
-  // Names the daemon in DescribeConfigs ("unix:/run/kerntune/kerntune.sock").
+  // Names the daemon in SkuConfigs::origin ("unix:/run/kerntune/kerntune.sock").
   virtual std::string target() const = 0;
 };
 
@@ -75,8 +75,8 @@ struct SkuConfigs {
   // (12 entries) + shipped files (40 entries)".
   std::string origin;
   // Why the preferred source was not used or is partial ("the daemon at ...
-  // is not running"; "cannot read the tuning store ...: ..."); empty when
-  // nothing needs saying.
+  // did not answer (...)"; "cannot read the tuning store ...: ..."; stale
+  // entries skipped); empty when nothing needs saying.
   std::string problem;
 };
 
@@ -104,10 +104,10 @@ class Runtime {
   // Launches `op` with its chosen config on `stream`, which must belong to
   // the calling thread's current CUDA device, where the operands are.
   // Returns the config launched (kernels::Launch may narrow its pack to the
-  // operands' alignment). The operands are checked by kernels::Launch; a
-  // config that needs more workspace than args.workspace_bytes is refused
-  // (ResourceExhausted naming the bytes, see WorkspaceBytesFor) and nothing
-  // is launched. batch_invariant: the config Choose gives in that mode, so
+  // operands' alignment). The operands are checked by kernels::Launch. A
+  // config that needs a workspace when args has none is refused with
+  // ResourceExhausted naming the bytes (WorkspaceBytesFor tells them): the
+  // caller retries with one; nothing was launched. batch_invariant: the config Choose gives in that mode, so
   // each row's bits do not depend on how many rows there are.
   absl::StatusOr<kernels::LaunchConfig> Launch(kernels::Op op, kernels::DType dtype,
                                                kernels::Shape shape,
