@@ -287,6 +287,16 @@ class LlamaRMSNorm(torch.nn.Module):
         self.variance_epsilon = eps
 
 
+class RMSNorm(torch.nn.Module):
+    """torch.nn.RMSNorm (torch 2.4+) as far as from_torch reads it."""
+
+    def __init__(self, hidden, eps=None, elementwise_affine=True):
+        super().__init__()
+        self.normalized_shape = (hidden,)
+        self.eps = eps
+        self.weight = torch.nn.Parameter(torch.ones(hidden)) if elementwise_affine else None
+
+
 class ModulesTest(unittest.TestCase):
     def test_layer_norm_loads_torchs_state_dict(self):
         torch.manual_seed(3)
@@ -324,6 +334,18 @@ class ModulesTest(unittest.TestCase):
         self.assertTrue(torch.equal(gemma.weight, torch.zeros(64)))  # the identity at start
         with self.assertRaises(kerntune.InvalidArgumentError):
             ktnn.RMSNorm((4, 64))
+
+    def test_torchs_rms_norm_without_eps_or_weight(self):
+        x = torch.randn(3, 64)
+        with torch.no_grad():
+            replaced = ktnn.from_torch(RMSNorm(64))
+            self.assertEqual(replaced.eps, torch.finfo(torch.float32).eps)
+            bare = ktnn.from_torch(RMSNorm(64, eps=1e-5, elementwise_affine=False))
+            self.assertIsNone(bare.weight)
+            np.testing.assert_allclose(f64(bare(x)), ref.rms_norm(f64(x), None, 1e-5)[0],
+                                       rtol=1e-6, atol=1e-7)
+        with self.assertRaises(kerntune.InvalidArgumentError):
+            ktnn.from_torch(torch.nn.Linear(4, 4))
 
     def test_softmax_modules(self):
         x = torch.randn(2, 7, 3)

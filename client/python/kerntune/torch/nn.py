@@ -120,12 +120,21 @@ def from_torch(module):
         made.weight, made.bias = module.weight, module.bias
         made.elementwise_affine = module.weight is not None
         return made
-    weight = getattr(module, "weight", None)
-    eps = getattr(module, "eps", getattr(module, "variance_epsilon", None))
-    if type(module).__name__.endswith("RMSNorm") and weight is not None and eps is not None:
-        made = RMSNorm(weight.shape[-1], eps, elementwise_affine=False)
-        made.weight = weight
-        made.elementwise_affine = True
-        return made
+    if type(module).__name__.endswith("RMSNorm"):
+        # torch.nn.RMSNorm (eps None: its dtype's machine epsilon, weight None
+        # without elementwise_affine) or transformers' (variance_epsilon).
+        weight = getattr(module, "weight", None)
+        eps = getattr(module, "eps", getattr(module, "variance_epsilon", None))
+        shape = getattr(module, "normalized_shape", None)
+        features = weight.shape[-1] if weight is not None else (shape and shape[-1])
+        if features:
+            if eps is None:
+                dtype = weight.dtype if weight is not None else torch.get_default_dtype()
+                eps = torch.finfo(dtype).eps
+            made = RMSNorm(features, eps, elementwise_affine=False)
+            if weight is not None:
+                made.weight = weight
+                made.elementwise_affine = True
+            return made
     raise _errors.InvalidArgumentError("from_torch: %s has no kerntune module" %
                                        type(module).__name__)
