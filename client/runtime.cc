@@ -24,11 +24,18 @@ namespace {
 
 namespace pb = ::kerntune::v1;
 
-// The daemon's configs through a DaemonClient.
+// The daemon's configs through a DaemonClient. A daemon that starts after
+// the runtime is found by the next fetch.
 class GrpcDaemonSource final : public DaemonConfigSource {
  public:
   explicit GrpcDaemonSource(DaemonClient client) : client_(std::move(client)) {}
   absl::StatusOr<pb::ListConfigsResponse> ListConfigs(absl::string_view device) override {
+    // No socket file, no daemon: a stat instead of a failing call.
+    const std::string& target = client_.target();
+    struct stat info {};
+    if (IsUnixTarget(target) && stat(target.c_str() + 5, &info) != 0) {  // past "unix:"
+      return absl::UnavailableError(absl::StrCat("no socket at ", target.substr(5)));
+    }
     return client_.ListConfigs(device);
   }
   std::string target() const override { return client_.target(); }
@@ -36,14 +43,6 @@ class GrpcDaemonSource final : public DaemonConfigSource {
  private:
   DaemonClient client_;
 };
-
-// A daemon is asked only where one may listen: a unix socket that is not
-// there would fail every refresh, slower than a stat.
-bool MayListen(const std::string& resolved_target) {
-  if (!IsUnixTarget(resolved_target)) return true;
-  struct stat info {};
-  return stat(resolved_target.c_str() + 5, &info) == 0;  // past "unix:"
-}
 
 // The local store's rows for `sku`: none when there is no store; the
 // problem when it cannot be read.
@@ -104,15 +103,13 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(RuntimeOptions options)
   if (options.daemon_target != "none") {
     absl::StatusOr<std::string> target = ResolveTarget(options.daemon_target);
     if (!target.ok()) return target.status();
-    if (MayListen(*target)) {
-      DaemonClientOptions client_options;
-      client_options.target = *target;
-      client_options.deadline = options.daemon_deadline;
-      client_options.use_queue = false;
-      absl::StatusOr<DaemonClient> client = DaemonClient::Connect(client_options);
-      if (!client.ok()) return client.status();
-      daemon = std::make_unique<GrpcDaemonSource>(*std::move(client));
-    }
+    DaemonClientOptions client_options;
+    client_options.target = *target;
+    client_options.deadline = options.daemon_deadline;
+    client_options.use_queue = false;
+    absl::StatusOr<DaemonClient> client = DaemonClient::Connect(client_options);
+    if (!client.ok()) return client.status();
+    daemon = std::make_unique<GrpcDaemonSource>(*std::move(client));
   }
   return CreateWithDaemon(std::move(options), std::move(daemon));
 }
