@@ -79,7 +79,7 @@ struct Runtime::SkuState {
   std::string uuid;
 
   absl::Mutex mu;
-  std::shared_ptr<const SkuConfigs> configs ABSL_GUARDED_BY(mu);
+  std::shared_ptr<const FetchedConfigs> configs ABSL_GUARDED_BY(mu);
   // A program sends the same few problems again and again; the table's
   // search (and its config checks) runs once for each in these configs.
   // Bounded: a program with endless shapes starts over.
@@ -87,7 +87,7 @@ struct Runtime::SkuState {
   using Key = std::tuple<kernels::Op, kernels::DType, int64_t, int64_t, int64_t, int>;
   absl::flat_hash_map<Key, absl::StatusOr<tuner::ConfigChoice>> chosen ABSL_GUARDED_BY(mu);
 
-  void Install(std::shared_ptr<const SkuConfigs> fetched) {
+  void Install(std::shared_ptr<const FetchedConfigs> fetched) {
     absl::MutexLock lock(&mu);
     configs = std::move(fetched);
     chosen.clear();
@@ -143,9 +143,9 @@ Runtime::~Runtime() {
   if (refresher_.joinable()) refresher_.join();
 }
 
-std::shared_ptr<const SkuConfigs> Runtime::Fetch(const kernels::DeviceInfo& device,
+std::shared_ptr<const FetchedConfigs> Runtime::Fetch(const kernels::DeviceInfo& device,
                                                  const std::string& uuid) {
-  auto fetched = std::make_shared<SkuConfigs>();
+  auto fetched = std::make_shared<FetchedConfigs>();
   fetched->sku = tuner::SkuOf(device);
   std::string daemon_problem;
   if (daemon_ != nullptr) {
@@ -320,7 +320,7 @@ absl::Status Runtime::RunOnHost(kernels::Op op, kernels::DType dtype, kernels::S
   return kernels::RunReference(op, dtype, shape, args, 0, shape.rows, dtype);
 }
 
-std::shared_ptr<const SkuConfigs> Runtime::ConfigsFor(const kernels::DeviceInfo& device) {
+std::shared_ptr<const FetchedConfigs> Runtime::ConfigsFor(const kernels::DeviceInfo& device) {
   std::shared_ptr<SkuState> state = StateFor(device, UuidOf(device));
   absl::MutexLock lock(&state->mu);
   return state->configs;

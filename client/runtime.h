@@ -63,12 +63,12 @@ class DaemonConfigSource {
   // The configs the daemon serves for `device` (a UUID; "" = its first).
   virtual absl::StatusOr<::kerntune::v1::ListConfigsResponse> ListConfigs(
       absl::string_view device) = 0;
-  // Names the daemon in SkuConfigs::origin ("unix:/run/kerntune/kerntune.sock").
+  // Names the daemon in FetchedConfigs::origin ("unix:/run/kerntune/kerntune.sock").
   virtual std::string target() const = 0;
 };
 
 // The configs a SKU is served from, as fetched last.
-struct SkuConfigs {
+struct FetchedConfigs {
   db::GpuSku sku;
   tuner::ConfigTable table;
   // "daemon unix:/run/kerntune/kerntune.sock", or "store /path/kerntune.db
@@ -126,7 +126,7 @@ class Runtime {
                          const kernels::RowOpArgs& args);
 
   // The configs `device`'s SKU is served from (fetched now if never yet).
-  std::shared_ptr<const SkuConfigs> ConfigsFor(const kernels::DeviceInfo& device);
+  std::shared_ptr<const FetchedConfigs> ConfigsFor(const kernels::DeviceInfo& device);
   // Fetches every known SKU's configs again now.
   void Refresh();
 
@@ -148,7 +148,7 @@ class Runtime {
   absl::StatusOr<const DeviceSlot*> CurrentSlot();
   // The daemon's configs when it answers for the SKU, else the store's and
   // the shipped files'.
-  std::shared_ptr<const SkuConfigs> Fetch(const kernels::DeviceInfo& device,
+  std::shared_ptr<const FetchedConfigs> Fetch(const kernels::DeviceInfo& device,
                                           const std::string& uuid);
   absl::StatusOr<tuner::ConfigChoice> ChooseIn(SkuState& state, kernels::Op op,
                                                kernels::DType dtype, kernels::Shape shape,

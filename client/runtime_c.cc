@@ -253,7 +253,7 @@ KT_EXPORT int kt_runtime_describe(kt_runtime* runtime, int32_t device, char* tex
   }
   absl::StatusOr<kt::kernels::DeviceInfo> info = kt::kernels::GetDeviceInfo(device);
   if (!info.ok()) return Fail(info.status(), error, error_size);
-  std::shared_ptr<const kt::client::SkuConfigs> configs = runtime->runtime->ConfigsFor(*info);
+  std::shared_ptr<const kt::client::FetchedConfigs> configs = runtime->runtime->ConfigsFor(*info);
   Copy(configs->problem.empty() ? configs->origin
                                 : absl::StrCat(configs->origin, "; ", configs->problem),
        text, text_size);

@@ -30,7 +30,7 @@ TEST_F(RuntimeDaemonTest, ADaemonStartedLaterIsAskedAtTheNextFetch) {
 
   Start();
   (*runtime)->Refresh();
-  const std::shared_ptr<const SkuConfigs> configs = (*runtime)->ConfigsFor(device);
+  const std::shared_ptr<const FetchedConfigs> configs = (*runtime)->ConfigsFor(device);
   EXPECT_THAT(configs->problem, HasSubstr("runs the CPU backend and serves no GPU configs"));
   EXPECT_THAT(configs->origin, HasSubstr("store"));
   // Its choices are then the lookup's over the store and the shipped files.
