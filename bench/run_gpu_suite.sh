@@ -105,20 +105,18 @@ if [ "$what" = tests ] || [ "$what" = daemon ] || [ "$what" = all ]; then
   echo "== multi-process CUDA IPC (C++ clients)"
   timeout 240 "$here/kt_client_gpu_test" --gtest_brief=1 > "$out/ipc_gpu_test.log" 2>&1 || status=1
   grep -E 'FAILED|PASSED|Failure|error' "$out/ipc_gpu_test.log" | head -20
-  python_test="$here/../python/tests/torch_gpu_test.py"
-  if [ -f "$python_test" ]; then
-    echo "== multi-process CUDA IPC (Python clients with torch)"
-    PYTHONPATH="$here/../python" PYTHONUNBUFFERED=1 timeout 200 python3 "$python_test" \
-      > "$out/python_gpu_test.log" 2>&1 || status=1
-    tail -5 "$out/python_gpu_test.log"
-  fi
-  runtime_test="$here/../python/tests/torch_runtime_gpu_test.py"
-  if [ -f "$runtime_test" ]; then
-    echo "== in-process runtime (kerntune.torch: CUDA ops, daemon configs, compile, graphs)"
-    PYTHONPATH="$here/../python" PYTHONUNBUFFERED=1 timeout 300 python3 "$runtime_test" \
-      > "$out/torch_runtime_gpu_test.log" 2>&1 || status=1
-    tail -5 "$out/torch_runtime_gpu_test.log"
-  fi
+  # The Python GPU tests (a bundle's python/tests): name, seconds, what it checks.
+  while read -r name seconds title; do
+    test_file="$here/../python/tests/$name.py"
+    [ -f "$test_file" ] || continue
+    echo "== $title"
+    PYTHONPATH="$here/../python" PYTHONUNBUFFERED=1 timeout "$seconds" python3 "$test_file" \
+      > "$out/$name.log" 2>&1 || status=1
+    tail -5 "$out/$name.log"
+  done <<'TESTS'
+torch_gpu_test 200 multi-process CUDA IPC (Python clients with torch)
+torch_runtime_gpu_test 300 in-process runtime (kerntune.torch: CUDA ops, daemon configs, compile, graphs)
+TESTS
 fi
 
 if [ "$what" = daemon ]; then

@@ -283,21 +283,12 @@ absl::StatusOr<const Runtime::DeviceSlot*> Runtime::CurrentSlot() {
   return Slot(ordinal);
 }
 
-absl::StatusOr<int64_t> Runtime::WorkspaceBytesFor(kernels::Op op, kernels::DType dtype,
-                                                   kernels::Shape shape) {
-  absl::StatusOr<const DeviceSlot*> slot = CurrentSlot();
-  if (!slot.ok()) return slot.status();
-  absl::StatusOr<tuner::ConfigChoice> choice =
-      ChooseIn(*(*slot)->state, op, dtype, shape, false, kernels::RowPlacement::kContiguous);
-  if (!choice.ok()) return choice.status();
-  return kernels::WorkspaceBytes(shape, choice->config);
-}
-
 absl::StatusOr<kernels::LaunchConfig> Runtime::Launch(kernels::Op op, kernels::DType dtype,
                                                       kernels::Shape shape,
                                                       const kernels::RowOpArgs& args,
                                                       cudaStream_t stream,
-                                                      bool batch_invariant) {
+                                                      bool batch_invariant,
+                                                      int64_t* workspace_needed) {
   absl::StatusOr<const DeviceSlot*> slot = CurrentSlot();
   if (!slot.ok()) return slot.status();
   absl::StatusOr<tuner::ConfigChoice> choice =
@@ -308,6 +299,7 @@ absl::StatusOr<kernels::LaunchConfig> Runtime::Launch(kernels::Op op, kernels::D
   // size), told apart from a bad workspace by its code.
   if (const int64_t needed = kernels::WorkspaceBytes(shape, choice->config);
       needed > 0 && args.workspace == nullptr) {
+    if (workspace_needed != nullptr) *workspace_needed = needed;
     return absl::ResourceExhaustedError(
         absl::StrCat(kernels::ConfigKey(choice->config), " needs a workspace of ", needed,
                      " bytes"));

@@ -106,18 +106,16 @@ class Runtime {
   // Returns the config launched (kernels::Launch may narrow its pack to the
   // operands' alignment). The operands are checked by kernels::Launch. A
   // config that needs a workspace when args has none is refused with
-  // ResourceExhausted naming the bytes (WorkspaceBytesFor tells them): the
-  // caller retries with one; nothing was launched. batch_invariant: the config Choose gives in that mode, so
+  // ResourceExhausted naming the bytes, which also go to
+  // *workspace_needed when given: the caller retries with one; nothing was
+  // launched. batch_invariant: the config Choose gives in that mode, so
   // each row's bits do not depend on how many rows there are.
   absl::StatusOr<kernels::LaunchConfig> Launch(kernels::Op op, kernels::DType dtype,
                                                kernels::Shape shape,
                                                const kernels::RowOpArgs& args,
                                                cudaStream_t stream,
-                                               bool batch_invariant = false);
-  // The workspace a Launch of this problem on the current device needs
-  // (0 for most configs; at most kernels::kMaxWorkspaceBytes).
-  absl::StatusOr<int64_t> WorkspaceBytesFor(kernels::Op op, kernels::DType dtype,
-                                            kernels::Shape shape);
+                                               bool batch_invariant = false,
+                                               int64_t* workspace_needed = nullptr);
 
   // On host memory: the fp64 reference, y written in the storage dtype (the
   // quantizing ops: codes and their scales), as the daemon's CPU backend

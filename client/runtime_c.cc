@@ -210,14 +210,9 @@ KT_EXPORT int kt_runtime_run(kt_runtime* runtime, const kt_run* run, int64_t* wo
   }
   CurrentDevice current(run->device);
   if (!current.status().ok()) return Fail(current.status(), error, error_size);
-  absl::StatusOr<kt::kernels::LaunchConfig> launched =
-      runtime->runtime->Launch(problem->op, problem->dtype, problem->shape, problem->args,
-                               static_cast<cudaStream_t>(run->stream), run->batch_invariant != 0);
-  if (absl::IsResourceExhausted(launched.status()) && workspace_bytes != nullptr) {
-    absl::StatusOr<int64_t> needed =
-        runtime->runtime->WorkspaceBytesFor(problem->op, problem->dtype, problem->shape);
-    *workspace_bytes = needed.ok() ? *needed : kt::kernels::kMaxWorkspaceBytes;
-  }
+  absl::StatusOr<kt::kernels::LaunchConfig> launched = runtime->runtime->Launch(
+      problem->op, problem->dtype, problem->shape, problem->args,
+      static_cast<cudaStream_t>(run->stream), run->batch_invariant != 0, workspace_bytes);
   if (!launched.ok()) return Fail(launched.status(), error, error_size);
   if (config_key != nullptr) Copy(kt::kernels::ConfigKey(*launched), config_key, config_key_size);
   return 0;
