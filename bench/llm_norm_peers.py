@@ -503,7 +503,7 @@ class LlmNormBench:
             self.fi = build_flashinfer(torch, os.path.join(args.flashinfer, "include"),
                                        args.build_dir)
         if "kerntune" in args.peers:
-            import kerntune.torch as kt
+            kt = tb.import_kerntune_torch()
             kt.configure(server=args.kerntune_server, db=args.kerntune_db)
 
     def weights(self, point, dtype):

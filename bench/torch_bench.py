@@ -369,10 +369,24 @@ def make_peer(op, point, causal):
     raise ValueError(op)
 
 
+def import_kerntune_torch():
+    """kerntune.torch: from the path, else from the bundle this script is in
+    (<bundle>/bin/torch_bench.py beside <bundle>/python)."""
+    try:
+        import kerntune.torch as kt
+    except ImportError:
+        bundle_python = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python")
+        if not os.path.isdir(os.path.join(bundle_python, "kerntune")):
+            raise
+        sys.path.insert(0, bundle_python)
+        import kerntune.torch as kt
+    return kt
+
+
 def make_kerntune(op, point, causal):
     """kerntune.torch's op, called as make_peer's fn is (mode "kerntune":
     kerntune in this harness, beside its peers, for issue 48's decode sizes)."""
-    import kerntune.torch as kt
+    kt = import_kerntune_torch()
 
     dim = point.dim
     if op == "softmax":

@@ -265,7 +265,7 @@ class RegistrationTest(unittest.TestCase):
         y, scales = fakes["reduce_scale"](x)
         self.assertEqual((y.dtype, scales.shape, scales.dtype),
                          (torch.bfloat16, (2, 3), torch.float32))
-        for mode, group, shape in (("per_row", 0, (2, 3)), ("per_group", 128, (2, 3, 2)),
+        for mode, group, shape in (("per_row", 0, (2, 3, 1)), ("per_group", 128, (2, 3, 2)),
                                    ("static", 0, (0,))):
             codes, scales = fakes["add_rms_norm_quant"](x, x, None, 1e-6, 0.0, "int8", mode,
                                                         group, 0.0, None)

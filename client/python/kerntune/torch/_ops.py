@@ -308,10 +308,12 @@ def codes_dtype(quant_dtype):
     return _quant.Quant(quant_dtype).torch_dtype(torch)
 
 
+# As the Python client's: (..., 1) per row (vLLM's per-token layout, so
+# codes * scales dequantizes), (..., cols / group_size) per group.
 def _scales_shape(x, scale_mode, group_size):
     if scale_mode == "per_group":
         return tuple(x.shape[:-1]) + (x.shape[-1] // group_size,)
-    return tuple(x.shape[:-1])
+    return tuple(x.shape[:-1]) + (1,)
 
 
 # One implementation for the four quantizing ops. Their schemas take what
