@@ -4,8 +4,9 @@ in-process runtime library (its host path runs the fp64 reference), checked
 against the independent float64 NumPy references of llm_reference.py and
 client_test.py; the row layouts it takes in place (slices, per-head views of
 a fused qkv tensor) and those it copies; the residual written back; the
-quantized outputs; the fake implementations torch.compile traces with; the
-nn modules loading torch's state_dicts; and the inputs it refuses.
+quantized outputs; the gradients of the differentiable ops; the fake
+implementations torch.compile traces with; the nn modules loading torch's
+state_dicts; and the inputs it refuses.
 
 Needs torch (Debian's python3-torch is enough: a CPU build); exits 77
 (CTest: skipped) without it. CUDA tensors, torch.compile and CUDA graphs are
@@ -221,6 +222,90 @@ class OpsTest(unittest.TestCase):
                 with self.assertRaises(kerntune.InvalidArgumentError) as raised:
                     call()
                 self.assertIn(message, str(raised.exception))
+
+
+class AutogradTest(unittest.TestCase):
+    """The differentiable ops' gradients against float64 torch autograd of
+    the op's own definition (not kerntune's backward formulas)."""
+
+    def setUp(self):
+        self.generator = torch.Generator().manual_seed(len(self.id()))
+
+    def leaf(self, *shape, dtype=torch.float32):
+        return torch.randn(*shape, generator=self.generator).to(dtype).requires_grad_()
+
+    def check(self, mine, theirs, inputs, dtype):
+        """mine(*inputs) and theirs(*float64 copies) give the same gradients
+        of a random dy: within 1e-5 (float32) / 3e-2 (bfloat16: y and dy are
+        stored in 8 bits of mantissa) of each gradient's largest entry."""
+        y = mine(*inputs)
+        dy = torch.randn(y.shape, generator=self.generator).to(dtype)
+        got = torch.autograd.grad(y, inputs, dy)
+        wide = [t.detach().double().requires_grad_() for t in inputs]
+        want = torch.autograd.grad(theirs(*wide), wide, dy.double())
+        tol = 1e-5 if dtype == torch.float32 else 3e-2
+        for g, w in zip(got, want):
+            self.assertEqual((g.shape, g.dtype), (w.shape, dtype))
+            scale = w.abs().max().item()
+            self.assertLessEqual((g.double() - w).abs().max().item(), tol * scale + 1e-7)
+
+    def test_softmaxes(self):
+        for dtype in (torch.float32, torch.bfloat16):
+            with self.subTest(dtype=dtype):
+                x = self.leaf(3, 5, 40, dtype=dtype)
+                self.check(lambda x: kt.softmax(x), lambda x: torch.softmax(x, -1), [x], dtype)
+                self.check(lambda x: kt.softmax(x, 1), lambda x: torch.softmax(x, 1), [x], dtype)
+                self.check(lambda x: kt.log_softmax(x, 0), lambda x: torch.log_softmax(x, 0),
+                           [x], dtype)
+                scores = self.leaf(2, 3, 8, 8, dtype=dtype)
+                mask = torch.randn(8, 8, generator=self.generator).to(dtype)
+                self.check(lambda s: kt.scaled_masked_softmax(s, mask, 0.25, causal=True),
+                           lambda s: torch.softmax((s * 0.25 + mask.double()).masked_fill(
+                               torch.ones(8, 8, dtype=torch.bool).triu(1), -math.inf), -1),
+                           [scores], dtype)
+
+    def test_norms_with_and_without_weights(self):
+        def layer_ref(x, w=None, b=None):
+            return torch.nn.functional.layer_norm(x, x.shape[-1:], w, b, 1e-5)
+
+        def rms_ref(x, w=None, offset=0.0):
+            y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+            return y if w is None else y * (offset + w)
+
+        for dtype in (torch.float32, torch.bfloat16):
+            with self.subTest(dtype=dtype):
+                x, w, b = self.leaf(6, 96, dtype=dtype), self.leaf(96, dtype=dtype), \
+                    self.leaf(96, dtype=dtype)
+                self.check(lambda x, w, b: kt.layer_norm(x, w, b), layer_ref, [x, w, b], dtype)
+                self.check(lambda x: kt.layer_norm(x), layer_ref, [x], dtype)
+                self.check(lambda x, w: kt.rms_norm(x, w, 1e-6, 1.0),
+                           lambda x, w: rms_ref(x, w, 1.0), [x, w], dtype)
+                self.check(lambda x: kt.rms_norm(x), rms_ref, [x], dtype)
+
+    def test_qk_norm_of_a_strided_view_gives_the_fused_tensor_its_gradient(self):
+        qkv = self.leaf(4, 3, 2, 32)  # [tokens, q/k/v, heads, head_dim]
+        w = self.leaf(32)
+        self.check(lambda qkv, w: kt.rms_norm(qkv[:, 0], w),
+                   lambda qkv, w: qkv[:, 0] * torch.rsqrt(
+                       qkv[:, 0].pow(2).mean(-1, keepdim=True) + 1e-6) * w,
+                   [qkv, w], torch.float32)
+
+    def test_modules_train(self):
+        norm = ktnn.RMSNorm(16)
+        torch.nn.init.normal_(norm.weight)
+        x = torch.randn(5, 16, generator=self.generator)
+        norm(x).square().sum().backward()
+        w = norm.weight.detach().double().requires_grad_()
+        xd = x.double()
+        (xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + norm.eps) * w).square().sum() \
+            .backward()
+        np.testing.assert_allclose(f64(norm.weight.grad), f64(w.grad), rtol=1e-5, atol=1e-6)
+
+    def test_a_mask_that_wants_a_gradient_is_refused(self):
+        scores = self.leaf(1, 1, 4, 4)
+        mask = self.leaf(4, 4)
+        with self.assertRaisesRegex(kerntune.InvalidArgumentError, "does not differentiate"):
+            kt.scaled_masked_softmax(scores, mask)
 
 
 class BatchInvariantTest(unittest.TestCase):

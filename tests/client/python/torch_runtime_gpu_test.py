@@ -141,7 +141,27 @@ class GpuOpsTest(unittest.TestCase):
         self.assertGreater(served, 900)
         self.assertIn("daemon " + DAEMON.target, kt.configs_origin())
 
-    @torch.no_grad()  # the ops have no backward yet
+    def test_backward_eager_and_compiled(self):
+        torch.manual_seed(3)
+        x = torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        w = torch.randn(4096, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+
+        def loss(x, w):
+            return kt.log_softmax(kt.rms_norm(x, w).float(), -1).square().sum()
+
+        eager = torch.autograd.grad(loss(x, w), (x, w))
+        xd = x.detach().double().requires_grad_()
+        wd = w.detach().double().requires_grad_()
+        want = torch.autograd.grad(torch.log_softmax(rms_ref(xd, wd, 1e-6), -1).square().sum(),
+                                   (xd, wd))
+        for got, ref in zip(eager, want):
+            scale = ref.abs().max().item()
+            self.assertLess((got.double() - ref).abs().max().item(), 3e-2 * scale)
+        compiled = torch.autograd.grad(torch.compile(loss, fullgraph=True)(x, w), (x, w))
+        for got, ref in zip(compiled, eager):
+            torch.testing.assert_close(got, ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
+
+    @torch.no_grad()
     def test_compile_and_graph_capture_give_the_eager_results(self):
         norm = ktnn.RMSNorm(4096).cuda().to(torch.bfloat16)
 

@@ -14,8 +14,10 @@ else the tuning store's and the shipped files' (configure() says where).
 
 Batch-invariant mode (kt.batch_invariant() around calls, or
 kt.set_batch_invariant(True) for the process) makes each row's result
-independent of the number of rows. The ops have no backward yet: a tensor
-that requires grad gets a result autograd cannot differentiate through.
+independent of the number of rows. softmax, log_softmax,
+scaled_masked_softmax, layer_norm and rms_norm are differentiable (their
+backward is torch's composite for now, _autograd.py); the add and
+quantizing forms and reduce_scale are inference ops.
 """
 
 import torch

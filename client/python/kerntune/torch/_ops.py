@@ -382,3 +382,9 @@ _define("add_rms_norm_quant(Tensor x, Tensor(a!) residual, Tensor? weight, float
 _define("add_layer_norm_quant(Tensor x, Tensor(a!) residual, Tensor? weight, Tensor? bias, "
         "float eps, %s) -> (Tensor, Tensor)" % _QUANT_ARGS, _add_layer_norm_quant,
         lambda x, residual, weight, bias, eps, *quant: _quant_fake(x, *quant[:3]))
+
+
+# The differentiable ops' backward (softmaxes, layer_norm, rms_norm).
+from kerntune.torch import _autograd  # noqa: E402  (after the ops it registers for)
+
+_autograd.register(_LIB, torch.ops.kerntune)
