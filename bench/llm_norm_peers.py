@@ -62,13 +62,10 @@ Examples:
 """
 
 import argparse
-import json
-import math
 import os
 import statistics
 import sys
 import time
-from datetime import datetime, timezone
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_bench as tb  # noqa: E402  (the shared timing method)
@@ -610,29 +607,12 @@ def parse_args(argv):
     p.add_argument("--rows", type=tb.csv_ints,
                    help="keep only points with these row counts (per-head points: tokens)")
     p.add_argument("--cols", type=tb.csv_ints, help="keep only points with these column counts")
-    p.add_argument("--reps", type=int, default=tb.DEFAULT_REPS)
-    p.add_argument("--warmup", type=int, default=tb.DEFAULT_WARMUP)
-    p.add_argument("--quick", action="store_true", help="fewer repetitions")
     p.add_argument("--flashinfer", default=".gpu/peers/flashinfer",
                    help="a FlashInfer source tree (its include/ is used)")
-    p.add_argument("--liger", default=".gpu/peers/liger/src",
-                   help="the directory that holds Liger-Kernel's liger_kernel package")
-    p.add_argument("--kerntune-db", help="the tuning store kerntune.torch takes configs "
-                   "from (default: kerntune's; the shipped files after it)")
-    p.add_argument("--kerntune-server", default="none",
-                   help="the daemon kerntune.torch asks for configs (default none: the store)")
     p.add_argument("--build-dir", default="/tmp/kt_flashinfer_norm",
                    help="where the FlashInfer binding is built")
-    p.add_argument("--out", help="write the JSON results here")
-    p.add_argument("--dry-run", action="store_true",
-                   help="list the planned runs (no torch, no GPU) and exit")
-    args = p.parse_args(argv)
-    if args.quick:
-        args.reps, args.warmup = tb.QUICK_REPS, tb.QUICK_WARMUP
-    args.causal = False  # torch_bench.PeerBench reads it
-    if args.reps < 1 or args.warmup < 0:
-        p.error("--reps must be >= 1 and --warmup >= 0")
-    return args
+    tb.add_peer_harness_args(p)
+    return tb.finish_peer_harness_args(p, p.parse_args(argv))
 
 
 def main(argv=None):
@@ -641,11 +621,8 @@ def main(argv=None):
     if not plan:
         sys.exit("no llm_norm point matches the filters")
     if args.dry_run:
-        for op, dtype, rows, cols, variant, peer, moved, reason in plan:
-            print(f"{op:<20} {dtype:<8} {rows:>6} {cols:>6} {variant:<21} {peer:<10} "
-                  f"{moved:>11}" + (f"  skip: {reason}" if reason else ""))
-        served = sum(1 for entry in plan if entry[-1] is None)
-        print(f"{len(plan)} runs planned, {served} served")
+        tb.print_dry_run(plan, lambda e: f"{e[0]:<20} {e[1]:<8} {e[2]:>6} {e[3]:>6} {e[4]:<21} "
+                                         f"{e[5]:<10} {e[6]:>11}")
         return
     import torch
     if not torch.cuda.is_available():
@@ -653,29 +630,10 @@ def main(argv=None):
     started = time.perf_counter()
     bench = LlmNormBench(args)
     bench.timer.copy_gbps = bench.timer.measure_copy_gbps()
-    try:
-        import triton
-        triton_version = triton.__version__
-    except ImportError:
-        triton_version = None
-    doc = {"tool": "llm_norm_peers", "gpu": torch.cuda.get_device_name(),
-           "torch": torch.__version__, "triton": triton_version, "cuda": torch.version.cuda,
-           "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-           "copy_gbps": round(bench.timer.copy_gbps, 1), "streams": "one",
-           "peer_sources": read_versions(args), "eps": EPS, "results": bench.results}
-    points = grid_points(args.ops, args.rows, args.cols)
-    progress = (f"{i}/{len(plan)}" for i in range(1, len(plan) + 1))
-    for point in points:
-        for dtype in args.dtypes:
-            bench.run_point(point, dtype, progress)
-            if args.out:
-                tb.write_json(args.out, doc)
-    failed = [r for r in bench.results if r["passed"] is False
-              or (r["error"] and not r["error"].startswith("not served"))]
-    tb.log(f"wall {time.perf_counter() - started:.0f}s; {len(bench.results)} records, "
-           f"{len(failed)} failed or errored" + (f"; JSON: {args.out}" if args.out else ""))
-    if failed:
-        sys.exit(1)
+    doc = tb.peer_harness_doc("llm_norm_peers", torch, bench.timer.copy_gbps,
+                              peer_sources=read_versions(args), eps=EPS, results=bench.results)
+    tb.run_peer_harness(bench, grid_points(args.ops, args.rows, args.cols), args.dtypes,
+                        len(plan), args.out, doc, started)
 
 
 def read_versions(args):

@@ -758,6 +758,75 @@ def format_table(results, copy_gbps):
     return "\n".join(lines)
 
 
+def add_peer_harness_args(p):
+    """The arguments the per-issue peer harnesses (llm_norm_peers.py,
+    training_peers.py) share: repetitions, Liger's source, kerntune.torch's
+    config source, the output; finish_peer_harness_args applies them."""
+    p.add_argument("--reps", type=int, default=DEFAULT_REPS)
+    p.add_argument("--warmup", type=int, default=DEFAULT_WARMUP)
+    p.add_argument("--quick", action="store_true", help="fewer repetitions")
+    p.add_argument("--liger", default=".gpu/peers/liger/src",
+                   help="the directory that holds Liger-Kernel's liger_kernel package")
+    p.add_argument("--kerntune-db", help="the tuning store kerntune.torch takes configs "
+                   "from (default: kerntune's; the shipped files after it)")
+    p.add_argument("--kerntune-server", default="none",
+                   help="the daemon kerntune.torch asks for configs (default none: the store)")
+    p.add_argument("--out", help="write the JSON results here")
+    p.add_argument("--dry-run", action="store_true",
+                   help="list the planned runs (no torch, no GPU) and exit")
+
+
+def print_dry_run(plan, row_text):
+    """A peer harness's --dry-run: each planned run (row_text of its entry,
+    whose last item is the reason it is skipped, or None), then the count."""
+    for entry in plan:
+        reason = entry[-1]
+        print(row_text(entry) + (f"  skip: {reason}" if reason else ""))
+    served = sum(1 for entry in plan if entry[-1] is None)
+    print(f"{len(plan)} runs planned, {served} served")
+
+
+def finish_peer_harness_args(p, args):
+    if args.quick:
+        args.reps, args.warmup = QUICK_REPS, QUICK_WARMUP
+    args.causal = False  # PeerBench reads it
+    if args.reps < 1 or args.warmup < 0:
+        p.error("--reps must be >= 1 and --warmup >= 0")
+    return args
+
+
+def peer_harness_doc(tool, torch, copy_gbps, **fields):
+    """A peer harness's JSON document: the machine and software, then fields."""
+    try:
+        import triton
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = None
+    doc = {"tool": tool, "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+           "triton": triton_version, "cuda": torch.version.cuda,
+           "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+           "copy_gbps": round(copy_gbps, 1), "streams": "one"}
+    doc.update(fields)
+    return doc
+
+
+def run_peer_harness(bench, points, dtypes, runs, out, doc, started):
+    """Runs bench.run_point over points x dtypes (the JSON rewritten after
+    each), logs the summary and exits 1 when a served run failed."""
+    progress = (f"{i}/{runs}" for i in range(1, runs + 1))
+    for point in points:
+        for dtype in dtypes:
+            bench.run_point(point, dtype, progress)
+            if out:
+                write_json(out, doc)
+    failed = [r for r in bench.results if r["passed"] is False
+              or (r["error"] and not r["error"].startswith("not served"))]
+    log(f"wall {time.perf_counter() - started:.0f}s; {len(bench.results)} records, "
+        f"{len(failed)} failed or errored" + (f"; JSON: {out}" if out else ""))
+    if failed:
+        sys.exit(1)
+
+
 def write_json(path, doc):
     tmp = f"{path}.tmp"
     with open(tmp, "w") as f:

@@ -122,7 +122,6 @@ import statistics
 import sys
 import time
 import warnings
-from datetime import datetime, timezone
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_bench as tb  # noqa: E402  (the shared timing method)
@@ -686,26 +685,9 @@ def parse_args(argv):
     p.add_argument("--rows", type=tb.csv_ints, help="keep only points with these token counts")
     p.add_argument("--cols", type=tb.csv_ints,
                    help="keep only points with these hidden sizes / vocabularies")
-    p.add_argument("--reps", type=int, default=tb.DEFAULT_REPS)
-    p.add_argument("--warmup", type=int, default=tb.DEFAULT_WARMUP)
-    p.add_argument("--quick", action="store_true", help="fewer repetitions")
-    p.add_argument("--liger", default=".gpu/peers/liger/src",
-                   help="the directory that holds Liger-Kernel's liger_kernel package")
-    p.add_argument("--kerntune-db", help="the tuning store kerntune.torch takes configs "
-                   "from (default: kerntune's; the shipped files after it)")
-    p.add_argument("--kerntune-server", default="none",
-                   help="the daemon kerntune.torch asks for configs (default none: the store)")
     p.add_argument("--seed", type=int, default=0, help="torch.manual_seed of the inputs")
-    p.add_argument("--out", help="write the JSON results here")
-    p.add_argument("--dry-run", action="store_true",
-                   help="list the planned runs (no torch, no GPU) and exit")
-    args = p.parse_args(argv)
-    if args.quick:
-        args.reps, args.warmup = tb.QUICK_REPS, tb.QUICK_WARMUP
-    args.causal = False  # torch_bench.PeerBench reads it
-    if args.reps < 1 or args.warmup < 0:
-        p.error("--reps must be >= 1 and --warmup >= 0")
-    return args
+    tb.add_peer_harness_args(p)
+    return tb.finish_peer_harness_args(p, p.parse_args(argv))
 
 
 def main(argv=None):
@@ -714,11 +696,8 @@ def main(argv=None):
     if not plan:
         sys.exit("no training point matches the filters")
     if args.dry_run:
-        for op, dtype, rows, cols, peer, moved, reason in plan:
-            print(f"{op:<21} {dtype:<8} {rows:>6} {cols:>6} {peer:<8} {moved:>11}"
-                  + (f"  skip: {reason}" if reason else ""))
-        served = sum(1 for entry in plan if entry[-1] is None)
-        print(f"{len(plan)} runs planned, {served} served")
+        tb.print_dry_run(plan, lambda e: f"{e[0]:<21} {e[1]:<8} {e[2]:>6} {e[3]:>6} {e[4]:<8} "
+                                         f"{e[5]:>11}")
         return
     import torch
     if not torch.cuda.is_available():
@@ -729,33 +708,15 @@ def main(argv=None):
     started = time.perf_counter()
     bench = TrainingBench(args)
     bench.timer.copy_gbps = bench.timer.measure_copy_gbps()
-    try:
-        import triton
-        triton_version = triton.__version__
-    except ImportError:
-        triton_version = None
-    doc = {"tool": "training_peers", "gpu": torch.cuda.get_device_name(),
-           "torch": torch.__version__, "triton": triton_version, "cuda": torch.version.cuda,
-           "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-           "copy_gbps": round(bench.timer.copy_gbps, 1), "streams": "one",
-           "peer_sources": read_versions(args), "reps": args.reps, "warmup": args.warmup,
-           "seed": args.seed, "ignore_index": IGNORE_INDEX, "ignored_one_in": IGNORED_ONE_IN,
-           "layer_norm_eps": LAYER_NORM_EPS, "rms_norm_eps": RMS_NORM_EPS,
-           "results": bench.results}
-    tb.log(f"{doc['gpu']} torch {doc['torch']} triton {triton_version}; copy "
+    doc = tb.peer_harness_doc(
+        "training_peers", torch, bench.timer.copy_gbps, peer_sources=read_versions(args),
+        reps=args.reps, warmup=args.warmup, seed=args.seed, ignore_index=IGNORE_INDEX,
+        ignored_one_in=IGNORED_ONE_IN, layer_norm_eps=LAYER_NORM_EPS,
+        rms_norm_eps=RMS_NORM_EPS, results=bench.results)
+    tb.log(f"{doc['gpu']} torch {doc['torch']} triton {doc['triton']}; copy "
            f"{bench.timer.copy_gbps:.0f} GB/s; {len(plan)} runs")
-    progress = (f"{i}/{len(plan)}" for i in range(1, len(plan) + 1))
-    for point in grid_points(args.ops, args.rows, args.cols):
-        for dtype in args.dtypes:
-            bench.run_point(point, dtype, progress)
-            if args.out:
-                tb.write_json(args.out, doc)
-    failed = [r for r in bench.results if r["passed"] is False
-              or (r["error"] and not r["error"].startswith("not served"))]
-    tb.log(f"wall {time.perf_counter() - started:.0f}s; {len(bench.results)} records, "
-           f"{len(failed)} failed or errored" + (f"; JSON: {args.out}" if args.out else ""))
-    if failed:
-        sys.exit(1)
+    tb.run_peer_harness(bench, grid_points(args.ops, args.rows, args.cols), args.dtypes,
+                        len(plan), args.out, doc, started)
 
 
 def read_versions(args):
