@@ -3,10 +3,12 @@
 
 Issue 48 asks that a kerntune.torch op cost at most torch's own op launch
 + 1 us in eager mode. This times what the host spends per call: N calls in a
-row on a tensor so small that the GPU finishes each kernel before the host
-queues the next (1 x 256, where every kernel here runs in about 2 us of GPU
-time and every call costs the host more), wall time / N after a warm-up and
-one synchronize at the end. The median of --repeats such loops is reported.
+row on a small tensor (1 x 256 by default), wall time / N after a warm-up
+and one synchronize at the end; the median of --repeats such loops is
+reported. It measures the host only while each kernel's GPU time is shorter
+than a call's host time (otherwise the GPU sets the pace): check a figure
+near a kernel's graph-replay time (kt_kernel_bench) before reading it as
+host overhead.
 
 Pairs (kerntune's op: torch's op of the same work, one launch each where
 torch has one):
