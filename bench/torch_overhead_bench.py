@@ -23,7 +23,6 @@ torch has one):
 """
 
 import argparse
-import json
 import os
 import statistics
 import sys
