@@ -28,9 +28,10 @@ def _leading_sum(t, like):
     return t.reshape(-1, t.shape[-1]).sum(0).to(like.dtype)
 
 
-def softmax_backward(y, dy, dim):
+def softmax_backward(y, dy, dim, scale=1.0):
+    """dx of y = softmax(x * scale + constant) along dim."""
     yf, dyf = y.float(), dy.float()
-    return (yf * (dyf - (dyf * yf).sum(dim, keepdim=True))).to(y.dtype)
+    return (scale * yf * (dyf - (dyf * yf).sum(dim, keepdim=True))).to(y.dtype)
 
 
 def log_softmax_backward(y, dy, dim):
@@ -106,9 +107,7 @@ def _log_softmax_grad(ctx, dy):
 
 def _scaled_grad(ctx, dy):
     (y,) = ctx.saved_tensors
-    yf, dyf = y.float(), dy.float()
-    dx = ctx.scale * yf * (dyf - (dyf * yf).sum(-1, keepdim=True))
-    return dx.to(y.dtype), None, None, None
+    return softmax_backward(y, dy, -1, ctx.scale), None, None, None
 
 
 def _layer_norm_grad(ctx, dy):
